@@ -1,0 +1,345 @@
+//! The client (the LLeMbas role): one web UI's side of a device's link. It checks the device's
+//! protocol on `_lembas/hello`, initializes, keeps the device's capability list, and refuses to
+//! call a method the device did not list. It outlives the links it is given, one at a time.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::config::{ClientConfig, ConfigError};
+use crate::device::CLOSE_PROTOCOL;
+use crate::jsonrpc::{self, Id, Message, RpcError};
+use crate::methods::{self, Direction, Kind};
+use crate::time::{Clock, Time};
+use crate::wire::handshake::{Hello, InitializeRequest, InitializeResult, PROTOCOL};
+
+/// What the client asks of its shell, and what it tells its UI.
+#[derive(Debug, PartialEq)]
+#[non_exhaustive]
+pub enum ClientOutput {
+    /// Send one message on the link.
+    Send(Vec<u8>),
+    /// Close the link with this code and reason.
+    Close {
+        code: u16,
+        reason: String,
+    },
+    Event(ClientEvent),
+}
+
+#[derive(Debug, PartialEq)]
+#[non_exhaustive]
+pub enum ClientEvent {
+    /// The device greeted us (`_lembas/hello`).
+    Hello(Hello),
+    /// `initialize` was answered: the link is ready, with these capabilities.
+    Ready { capabilities: Vec<String> },
+    /// The link was refused and closed by us (4400 for an old device), with the reason.
+    Refused { code: u16, reason: String },
+    /// The answer to a call made with [`Client::call`].
+    Answer {
+        id: Id,
+        method: String,
+        outcome: Result<Value, RpcError>,
+    },
+    /// A notification from the device (`session/update`, `_lembas/event`, ...).
+    Notification { method: String, params: Value },
+    /// A request from the device (an approval card, ...), to be answered with
+    /// [`Client::respond`].
+    Request {
+        id: Id,
+        method: String,
+        params: Value,
+    },
+}
+
+/// Why a call was refused before anything was sent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CallError {
+    /// No link, or its handshake has not finished.
+    NotReady,
+    /// The protocol has no such client-to-device request.
+    UnknownMethod(String),
+    /// The device did not list the capability that gates the method.
+    NotListed { method: String, capability: String },
+}
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CallError::NotReady => {
+                f.write_str("the link is not ready (no link, or no initialize yet)")
+            }
+            CallError::UnknownMethod(m) => write!(f, "`{m}` is not a request a client sends"),
+            CallError::NotListed { method, capability } => write!(
+                f,
+                "`{method}` needs capability `{capability}`, which the device did not list"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for CallError {}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// No link.
+    Down,
+    /// Linked, waiting for `_lembas/hello`.
+    AwaitingHello,
+    /// `initialize` sent with this id.
+    Initializing,
+    Ready,
+    /// We refused the device and closed the link.
+    Refused,
+}
+
+pub struct Client {
+    config: ClientConfig,
+    clock: Clock,
+    phase: Phase,
+    capabilities: Vec<String>,
+    /// Calls sent on the current link and not yet answered: id → method.
+    pending: BTreeMap<Id, String>,
+    next_id: u64,
+    out: VecDeque<ClientOutput>,
+}
+
+impl Client {
+    pub fn new(config: ClientConfig, now: Time) -> Result<Client, ConfigError> {
+        config.validate()?;
+        Ok(Client {
+            config,
+            clock: Clock::new(now),
+            phase: Phase::Down,
+            capabilities: Vec::new(),
+            pending: BTreeMap::new(),
+            next_id: 0,
+            out: VecDeque::new(),
+        })
+    }
+
+    /// A device's link reached us.
+    pub fn handle_link_up(&mut self, now: Time) {
+        self.clock.advance(now);
+        self.phase = Phase::AwaitingHello;
+        self.capabilities.clear();
+        self.pending.clear();
+    }
+
+    /// The link is gone (closed by either side, or cut).
+    pub fn handle_link_down(&mut self, now: Time) {
+        self.clock.advance(now);
+        self.phase = Phase::Down;
+        self.pending.clear();
+    }
+
+    pub fn handle_frame(&mut self, frame: &[u8], now: Time) {
+        self.clock.advance(now);
+        if matches!(self.phase, Phase::Down | Phase::Refused) {
+            return;
+        }
+        match jsonrpc::decode(frame, &self.config.frames) {
+            Err(e) => self.send(e.response()),
+            Ok(Message::Notification(n)) => {
+                let params = n
+                    .params
+                    .and_then(|p| serde_json::from_str(p.get()).ok())
+                    .unwrap_or(Value::Null);
+                if n.method == "_lembas/hello" {
+                    self.on_hello(n.params);
+                } else if self.phase == Phase::Ready {
+                    self.emit(ClientEvent::Notification {
+                        method: n.method.into_owned(),
+                        params,
+                    });
+                }
+            }
+            Ok(Message::Request(r)) => {
+                if self.phase != Phase::Ready {
+                    self.send(jsonrpc::encode_error(
+                        Some(&r.id),
+                        &RpcError::invalid_request("the link is not initialized yet"),
+                    ));
+                    return;
+                }
+                let params = r
+                    .params
+                    .and_then(|p| serde_json::from_str(p.get()).ok())
+                    .unwrap_or(Value::Null);
+                self.emit(ClientEvent::Request {
+                    id: r.id,
+                    method: r.method.into_owned(),
+                    params,
+                });
+            }
+            Ok(Message::Response(r)) => {
+                let Some(id) = r.id else { return };
+                let Some(method) = self.pending.remove(&id) else {
+                    return;
+                };
+                let outcome = r.outcome.and_then(|raw| {
+                    serde_json::from_str::<Value>(raw.get())
+                        .map_err(|e| RpcError::new(jsonrpc::code::PARSE_ERROR, e.to_string()))
+                });
+                if method == "initialize" {
+                    self.on_initialized(outcome);
+                } else {
+                    self.emit(ClientEvent::Answer {
+                        id,
+                        method,
+                        outcome,
+                    });
+                }
+            }
+        }
+    }
+
+    pub fn handle_timeout(&mut self, now: Time) {
+        self.clock.advance(now);
+    }
+
+    /// Send a request to the device. Refused, with nothing sent, when the link is not ready or
+    /// the device did not list the method's capability.
+    pub fn call<P: Serialize>(&mut self, method: &str, params: &P) -> Result<Id, CallError> {
+        let spec = methods::find(method)
+            .filter(|m| m.direction == Direction::ClientToAgent && m.kind == Kind::Request)
+            .ok_or_else(|| CallError::UnknownMethod(method.to_string()))?;
+        if self.phase != Phase::Ready || spec.name == "initialize" {
+            return Err(CallError::NotReady);
+        }
+        if let Some(cap) = spec.capability {
+            if !self.capabilities.iter().any(|c| c == cap) {
+                return Err(CallError::NotListed {
+                    method: method.to_string(),
+                    capability: cap.to_string(),
+                });
+            }
+        }
+        Ok(self.request(spec.name, params))
+    }
+
+    /// Send a notification to the device, gated like [`Client::call`].
+    pub fn notify<P: Serialize>(&mut self, method: &str, params: &P) -> Result<(), CallError> {
+        let spec = methods::find(method)
+            .filter(|m| m.direction == Direction::ClientToAgent && m.kind == Kind::Notification)
+            .ok_or_else(|| CallError::UnknownMethod(method.to_string()))?;
+        if self.phase != Phase::Ready {
+            return Err(CallError::NotReady);
+        }
+        if let Some(cap) = spec.capability {
+            if !self.capabilities.iter().any(|c| c == cap) {
+                return Err(CallError::NotListed {
+                    method: method.to_string(),
+                    capability: cap.to_string(),
+                });
+            }
+        }
+        self.send(jsonrpc::encode_notification(spec.name, params));
+        Ok(())
+    }
+
+    /// Answer a request the device sent.
+    pub fn respond(&mut self, id: &Id, outcome: Result<Value, RpcError>) {
+        let frame = match outcome {
+            Ok(result) => jsonrpc::encode_result(id, &result),
+            Err(error) => jsonrpc::encode_error(Some(id), &error),
+        };
+        self.send(frame);
+    }
+
+    #[must_use]
+    pub fn poll_output(&mut self) -> Option<ClientOutput> {
+        self.out.pop_front()
+    }
+
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Time> {
+        None
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.phase == Phase::Ready
+    }
+
+    /// The capabilities the device listed on the current link.
+    pub fn capabilities(&self) -> &[String] {
+        &self.capabilities
+    }
+
+    fn on_hello(&mut self, params: Option<&serde_json::value::RawValue>) {
+        if self.phase != Phase::AwaitingHello {
+            return;
+        }
+        let hello: Hello = match jsonrpc::parse_params("_lembas/hello", params) {
+            Ok(h) => h,
+            Err(e) => {
+                return self.refuse(CLOSE_PROTOCOL, format!("unreadable hello: {}", e.message))
+            }
+        };
+        let protocol = hello.protocol;
+        self.emit(ClientEvent::Hello(hello));
+        match protocol {
+            PROTOCOL => {
+                self.phase = Phase::Initializing;
+                self.request("initialize", &InitializeRequest::lembas(self.config.show));
+            }
+            p if p < PROTOCOL => self.refuse(CLOSE_PROTOCOL, "update LLeMbas CLI to 2.0".into()),
+            p => self.refuse(
+                CLOSE_PROTOCOL,
+                format!("the device speaks link protocol {p}; this LLeMbas speaks {PROTOCOL}: update LLeMbas"),
+            ),
+        }
+    }
+
+    fn on_initialized(&mut self, outcome: Result<Value, RpcError>) {
+        let result = outcome.and_then(|v| {
+            serde_json::from_value::<InitializeResult>(v)
+                .map_err(|e| RpcError::invalid_params(e.to_string()))
+        });
+        match result {
+            Ok(InitializeResult {
+                meta: Some(meta), ..
+            }) if meta.lembas.protocol == PROTOCOL => {
+                self.capabilities = meta.lembas.capabilities;
+                self.phase = Phase::Ready;
+                self.emit(ClientEvent::Ready {
+                    capabilities: self.capabilities.clone(),
+                });
+            }
+            Ok(_) => self.refuse(
+                CLOSE_PROTOCOL,
+                "the device did not answer initialize with link protocol 3: update LLeMbas CLI to 2.0"
+                    .into(),
+            ),
+            Err(e) => self.refuse(1002, format!("initialize failed: {}", e.message)),
+        }
+    }
+
+    fn refuse(&mut self, code: u16, reason: String) {
+        self.phase = Phase::Refused;
+        self.out.push_back(ClientOutput::Close {
+            code,
+            reason: reason.clone(),
+        });
+        self.emit(ClientEvent::Refused { code, reason });
+    }
+
+    fn request<P: Serialize>(&mut self, method: &str, params: &P) -> Id {
+        let id = Id::number(self.next_id);
+        self.next_id += 1;
+        self.pending.insert(id.clone(), method.to_string());
+        self.send(jsonrpc::encode_request(&id, method, params));
+        id
+    }
+
+    fn send(&mut self, frame: Vec<u8>) {
+        self.out.push_back(ClientOutput::Send(frame));
+    }
+
+    fn emit(&mut self, event: ClientEvent) {
+        self.out.push_back(ClientOutput::Event(event));
+    }
+}

@@ -1,0 +1,241 @@
+//! Limits and settings, with their defaults and the reasons for them. The runtime fills these
+//! from `config.yaml`'s `remote:` block and its own knowledge of the machine.
+
+use serde::{Deserialize, Serialize};
+
+use crate::jsonrpc::FrameLimits;
+
+/// The mode ladder, lowest first: a mode above `remote.max_mode` is lowered to it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    Plan,
+    Manual,
+    Edit,
+    Auto,
+}
+
+impl Mode {
+    pub const ALL: [Mode; 4] = [Mode::Plan, Mode::Manual, Mode::Edit, Mode::Auto];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Plan => "plan",
+            Mode::Manual => "manual",
+            Mode::Edit => "edit",
+            Mode::Auto => "auto",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Mode> {
+        Mode::ALL.into_iter().find(|m| m.as_str() == s)
+    }
+
+    /// This mode, lowered to `max` when above it.
+    pub fn capped(self, max: Mode) -> Mode {
+        self.min(max)
+    }
+}
+
+/// The `remote:` block: what a client on the link may do on this device.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct Remote {
+    /// Remote work on at all. Off, the device still links but says `roots: []` and refuses
+    /// every `session/new`.
+    pub enabled: bool,
+    /// Absolute directories (already resolved by the runtime) a session may be opened in.
+    pub roots: Vec<String>,
+    pub max_mode: Mode,
+    pub require_trust: bool,
+    /// How long a card waits for an answer before it is denied or dismissed.
+    pub approval_timeout_ms: u64,
+    pub terminal: bool,
+}
+
+impl Default for Remote {
+    fn default() -> Self {
+        Remote {
+            enabled: false,
+            roots: Vec::new(),
+            // The spec's default: a client may edit, not run on its own.
+            max_mode: Mode::Edit,
+            require_trust: true,
+            approval_timeout_ms: 300_000,
+            terminal: false,
+        }
+    }
+}
+
+impl Remote {
+    /// The roots the device tells the client about: none while remote work is off.
+    pub fn advertised_roots(&self) -> &[String] {
+        if self.enabled {
+            &self.roots
+        } else {
+            &[]
+        }
+    }
+}
+
+/// How the device redials a dropped link: exponential backoff with "equal jitter" (half the
+/// delay fixed, half random), so a fleet of devices does not redial in step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Backoff {
+    pub initial_ms: u64,
+    pub max_ms: u64,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff {
+            initial_ms: 1_000,
+            max_ms: 60_000,
+        }
+    }
+}
+
+impl Backoff {
+    /// The un-jittered delay before attempt `attempt` (0-based).
+    pub fn ceiling(&self, attempt: u32) -> u64 {
+        let factor = 1u64.checked_shl(attempt.min(32)).unwrap_or(u64::MAX);
+        self.initial_ms.saturating_mul(factor).min(self.max_ms)
+    }
+}
+
+/// Why a configuration was refused (never silently clamped).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError(pub String);
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Everything a `Device` is built from.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct DeviceConfig {
+    /// Seeds every id and jitter the device makes.
+    pub seed: u64,
+    /// This build's version, as `_lembas/hello` and `agentInfo` say it.
+    pub version: String,
+    pub host: String,
+    pub platform: String,
+    /// The device's name for the instance it is logged in to (the login's connection).
+    pub connection: Option<String>,
+    pub remote: Remote,
+    pub frames: FrameLimits,
+    pub backoff: Backoff,
+}
+
+impl Default for DeviceConfig {
+    fn default() -> Self {
+        DeviceConfig {
+            seed: 0,
+            version: crate::VERSION.to_string(),
+            host: "localhost".into(),
+            platform: "unknown".into(),
+            connection: None,
+            remote: Remote::default(),
+            frames: FrameLimits::default(),
+            backoff: Backoff::default(),
+        }
+    }
+}
+
+impl DeviceConfig {
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        validate_frames(&self.frames)?;
+        if self.backoff.initial_ms == 0 || self.backoff.max_ms < self.backoff.initial_ms {
+            return Err(ConfigError(format!(
+                "backoff: initial_ms must be at least 1 and at most max_ms (got {} and {})",
+                self.backoff.initial_ms, self.backoff.max_ms
+            )));
+        }
+        if let Some(root) = self.remote.roots.iter().find(|r| !r.starts_with('/')) {
+            return Err(ConfigError(format!(
+                "remote.roots: `{root}` is not an absolute path"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Everything a `Client` is built from.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct ClientConfig {
+    pub seed: u64,
+    pub frames: FrameLimits,
+    /// Whether this client offers the `show` viewer (`clientCapabilities._meta.lembas.show`).
+    pub show: bool,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        ClientConfig {
+            seed: 1,
+            frames: FrameLimits::default(),
+            show: false,
+        }
+    }
+}
+
+impl ClientConfig {
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        validate_frames(&self.frames)
+    }
+}
+
+fn validate_frames(f: &FrameLimits) -> Result<(), ConfigError> {
+    if f.max_depth == 0 || f.max_depth > FrameLimits::DEPTH_CEILING {
+        return Err(ConfigError(format!(
+            "max_depth must be between 1 and {} (got {})",
+            FrameLimits::DEPTH_CEILING,
+            f.max_depth
+        )));
+    }
+    if f.max_frame_bytes < 1024 {
+        return Err(ConfigError(format!(
+            "max_frame_bytes must be at least 1024 (got {})",
+            f.max_frame_bytes
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_are_lowered_to_the_maximum() {
+        assert_eq!(Mode::Auto.capped(Mode::Edit), Mode::Edit);
+        assert_eq!(Mode::Plan.capped(Mode::Edit), Mode::Plan);
+        assert_eq!(Mode::parse("manual"), Some(Mode::Manual));
+        assert_eq!(Mode::parse("yolo"), None);
+    }
+
+    #[test]
+    fn backoff_doubles_up_to_its_cap() {
+        let b = Backoff::default();
+        assert_eq!(b.ceiling(0), 1_000);
+        assert_eq!(b.ceiling(3), 8_000);
+        assert_eq!(b.ceiling(40), 60_000);
+    }
+
+    #[test]
+    fn bad_limits_are_refused_not_clamped() {
+        let mut c = DeviceConfig::default();
+        c.frames.max_depth = 500;
+        assert!(c.validate().unwrap_err().0.contains("max_depth"));
+        let mut c = DeviceConfig::default();
+        c.remote.roots = vec!["work".into()];
+        assert!(c.validate().unwrap_err().0.contains("`work`"));
+    }
+}

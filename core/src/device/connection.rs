@@ -1,0 +1,91 @@
+//! One connection to the device (the instance link, or an editor on stdio): its handshake
+//! phase, what its client said about itself, and the requests the device sent it.
+
+use std::collections::BTreeMap;
+
+use crate::jsonrpc::Id;
+use crate::wire::handshake::ClientSaid;
+
+/// Identifies a connection; made by the device, never reused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ConnId(pub u64);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConnKind {
+    /// The WebSocket the device dialled to its instance.
+    Link,
+    /// An editor on `lembas serve --stdio`: plain ACP, no limits, no `_lembas` notifications.
+    Stdio,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// Only `initialize` is accepted.
+    AwaitingInitialize,
+    Ready,
+}
+
+/// A request the device sent on this connection, waiting for its answer.
+#[derive(Clone, Debug)]
+pub(crate) struct Pending {
+    pub method: &'static str,
+}
+
+// The request side (cards, events) is used by the session and card features as they land.
+#[cfg_attr(not(feature = "testing"), allow(dead_code))]
+#[derive(Debug)]
+pub(crate) struct Connection {
+    pub kind: ConnKind,
+    pub phase: Phase,
+    pub said: ClientSaid,
+    /// Set when the client answered `_lembas/question` or `_lembas/plan` with -32601: it is
+    /// treated as protocol 1 for the rest of the connection.
+    pub downgraded: bool,
+    pub pending: BTreeMap<Id, Pending>,
+    next_request: u64,
+}
+
+#[cfg_attr(not(feature = "testing"), allow(dead_code))]
+impl Connection {
+    pub fn new(kind: ConnKind) -> Self {
+        Connection {
+            kind,
+            phase: Phase::AwaitingInitialize,
+            said: ClientSaid::default(),
+            downgraded: false,
+            pending: BTreeMap::new(),
+            next_request: 0,
+        }
+    }
+
+    /// Whether `_lembas/event` and the other `_lembas` notifications go to this client.
+    pub fn gets_events(&self) -> bool {
+        self.phase == Phase::Ready && self.said.lembas
+    }
+
+    /// Whether this client may be sent `_lembas/question` and `_lembas/plan`.
+    pub fn gets_cards(&self) -> bool {
+        self.gets_events() && self.said.protocol >= 2 && !self.downgraded
+    }
+
+    /// Whether the device may send `method` to this client now: `_lembas` notifications only
+    /// to a client that said `_meta.lembas`, questions and plans only to protocol 2 or later
+    /// (and not after it refused one with -32601), nothing before `initialize`.
+    pub fn may_receive(&self, method: &str) -> bool {
+        match method {
+            "_lembas/hello" => self.kind == ConnKind::Link,
+            "_lembas/question" | "_lembas/plan" => self.gets_cards(),
+            m if m.starts_with("_lembas/") => self.gets_events(),
+            _ => self.phase == Phase::Ready,
+        }
+    }
+
+    /// Allocate an id for a request the device sends, and remember what it was.
+    pub fn next_request(&mut self, method: &'static str) -> Id {
+        let id = Id::number(self.next_request);
+        self.next_request += 1;
+        self.pending.insert(id.clone(), Pending { method });
+        id
+    }
+}

@@ -1,0 +1,78 @@
+//! The instance link's lifecycle on the device: dial, up, dropped and waiting to redial (with
+//! backoff and jitter), or stopped for good (a server that closed with 4400, a refused token).
+
+use crate::config::Backoff;
+use crate::rng::Rng;
+use crate::time::Time;
+
+/// The close code a peer uses to refuse the other's protocol version.
+pub const CLOSE_PROTOCOL: u16 = 4400;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum LinkState {
+    /// The shell has not asked for a link (stdio-only use).
+    Off,
+    /// `Effect::Dial` was emitted; waiting for the shell to report the socket open or failed.
+    Dialing {
+        attempt: u32,
+    },
+    Up {
+        attempt: u32,
+    },
+    /// Dropped; redial at the deadline.
+    Waiting {
+        attempt: u32,
+        at: Time,
+    },
+    /// Never dial again in this process; the message says why.
+    Stopped {
+        message: String,
+    },
+}
+
+#[derive(Debug)]
+pub(crate) struct Link {
+    pub state: LinkState,
+    backoff: Backoff,
+}
+
+impl Link {
+    pub fn new(backoff: Backoff) -> Self {
+        Link {
+            state: LinkState::Off,
+            backoff,
+        }
+    }
+
+    /// The link is told what to do next after it was lost: wait `delay` then redial.
+    pub fn schedule_redial(&mut self, attempt: u32, now: Time, rng: &mut Rng) -> Time {
+        let ceiling = self.backoff.ceiling(attempt);
+        let delay = ceiling / 2 + rng.below(ceiling / 2 + 1);
+        let at = now.plus_ms(delay);
+        self.state = LinkState::Waiting {
+            attempt: attempt + 1,
+            at,
+        };
+        at
+    }
+
+    pub fn deadline(&self) -> Option<Time> {
+        match self.state {
+            LinkState::Waiting { at, .. } => Some(at),
+            _ => None,
+        }
+    }
+
+    pub fn stopped(&self) -> bool {
+        matches!(self.state, LinkState::Stopped { .. })
+    }
+}
+
+impl Link {
+    /// The link carried a full handshake: the next drop starts the backoff afresh.
+    pub fn initialized(&mut self) {
+        if let LinkState::Up { attempt } = &mut self.state {
+            *attempt = 0;
+        }
+    }
+}

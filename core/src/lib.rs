@@ -1,0 +1,49 @@
+//! The sans-IO core of the LLeMbas device link: the Agent Client Protocol plus the `_lembas`
+//! extension, protocol 3, as pure state machines. It reads no clock, opens no socket, spawns
+//! nothing and draws no global randomness; a shell (the `lembas` binary on smol, the wasm
+//! build, the test harness) does that and drives it like this:
+//!
+//! ```
+//! use lembas_core::device::{ConnKind, Device, Effect, Output};
+//! use lembas_core::{DeviceConfig, Time};
+//!
+//! let mut device = Device::new(DeviceConfig::default(), Time(0)).unwrap();
+//! device.start_link(Time(0));
+//! let mut link = None;
+//! // The loop every shell writes: feed an input, drain outputs, sleep until poll_timeout.
+//! while let Some(out) = device.poll_output() {
+//!     match out {
+//!         Output::Effect(Effect::Dial) => {
+//!             // ...dial wss://<instance>/api/devices/link, then:
+//!             link = Some(device.handle_open(ConnKind::Link, Time(5)).unwrap());
+//!         }
+//!         Output::Send { conn, frame } => { /* write `frame` as one text message on `conn` */ }
+//!         Output::Close { .. } | Output::Effect(_) => { /* close, stop, ... */ }
+//!         _ => {}
+//!     }
+//! }
+//! // Bytes from the socket go in with the time they arrived:
+//! let init = br#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}"#;
+//! device.handle_frame(link.unwrap(), init, Time(9)).unwrap();
+//! assert!(matches!(device.poll_output(), Some(Output::Send { .. })));
+//! let _next_deadline = device.poll_timeout(); // then handle_timeout(now) when it passes
+//! ```
+
+pub mod client;
+pub mod config;
+pub mod device;
+pub mod discovery;
+pub mod jsonrpc;
+pub mod methods;
+pub mod rng;
+pub mod time;
+pub mod wire;
+
+#[cfg(feature = "testing")]
+pub mod testing;
+
+pub use config::{ClientConfig, DeviceConfig, Mode, Remote};
+pub use time::Time;
+
+/// This build's version, as the device reports it.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -1,0 +1,5 @@
+//! Test machinery, behind the `testing` feature: the in-memory `Pair` and the fuzz drivers.
+
+mod pair;
+
+pub use pair::{Dir, Faults, Livelock, Pair, Trace};

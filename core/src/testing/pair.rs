@@ -1,0 +1,403 @@
+//! `Pair`: a device and a client joined in memory, with virtual time and a seeded fault model
+//! (drop, delay, duplicate and reorder frames; cut the link). As quinn-proto's test `Pair`, it
+//! drives both machines until nothing is left to do, and fails on a step bound (a livelock).
+
+use std::collections::BTreeMap;
+
+use crate::client::{Client, ClientEvent, ClientOutput};
+use crate::config::{ClientConfig, DeviceConfig};
+use crate::device::{ConnId, ConnKind, Device, DialFailure, Effect, Output};
+use crate::rng::Rng;
+use crate::time::Time;
+
+/// What can go wrong with frames on the link, per frame, in thousandths.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Faults {
+    pub drop_permille: u32,
+    pub duplicate_permille: u32,
+    /// Each frame is delayed uniformly in `0..=max_delay_ms`; unequal delays reorder frames.
+    pub max_delay_ms: u64,
+    /// The chance that sending a frame cuts the link instead.
+    pub cut_permille: u32,
+}
+
+impl Faults {
+    pub fn none() -> Self {
+        Faults::default()
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dir {
+    ToDevice,
+    ToClient,
+}
+
+/// One frame as it was delivered, for transcripts and assertions.
+#[derive(Clone, Debug)]
+pub struct Trace {
+    pub at: Time,
+    pub dir: Dir,
+    pub frame: String,
+}
+
+#[derive(Debug)]
+struct InFlight {
+    at: Time,
+    seq: u64,
+    dir: Dir,
+    frame: Vec<u8>,
+}
+
+/// The step bound was hit: something keeps producing work without end.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Livelock(pub usize);
+
+impl std::fmt::Display for Livelock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "no quiet after {} steps: livelock", self.0)
+    }
+}
+
+pub struct Pair {
+    pub device: Device,
+    pub client: Client,
+    pub now: Time,
+    pub faults: Faults,
+    /// Whether a dial reaches the instance; when false, dials fail as transient.
+    pub reachable: bool,
+    pub max_steps: usize,
+    /// Every frame delivered on the link, in order.
+    pub transcript: Vec<Trace>,
+    pub client_events: Vec<ClientEvent>,
+    pub device_effects: Vec<Effect>,
+    /// Closes the client sent, with their code and reason.
+    pub client_closes: Vec<(u16, String)>,
+    /// Frames the device wrote on each stdio connection.
+    pub stdio_out: BTreeMap<ConnId, Vec<Vec<u8>>>,
+    pub dials: usize,
+    link: Option<ConnId>,
+    in_flight: Vec<InFlight>,
+    seq: u64,
+    rng: Rng,
+}
+
+impl Pair {
+    pub fn new(device: DeviceConfig, client: ClientConfig, faults: Faults, seed: u64) -> Pair {
+        Pair {
+            device: Device::new(device, Time::ZERO).expect("test device config is valid"),
+            client: Client::new(client, Time::ZERO).expect("test client config is valid"),
+            now: Time::ZERO,
+            faults,
+            reachable: true,
+            max_steps: 1_000_000,
+            transcript: Vec::new(),
+            client_events: Vec::new(),
+            device_effects: Vec::new(),
+            client_closes: Vec::new(),
+            stdio_out: BTreeMap::new(),
+            dials: 0,
+            link: None,
+            in_flight: Vec::new(),
+            seq: 0,
+            rng: Rng::new(seed ^ 0x5eed),
+        }
+    }
+
+    /// A device whose remote work is on over `roots`, and a default client, with no faults.
+    pub fn default_with_roots(roots: &[&str]) -> Pair {
+        let mut d = DeviceConfig::default();
+        d.remote.enabled = true;
+        d.remote.roots = roots.iter().map(|r| r.to_string()).collect();
+        d.host = "devbox".into();
+        d.platform = "linux".into();
+        Pair::new(d, ClientConfig::default(), Faults::none(), 1)
+    }
+
+    /// The device starts linking; drives until quiet.
+    pub fn start(&mut self) -> Result<(), Livelock> {
+        self.device.start_link(self.now);
+        self.drive()
+    }
+
+    /// The link's connection on the device, while one is up.
+    pub fn link(&self) -> Option<ConnId> {
+        self.link
+    }
+
+    /// Cut the link (a dropped network): both sides hear it, frames in flight are lost.
+    pub fn cut(&mut self) -> Result<(), Livelock> {
+        if let Some(conn) = self.link.take() {
+            self.in_flight.clear();
+            self.device
+                .handle_closed(conn, None, self.now)
+                .expect("the pair tracks the link");
+            self.client.handle_link_down(self.now);
+        }
+        self.drive()
+    }
+
+    /// The server closes the link with `code` (a 1.x server refusing protocol 3 says 4400).
+    pub fn close_from_server(&mut self, code: u16) -> Result<(), Livelock> {
+        if let Some(conn) = self.link.take() {
+            self.in_flight.clear();
+            self.device
+                .handle_closed(conn, Some(code), self.now)
+                .expect("the pair tracks the link");
+            self.client.handle_link_down(self.now);
+        }
+        self.drive()
+    }
+
+    /// Hand the client raw bytes as if the device had sent them (a fake device of another
+    /// protocol, say).
+    pub fn inject_to_client(&mut self, frame: &[u8]) -> Result<(), Livelock> {
+        self.transcript.push(Trace {
+            at: self.now,
+            dir: Dir::ToClient,
+            frame: String::from_utf8_lossy(frame).into_owned(),
+        });
+        self.client.handle_frame(frame, self.now);
+        self.drive()
+    }
+
+    /// Send raw bytes to the device on the link as if the client had (no faults applied).
+    pub fn inject(&mut self, frame: &[u8]) -> Result<(), Livelock> {
+        let conn = self.link.expect("inject needs a link");
+        self.transcript.push(Trace {
+            at: self.now,
+            dir: Dir::ToDevice,
+            frame: String::from_utf8_lossy(frame).into_owned(),
+        });
+        self.device
+            .handle_frame(conn, frame, self.now)
+            .expect("the pair tracks the link");
+        self.drive()
+    }
+
+    /// Open an editor's stdio connection on the device.
+    pub fn open_stdio(&mut self) -> ConnId {
+        let conn = self
+            .device
+            .handle_open(ConnKind::Stdio, self.now)
+            .expect("stdio opens at any time");
+        self.stdio_out.insert(conn, Vec::new());
+        conn
+    }
+
+    /// Write one line on a stdio connection; returns what the device wrote back meanwhile.
+    pub fn stdio(&mut self, conn: ConnId, frame: &[u8]) -> Result<Vec<Vec<u8>>, Livelock> {
+        let before = self.stdio_out.get(&conn).map_or(0, Vec::len);
+        self.device
+            .handle_frame(conn, frame, self.now)
+            .expect("the stdio connection is open");
+        self.drive()?;
+        Ok(self
+            .stdio_out
+            .get(&conn)
+            .map_or(Vec::new(), |v| v[before..].to_vec()))
+    }
+
+    /// Move virtual time forward by `ms`, firing every timer and delivering every frame due
+    /// on the way.
+    pub fn advance(&mut self, ms: u64) -> Result<(), Livelock> {
+        let target = self.now.plus_ms(ms);
+        loop {
+            self.drive()?;
+            let next = [
+                self.device.poll_timeout(),
+                self.client.poll_timeout(),
+                self.in_flight.iter().map(|f| f.at).min(),
+            ]
+            .into_iter()
+            .flatten()
+            .min();
+            match next {
+                Some(at) if at <= target => {
+                    self.now = self.now.max(at);
+                    self.device.handle_timeout(self.now);
+                    self.client.handle_timeout(self.now);
+                }
+                _ => {
+                    self.now = target;
+                    self.device.handle_timeout(self.now);
+                    self.client.handle_timeout(self.now);
+                    return self.drive();
+                }
+            }
+        }
+    }
+
+    /// Drain both machines and deliver frames due now, until nothing is left to do at this
+    /// instant. Frames delayed into the future wait for [`Pair::advance`] or [`Pair::settle`].
+    pub fn drive(&mut self) -> Result<(), Livelock> {
+        let mut steps = 0usize;
+        loop {
+            steps += 1;
+            if steps > self.max_steps {
+                return Err(Livelock(steps));
+            }
+            if let Some(out) = self.device.poll_output() {
+                self.route_device(out);
+                continue;
+            }
+            if let Some(out) = self.client.poll_output() {
+                self.route_client(out);
+                continue;
+            }
+            if let Some(i) = self.next_due() {
+                let f = self.in_flight.remove(i);
+                self.deliver(f);
+                continue;
+            }
+            return Ok(());
+        }
+    }
+
+    /// Drive and advance time until no frame is in flight and no machine has work: quiet.
+    pub fn settle(&mut self) -> Result<(), Livelock> {
+        self.drive()?;
+        while let Some(at) = self.in_flight.iter().map(|f| f.at).min() {
+            let ms = at.since(self.now);
+            self.advance(ms)?;
+        }
+        Ok(())
+    }
+
+    fn next_due(&self) -> Option<usize> {
+        self.in_flight
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| f.at <= self.now)
+            .min_by_key(|(_, f)| (f.at, f.seq))
+            .map(|(i, _)| i)
+    }
+
+    fn deliver(&mut self, f: InFlight) {
+        let Some(conn) = self.link else { return };
+        self.transcript.push(Trace {
+            at: self.now,
+            dir: f.dir,
+            frame: String::from_utf8_lossy(&f.frame).into_owned(),
+        });
+        match f.dir {
+            Dir::ToDevice => self
+                .device
+                .handle_frame(conn, &f.frame, self.now)
+                .expect("the pair tracks the link"),
+            Dir::ToClient => self.client.handle_frame(&f.frame, self.now),
+        }
+    }
+
+    fn put_in_flight(&mut self, dir: Dir, frame: Vec<u8>) {
+        if self.link.is_none() {
+            return;
+        }
+        let f = self.faults;
+        if self.roll(f.cut_permille) {
+            let conn = self.link.take().expect("checked above");
+            self.in_flight.clear();
+            self.device
+                .handle_closed(conn, None, self.now)
+                .expect("the pair tracks the link");
+            self.client.handle_link_down(self.now);
+            return;
+        }
+        if self.roll(f.drop_permille) {
+            return;
+        }
+        let copies = if self.roll(f.duplicate_permille) {
+            2
+        } else {
+            1
+        };
+        for _ in 0..copies {
+            let delay = if f.max_delay_ms == 0 {
+                0
+            } else {
+                self.rng.below(f.max_delay_ms + 1)
+            };
+            self.seq += 1;
+            self.in_flight.push(InFlight {
+                at: self.now.plus_ms(delay),
+                seq: self.seq,
+                dir,
+                frame: frame.clone(),
+            });
+        }
+    }
+
+    fn roll(&mut self, permille: u32) -> bool {
+        permille > 0 && self.rng.below(1000) < u64::from(permille)
+    }
+
+    fn route_device(&mut self, out: Output) {
+        match out {
+            Output::Send { conn, frame } => {
+                if Some(conn) == self.link {
+                    self.put_in_flight(Dir::ToClient, frame);
+                } else if let Some(lines) = self.stdio_out.get_mut(&conn) {
+                    lines.push(frame);
+                }
+            }
+            // The device has already let go of a connection it closes.
+            Output::Close { conn, .. } => {
+                if Some(conn) == self.link {
+                    self.link = None;
+                    self.in_flight.clear();
+                    self.client.handle_link_down(self.now);
+                }
+            }
+            Output::Effect(Effect::Dial) => {
+                self.dials += 1;
+                self.device_effects.push(Effect::Dial);
+                if self.reachable {
+                    let conn = self
+                        .device
+                        .handle_open(ConnKind::Link, self.now)
+                        .expect("the device asked to dial");
+                    self.link = Some(conn);
+                    self.client.handle_link_up(self.now);
+                } else {
+                    self.device
+                        .handle_dial_failed(DialFailure::Transient, self.now);
+                }
+            }
+            Output::Effect(e) => self.device_effects.push(e),
+        }
+    }
+
+    fn route_client(&mut self, out: ClientOutput) {
+        match out {
+            ClientOutput::Send(frame) => self.put_in_flight(Dir::ToDevice, frame),
+            ClientOutput::Close { code, reason } => {
+                self.client_closes.push((code, reason));
+                if let Some(conn) = self.link.take() {
+                    self.in_flight.clear();
+                    self.device
+                        .handle_closed(conn, Some(code), self.now)
+                        .expect("the pair tracks the link");
+                    self.client.handle_link_down(self.now);
+                }
+            }
+            ClientOutput::Event(e) => self.client_events.push(e),
+        }
+    }
+
+    /// The frames the device sent on the link, parsed, in the order delivered.
+    pub fn frames_to_client(&self) -> Vec<serde_json::Value> {
+        self.frames(Dir::ToClient)
+    }
+
+    pub fn frames_to_device(&self) -> Vec<serde_json::Value> {
+        self.frames(Dir::ToDevice)
+    }
+
+    fn frames(&self, dir: Dir) -> Vec<serde_json::Value> {
+        self.transcript
+            .iter()
+            .filter(|t| t.dir == dir)
+            .filter_map(|t| serde_json::from_str(&t.frame).ok())
+            .collect()
+    }
+}

@@ -1,0 +1,218 @@
+//! `_lembas/hello` and `initialize`: who is speaking, which protocol, which capabilities.
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::Mode;
+
+/// The only link protocol this build speaks (LLeMbas 2.0 and LLeMbas CLI 2.0).
+pub const PROTOCOL: u32 = 3;
+/// The harness spec this build implements.
+pub const HARNESS_SPEC: &str = "3.0.0";
+/// ACP's own protocol version, as `initialize` carries it.
+pub const ACP_PROTOCOL_VERSION: u32 = 1;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DeviceInfo {
+    pub host: String,
+    pub platform: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Limits {
+    pub roots: Vec<String>,
+    pub max_mode: Mode,
+    pub require_trust: bool,
+}
+
+/// `_lembas/hello`, sent by the device before anything else on a link.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Hello {
+    pub protocol: u32,
+    pub version: String,
+    #[serde(default)]
+    pub harness_spec: Option<String>,
+    pub device: DeviceInfo,
+    pub limits: Limits,
+}
+
+/// `clientCapabilities._meta.lembas`: absent for a plain ACP client, `true` from a protocol 1
+/// client, `{ protocol, show? }` from a later one (an object without `protocol` is protocol 1).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum LembasFlag {
+    Bool(bool),
+    Said {
+        #[serde(default)]
+        protocol: Option<u32>,
+        #[serde(default)]
+        show: Option<bool>,
+    },
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+pub struct ClientMeta {
+    #[serde(default)]
+    pub lembas: Option<LembasFlag>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+pub struct ClientCapabilities {
+    #[serde(default, rename = "_meta")]
+    pub meta: Option<ClientMeta>,
+}
+
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InitializeParams {
+    pub protocol_version: u32,
+    #[serde(default)]
+    pub client_capabilities: ClientCapabilities,
+}
+
+/// What a client said about itself in `initialize`, kept for the life of its connection.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClientSaid {
+    /// It said `_meta.lembas`: it gets `_lembas/event` and `_lembas/*` notifications.
+    pub lembas: bool,
+    /// The link protocol it speaks (1 when it said `true` or gave no number).
+    pub protocol: u32,
+    pub show: bool,
+}
+
+impl InitializeParams {
+    pub fn client_said(&self) -> ClientSaid {
+        let flag = self
+            .client_capabilities
+            .meta
+            .as_ref()
+            .and_then(|m| m.lembas.as_ref());
+        match flag {
+            None | Some(LembasFlag::Bool(false)) => ClientSaid::default(),
+            Some(LembasFlag::Bool(true)) => ClientSaid {
+                lembas: true,
+                protocol: 1,
+                show: false,
+            },
+            Some(LembasFlag::Said { protocol, show }) => ClientSaid {
+                lembas: true,
+                protocol: protocol.unwrap_or(1),
+                show: show.unwrap_or(false),
+            },
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PromptCapabilities {
+    pub image: bool,
+    pub audio: bool,
+    pub embedded_context: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct McpCapabilities {
+    pub http: bool,
+    pub sse: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentCapabilities {
+    pub load_session: bool,
+    pub prompt_capabilities: PromptCapabilities,
+    pub mcp_capabilities: McpCapabilities,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AgentInfo {
+    pub name: String,
+    pub version: String,
+}
+
+/// `initialize`'s `_meta.lembas`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AgentLembas {
+    pub protocol: u32,
+    pub harness_spec: String,
+    /// `null` on stdio, where no remote limits apply.
+    pub limits: Option<Limits>,
+    pub connection: Option<String>,
+    pub capabilities: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AgentMeta {
+    pub lembas: AgentLembas,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InitializeResult {
+    pub protocol_version: u32,
+    pub agent_capabilities: AgentCapabilities,
+    pub auth_methods: Vec<serde_json::Value>,
+    pub agent_info: AgentInfo,
+    /// Absent when a plain ACP agent answers (what the client checks before trusting the rest).
+    #[serde(rename = "_meta", default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<AgentMeta>,
+}
+
+/// The client's `initialize` params: protocol 3 and, when it has a viewer, `show`.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InitializeRequest {
+    pub protocol_version: u32,
+    pub client_capabilities: serde_json::Value,
+}
+
+impl InitializeRequest {
+    pub fn lembas(show: bool) -> Self {
+        let mut lembas = serde_json::json!({ "protocol": PROTOCOL });
+        if show {
+            lembas["show"] = serde_json::Value::Bool(true);
+        }
+        InitializeRequest {
+            protocol_version: ACP_PROTOCOL_VERSION,
+            client_capabilities: serde_json::json!({ "_meta": { "lembas": lembas } }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn said(json: &str) -> ClientSaid {
+        serde_json::from_str::<InitializeParams>(json)
+            .unwrap()
+            .client_said()
+    }
+
+    #[test]
+    fn what_a_client_says_about_itself() {
+        assert_eq!(said(r#"{"protocolVersion":1}"#), ClientSaid::default());
+        assert_eq!(
+            said(r#"{"protocolVersion":1,"clientCapabilities":{"_meta":{"lembas":true}}}"#),
+            ClientSaid {
+                lembas: true,
+                protocol: 1,
+                show: false
+            }
+        );
+        assert_eq!(
+            said(
+                r#"{"protocolVersion":1,"clientCapabilities":{"_meta":{"lembas":{"protocol":3,"show":true}}}}"#
+            ),
+            ClientSaid {
+                lembas: true,
+                protocol: 3,
+                show: true
+            }
+        );
+        assert_eq!(
+            said(r#"{"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":true}}}"#),
+            ClientSaid::default()
+        );
+    }
+}
