@@ -51,6 +51,8 @@ pub struct Remote {
     /// How long a card waits for an answer before it is denied or dismissed.
     pub approval_timeout_ms: u64,
     pub terminal: bool,
+    /// Trusted project directories (resolved), for `require_trust`.
+    pub trusted: Vec<String>,
 }
 
 impl Default for Remote {
@@ -63,6 +65,7 @@ impl Default for Remote {
             require_trust: true,
             approval_timeout_ms: 300_000,
             terminal: false,
+            trusted: Vec::new(),
         }
     }
 }
@@ -104,6 +107,50 @@ impl Backoff {
     }
 }
 
+/// A model the device can speak to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Model {
+    /// The device's ref, which for an instance's model is its served id.
+    pub id: String,
+    /// Served by the instance this device is linked to (`instance` in results and events).
+    pub instance: bool,
+}
+
+/// Bounds on sessions and turns, each stated in the refusal that enforces it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SessionLimits {
+    /// A prompt's content block, decoded (the spec's 10 MB).
+    pub max_block_bytes: u64,
+    /// A whole prompt, decoded (the spec's 25 MB).
+    pub max_prompt_bytes: u64,
+    /// Turn ids kept per session (the spec's 200).
+    pub ledger_turns: usize,
+    /// Prompts waiting behind the running one, per session.
+    pub max_queued: usize,
+    /// A session's ledger untouched this long is pruned (the spec's 30 days).
+    pub ledger_ttl_ms: u64,
+    /// `_lembas/session/title`, in characters (the spec's 200).
+    pub max_title_chars: usize,
+    /// Steered messages waiting for the running turn.
+    pub max_steer: usize,
+}
+
+impl Default for SessionLimits {
+    fn default() -> Self {
+        SessionLimits {
+            max_block_bytes: 10_000_000,
+            max_prompt_bytes: 25_000_000,
+            ledger_turns: 200,
+            // Well under the ledger's size, so a waiting turn is never forgotten.
+            max_queued: 32,
+            ledger_ttl_ms: 30 * 24 * 60 * 60 * 1000,
+            max_title_chars: 200,
+            max_steer: 64,
+        }
+    }
+}
+
 /// Why a configuration was refused (never silently clamped).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConfigError(pub String);
@@ -131,6 +178,10 @@ pub struct DeviceConfig {
     pub remote: Remote,
     pub frames: FrameLimits,
     pub backoff: Backoff,
+    pub sessions: SessionLimits,
+    /// The models this device can speak to; the first is the default for a session that
+    /// names none.
+    pub models: Vec<Model>,
 }
 
 impl Default for DeviceConfig {
@@ -144,6 +195,8 @@ impl Default for DeviceConfig {
             remote: Remote::default(),
             frames: FrameLimits::default(),
             backoff: Backoff::default(),
+            sessions: SessionLimits::default(),
+            models: Vec::new(),
         }
     }
 }
@@ -155,6 +208,20 @@ impl DeviceConfig {
             return Err(ConfigError(format!(
                 "backoff: initial_ms must be at least 1 and at most max_ms (got {} and {})",
                 self.backoff.initial_ms, self.backoff.max_ms
+            )));
+        }
+        let s = &self.sessions;
+        if s.max_queued == 0 || s.max_queued >= s.ledger_turns {
+            return Err(ConfigError(format!(
+                "sessions: max_queued must be between 1 and ledger_turns - 1 (got {} and {}), \
+                 so a waiting turn is never forgotten",
+                s.max_queued, s.ledger_turns
+            )));
+        }
+        if s.max_block_bytes > s.max_prompt_bytes {
+            return Err(ConfigError(format!(
+                "sessions: max_block_bytes ({}) is over max_prompt_bytes ({})",
+                s.max_block_bytes, s.max_prompt_bytes
             )));
         }
         if let Some(root) = self.remote.roots.iter().find(|r| !r.starts_with('/')) {

@@ -33,9 +33,13 @@ pub mod client;
 pub mod config;
 pub mod device;
 pub mod discovery;
+pub mod engine;
 pub mod jsonrpc;
 pub mod methods;
+pub mod paths;
 pub mod rng;
+pub mod scripted;
+pub mod store;
 pub mod time;
 pub mod wire;
 

@@ -2,6 +2,8 @@
 //! protocol on `_lembas/hello`, initializes, keeps the device's capability list, and refuses to
 //! call a method the device did not list. It outlives the links it is given, one at a time.
 
+mod turns;
+
 use std::collections::{BTreeMap, VecDeque};
 
 use serde::Serialize;
@@ -11,8 +13,11 @@ use crate::config::{ClientConfig, ConfigError};
 use crate::device::CLOSE_PROTOCOL;
 use crate::jsonrpc::{self, Id, Message, RpcError};
 use crate::methods::{self, Direction, Kind};
+use crate::rng::Rng;
 use crate::time::{Clock, Time};
 use crate::wire::handshake::{Hello, InitializeRequest, InitializeResult, PROTOCOL};
+pub use turns::Reattach;
+use turns::{Purpose, Rows};
 
 /// What the client asks of its shell, and what it tells its UI.
 #[derive(Debug, PartialEq)]
@@ -42,6 +47,19 @@ pub enum ClientEvent {
         id: Id,
         method: String,
         outcome: Result<Value, RpcError>,
+    },
+    /// A prompt sent with [`Client::prompt`] was answered (on this link or, after a reattach,
+    /// a later one).
+    PromptAnswered {
+        session_id: String,
+        turn_id: String,
+        outcome: Result<Value, RpcError>,
+    },
+    /// An incomplete prompt was picked up on a new link.
+    Reattached {
+        session_id: String,
+        turn_id: String,
+        how: Reattach,
     },
     /// A notification from the device (`session/update`, `_lembas/event`, ...).
     Notification { method: String, params: Value },
@@ -103,6 +121,10 @@ pub struct Client {
     capabilities: Vec<String>,
     /// Calls sent on the current link and not yet answered: id → method.
     pending: BTreeMap<Id, String>,
+    /// What some of those calls were for (prompts, reattach questions).
+    purposes: BTreeMap<Id, Purpose>,
+    rows: Rows,
+    rng: Rng,
     next_id: u64,
     out: VecDeque<ClientOutput>,
 }
@@ -111,6 +133,9 @@ impl Client {
     pub fn new(config: ClientConfig, now: Time) -> Result<Client, ConfigError> {
         config.validate()?;
         Ok(Client {
+            purposes: BTreeMap::new(),
+            rows: Rows::new(),
+            rng: Rng::new(config.seed),
             config,
             clock: Clock::new(now),
             phase: Phase::Down,
@@ -134,6 +159,8 @@ impl Client {
         self.clock.advance(now);
         self.phase = Phase::Down;
         self.pending.clear();
+        self.purposes.clear();
+        self.rows_link_down();
     }
 
     pub fn handle_frame(&mut self, frame: &[u8], now: Time) {
@@ -184,9 +211,10 @@ impl Client {
                     serde_json::from_str::<Value>(raw.get())
                         .map_err(|e| RpcError::new(jsonrpc::code::PARSE_ERROR, e.to_string()))
                 });
+                let purpose = self.purposes.remove(&id).unwrap_or(Purpose::Plain);
                 if method == "initialize" {
                     self.on_initialized(outcome);
-                } else {
+                } else if let Err(outcome) = self.on_turn_answer(purpose, outcome) {
                     self.emit(ClientEvent::Answer {
                         id,
                         method,
@@ -308,6 +336,7 @@ impl Client {
                 self.emit(ClientEvent::Ready {
                     capabilities: self.capabilities.clone(),
                 });
+                self.reattach_all();
             }
             Ok(_) => self.refuse(
                 CLOSE_PROTOCOL,

@@ -2,10 +2,11 @@
 //! the answers the client's responses carry.
 
 use serde_json::value::RawValue;
+use serde_json::Value;
 
 use super::connection::Phase;
 use super::{ConnId, Device, CAPABILITIES};
-use crate::jsonrpc::{self, code, Message, Notification, Request, Response, RpcError};
+use crate::jsonrpc::{self, code, Id, Message, Notification, Request, Response, RpcError};
 use crate::methods::{self, Direction, Kind};
 
 /// What a request handler gives back: the encoded answer now, or `None` when the answer comes
@@ -49,19 +50,38 @@ impl Device {
                 ));
             }
         }
-        self.handle_request(conn, spec.name, req.params)
-            .map(|answer| answer.map(|result| jsonrpc::encode_result(&req.id, &result)))
+        self.handle_request(conn, &req.id, spec.name, req.params)
     }
 
-    /// The method handlers. Each returns its result, or `None` when it answers later itself.
+    /// The method handlers. Each returns its answer frame, or `None` when it answers later.
     fn handle_request(
         &mut self,
         conn: ConnId,
+        id: &Id,
         method: &'static str,
         params: Option<&RawValue>,
-    ) -> Result<Option<Box<RawValue>>, RpcError> {
+    ) -> Result<Reply, RpcError> {
+        let now = |v: Value| Ok(Some(jsonrpc::encode_result(id, &v)));
         match method {
-            "initialize" => self.initialize(conn, params).map(Some),
+            "initialize" => {
+                let result = self.initialize(conn, params)?;
+                Ok(Some(jsonrpc::encode_result(id, &result)))
+            }
+            "session/new" => self
+                .session_new(conn, id, jsonrpc::parse_params(method, params)?)
+                .map(|r| r.map(|v| jsonrpc::encode_result(id, &v))),
+            "session/prompt" => self.prompt(conn, id, jsonrpc::parse_params(method, params)?),
+            "session/set_mode" => now(self.set_mode(conn, jsonrpc::parse_params(method, params)?)?),
+            "_lembas/steer" => now(self.steer(conn, jsonrpc::parse_params(method, params)?)?),
+            "_lembas/session/status" => {
+                now(self.status(conn, jsonrpc::parse_params(method, params)?)?)
+            }
+            "_lembas/session/history" => {
+                now(self.history(conn, jsonrpc::parse_params(method, params)?)?)
+            }
+            "_lembas/session/title" => {
+                now(self.set_title(conn, jsonrpc::parse_params(method, params)?)?)
+            }
             _ => Err(RpcError::new(
                 code::METHOD_NOT_FOUND,
                 format!("`{method}` is not implemented by this device yet"),
@@ -75,7 +95,12 @@ impl Device {
         if self.conns[&conn].phase != Phase::Ready {
             return;
         }
-        let _ = n;
+        if n.method == "session/cancel" {
+            // A cancel that does not parse names no session to stop; there is no one to tell.
+            if let Ok(p) = jsonrpc::parse_params("session/cancel", n.params) {
+                self.cancel(conn, p);
+            }
+        }
     }
 
     fn on_response(&mut self, conn: ConnId, r: Response<'_>) {

@@ -6,24 +6,41 @@
 mod connection;
 mod dispatch;
 mod handshake;
+mod ledger;
 mod link;
+mod restore;
+mod sessions;
+mod turns;
 
 use std::collections::{BTreeMap, VecDeque};
 
 pub use connection::{ConnId, ConnKind};
+pub use ledger::Answer;
 pub use link::CLOSE_PROTOCOL;
+pub use restore::{Unreadable, RESTARTED};
 
 use crate::config::{ConfigError, DeviceConfig};
+use crate::engine::TurnStart;
 use crate::jsonrpc::{self, Id, RpcError};
 use crate::rng::Rng;
+use crate::store::Record;
 use crate::time::{Clock, Time};
 use connection::Connection;
 use link::{Link, LinkState};
+use sessions::{PendingNew, Sessions};
 
 /// The capability strings this build implements: exactly these are listed in `initialize`,
 /// and a method gated by any other is answered -32601. A capability joins this list in the
 /// same change that makes its feature work.
-pub const CAPABILITIES: &[&str] = &[];
+pub const CAPABILITIES: &[&str] = &[
+    "sessions",
+    "status",
+    "turns",
+    "steer",
+    "title",
+    "context",
+    "attachments",
+];
 
 /// What the device asks of its shell.
 #[derive(Debug, PartialEq)]
@@ -52,6 +69,37 @@ pub enum Effect {
     Dial,
     /// Stop linking for good and tell the person why (never dial again in this process).
     Stop { message: String },
+    /// Write these records in order, durably (one transaction, or grouped with the ones after
+    /// it), then call `handle_persisted(seq)`. Frames queued after it wait until then.
+    Persist { seq: u64, records: Vec<Record> },
+    /// Resolve `path` on disk (symlinks followed); answer with `handle_path_resolved`.
+    ResolvePath { request: u64, path: String },
+    /// Write a prompt's attachment under the session's attachment directory, before the turn
+    /// that names it starts.
+    WriteAttachment {
+        session_id: String,
+        file_name: String,
+        bytes: Vec<u8>,
+    },
+    /// Run a turn on the engine; report with `handle_engine`.
+    StartTurn(Box<TurnStart>),
+    /// Stop the running turn; the engine still reports `Done` (the prompt answers `cancelled`).
+    CancelTurn { session_id: String, turn_id: String },
+    /// Give the running turn this message at its next step; the engine reports `Steered`.
+    Steer {
+        session_id: String,
+        turn_id: String,
+        id: u64,
+        text: String,
+    },
+}
+
+/// Where a turn stands in its session's ledger.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TurnPhase {
+    Queued,
+    Running,
+    Done,
 }
 
 /// Why a dial did not give a link.
@@ -93,7 +141,15 @@ pub struct Device {
     conns: BTreeMap<ConnId, Connection>,
     next_conn: u64,
     link: Link,
-    out: VecDeque<Output>,
+    /// Outputs, each with the number of persists issued before it: it may leave once that
+    /// many are acknowledged (a change is durable before the frame announcing it is sent).
+    out: VecDeque<(u64, Output)>,
+    persist_issued: u64,
+    persist_acked: u64,
+    sessions: Sessions,
+    resolving: BTreeMap<u64, PendingNew>,
+    next_resolve: u64,
+    next_steer: u64,
 }
 
 impl Device {
@@ -107,6 +163,12 @@ impl Device {
             conns: BTreeMap::new(),
             next_conn: 0,
             out: VecDeque::new(),
+            persist_issued: 0,
+            persist_acked: 0,
+            sessions: Sessions::default(),
+            resolving: BTreeMap::new(),
+            next_resolve: 0,
+            next_steer: 0,
         })
     }
 
@@ -119,7 +181,7 @@ impl Device {
         self.clock.advance(now);
         if matches!(self.link.state, LinkState::Off) {
             self.link.state = LinkState::Dialing { attempt: 0 };
-            self.out.push_back(Output::Effect(Effect::Dial));
+            self.effect(Effect::Dial);
         }
     }
 
@@ -172,6 +234,7 @@ impl Device {
             .conns
             .remove(&conn)
             .ok_or(Misuse::UnknownConnection(conn))?;
+        self.forget_connection(conn);
         if c.kind == ConnKind::Link {
             if close_code == Some(CLOSE_PROTOCOL) {
                 self.stop_link(
@@ -201,14 +264,34 @@ impl Device {
         if let LinkState::Waiting { attempt, at } = self.link.state {
             if at <= now {
                 self.link.state = LinkState::Dialing { attempt };
-                self.out.push_back(Output::Effect(Effect::Dial));
+                self.effect(Effect::Dial);
             }
         }
     }
 
+    /// The shell wrote every record up to `Effect::Persist { seq }` durably.
+    pub fn handle_persisted(&mut self, seq: u64, now: Time) {
+        self.clock.advance(now);
+        self.persist_acked = self.persist_acked.max(seq.min(self.persist_issued));
+    }
+
+    /// The next output. Persist effects leave at once; everything else leaves in order, once
+    /// the persists issued before it are acknowledged.
     #[must_use]
     pub fn poll_output(&mut self) -> Option<Output> {
-        self.out.pop_front()
+        match self.out.front() {
+            None => None,
+            Some((barrier, _)) if *barrier <= self.persist_acked => {
+                self.out.pop_front().map(|(_, o)| o)
+            }
+            Some(_) => {
+                let i = self
+                    .out
+                    .iter()
+                    .position(|(_, o)| matches!(o, Output::Effect(Effect::Persist { .. })))?;
+                self.out.remove(i).map(|(_, o)| o)
+            }
+        }
     }
 
     #[must_use]
@@ -219,6 +302,21 @@ impl Device {
     /// The connections open now, and their kinds.
     pub fn connections(&self) -> impl Iterator<Item = (ConnId, ConnKind)> + '_ {
         self.conns.iter().map(|(id, c)| (*id, c.kind))
+    }
+
+    /// What the ledger of `session` knows of `turn`: the dedup check a prompt makes.
+    pub fn turn_state(&self, session: &str, turn: &str) -> Option<TurnPhase> {
+        let state = self.sessions.get(session)?.ledger.get(turn)?;
+        Some(match state {
+            ledger::TurnState::Queued => TurnPhase::Queued,
+            ledger::TurnState::Running => TurnPhase::Running,
+            ledger::TurnState::Done(_) => TurnPhase::Done,
+        })
+    }
+
+    /// Sessions the device has (open or only in its store).
+    pub fn session_count(&self) -> usize {
+        self.sessions.len()
     }
 
     /// Whether the device has given up linking (4400, a refused token, an unsupported server).
@@ -250,11 +348,23 @@ impl Device {
         self.link.state = LinkState::Stopped {
             message: message.clone(),
         };
-        self.out.push_back(Output::Effect(Effect::Stop { message }));
+        self.effect(Effect::Stop { message });
     }
 
     fn send(&mut self, conn: ConnId, frame: Vec<u8>) {
-        self.out.push_back(Output::Send { conn, frame });
+        self.out
+            .push_back((self.persist_issued, Output::Send { conn, frame }));
+    }
+
+    fn effect(&mut self, effect: Effect) {
+        self.out
+            .push_back((self.persist_issued, Output::Effect(effect)));
+    }
+
+    fn persist(&mut self, records: Vec<Record>) {
+        self.persist_issued += 1;
+        let seq = self.persist_issued;
+        self.effect(Effect::Persist { seq, records });
     }
 
     fn reply_error(&mut self, conn: ConnId, id: &Id, error: &RpcError) {

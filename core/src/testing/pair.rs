@@ -7,7 +7,10 @@ use std::collections::BTreeMap;
 use crate::client::{Client, ClientEvent, ClientOutput};
 use crate::config::{ClientConfig, DeviceConfig};
 use crate::device::{ConnId, ConnKind, Device, DialFailure, Effect, Output};
+use crate::engine::TurnStart;
 use crate::rng::Rng;
+use crate::scripted::ScriptedEngine;
+use crate::store::MemStore;
 use crate::time::Time;
 
 /// What can go wrong with frames on the link, per frame, in thousandths.
@@ -61,6 +64,18 @@ impl std::fmt::Display for Livelock {
 
 pub struct Pair {
     pub device: Device,
+    /// The device's disk: every persisted record, surviving `restart_device`.
+    pub store: MemStore,
+    pub engine: ScriptedEngine,
+    /// Every turn the engine was asked to start, across restarts, in order.
+    pub started: Vec<TurnStart>,
+    /// Attachments written: (session, file name, size).
+    pub attachments: Vec<(String, String, usize)>,
+    /// How `ResolvePath` answers: a path under a key is moved under its value (a symlink), and
+    /// a path under a key mapped to `None` fails to resolve.
+    pub links: BTreeMap<String, Option<String>>,
+    pub restarts: usize,
+    device_config: DeviceConfig,
     pub client: Client,
     pub now: Time,
     pub faults: Faults,
@@ -85,7 +100,14 @@ pub struct Pair {
 impl Pair {
     pub fn new(device: DeviceConfig, client: ClientConfig, faults: Faults, seed: u64) -> Pair {
         Pair {
-            device: Device::new(device, Time::ZERO).expect("test device config is valid"),
+            device: Device::new(device.clone(), Time::ZERO).expect("test device config is valid"),
+            store: MemStore::default(),
+            engine: ScriptedEngine::new(),
+            started: Vec::new(),
+            attachments: Vec::new(),
+            links: BTreeMap::new(),
+            restarts: 0,
+            device_config: device,
             client: Client::new(client, Time::ZERO).expect("test client config is valid"),
             now: Time::ZERO,
             faults,
@@ -109,6 +131,11 @@ impl Pair {
         let mut d = DeviceConfig::default();
         d.remote.enabled = true;
         d.remote.roots = roots.iter().map(|r| r.to_string()).collect();
+        d.remote.trusted = d.remote.roots.clone();
+        d.models = vec![crate::config::Model {
+            id: "lembas/default".into(),
+            instance: true,
+        }];
         d.host = "devbox".into();
         d.platform = "linux".into();
         Pair::new(d, ClientConfig::default(), Faults::none(), 1)
@@ -116,6 +143,28 @@ impl Pair {
 
     /// The device starts linking; drives until quiet.
     pub fn start(&mut self) -> Result<(), Livelock> {
+        self.device.start_link(self.now);
+        self.drive()
+    }
+
+    /// The device process dies and starts again from its store: the link drops, the engine's
+    /// runs die with it, and the new device links again.
+    pub fn restart_device(&mut self) -> Result<(), Livelock> {
+        if self.link.take().is_some() {
+            self.in_flight.clear();
+            self.client.handle_link_down(self.now);
+        }
+        self.stdio_out.clear();
+        self.engine.clear();
+        let (device, unreadable) =
+            Device::restore(self.device_config.clone(), self.store.entries(), self.now)
+                .expect("test device config is valid");
+        assert!(
+            unreadable.is_empty(),
+            "the store holds unreadable entries: {unreadable:?}"
+        );
+        self.device = device;
+        self.restarts += 1;
         self.device.start_link(self.now);
         self.drive()
     }
@@ -207,6 +256,7 @@ impl Pair {
             let next = [
                 self.device.poll_timeout(),
                 self.client.poll_timeout(),
+                self.engine.poll_timeout(),
                 self.in_flight.iter().map(|f| f.at).min(),
             ]
             .into_iter()
@@ -217,11 +267,13 @@ impl Pair {
                     self.now = self.now.max(at);
                     self.device.handle_timeout(self.now);
                     self.client.handle_timeout(self.now);
+                    self.engine.handle_timeout(self.now);
                 }
                 _ => {
                     self.now = target;
                     self.device.handle_timeout(self.now);
                     self.client.handle_timeout(self.now);
+                    self.engine.handle_timeout(self.now);
                     return self.drive();
                 }
             }
@@ -243,6 +295,10 @@ impl Pair {
             }
             if let Some(out) = self.client.poll_output() {
                 self.route_client(out);
+                continue;
+            }
+            if let Some((session, turn, event)) = self.engine.poll_event() {
+                self.device.handle_engine(&session, &turn, event, self.now);
                 continue;
             }
             if let Some(i) = self.next_due() {
@@ -363,8 +419,48 @@ impl Pair {
                         .handle_dial_failed(DialFailure::Transient, self.now);
                 }
             }
+            Output::Effect(Effect::Persist { seq, records }) => {
+                self.store.apply(&records);
+                self.device.handle_persisted(seq, self.now);
+            }
+            Output::Effect(Effect::ResolvePath { request, path }) => {
+                let resolved = self.resolve(&path);
+                self.device
+                    .handle_path_resolved(request, resolved, self.now);
+            }
+            Output::Effect(Effect::WriteAttachment {
+                session_id,
+                file_name,
+                bytes,
+            }) => self.attachments.push((session_id, file_name, bytes.len())),
+            Output::Effect(Effect::StartTurn(turn)) => {
+                self.engine.start(&turn, self.now);
+                self.started.push(*turn);
+            }
+            Output::Effect(Effect::CancelTurn {
+                session_id,
+                turn_id,
+            }) => self.engine.cancel(&session_id, &turn_id),
+            Output::Effect(Effect::Steer {
+                session_id,
+                turn_id,
+                id,
+                text,
+            }) => self.engine.steer(&session_id, &turn_id, id, &text),
             Output::Effect(e) => self.device_effects.push(e),
         }
+    }
+
+    fn resolve(&self, path: &str) -> Result<String, String> {
+        for (from, to) in &self.links {
+            if crate::paths::inside(path, from) {
+                let Some(to) = to else {
+                    return Err("no such directory".into());
+                };
+                return Ok(format!("{to}{}", &path[from.trim_end_matches('/').len()..]));
+            }
+        }
+        Ok(path.to_string())
     }
 
     fn route_client(&mut self, out: ClientOutput) {

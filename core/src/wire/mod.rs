@@ -2,3 +2,4 @@
 //! (camelCase for ACP's, snake_case where the `_lembas` extension uses it).
 
 pub mod handshake;
+pub mod session;

@@ -1,0 +1,464 @@
+//! Sessions: `session/new` (roots, trust, models, modes), `session/set_mode`, the title, status
+//! and history, a session opened again from the store, and who hears a session's updates.
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+
+use serde_json::{json, Value};
+
+use super::connection::Phase;
+use super::ledger::Ledger;
+use super::turns::{Queued, Running};
+use super::{ConnId, ConnKind, Device, Effect};
+use crate::config::Mode;
+use crate::engine::Context;
+use crate::jsonrpc::{self, Id, RpcError};
+use crate::paths;
+use crate::store::{Record, SessionRecord, Table};
+use crate::wire::session::{
+    HistoryResult, HistoryTurn, ModeInfo, Modes, NewSessionParams, SessionIdParams, SetModeParams,
+    StatusResult, TitleParams,
+};
+
+#[derive(Debug)]
+pub(crate) struct Session {
+    pub id: String,
+    pub cwd: String,
+    pub root: String,
+    pub title: Option<String>,
+    pub mode: Mode,
+    pub model: Option<String>,
+    pub effort: Option<String>,
+    pub instance: bool,
+    pub context: Context,
+    pub ledger: Ledger,
+    /// Held here (by the service) since it was made or opened from the store.
+    pub open: bool,
+    pub running: Option<Running>,
+    pub queue: VecDeque<Queued>,
+    /// Prompt requests waiting for a turn's answer: the first and every duplicate.
+    pub waiters: HashMap<String, Vec<(ConnId, Id)>>,
+    /// Connections that hear this session's updates.
+    pub holders: BTreeSet<ConnId>,
+    pub history: Vec<HistoryTurn>,
+    pub touched: u64,
+    /// Whether the session is on a link (so its mode is capped).
+    pub capped: bool,
+}
+
+impl Session {
+    pub fn record(&self) -> Record {
+        let rec = SessionRecord {
+            id: self.id.clone(),
+            cwd: self.cwd.clone(),
+            root: self.root.clone(),
+            title: self.title.clone(),
+            mode: self.mode,
+            model: self.model.clone(),
+            effort: self.effort.clone(),
+            instance: self.instance,
+            touched: self.touched,
+        };
+        Record::Put {
+            table: Table::Sessions,
+            key: self.id.clone(),
+            value: serde_json::to_string(&rec).expect("records serialize"),
+        }
+    }
+
+    pub fn busy(&self) -> bool {
+        self.running.is_some()
+    }
+}
+
+/// A `session/new` waiting for the shell to resolve its `cwd`.
+#[derive(Debug)]
+pub(crate) struct PendingNew {
+    pub conn: ConnId,
+    pub id: Id,
+    pub cwd: String,
+    pub root: String,
+    pub mode: Mode,
+    pub model: Option<(String, bool)>,
+    pub effort: Option<String>,
+    pub context: Context,
+}
+
+/// Keyed by session id; hashed with a fixed key so the dedup check is O(1) and deterministic.
+pub(crate) type Sessions = HashMap<String, Session, super::ledger::Fixed>;
+
+impl Device {
+    fn modes_for(&self, kind: ConnKind) -> Vec<Mode> {
+        let max = self.max_mode(kind);
+        Mode::ALL.into_iter().filter(|m| *m <= max).collect()
+    }
+
+    pub(super) fn max_mode(&self, kind: ConnKind) -> Mode {
+        match kind {
+            ConnKind::Link => self.config.remote.max_mode,
+            ConnKind::Stdio => Mode::Auto,
+        }
+    }
+
+    /// `session/new`: checked lexically here; on the link the shell then resolves symlinks
+    /// (`Effect::ResolvePath`) and [`Device::handle_path_resolved`] finishes it.
+    pub(super) fn session_new(
+        &mut self,
+        conn: ConnId,
+        id: &Id,
+        params: NewSessionParams,
+    ) -> Result<Option<Value>, RpcError> {
+        let kind = self.conns[&conn].kind;
+        let cwd = paths::normalize(&params.cwd).ok_or_else(|| {
+            RpcError::invalid_params(format!(
+                "cwd `{}` is not an absolute path",
+                params.cwd.escape_debug()
+            ))
+        })?;
+        let meta = params.meta.unwrap_or_default();
+        let mode = match meta.mode.as_deref() {
+            None => Mode::Edit,
+            Some(m) => Mode::parse(m).ok_or_else(|| {
+                RpcError::invalid_params(format!(
+                    "mode `{m}` is not one of plan, manual, edit, auto"
+                ))
+            })?,
+        }
+        .capped(self.max_mode(kind));
+        let model = self.pick_model(meta.lembas_model.as_deref(), meta.model.as_deref())?;
+        let context = meta.lembas.map(Context::from).unwrap_or_default();
+        let mut pending = PendingNew {
+            conn,
+            id: id.clone(),
+            root: cwd.clone(),
+            cwd,
+            mode,
+            model,
+            effort: meta.effort,
+            context,
+        };
+        if kind == ConnKind::Stdio {
+            // An editor works where it is: no roots, no trust, nothing to resolve.
+            let result = self.create_session(pending);
+            return Ok(Some(result));
+        }
+        pending.root = self.check_roots(&pending.cwd)?.to_string();
+        let request = self.next_resolve;
+        self.next_resolve += 1;
+        let path = pending.cwd.clone();
+        self.resolving.insert(request, pending);
+        self.effect(Effect::ResolvePath { request, path });
+        Ok(None)
+    }
+
+    /// Remote work on, some roots, and `path` inside one of them: the root, or the reason.
+    fn check_roots(&self, path: &str) -> Result<&str, RpcError> {
+        let remote = &self.config.remote;
+        if !remote.enabled {
+            return Err(RpcError::invalid_params(
+                "remote work is off on this device (remote.enabled is false)",
+            ));
+        }
+        if remote.roots.is_empty() {
+            return Err(RpcError::invalid_params(
+                "this device allows no folder yet (remote.roots is empty)",
+            ));
+        }
+        paths::within(path, &remote.roots).ok_or_else(|| {
+            RpcError::invalid_params(format!(
+                "`{path}` is outside the device's roots ({})",
+                remote.roots.join(", ")
+            ))
+        })
+    }
+
+    /// The shell resolved the `cwd` of a `session/new` (symlinks followed), or could not.
+    pub fn handle_path_resolved(
+        &mut self,
+        request: u64,
+        resolved: Result<String, String>,
+        now: crate::Time,
+    ) {
+        self.clock.advance(now);
+        let Some(pending) = self.resolving.remove(&request) else {
+            return;
+        };
+        if !self.conns.contains_key(&pending.conn) {
+            return;
+        }
+        let outcome = resolved
+            .map_err(|why| {
+                RpcError::invalid_params(format!("cwd `{}` cannot be used: {why}", pending.cwd))
+            })
+            .and_then(|real| {
+                let real = paths::normalize(&real).ok_or_else(|| {
+                    RpcError::invalid_params(format!("cwd `{}` did not resolve", pending.cwd))
+                })?;
+                let root = self.check_roots(&real)?.to_string();
+                let remote = &self.config.remote;
+                if remote.require_trust && paths::within(&real, &remote.trusted).is_none() {
+                    return Err(RpcError::invalid_params(format!(
+                        "`{real}` is not in a trusted project (remote.require_trust is on; \
+                         trust it on the device with `lembas trust`)"
+                    )));
+                }
+                Ok((real, root))
+            });
+        match outcome {
+            Ok((real, root)) => {
+                let (conn, id) = (pending.conn, pending.id.clone());
+                let result = self.create_session(PendingNew {
+                    cwd: real,
+                    root,
+                    ..pending
+                });
+                self.send(conn, jsonrpc::encode_result(&id, &result));
+            }
+            Err(e) => self.reply_error(pending.conn, &pending.id, &e),
+        }
+    }
+
+    /// The model a new session runs on: the instance's `lembas_model`, else a ref the device
+    /// knows, else the device's default. Never a substitute for one it cannot speak to.
+    fn pick_model(
+        &self,
+        lembas_model: Option<&str>,
+        model: Option<&str>,
+    ) -> Result<Option<(String, bool)>, RpcError> {
+        let models = &self.config.models;
+        if let Some(name) = lembas_model {
+            return models
+                .iter()
+                .find(|m| m.instance && m.id == name)
+                .map(|m| Some((m.id.clone(), true)))
+                .ok_or_else(|| {
+                    RpcError::invalid_params(format!(
+                        "model `{name}` is not one this device can speak to (the instance does not \
+                         serve it to this device, or the device is not logged in to it)"
+                    ))
+                });
+        }
+        if let Some(name) = model {
+            return models
+                .iter()
+                .find(|m| m.id == name)
+                .map(|m| Some((m.id.clone(), m.instance)))
+                .ok_or_else(|| {
+                    RpcError::invalid_params(format!("model `{name}` is not known to this device"))
+                });
+        }
+        Ok(models.first().map(|m| (m.id.clone(), m.instance)))
+    }
+
+    fn create_session(&mut self, p: PendingNew) -> Value {
+        let id = format!("ses_{}", self.rng.token(20));
+        let kind = self.conns[&p.conn].kind;
+        let (model, instance) = p.model.map_or((None, false), |(m, i)| (Some(m), i));
+        let session = Session {
+            id: id.clone(),
+            cwd: p.cwd,
+            root: p.root,
+            title: None,
+            mode: p.mode,
+            model,
+            effort: p.effort,
+            instance,
+            context: p.context,
+            ledger: Ledger::new(self.config.sessions.ledger_turns),
+            open: true,
+            running: None,
+            queue: VecDeque::new(),
+            waiters: HashMap::new(),
+            holders: BTreeSet::from([p.conn]),
+            history: Vec::new(),
+            touched: self.clock.now().0,
+            capped: kind == ConnKind::Link,
+        };
+        let record = session.record();
+        let result = self.session_result(&session, kind);
+        self.sessions.insert(id, session);
+        self.persist(vec![record]);
+        result
+    }
+
+    fn session_result(&self, s: &Session, kind: ConnKind) -> Value {
+        let modes = Modes {
+            current_mode_id: s.mode.as_str(),
+            available_modes: self
+                .modes_for(kind)
+                .into_iter()
+                .map(|m| ModeInfo {
+                    id: m.as_str(),
+                    name: m.as_str(),
+                })
+                .collect(),
+        };
+        json!({
+            "sessionId": s.id,
+            "modes": modes,
+            "_meta": { "lembas": {
+                "model": s.model, "mode": s.mode, "effort": s.effort, "instance": s.instance,
+            } },
+        })
+    }
+
+    /// The session a client names, opened again if it is only in the store; the connection
+    /// becomes one that hears its updates. `-32602` naming an unknown id.
+    pub(super) fn attach(&mut self, conn: ConnId, session: &str) -> Result<&mut Session, RpcError> {
+        let s = self.sessions.get_mut(session).ok_or_else(|| {
+            RpcError::invalid_params(format!("no session `{session}` on this device"))
+        })?;
+        s.open = true;
+        s.holders.insert(conn);
+        Ok(s)
+    }
+
+    pub(super) fn set_mode(&mut self, conn: ConnId, p: SetModeParams) -> Result<Value, RpcError> {
+        let requested = Mode::parse(&p.mode_id).ok_or_else(|| {
+            RpcError::invalid_params(format!(
+                "mode `{}` is not one of plan, manual, edit, auto",
+                p.mode_id
+            ))
+        })?;
+        let on_link = self.conns[&conn].kind == ConnKind::Link;
+        let max = self.config.remote.max_mode;
+        let now = self.clock.now().0;
+        let s = self.attach(conn, &p.session_id)?;
+        let mode = if s.capped || on_link {
+            requested.capped(max)
+        } else {
+            requested
+        };
+        s.mode = mode;
+        s.touched = now;
+        let record = s.record();
+        self.persist(vec![record]);
+        self.broadcast_update(
+            &p.session_id,
+            json!({ "sessionUpdate": "current_mode_update", "currentModeId": mode }),
+        );
+        self.broadcast_event(&p.session_id, json!({ "type": "mode", "mode": mode }));
+        Ok(json!({}))
+    }
+
+    pub(super) fn set_title(&mut self, conn: ConnId, p: TitleParams) -> Result<Value, RpcError> {
+        let max = self.config.sessions.max_title_chars;
+        let chars = p.title.chars().count();
+        if chars > max {
+            return Err(RpcError::invalid_params(format!(
+                "title is {chars} characters, over the limit of {max} (max_title_chars)"
+            )));
+        }
+        let now = self.clock.now().0;
+        let s = self.attach(conn, &p.session_id)?;
+        s.title = Some(p.title.clone());
+        s.touched = now;
+        let record = s.record();
+        self.persist(vec![record]);
+        self.broadcast_event(
+            &p.session_id,
+            json!({ "type": "title", "id": p.session_id, "title": p.title }),
+        );
+        Ok(json!({ "title": p.title }))
+    }
+
+    /// `_lembas/session/status`. An unknown id is an answer here (`exists: false`), not an
+    /// error: a reattaching client needs to tell "gone" from "failed".
+    pub(super) fn status(&mut self, conn: ConnId, p: SessionIdParams) -> Result<Value, RpcError> {
+        let Some(s) = self.sessions.get_mut(&p.session_id) else {
+            return Ok(serde_json::to_value(StatusResult {
+                session_id: &p.session_id,
+                exists: false,
+                held: "none",
+                busy: false,
+                title: None,
+                turn_id: None,
+                queued: Vec::new(),
+                last_turn_id: None,
+            })
+            .expect("status serializes"));
+        };
+        if s.open {
+            s.holders.insert(conn);
+        }
+        Ok(serde_json::to_value(StatusResult {
+            session_id: &s.id,
+            exists: true,
+            held: if s.open { "here" } else { "none" },
+            busy: s.busy(),
+            title: s.title.as_deref(),
+            turn_id: s.running.as_ref().map(|r| r.turn_id.as_str()),
+            queued: s.queue.iter().map(|q| q.start.turn_id.as_str()).collect(),
+            last_turn_id: s.ledger.last_done(),
+        })
+        .expect("status serializes"))
+    }
+
+    pub(super) fn history(&mut self, conn: ConnId, p: SessionIdParams) -> Result<Value, RpcError> {
+        let s = self.attach(conn, &p.session_id)?;
+        Ok(serde_json::to_value(HistoryResult {
+            session_id: &s.id,
+            title: s.title.as_deref(),
+            root: &s.root,
+            turns: &s.history,
+        })
+        .expect("history serializes"))
+    }
+
+    /// A `session/update` to every connection that holds the session.
+    pub(super) fn broadcast_update(&mut self, session: &str, update: Value) {
+        let Some(s) = self.sessions.get(session) else {
+            return;
+        };
+        let frame = jsonrpc::encode_notification(
+            "session/update",
+            &json!({ "sessionId": session, "update": update }),
+        );
+        let to: Vec<ConnId> = s
+            .holders
+            .iter()
+            .copied()
+            .filter(|c| self.conns.get(c).is_some_and(|c| c.phase == Phase::Ready))
+            .collect();
+        for conn in to {
+            self.send(conn, frame.clone());
+        }
+    }
+
+    /// An `_lembas/event` to every holder whose client said `_meta.lembas`.
+    pub(super) fn broadcast_event(&mut self, session: &str, event: Value) {
+        let Some(s) = self.sessions.get(session) else {
+            return;
+        };
+        let to: Vec<ConnId> = s
+            .holders
+            .iter()
+            .copied()
+            .filter(|c| {
+                self.conns
+                    .get(c)
+                    .is_some_and(|c| c.may_receive("_lembas/event"))
+            })
+            .collect();
+        if to.is_empty() {
+            return;
+        }
+        let frame = jsonrpc::encode_notification(
+            "_lembas/event",
+            &json!({ "sessionId": session, "event": event }),
+        );
+        for conn in to {
+            self.send(conn, frame.clone());
+        }
+    }
+
+    /// A connection went away: it hears nothing more, and waits for nothing.
+    pub(super) fn forget_connection(&mut self, conn: ConnId) {
+        self.resolving.retain(|_, p| p.conn != conn);
+        for s in self.sessions.values_mut() {
+            s.holders.remove(&conn);
+            for waiting in s.waiters.values_mut() {
+                waiting.retain(|(c, _)| *c != conn);
+            }
+        }
+    }
+}

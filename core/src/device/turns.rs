@@ -1,0 +1,606 @@
+//! Turns: `session/prompt` (dedup by turn id, blocks and their limits, the queue),
+//! `session/cancel`, `_lembas/steer`, and what the engine reports while a turn runs.
+
+use base64::Engine as _;
+use serde_json::{json, Map, Value};
+
+use super::ledger::{Answer, TurnState};
+use super::{ConnId, Device, Effect};
+use crate::engine::{Attachment, EngineEvent, StopReason, ToolStatus, TurnStart};
+use crate::jsonrpc::{code, Id, RpcError};
+use crate::store::{self, Record, StoredTurnState, Table, TurnRecord};
+use crate::wire::session::{
+    AttachmentMeta, ContentBlock, HistoryTurn, PromptParams, SessionIdParams, SteerParams,
+    ToolRecord,
+};
+
+/// A turn waiting for the one before it.
+#[derive(Debug)]
+pub(crate) struct Queued {
+    pub start: TurnStart,
+}
+
+/// The turn a session runs now.
+#[derive(Debug)]
+pub(crate) struct Running {
+    pub turn_id: String,
+    pub cancelling: bool,
+    /// Steered messages the engine has not taken in yet.
+    pub steer: Vec<Steered>,
+    pub text: String,
+    pub reasoning: String,
+    pub tools: Vec<ToolRecord>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Steered {
+    pub id: u64,
+    pub text: String,
+    pub message_id: Option<String>,
+}
+
+/// A client's turn id: something a person's message id can be, and bounded.
+const MAX_TURN_ID: usize = 200;
+
+/// The decoded size of a base64 text, without decoding it (so an oversized block is refused
+/// before a byte is allocated for it).
+fn decoded_len(b64: &str) -> u64 {
+    let trimmed = b64.trim_end_matches('=');
+    (trimmed.len() as u64 * 3) / 4
+}
+
+/// A name safe to put in a file name: the uri's last segment, letters, digits, `.`, `-`, `_`.
+fn safe_name(uri: Option<&str>, fallback: &str) -> String {
+    let last = uri.and_then(|u| u.rsplit(['/', '\\']).next()).unwrap_or("");
+    let cleaned: String = last
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(80)
+        .collect();
+    let cleaned = cleaned.trim_start_matches('.').to_string();
+    if cleaned.is_empty() {
+        fallback.to_string()
+    } else {
+        cleaned
+    }
+}
+
+fn image_extension(mime: &str) -> Option<&'static str> {
+    match mime {
+        "image/png" => Some("png"),
+        "image/jpeg" => Some("jpg"),
+        "image/webp" => Some("webp"),
+        "image/gif" => Some("gif"),
+        _ => None,
+    }
+}
+
+/// A prompt's blocks, checked and turned into what a turn is given.
+struct Prepared {
+    text: String,
+    attachments: Vec<(Attachment, Vec<u8>)>,
+}
+
+impl Device {
+    fn prepare(&mut self, blocks: Vec<ContentBlock<'_>>) -> Result<Prepared, RpcError> {
+        let limits = self.config.sessions;
+        let mut total = 0u64;
+        let mut texts: Vec<String> = Vec::new();
+        let mut attachments = Vec::new();
+        let now = self.clock.now().0;
+        for (i, block) in blocks.into_iter().enumerate() {
+            let n = i + 1;
+            let size = match &block {
+                ContentBlock::Text { text } => text.len() as u64,
+                ContentBlock::ResourceLink { uri } => uri.len() as u64,
+                ContentBlock::Image { data, .. } => decoded_len(data),
+                ContentBlock::Resource { resource } => match (&resource.text, &resource.blob) {
+                    (Some(t), None) => t.len() as u64,
+                    (None, Some(b)) => decoded_len(b),
+                    _ => {
+                        return Err(RpcError::invalid_params(format!(
+                            "block {n}: a resource carries exactly one of `text` and `blob`"
+                        )))
+                    }
+                },
+            };
+            if size > limits.max_block_bytes {
+                return Err(RpcError::invalid_params(format!(
+                    "block {n} is {size} bytes decoded, over the limit of {} bytes a block \
+                     (max_block_bytes)",
+                    limits.max_block_bytes
+                ))
+                .with_data(json!({ "block": n, "size": size, "limit": limits.max_block_bytes })));
+            }
+            total += size;
+            if total > limits.max_prompt_bytes {
+                return Err(RpcError::invalid_params(format!(
+                    "the prompt is over {} bytes decoded by block {n} ({total} bytes so far), \
+                     over the limit of {} bytes a prompt (max_prompt_bytes)",
+                    limits.max_prompt_bytes, limits.max_prompt_bytes
+                ))
+                .with_data(json!({ "size": total, "limit": limits.max_prompt_bytes })));
+            }
+            let decode = |data: &str| {
+                base64::engine::general_purpose::STANDARD
+                    .decode(data.as_bytes())
+                    .map_err(|e| {
+                        RpcError::invalid_params(format!(
+                            "block {n}: data is not valid base64 ({e})"
+                        ))
+                    })
+            };
+            match block {
+                ContentBlock::Text { text } => texts.push(text),
+                ContentBlock::ResourceLink { uri } => texts.push(format!("(see {uri})")),
+                ContentBlock::Image {
+                    data,
+                    mime_type,
+                    uri,
+                } => {
+                    let ext = image_extension(&mime_type).ok_or_else(|| {
+                        RpcError::invalid_params(format!(
+                            "block {n}: image type `{mime_type}` is not one of image/png, \
+                             image/jpeg, image/webp, image/gif"
+                        ))
+                    })?;
+                    let bytes = decode(&data)?;
+                    let name = safe_name(uri.as_deref(), &format!("image.{ext}"));
+                    attachments.push(self.attachment(now, name, mime_type, bytes, false));
+                }
+                ContentBlock::Resource { resource } => {
+                    let name = safe_name(Some(&resource.uri), "resource");
+                    let (mime, bytes, text) = match (resource.text, resource.blob) {
+                        (Some(t), _) => (
+                            resource.mime_type.unwrap_or_else(|| "text/plain".into()),
+                            t.into_bytes(),
+                            true,
+                        ),
+                        (None, Some(b)) => (
+                            resource
+                                .mime_type
+                                .unwrap_or_else(|| "application/octet-stream".into()),
+                            decode(&b)?,
+                            false,
+                        ),
+                        (None, None) => unreachable!("checked when sizing the block"),
+                    };
+                    attachments.push(self.attachment(now, name, mime, bytes, text));
+                }
+            }
+        }
+        Ok(Prepared {
+            text: texts.join("\n\n"),
+            attachments,
+        })
+    }
+
+    fn attachment(
+        &mut self,
+        now: u64,
+        name: String,
+        mime_type: String,
+        bytes: Vec<u8>,
+        text: bool,
+    ) -> (Attachment, Vec<u8>) {
+        let file_name = format!("{now}-{}-{name}", self.rng.token(8));
+        let meta = Attachment {
+            file_name,
+            name,
+            mime_type,
+            size: bytes.len() as u64,
+            text,
+        };
+        (meta, bytes)
+    }
+
+    /// `session/prompt`. A known turn id never runs again: a finished turn's answer comes at
+    /// once, an unfinished one's when it ends.
+    pub(super) fn prompt(
+        &mut self,
+        conn: ConnId,
+        id: &Id,
+        p: PromptParams<'_>,
+    ) -> Result<Option<Vec<u8>>, RpcError> {
+        let lembas = p.meta.and_then(|m| m.lembas).unwrap_or_default();
+        if let Some(t) = &lembas.turn_id {
+            if t.is_empty() || t.chars().count() > MAX_TURN_ID {
+                return Err(RpcError::invalid_params(format!(
+                    "`_meta.lembas.turnId` must be 1 to {MAX_TURN_ID} characters"
+                )));
+            }
+        }
+        let turn_id = match lembas.turn_id {
+            Some(t) => t,
+            None => format!("turn_{}", self.rng.token(16)),
+        };
+        let max_queued = self.config.sessions.max_queued;
+        let s = self.attach(conn, &p.session_id)?;
+        match s.ledger.get(&turn_id) {
+            Some(TurnState::Done(answer)) => return Ok(Some(answer.frame(id, &turn_id))),
+            Some(_) => {
+                s.waiters
+                    .entry(turn_id)
+                    .or_default()
+                    .push((conn, id.clone()));
+                return Ok(None);
+            }
+            None => {}
+        }
+        if s.queue.len() >= max_queued {
+            return Err(RpcError::invalid_params(format!(
+                "session `{}` already has {} prompts waiting, the limit (max_queued)",
+                s.id, max_queued
+            )));
+        }
+        let prepared = self.prepare(p.prompt)?;
+        let now = self.clock.now().0;
+        let s = self
+            .sessions
+            .get_mut(&p.session_id)
+            .expect("attached above");
+        s.context.merge(&lembas.context.into());
+        s.touched = now;
+        let (order, forgotten) = s.ledger.accept(&turn_id);
+        let mut records = vec![turn_record(
+            &s.id,
+            &turn_id,
+            order,
+            StoredTurnState::Queued,
+            now,
+        )];
+        records.extend(forgotten.iter().map(|t| Record::Delete {
+            table: Table::Turns,
+            key: store::turn_key(&s.id, t),
+        }));
+        records.push(s.record());
+        let start = TurnStart {
+            session_id: s.id.clone(),
+            turn_id: turn_id.clone(),
+            text: prepared.text,
+            attachments: prepared
+                .attachments
+                .iter()
+                .map(|(a, _)| a.clone())
+                .collect(),
+            context: s.context.clone(),
+            mode: s.mode,
+            model: s.model.clone(),
+            effort: s.effort.clone(),
+            cwd: s.cwd.clone(),
+        };
+        s.waiters.insert(turn_id, vec![(conn, id.clone())]);
+        s.queue.push_back(Queued { start });
+        let session = s.id.clone();
+        self.persist(records);
+        for (a, bytes) in prepared.attachments {
+            self.effect(Effect::WriteAttachment {
+                session_id: session.clone(),
+                file_name: a.file_name,
+                bytes,
+            });
+        }
+        self.pump(&session);
+        Ok(None)
+    }
+
+    /// Start the next waiting turn when nothing runs.
+    fn pump(&mut self, session: &str) {
+        let now = self.clock.now().0;
+        let Some(s) = self.sessions.get_mut(session) else {
+            return;
+        };
+        if s.running.is_some() {
+            return;
+        }
+        let Some(next) = s.queue.pop_front() else {
+            return;
+        };
+        let start = next.start;
+        let turn_id = start.turn_id.clone();
+        s.ledger.set(&turn_id, TurnState::Running);
+        let order = s.ledger.order_of(&turn_id).unwrap_or_default();
+        let attachments: Vec<AttachmentMeta> = start
+            .attachments
+            .iter()
+            .map(|a| AttachmentMeta {
+                name: a.name.clone(),
+                mime_type: a.mime_type.clone(),
+                size: a.size,
+            })
+            .collect();
+        let index = s.history.len();
+        let user = HistoryTurn::User {
+            text: start.text.clone(),
+            turn_id: Some(turn_id.clone()),
+            attachments: attachments.clone(),
+        };
+        s.history.push(user.clone());
+        s.running = Some(Running {
+            turn_id: turn_id.clone(),
+            cancelling: false,
+            steer: Vec::new(),
+            text: String::new(),
+            reasoning: String::new(),
+            tools: Vec::new(),
+        });
+        let records = vec![
+            turn_record(session, &turn_id, order, StoredTurnState::Running, now),
+            history_record(session, index, &user),
+        ];
+        let mut prompt_event = json!({ "type": "prompt", "text": start.text, "turnId": turn_id });
+        if !attachments.is_empty() {
+            prompt_event["attachments"] = json!(attachments);
+        }
+        self.persist(records);
+        self.effect(Effect::StartTurn(Box::new(start)));
+        self.broadcast_event(session, prompt_event);
+        self.broadcast_event(
+            session,
+            json!({ "type": "task", "state": "start", "turnId": turn_id }),
+        );
+    }
+
+    /// `session/cancel`: the running turn stops, and its prompt is answered `cancelled`.
+    pub(super) fn cancel(&mut self, conn: ConnId, p: SessionIdParams) {
+        let Ok(s) = self.attach(conn, &p.session_id) else {
+            return;
+        };
+        let Some(r) = s.running.as_mut() else { return };
+        if r.cancelling {
+            return;
+        }
+        r.cancelling = true;
+        let turn_id = r.turn_id.clone();
+        self.effect(Effect::CancelTurn {
+            session_id: p.session_id,
+            turn_id,
+        });
+    }
+
+    /// `_lembas/steer`: a message for the running turn, at its next step.
+    pub(super) fn steer(&mut self, conn: ConnId, p: SteerParams) -> Result<Value, RpcError> {
+        let max = self.config.sessions.max_steer;
+        let id = self.next_steer;
+        let s = self.attach(conn, &p.session_id)?;
+        let session = s.id.clone();
+        let Some(r) = s.running.as_mut().filter(|r| !r.cancelling) else {
+            return Err(RpcError::invalid_params(format!(
+                "nothing runs in session `{session}`: send it as a prompt instead"
+            )));
+        };
+        if r.steer.len() >= max {
+            return Err(RpcError::invalid_params(format!(
+                "{max} steered messages already wait for this turn, the limit (max_steer)"
+            )));
+        }
+        r.steer.push(Steered {
+            id,
+            text: p.text.clone(),
+            message_id: p.message_id,
+        });
+        let queued = r.steer.len();
+        let turn_id = r.turn_id.clone();
+        self.next_steer += 1;
+        self.effect(Effect::Steer {
+            session_id: session,
+            turn_id,
+            id,
+            text: p.text,
+        });
+        Ok(json!({ "queued": queued }))
+    }
+
+    /// What the engine reports about a running turn. Reports about a turn that is not the
+    /// session's running one (late, after a cancel or a restart) are ignored.
+    pub fn handle_engine(
+        &mut self,
+        session: &str,
+        turn: &str,
+        event: EngineEvent,
+        now: crate::Time,
+    ) {
+        self.clock.advance(now);
+        let max_mode = self.config.remote.max_mode;
+        let Some(s) = self.sessions.get_mut(session) else {
+            return;
+        };
+        let Some(r) = s.running.as_mut().filter(|r| r.turn_id == turn) else {
+            return;
+        };
+        match event {
+            EngineEvent::Text(text) => {
+                r.text.push_str(&text);
+                self.broadcast_update(
+                    session,
+                    json!({ "sessionUpdate": "agent_message_chunk",
+                            "content": { "type": "text", "text": text } }),
+                );
+                self.broadcast_event(session, json!({ "type": "text", "text": text }));
+            }
+            EngineEvent::Thought(text) => {
+                r.reasoning.push_str(&text);
+                self.broadcast_update(
+                    session,
+                    json!({ "sessionUpdate": "agent_thought_chunk",
+                            "content": { "type": "text", "text": text } }),
+                );
+                self.broadcast_event(session, json!({ "type": "reasoning", "text": text }));
+            }
+            EngineEvent::ToolCall {
+                id,
+                title,
+                kind,
+                raw_input,
+            } => {
+                r.tools.push(ToolRecord {
+                    id: id.clone(),
+                    name: title.clone(),
+                    args: raw_input.clone(),
+                    output: None,
+                    is_error: None,
+                });
+                self.broadcast_update(
+                    session,
+                    json!({ "sessionUpdate": "tool_call", "toolCallId": id, "title": title,
+                            "kind": kind, "status": "pending", "rawInput": raw_input }),
+                );
+                self.broadcast_event(
+                    session,
+                    json!({ "type": "tool_start", "id": id, "name": title, "args": raw_input }),
+                );
+            }
+            EngineEvent::ToolCallUpdate { id, status, output } => {
+                if let Some(t) = r.tools.iter_mut().find(|t| t.id == id) {
+                    if output.is_some() {
+                        t.output.clone_from(&output);
+                    }
+                    if status == ToolStatus::Failed {
+                        t.is_error = Some(true);
+                    }
+                }
+                let mut update = json!({ "sessionUpdate": "tool_call_update", "toolCallId": id, "status": status });
+                if let Some(out) = &output {
+                    update["content"] =
+                        json!([{ "type": "content", "content": { "type": "text", "text": out } }]);
+                }
+                self.broadcast_update(session, update);
+                if matches!(status, ToolStatus::Completed | ToolStatus::Failed) {
+                    self.broadcast_event(
+                        session,
+                        json!({ "type": "tool_end", "id": id, "output": output,
+                                "isError": status == ToolStatus::Failed }),
+                    );
+                }
+            }
+            EngineEvent::Steered { ids } => {
+                let (taken, left): (Vec<Steered>, Vec<Steered>) =
+                    r.steer.drain(..).partition(|m| ids.contains(&m.id));
+                r.steer = left;
+                if taken.is_empty() {
+                    return;
+                }
+                let texts: Vec<&str> = taken.iter().map(|m| m.text.as_str()).collect();
+                let message_ids: Vec<&str> = taken
+                    .iter()
+                    .filter_map(|m| m.message_id.as_deref())
+                    .collect();
+                let mut event = json!({ "type": "steered", "texts": texts });
+                if !message_ids.is_empty() {
+                    event["ids"] = json!(message_ids);
+                }
+                self.broadcast_event(session, event);
+            }
+            EngineEvent::ModeChanged(mode) => {
+                let mode = if s.capped {
+                    mode.capped(max_mode)
+                } else {
+                    mode
+                };
+                s.mode = mode;
+                self.broadcast_update(
+                    session,
+                    json!({ "sessionUpdate": "current_mode_update", "currentModeId": mode }),
+                );
+                self.broadcast_event(session, json!({ "type": "mode", "mode": mode }));
+            }
+            EngineEvent::Done(reason) => self.finish(session, Ok(reason)),
+            EngineEvent::Failed(message) => self.finish(session, Err(message)),
+        }
+    }
+
+    /// The running turn ended: its answer is made durable, then every waiting prompt gets it.
+    fn finish(&mut self, session: &str, outcome: Result<StopReason, String>) {
+        let now = self.clock.now().0;
+        let Some(s) = self.sessions.get_mut(session) else {
+            return;
+        };
+        let Some(r) = s.running.take() else { return };
+        let answer = match (r.cancelling, outcome) {
+            (true, _) => Answer::stopped(StopReason::Cancelled, unsent(&r)),
+            (false, Ok(reason)) => Answer::stopped(reason, unsent(&r)),
+            (false, Err(message)) => Answer::Failed {
+                code: code::INTERNAL_ERROR,
+                message: format!("the turn failed: {message}"),
+            },
+        };
+        s.ledger.set(&r.turn_id, TurnState::Done(answer.clone()));
+        s.touched = now;
+        let order = s.ledger.order_of(&r.turn_id).unwrap_or_default();
+        let index = s.history.len();
+        let assistant = HistoryTurn::Assistant {
+            text: r.text,
+            reasoning: r.reasoning,
+            tools: r.tools,
+        };
+        s.history.push(assistant.clone());
+        let records = vec![
+            turn_record(
+                session,
+                &r.turn_id,
+                order,
+                StoredTurnState::Done {
+                    answer: answer.clone(),
+                },
+                now,
+            ),
+            history_record(session, index, &assistant),
+            s.record(),
+        ];
+        let waiting = s.waiters.remove(&r.turn_id).unwrap_or_default();
+        self.persist(records);
+        for (conn, id) in waiting {
+            if self.conns.contains_key(&conn) {
+                self.send(conn, answer.frame(&id, &r.turn_id));
+            }
+        }
+        self.broadcast_event(
+            session,
+            json!({ "type": "task", "state": "end", "turnId": r.turn_id }),
+        );
+        self.pump(session);
+    }
+}
+
+/// Steered messages the turn ended before taking in, for `_meta.lembas.unsent`.
+fn unsent(r: &Running) -> Map<String, Value> {
+    let mut extra = Map::new();
+    if !r.steer.is_empty() {
+        let texts: Vec<&str> = r.steer.iter().map(|m| m.text.as_str()).collect();
+        extra.insert("unsent".into(), json!(texts));
+    }
+    extra
+}
+
+pub(super) fn turn_record(
+    session: &str,
+    turn: &str,
+    order: u64,
+    state: StoredTurnState,
+    now: u64,
+) -> Record {
+    Record::Put {
+        table: Table::Turns,
+        key: store::turn_key(session, turn),
+        value: serde_json::to_string(&TurnRecord {
+            order,
+            state,
+            touched: now,
+        })
+        .expect("records serialize"),
+    }
+}
+
+pub(super) fn history_record(session: &str, index: usize, turn: &HistoryTurn) -> Record {
+    Record::Put {
+        table: Table::History,
+        key: store::history_key(session, index),
+        value: serde_json::to_string(turn).expect("records serialize"),
+    }
+}

@@ -1,0 +1,117 @@
+//! The engine boundary. What answers a prompt (the model loop) lives outside the core: the core
+//! emits "start turn T of session S" with everything the turn is given, "cancel" and "steer";
+//! the shell feeds back what the engine reports as [`EngineEvent`]s.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::config::Mode;
+
+/// Why a turn ended, as `session/prompt`'s `stopReason` says it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    EndTurn,
+    MaxTurnRequests,
+    MaxTokens,
+    Cancelled,
+}
+
+/// What the client's `_meta.lembas` said about the chat (`Context`), kept per session and
+/// replaced field by field by every prompt that carries a newer value. `None`: never said;
+/// `Some(Value::Null)`: said `null` (for `personalization`, "the device's own").
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Context {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_prompt: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub personalization: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub library: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prototypes: Option<Value>,
+}
+
+impl Context {
+    /// The newer replaces the older, field by field.
+    pub fn merge(&mut self, newer: &Context) {
+        for (mine, theirs) in [
+            (&mut self.system_prompt, &newer.system_prompt),
+            (&mut self.personalization, &newer.personalization),
+            (&mut self.library, &newer.library),
+            (&mut self.prototypes, &newer.prototypes),
+        ] {
+            if theirs.is_some() {
+                mine.clone_from(theirs);
+            }
+        }
+    }
+}
+
+/// An attachment of a turn, written under the session's attachment directory beforehand
+/// (`Effect::WriteAttachment`) and referred to by its file name there.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Attachment {
+    /// `<time>-<random>-<name>`: unique in the directory, so two uploads of one name stay two.
+    pub file_name: String,
+    /// The name the client gave (the uri's last segment).
+    pub name: String,
+    pub mime_type: String,
+    pub size: u64,
+    /// A text resource (attached like an `@file`), as opposed to an image or a binary blob.
+    pub text: bool,
+}
+
+/// Everything a turn is given.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TurnStart {
+    pub session_id: String,
+    pub turn_id: String,
+    /// Text blocks joined by a blank line, resource links as `(see <uri>)`.
+    pub text: String,
+    pub attachments: Vec<Attachment>,
+    pub context: Context,
+    pub mode: Mode,
+    pub model: Option<String>,
+    pub effort: Option<String>,
+    pub cwd: String,
+}
+
+/// A tool call's status, as ACP's `tool_call_update` says it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolStatus {
+    Pending,
+    InProgress,
+    Completed,
+    Failed,
+}
+
+/// What an engine reports about the turn it runs.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum EngineEvent {
+    Text(String),
+    Thought(String),
+    ToolCall {
+        id: String,
+        title: String,
+        kind: String,
+        raw_input: Value,
+    },
+    ToolCallUpdate {
+        id: String,
+        status: ToolStatus,
+        output: Option<String>,
+    },
+    /// The engine took in these steered messages (by the ids the core gave them).
+    Steered {
+        ids: Vec<u64>,
+    },
+    ModeChanged(Mode),
+    /// The turn ended.
+    Done(StopReason),
+    /// The turn failed (the model went away, say); the prompt is answered with this error.
+    Failed(String),
+}

@@ -1,0 +1,149 @@
+//! What persists, as key-value records in a few tables. The core emits changes as
+//! `Effect::Persist`; the shell writes them (a redb transaction, IndexedDB, a map in tests),
+//! acknowledges with `handle_persisted`, and at start-up hands every stored entry back to
+//! `Device::restore`. Frames that announce a change wait until it is durable.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[non_exhaustive]
+pub enum Table {
+    /// Session id → [`SessionRecord`].
+    Sessions,
+    /// `<session>/<turnId>` → [`TurnRecord`]: the turn ledger.
+    Turns,
+    /// `<session>/<index, 10 digits>` → a history turn (user or assistant).
+    History,
+}
+
+impl Table {
+    pub const ALL: [Table; 3] = [Table::Sessions, Table::Turns, Table::History];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Table::Sessions => "sessions",
+            Table::Turns => "turns",
+            Table::History => "history",
+        }
+    }
+}
+
+/// One change to the store.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Record {
+    Put {
+        table: Table,
+        key: String,
+        value: String,
+    },
+    Delete {
+        table: Table,
+        key: String,
+    },
+    /// Delete every key that starts with `prefix` (a session's turns or history).
+    DeletePrefix {
+        table: Table,
+        prefix: String,
+    },
+}
+
+/// One stored entry, as the shell hands it back at start-up.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entry {
+    pub table: Table,
+    pub key: String,
+    pub value: String,
+}
+
+/// A session as it is stored.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SessionRecord {
+    pub id: String,
+    pub cwd: String,
+    /// The root of `remote.roots` the session lives under (its cwd on stdio).
+    pub root: String,
+    pub title: Option<String>,
+    pub mode: crate::config::Mode,
+    pub model: Option<String>,
+    pub effort: Option<String>,
+    pub instance: bool,
+    /// Milliseconds (the shell's clock) of the last change, for pruning.
+    pub touched: u64,
+}
+
+/// A turn ledger entry as it is stored.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TurnRecord {
+    /// Acceptance order within the session (oldest first).
+    pub order: u64,
+    pub state: StoredTurnState,
+    pub touched: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum StoredTurnState {
+    Queued,
+    Running,
+    Done { answer: crate::device::Answer },
+}
+
+/// Key of a session's turn in [`Table::Turns`].
+pub fn turn_key(session: &str, turn: &str) -> String {
+    format!("{session}/{turn}")
+}
+
+/// Key of a session's history entry in [`Table::History`].
+pub fn history_key(session: &str, index: usize) -> String {
+    format!("{session}/{index:010}")
+}
+
+/// The prefix every key of a session has in [`Table::Turns`] and [`Table::History`].
+pub fn session_prefix(session: &str) -> String {
+    format!("{session}/")
+}
+
+/// An in-memory store that applies records as a real one would: the Pair's disk, and the
+/// reference the runtimes' stores are tested against.
+#[derive(Clone, Debug, Default)]
+pub struct MemStore {
+    map: std::collections::BTreeMap<(Table, String), String>,
+}
+
+impl MemStore {
+    pub fn apply(&mut self, records: &[Record]) {
+        for r in records {
+            match r {
+                Record::Put { table, key, value } => {
+                    self.map.insert((*table, key.clone()), value.clone());
+                }
+                Record::Delete { table, key } => {
+                    self.map.remove(&(*table, key.clone()));
+                }
+                Record::DeletePrefix { table, prefix } => self
+                    .map
+                    .retain(|(t, k), _| !(t == table && k.starts_with(prefix.as_str()))),
+            }
+        }
+    }
+
+    pub fn entries(&self) -> Vec<Entry> {
+        self.map
+            .iter()
+            .map(|((table, key), value)| Entry {
+                table: *table,
+                key: key.clone(),
+                value: value.clone(),
+            })
+            .collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+}

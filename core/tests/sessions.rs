@@ -1,0 +1,401 @@
+//! Sessions and turns end to end on the Pair: dedup, queueing, cancel, steer, restart, reattach.
+
+use lembas_core::client::{ClientEvent, Reattach};
+use lembas_core::jsonrpc::code;
+use lembas_core::testing::Pair;
+use serde_json::{json, Value};
+
+fn linked() -> Pair {
+    let mut p = Pair::default_with_roots(&["/home/dev/work"]);
+    p.start().unwrap();
+    assert!(p.client.is_ready());
+    p
+}
+
+/// Call a method through the client and return its answer.
+fn call(
+    p: &mut Pair,
+    method: &str,
+    params: Value,
+) -> Result<Value, lembas_core::jsonrpc::RpcError> {
+    let id = p.client.call(method, &params).expect("the call is allowed");
+    p.settle().unwrap();
+    p.client_events
+        .iter()
+        .rev()
+        .find_map(|e| match e {
+            ClientEvent::Answer { id: i, outcome, .. } if *i == id => Some(outcome.clone()),
+            _ => None,
+        })
+        .expect("answered")
+}
+
+fn new_session(p: &mut Pair) -> String {
+    let r = call(p, "session/new", json!({ "cwd": "/home/dev/work/app" })).unwrap();
+    r["sessionId"].as_str().unwrap().to_string()
+}
+
+fn answers(p: &Pair, turn: &str) -> Vec<Result<Value, lembas_core::jsonrpc::RpcError>> {
+    p.client_events
+        .iter()
+        .filter_map(|e| match e {
+            ClientEvent::PromptAnswered {
+                turn_id, outcome, ..
+            } if turn_id == turn => Some(outcome.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn starts(p: &Pair, turn: &str) -> usize {
+    p.started.iter().filter(|t| t.turn_id == turn).count()
+}
+
+#[test]
+fn a_prompt_streams_and_is_answered() {
+    let mut p = linked();
+    let s = new_session(&mut p);
+    assert!(s.starts_with("ses_"));
+    p.client
+        .prompt(&s, json!([{ "type": "text", "text": "hello" }]), Some("t1"))
+        .unwrap();
+    p.settle().unwrap();
+    let a = answers(&p, "t1");
+    assert_eq!(a.len(), 1);
+    let a = a[0].as_ref().unwrap();
+    assert_eq!(a["stopReason"], "end_turn");
+    assert_eq!(a["_meta"]["lembas"]["turnId"], "t1");
+    let chunks: Vec<&Value> = p
+        .client_events
+        .iter()
+        .filter_map(|e| match e {
+            ClientEvent::Notification { method, params } if method == "session/update" => {
+                Some(params)
+            }
+            _ => None,
+        })
+        .collect();
+    assert!(
+        chunks
+            .iter()
+            .any(|u| u["update"]["content"]["text"] == "echo: hello"),
+        "{chunks:?}"
+    );
+}
+
+#[test]
+fn a_duplicate_of_a_finished_turn_gets_the_original_answer_and_starts_nothing() {
+    let mut p = linked();
+    let s = new_session(&mut p);
+    p.client
+        .prompt(&s, json!([{ "type": "text", "text": "hello" }]), Some("t1"))
+        .unwrap();
+    p.settle().unwrap();
+    p.client
+        .prompt(
+            &s,
+            json!([{ "type": "text", "text": "changed" }]),
+            Some("t1"),
+        )
+        .unwrap();
+    p.settle().unwrap();
+    let a = answers(&p, "t1");
+    assert_eq!(a.len(), 2);
+    assert_eq!(a[0], a[1]);
+    assert_eq!(starts(&p, "t1"), 1);
+}
+
+#[test]
+fn a_duplicate_of_a_running_turn_is_answered_once_when_it_ends() {
+    let mut p = linked();
+    let s = new_session(&mut p);
+    p.client
+        .prompt(
+            &s,
+            json!([{ "type": "text", "text": "say a\nsleep 1000\nsay b" }]),
+            Some("t1"),
+        )
+        .unwrap();
+    p.drive().unwrap();
+    p.client
+        .prompt(
+            &s,
+            json!([{ "type": "text", "text": "say a\nsleep 1000\nsay b" }]),
+            Some("t1"),
+        )
+        .unwrap();
+    p.drive().unwrap();
+    assert!(answers(&p, "t1").is_empty());
+    p.advance(1000).unwrap();
+    // The client keeps one row per turn id: both requests are answered; the first answer
+    // closes the row, so exactly one PromptAnswered event reaches the UI.
+    let frames: Vec<Value> = p
+        .frames_to_client()
+        .into_iter()
+        .filter(|f| f["result"]["_meta"]["lembas"]["turnId"] == "t1")
+        .collect();
+    assert_eq!(frames.len(), 2);
+    assert_eq!(frames[0]["result"], frames[1]["result"]);
+    assert_eq!(starts(&p, "t1"), 1);
+}
+
+#[test]
+fn a_finished_turn_survives_a_device_restart() {
+    let mut p = linked();
+    let s = new_session(&mut p);
+    p.client
+        .prompt(&s, json!([{ "type": "text", "text": "hello" }]), Some("t1"))
+        .unwrap();
+    p.settle().unwrap();
+    p.restart_device().unwrap();
+    p.settle().unwrap();
+    assert!(p.client.is_ready());
+    p.client
+        .prompt(&s, json!([{ "type": "text", "text": "hello" }]), Some("t1"))
+        .unwrap();
+    p.settle().unwrap();
+    let a = answers(&p, "t1");
+    assert_eq!(a.len(), 2);
+    assert_eq!(a[0], a[1]);
+    assert_eq!(starts(&p, "t1"), 1);
+}
+
+#[test]
+fn a_turn_cut_by_a_restart_is_cancelled_and_never_runs_again() {
+    let mut p = linked();
+    let s = new_session(&mut p);
+    p.client
+        .prompt(
+            &s,
+            json!([{ "type": "text", "text": "sleep 5000\nsay late" }]),
+            Some("t1"),
+        )
+        .unwrap();
+    p.drive().unwrap();
+    p.restart_device().unwrap();
+    p.settle().unwrap();
+    // The client reattached: status says not running, history has the turn: imported.
+    let how: Vec<&Reattach> = p
+        .client_events
+        .iter()
+        .filter_map(|e| match e {
+            ClientEvent::Reattached { how, .. } => Some(how),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(how.len(), 1, "{how:?}");
+    assert!(matches!(how[0], Reattach::Imported(_)), "{how:?}");
+    p.client
+        .prompt(&s, json!([{ "type": "text", "text": "x" }]), Some("t1"))
+        .unwrap();
+    p.settle().unwrap();
+    let a = answers(&p, "t1");
+    assert_eq!(
+        a.last().unwrap().as_ref().unwrap()["stopReason"],
+        "cancelled"
+    );
+    assert_eq!(starts(&p, "t1"), 1);
+}
+
+#[test]
+fn prompts_wait_their_turn_and_cancel_answers_cancelled() {
+    let mut p = linked();
+    let s = new_session(&mut p);
+    p.client
+        .prompt(
+            &s,
+            json!([{ "type": "text", "text": "sleep 1000\nsay one" }]),
+            Some("a"),
+        )
+        .unwrap();
+    p.client
+        .prompt(&s, json!([{ "type": "text", "text": "two" }]), Some("b"))
+        .unwrap();
+    p.drive().unwrap();
+    assert_eq!(starts(&p, "b"), 0);
+    let status = call(&mut p, "_lembas/session/status", json!({ "sessionId": s })).unwrap();
+    assert_eq!(status["turnId"], "a");
+    assert_eq!(status["queued"], json!(["b"]));
+    assert_eq!(status["busy"], true);
+    p.client
+        .notify("session/cancel", &json!({ "sessionId": s }))
+        .unwrap();
+    p.settle().unwrap();
+    assert_eq!(
+        answers(&p, "a")[0].as_ref().unwrap()["stopReason"],
+        "cancelled"
+    );
+    assert_eq!(
+        answers(&p, "b")[0].as_ref().unwrap()["stopReason"],
+        "end_turn"
+    );
+    let status = call(&mut p, "_lembas/session/status", json!({ "sessionId": s })).unwrap();
+    assert_eq!(status["lastTurnId"], "b");
+    assert_eq!(status["busy"], false);
+}
+
+#[test]
+fn steer_needs_a_running_turn_and_unsent_messages_come_back() {
+    let mut p = linked();
+    let s = new_session(&mut p);
+    let e = call(
+        &mut p,
+        "_lembas/steer",
+        json!({ "sessionId": s, "text": "hi" }),
+    )
+    .unwrap_err();
+    assert_eq!(e.code, code::INVALID_PARAMS);
+    assert!(e.message.contains("nothing runs"), "{}", e.message);
+    // Taken in between steps:
+    p.client
+        .prompt(
+            &s,
+            json!([{ "type": "text", "text": "sleep 100\nsay done" }]),
+            Some("t1"),
+        )
+        .unwrap();
+    p.drive().unwrap();
+    let r = call(
+        &mut p,
+        "_lembas/steer",
+        json!({ "sessionId": s, "text": "also this" }),
+    )
+    .unwrap();
+    assert_eq!(r["queued"], 1);
+    p.advance(200).unwrap();
+    let a = answers(&p, "t1");
+    assert!(a[0].as_ref().unwrap()["_meta"]["lembas"]
+        .get("unsent")
+        .is_none());
+    // Not taken in: the turn is cancelled first.
+    p.client
+        .prompt(
+            &s,
+            json!([{ "type": "text", "text": "sleep 100\nsay done" }]),
+            Some("t2"),
+        )
+        .unwrap();
+    p.drive().unwrap();
+    call(
+        &mut p,
+        "_lembas/steer",
+        json!({ "sessionId": s, "text": "too late" }),
+    )
+    .unwrap();
+    p.engine.cancel(&s, "t2");
+    p.settle().unwrap();
+    let a = answers(&p, "t2");
+    assert_eq!(
+        a[0].as_ref().unwrap()["_meta"]["lembas"]["unsent"],
+        json!(["too late"])
+    );
+}
+
+#[test]
+fn reattach_follows_a_running_turn_after_a_cut() {
+    let mut p = linked();
+    let s = new_session(&mut p);
+    p.client
+        .prompt(
+            &s,
+            json!([{ "type": "text", "text": "sleep 60000\nsay end" }]),
+            Some("t1"),
+        )
+        .unwrap();
+    p.drive().unwrap();
+    p.cut().unwrap();
+    p.advance(5_000).unwrap();
+    assert!(p.client.is_ready(), "the device redialled");
+    let how: Vec<&Reattach> = p
+        .client_events
+        .iter()
+        .filter_map(|e| match e {
+            ClientEvent::Reattached { how, .. } => Some(how),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(how, vec![&Reattach::Following]);
+    p.advance(60_000).unwrap();
+    let a = answers(&p, "t1");
+    assert_eq!(a.len(), 1);
+    assert_eq!(a[0].as_ref().unwrap()["stopReason"], "end_turn");
+    assert_eq!(starts(&p, "t1"), 1);
+}
+
+#[test]
+fn session_new_is_confined_to_roots_trust_and_models() {
+    let mut p = linked();
+    let e = call(&mut p, "session/new", json!({ "cwd": "/etc" })).unwrap_err();
+    assert!(
+        e.message
+            .contains("outside the device's roots (/home/dev/work)"),
+        "{}",
+        e.message
+    );
+    let e = call(
+        &mut p,
+        "session/new",
+        json!({ "cwd": "/home/dev/work/../../../etc" }),
+    )
+    .unwrap_err();
+    assert!(e.message.contains("outside"), "{}", e.message);
+    p.links
+        .insert("/home/dev/work/escape".into(), Some("/etc".into()));
+    let e = call(
+        &mut p,
+        "session/new",
+        json!({ "cwd": "/home/dev/work/escape/x" }),
+    )
+    .unwrap_err();
+    assert!(e.message.contains("`/etc/x` is outside"), "{}", e.message);
+    let e = call(
+        &mut p,
+        "session/new",
+        json!({ "cwd": "/home/dev/work/a", "_meta": { "lembas_model": "other/model" } }),
+    )
+    .unwrap_err();
+    assert!(e.message.contains("`other/model`"), "{}", e.message);
+    let r = call(
+        &mut p,
+        "session/new",
+        json!({ "cwd": "/home/dev/work/a", "_meta": { "mode": "auto", "lembas_model": "lembas/default" } }),
+    )
+    .unwrap();
+    assert_eq!(r["modes"]["currentModeId"], "edit");
+    assert_eq!(r["_meta"]["lembas"]["instance"], true);
+    assert_eq!(r["_meta"]["lembas"]["model"], "lembas/default");
+}
+
+#[test]
+fn blocks_over_their_limits_are_refused_with_the_numbers() {
+    let mut p = linked();
+    let s = new_session(&mut p);
+    let big = "A".repeat(14_000_000); // 10.5 MB decoded
+    let id = p
+        .client
+        .call(
+            "session/prompt",
+            &json!({ "sessionId": s, "prompt": [{ "type": "image", "mimeType": "image/png", "data": big }] }),
+        )
+        .unwrap();
+    p.settle().unwrap();
+    let e = p
+        .client_events
+        .iter()
+        .find_map(|e| match e {
+            ClientEvent::Answer {
+                id: i,
+                outcome: Err(e),
+                ..
+            } if *i == id => Some(e.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(e.code, code::INVALID_PARAMS);
+    assert!(e.message.contains("10500000 bytes"), "{}", e.message);
+    assert!(
+        e.message.contains("10000000 bytes a block"),
+        "{}",
+        e.message
+    );
+}
