@@ -1,0 +1,1 @@
+//! Gherkin scenarios of the protocol's promises: see `features/*.feature` and `tests/features.rs`.

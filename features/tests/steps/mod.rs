@@ -1,0 +1,57 @@
+//! Step definitions, one file per concern. Helpers shared by them live here.
+//!
+//! - `handshake`: device set-up, `_lembas/hello`, `initialize`, and the generic
+//!   `in <frame>, "<path>" is <json>` assertions.
+//! - `versions`: protocol refusals (4400) on both sides, and redialling.
+//! - `stdio`: an editor's plain-ACP connection.
+//! - `jsonrpc`: raw frames on the link and the errors they are answered with.
+//! - `capabilities`: the client's gating of its own calls.
+
+mod capabilities;
+mod handshake;
+mod jsonrpc;
+mod stdio;
+mod versions;
+
+use serde_json::Value;
+
+/// Parse a frame the core wrote, or fail the step saying which.
+pub fn parse(frame: &str) -> Value {
+    serde_json::from_str(frame)
+        .unwrap_or_else(|e| panic!("a frame that is not JSON ({e}): {frame}"))
+}
+
+/// Parse a JSON value written in a step (an expectation or a frame's params).
+pub fn json_arg(text: &str) -> Value {
+    serde_json::from_str(text.trim())
+        .unwrap_or_else(|e| panic!("the step's `{text}` is not JSON: {e}"))
+}
+
+/// The value at a dotted path (`result._meta.lembas.limits`, `params.roots.0`), or `None`
+/// when a member is missing. A `null` member is `Some(Value::Null)`.
+pub fn at<'a>(value: &'a Value, path: &str) -> Option<&'a Value> {
+    path.split('.').try_fold(value, |v, key| match v {
+        Value::Object(m) => m.get(key),
+        Value::Array(a) => key.parse::<usize>().ok().and_then(|i| a.get(i)),
+        _ => None,
+    })
+}
+
+/// `at`, failing the step with the whole frame when the path is missing.
+pub fn must_at<'a>(value: &'a Value, path: &str) -> &'a Value {
+    at(value, path).unwrap_or_else(|| panic!("no `{path}` in {value}"))
+}
+
+/// The method of a frame, if it is a request or a notification.
+pub fn method_of(frame: &Value) -> Option<&str> {
+    frame.get("method").and_then(Value::as_str)
+}
+
+/// The roots of a step, written `"/a, /b"`, or none for `""`.
+pub fn roots(list: &str) -> Vec<String> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|r| !r.is_empty())
+        .map(String::from)
+        .collect()
+}
