@@ -1,0 +1,246 @@
+//! `config.yaml`: the `remote:` block (what a client on the link may do on this device) and the
+//! `trusted:` list. Other top-level keys belong to the rest of LLeMbas CLI and are ignored here;
+//! inside `remote:` an unknown key is refused, since a misspelt limit must not pass silently.
+//! A malformed file is refused with the file, the line and the key. Roots and trusted
+//! directories are resolved (`~` expanded, symlinks followed) at load.
+
+use std::path::{Path, PathBuf};
+
+use lembas_core::{Mode, Remote};
+use serde::Deserialize;
+use serde_saphyr::Spanned;
+
+#[derive(Debug, Default, Deserialize)]
+struct File {
+    #[serde(default)]
+    remote: Option<RemoteBlock>,
+    #[serde(default)]
+    trusted: Option<Vec<Spanned<String>>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RemoteBlock {
+    #[serde(default)]
+    enabled: Option<bool>,
+    #[serde(default)]
+    roots: Option<Vec<Spanned<String>>>,
+    #[serde(default)]
+    max_mode: Option<Mode>,
+    #[serde(default)]
+    require_trust: Option<bool>,
+    /// Seconds.
+    #[serde(default)]
+    approval_timeout: Option<u64>,
+    #[serde(default)]
+    terminal: Option<bool>,
+    #[serde(default)]
+    terminal_integration: Option<bool>,
+}
+
+/// The device's settings, as loaded.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    pub remote: Remote,
+    pub terminal_integration: bool,
+    /// Where it came from (`None`: no file, the defaults).
+    pub file: Option<PathBuf>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            remote: Remote::default(),
+            terminal_integration: true,
+            file: None,
+        }
+    }
+}
+
+/// A config refused: `Display` names the file, the line and the key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError(pub String);
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Load `path`; a missing file is the defaults (remote work off).
+pub fn load(path: &Path, home: Option<&Path>) -> Result<Config, ConfigError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Config::default()),
+        Err(e) => return Err(ConfigError(format!("{}: cannot read: {e}", path.display()))),
+    };
+    parse(&text, path, home)
+}
+
+/// Parse the text of `path` (named in errors).
+pub fn parse(text: &str, path: &Path, home: Option<&Path>) -> Result<Config, ConfigError> {
+    let file: File = if text.trim().is_empty() {
+        File::default()
+    } else {
+        serde_saphyr::with_deserializer_from_str(text, |de| {
+            serde_path_to_error::deserialize(de).map_err(|e| {
+                let key = e.path().to_string();
+                <serde_saphyr::Error as serde::de::Error>::custom(format!(
+                    "key `{key}`: {}",
+                    e.inner()
+                ))
+            })
+        })
+        .map_err(|e| {
+            let msg = e.to_string();
+            let mut first = msg.lines().next().unwrap_or("").to_string();
+            // A message made through serde's `custom` carries its place as text.
+            let mut line = e.location().map_or(0, |l| l.line());
+            if let Some(i) = first.rfind(" at line ") {
+                let place = first[i + " at line ".len()..].to_string();
+                first.truncate(i);
+                if let Some(n) = place.split(',').next().and_then(|n| n.trim().parse().ok()) {
+                    line = n;
+                }
+            }
+            let key = if first.contains("key `") {
+                String::new()
+            } else {
+                " (key `remote` or `trusted`)".to_string()
+            };
+            ConfigError(format!("{}:{line}: {first}{key}", path.display()))
+        })?
+    };
+    let mut config = Config {
+        file: Some(path.to_path_buf()),
+        ..Config::default()
+    };
+    let resolve = |s: &Spanned<String>, key: &str| -> Result<String, ConfigError> {
+        let at = format!("{}:{}: key `{key}`", path.display(), s.referenced.line());
+        let expanded = expand_home(&s.value, home)
+            .ok_or_else(|| ConfigError(format!("{at}: `{}` needs HOME", s.value)))?;
+        if !expanded.is_absolute() {
+            return Err(ConfigError(format!(
+                "{at}: `{}` is not an absolute path",
+                s.value
+            )));
+        }
+        let real = std::fs::canonicalize(&expanded)
+            .map_err(|e| ConfigError(format!("{at}: `{}` cannot be resolved: {e}", s.value)))?;
+        if !real.is_dir() {
+            return Err(ConfigError(format!(
+                "{at}: `{}` is not a directory",
+                s.value
+            )));
+        }
+        real.to_str()
+            .map(str::to_string)
+            .ok_or_else(|| ConfigError(format!("{at}: `{}` is not UTF-8", s.value)))
+    };
+    if let Some(r) = file.remote {
+        let rem = &mut config.remote;
+        if let Some(v) = r.enabled {
+            rem.enabled = v;
+        }
+        if let Some(roots) = r.roots {
+            rem.roots = roots
+                .iter()
+                .map(|s| resolve(s, "remote.roots"))
+                .collect::<Result<_, _>>()?;
+        }
+        if let Some(v) = r.max_mode {
+            rem.max_mode = v;
+        }
+        if let Some(v) = r.require_trust {
+            rem.require_trust = v;
+        }
+        if let Some(v) = r.approval_timeout {
+            rem.approval_timeout_ms = v.saturating_mul(1000);
+        }
+        if let Some(v) = r.terminal {
+            rem.terminal = v;
+        }
+        if let Some(v) = r.terminal_integration {
+            config.terminal_integration = v;
+        }
+    }
+    if let Some(trusted) = file.trusted {
+        config.remote.trusted = trusted
+            .iter()
+            .map(|s| resolve(s, "trusted"))
+            .collect::<Result<_, _>>()?;
+    }
+    Ok(config)
+}
+
+fn expand_home(p: &str, home: Option<&Path>) -> Option<PathBuf> {
+    if p == "~" {
+        return home.map(Path::to_path_buf);
+    }
+    match p.strip_prefix("~/") {
+        Some(rest) => home.map(|h| h.join(rest)),
+        None => Some(PathBuf::from(p)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_remote_block_and_trusted_list_are_read_and_resolved() {
+        let dir = tempfile::tempdir().unwrap();
+        let work = dir.path().join("work");
+        std::fs::create_dir_all(work.join("proj")).unwrap();
+        std::os::unix::fs::symlink(&work, dir.path().join("link")).unwrap();
+        let text = "model: something/else\nremote:\n  enabled: true\n  roots: [~/link]\n  \
+                    max_mode: manual\n  approval_timeout: 12\n  terminal: true\n  \
+                    terminal_integration: false\ntrusted:\n  - ~/work/proj\n";
+        let c = parse(text, Path::new("/x/config.yaml"), Some(dir.path())).unwrap();
+        let real = std::fs::canonicalize(&work).unwrap();
+        assert!(c.remote.enabled);
+        assert_eq!(c.remote.roots, vec![real.to_str().unwrap().to_string()]);
+        assert_eq!(c.remote.max_mode, Mode::Manual);
+        assert!(c.remote.require_trust);
+        assert_eq!(c.remote.approval_timeout_ms, 12_000);
+        assert!(c.remote.terminal);
+        assert!(!c.terminal_integration);
+        assert_eq!(
+            c.remote.trusted,
+            vec![real.join("proj").to_str().unwrap().to_string()]
+        );
+    }
+
+    #[test]
+    fn defaults_without_a_file() {
+        let c = load(Path::new("/nonexistent/lembas/config.yaml"), None).unwrap();
+        assert!(!c.remote.enabled);
+        assert_eq!(c.remote.approval_timeout_ms, 300_000);
+        assert_eq!(c.remote.max_mode, Mode::Edit);
+    }
+
+    #[test]
+    fn a_malformed_config_names_the_file_the_line_and_the_key() {
+        let p = Path::new("/etc/lembas/config.yaml");
+        let e = parse("remote:\n  enabled: true\n  max_mode: yolo\n", p, None).unwrap_err();
+        assert!(e.0.starts_with("/etc/lembas/config.yaml:3:"), "{e}");
+        assert!(e.0.contains("remote.max_mode"), "{e}");
+        let e = parse("remote:\n  enabled: true\n  rootz: [/tmp]\n", p, None).unwrap_err();
+        assert!(e.0.starts_with("/etc/lembas/config.yaml:3:"), "{e}");
+        assert!(e.0.contains("rootz"), "{e}");
+        let e = parse("remote:\n  approval_timeout: soon\n", p, None).unwrap_err();
+        assert!(
+            e.0.contains(":2:") && e.0.contains("approval_timeout"),
+            "{e}"
+        );
+        let e = parse("remote:\n  roots:\n    - /no/such/dir/here\n", p, None).unwrap_err();
+        assert!(
+            e.0.starts_with("/etc/lembas/config.yaml:3: key `remote.roots`"),
+            "{e}"
+        );
+        let e = parse("remote: [\n", p, None).unwrap_err();
+        assert!(e.0.starts_with("/etc/lembas/config.yaml:"), "{e}");
+    }
+}

@@ -1,0 +1,497 @@
+//! The driver: one task owns the core's `Device` and the scripted engine. Everything else —
+//! socket readers, stdin, the dialer, the disk (on `blocking`'s pool) — feeds it [`Input`]s over
+//! one channel. After every input it drains `poll_output()` and the engine's events, performs
+//! the effects (as the core's `testing::Pair` routes them), writes the persists of the iteration
+//! in one transaction (group commit), and sleeps until `poll_timeout()` or the next input.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use futures_lite::future;
+use lembas_core::device::{ConnId, ConnKind, Device, DialFailure, Effect, Output};
+use lembas_core::engine::EngineEvent;
+use lembas_core::jsonrpc::{self, RpcError};
+use lembas_core::scripted::ScriptedEngine;
+use lembas_core::store::{MemStore, Record};
+use lembas_core::Time;
+use smol::channel::{self, Receiver, Sender};
+use smol::{Task, Timer};
+
+use crate::clock::Clock;
+use crate::store::RedbStore;
+
+/// What the driver hears from the tasks around it.
+pub enum Input {
+    /// A dial asked for by `Effect::Dial` ended.
+    Dialed(Result<Box<crate::link::LinkSocket>, DialFailure>),
+    /// One message on a connection.
+    Frame { conn: ConnId, bytes: Vec<u8> },
+    /// A stdio line over the frame limit was skipped.
+    TooLong {
+        conn: ConnId,
+        size: usize,
+        limit: usize,
+    },
+    /// A connection ended (EOF on stdin; a WebSocket closed, with its close code when it sent one).
+    Closed { conn: ConnId, code: Option<u16> },
+    /// A group of persists is durable (or failed to be).
+    Persisted {
+        seq: u64,
+        result: Result<(), String>,
+    },
+    PathResolved {
+        request: u64,
+        result: Result<String, String>,
+    },
+    /// Stop now (the demo's end).
+    Shutdown,
+}
+
+/// What a connection's writer task is told.
+pub enum Outgoing {
+    Frame(Vec<u8>),
+    Close { code: u16, reason: String },
+}
+
+/// How the driver's run ended.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Exit {
+    pub code: i32,
+    pub message: Option<String>,
+}
+
+/// Where persisted records go.
+pub enum Disk {
+    /// `serve --stdio`: sessions live in memory, with the core's reference semantics.
+    Mem(MemStore),
+    Redb(Arc<RedbStore>),
+}
+
+/// Something that can dial the instance (the `lembas link` dialer, or a test's).
+pub trait Dialer: Send + Sync + 'static {
+    fn dial(&self) -> future::Boxed<Result<Box<crate::link::LinkSocket>, DialFailure>>;
+}
+
+struct Conn {
+    out: Sender<Outgoing>,
+    kind: ConnKind,
+}
+
+pub struct Driver {
+    device: Device,
+    engine: ScriptedEngine,
+    running: BTreeSet<(String, String)>,
+    clock: Clock,
+    tx: Sender<Input>,
+    rx: Receiver<Input>,
+    conns: BTreeMap<ConnId, Conn>,
+    tasks: Vec<Task<()>>,
+    /// Connection writers: awaited at the end so what was sent is flushed.
+    writers: Vec<Task<()>>,
+    disk: Disk,
+    batch: Vec<Record>,
+    batch_seq: u64,
+    writing: bool,
+    attachments: PathBuf,
+    dialer: Option<Arc<dyn Dialer>>,
+    exit: Option<Exit>,
+    /// `serve --stdio`: the process ends when this connection has ended and no turn runs.
+    stdio: Option<ConnId>,
+    stdio_done: bool,
+}
+
+impl Driver {
+    pub fn new(device: Device, disk: Disk, attachments: PathBuf) -> Driver {
+        let (tx, rx) = channel::unbounded();
+        Driver {
+            device,
+            engine: ScriptedEngine::new(),
+            running: BTreeSet::new(),
+            clock: Clock::new(),
+            tx,
+            rx,
+            conns: BTreeMap::new(),
+            tasks: Vec::new(),
+            writers: Vec::new(),
+            disk,
+            batch: Vec::new(),
+            batch_seq: 0,
+            writing: false,
+            attachments,
+            dialer: None,
+            exit: None,
+            stdio: None,
+            stdio_done: false,
+        }
+    }
+
+    /// A sender for inputs (to stop the driver from outside, say).
+    pub fn sender(&self) -> Sender<Input> {
+        self.tx.clone()
+    }
+
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// Keep a link to the instance up through `dialer`.
+    pub fn start_link(&mut self, dialer: Arc<dyn Dialer>) {
+        self.dialer = Some(dialer);
+        let now = self.clock.now();
+        self.device.start_link(now);
+    }
+
+    /// Serve an editor on stdin/stdout until stdin ends.
+    pub fn open_stdio(&mut self) {
+        let now = self.clock.now();
+        let conn = self
+            .device
+            .handle_open(ConnKind::Stdio, now)
+            .expect("a stdio connection opens at any time");
+        let limit = self.device.config().frames.max_frame_bytes;
+        let (out_tx, out_rx) = channel::unbounded();
+        self.conns.insert(
+            conn,
+            Conn {
+                out: out_tx,
+                kind: ConnKind::Stdio,
+            },
+        );
+        self.stdio = Some(conn);
+        self.tasks.push(smol::spawn(crate::stdio::read_stdin(
+            conn,
+            limit,
+            self.tx.clone(),
+        )));
+        self.writers
+            .push(smol::spawn(crate::stdio::write_stdout(out_rx)));
+    }
+
+    /// Run until the device stops linking, stdin ends, or [`Input::Shutdown`].
+    pub async fn run(mut self) -> Exit {
+        loop {
+            self.pump().await;
+            if self.exit.is_none()
+                && self.stdio_done
+                && self.engine.running() == 0
+                && !self.writing
+                && self.batch.is_empty()
+            {
+                self.exit = Some(Exit {
+                    code: 0,
+                    message: None,
+                });
+            }
+            if let Some(exit) = self.exit.take() {
+                return self.finish(exit).await;
+            }
+            let deadline = [self.device.poll_timeout(), self.engine.poll_timeout()]
+                .into_iter()
+                .flatten()
+                .min();
+            let input = match deadline {
+                Some(at) => {
+                    let when = self.clock.instant_of(at);
+                    future::or(async { self.rx.recv().await.ok() }, async {
+                        Timer::at(when).await;
+                        None
+                    })
+                    .await
+                }
+                None => self.rx.recv().await.ok(),
+            };
+            let now = self.clock.now();
+            if let Some(input) = input {
+                self.handle(input, now);
+            }
+            self.device.handle_timeout(now);
+            self.engine.handle_timeout(now);
+        }
+    }
+
+    async fn finish(mut self, exit: Exit) -> Exit {
+        for (_, c) in std::mem::take(&mut self.conns) {
+            c.out.close();
+        }
+        // Readers and helpers are dropped (cancelled); writers flush what they were given and
+        // end, within a bound so a stuck peer does not hold the process.
+        self.tasks.clear();
+        let writers = std::mem::take(&mut self.writers);
+        future::or(
+            async {
+                for w in writers {
+                    w.await;
+                }
+            },
+            async {
+                Timer::after(std::time::Duration::from_secs(2)).await;
+            },
+        )
+        .await;
+        exit
+    }
+
+    fn handle(&mut self, input: Input, now: Time) {
+        match input {
+            Input::Dialed(Ok(socket)) => match self.device.handle_open(ConnKind::Link, now) {
+                Ok(conn) => {
+                    log::info!("linked to the instance");
+                    let (out_tx, out_rx) = channel::unbounded();
+                    self.conns.insert(
+                        conn,
+                        Conn {
+                            out: out_tx,
+                            kind: ConnKind::Link,
+                        },
+                    );
+                    let (reader, writer) =
+                        crate::link::spawn_socket(*socket, conn, self.tx.clone(), out_rx);
+                    self.tasks.push(reader);
+                    self.writers.retain(|t| !t.is_finished());
+                    self.writers.push(writer);
+                }
+                Err(e) => log::warn!("a link opened that the device did not ask for: {e}"),
+            },
+            Input::Dialed(Err(failure)) => {
+                if failure == DialFailure::Transient {
+                    log::info!("dial failed; the device will try again");
+                }
+                self.device.handle_dial_failed(failure, now);
+            }
+            Input::Frame { conn, bytes } => {
+                if self.conns.contains_key(&conn) {
+                    log::trace!("<- {}", String::from_utf8_lossy(&bytes));
+                    if let Err(e) = self.device.handle_frame(conn, &bytes, now) {
+                        log::warn!("frame on an unknown connection: {e}");
+                    }
+                }
+            }
+            Input::TooLong { conn, size, limit } => {
+                log::warn!("a line of {size} bytes is over the limit of {limit} bytes; skipped");
+                let error = RpcError::invalid_request(format!(
+                    "line of {size} bytes is over the limit of {limit} bytes (max_frame_bytes)"
+                ))
+                .with_data(serde_json::json!({ "limit": limit, "size": size }));
+                self.write(conn, jsonrpc::encode_error(None, &error));
+            }
+            Input::Closed { conn, code } => {
+                if let Some(c) = self.conns.remove(&conn) {
+                    c.out.close();
+                    log::info!(
+                        "{} closed{}",
+                        if c.kind == ConnKind::Link {
+                            "the link"
+                        } else {
+                            "stdin"
+                        },
+                        code.map_or(String::new(), |c| format!(" (code {c})"))
+                    );
+                    let _ = self.device.handle_closed(conn, code, now);
+                }
+                if Some(conn) == self.stdio {
+                    self.stdio_done = true;
+                    // EOF: cancel the running turns, then end once they have reported.
+                    for (session, turn) in self.running.clone() {
+                        self.engine.cancel(&session, &turn);
+                    }
+                }
+            }
+            Input::Persisted { seq, result } => {
+                self.writing = false;
+                match result {
+                    Ok(()) => self.device.handle_persisted(seq, now),
+                    Err(why) => {
+                        log::error!("{why}");
+                        self.exit = Some(Exit {
+                            code: 1,
+                            message: Some(format!("could not write the store: {why}")),
+                        });
+                    }
+                }
+            }
+            Input::PathResolved { request, result } => {
+                self.device.handle_path_resolved(request, result, now)
+            }
+            Input::Shutdown => {
+                self.exit = Some(Exit {
+                    code: 0,
+                    message: None,
+                })
+            }
+        }
+    }
+
+    /// Drain the device and the engine until both are quiet, then hand the batch of persists
+    /// to the disk.
+    async fn pump(&mut self) {
+        loop {
+            let now = self.clock.now();
+            if let Some(out) = self.device.poll_output() {
+                self.route(out, now).await;
+                continue;
+            }
+            if let Some((session, turn, event)) = self.engine.poll_event() {
+                if matches!(event, EngineEvent::Done(_) | EngineEvent::Failed(_)) {
+                    self.running.remove(&(session.clone(), turn.clone()));
+                }
+                self.device.handle_engine(&session, &turn, event, now);
+                continue;
+            }
+            if !self.flush() {
+                return;
+            }
+        }
+    }
+
+    /// Start writing the batch when no write is under way. Returns whether the device was
+    /// told something (an in-memory write is done at once).
+    fn flush(&mut self) -> bool {
+        if self.writing || self.batch.is_empty() {
+            return false;
+        }
+        let records = std::mem::take(&mut self.batch);
+        let seq = self.batch_seq;
+        match &mut self.disk {
+            Disk::Mem(mem) => {
+                mem.apply(&records);
+                let now = self.clock.now();
+                self.device.handle_persisted(seq, now);
+                true
+            }
+            Disk::Redb(store) => {
+                self.writing = true;
+                let store = store.clone();
+                let tx = self.tx.clone();
+                log::trace!("committing {} records up to persist {seq}", records.len());
+                self.tasks.push(smol::spawn(async move {
+                    let result = blocking::unblock(move || store.commit(&records))
+                        .await
+                        .map_err(|e| e.to_string());
+                    let _ = tx.send(Input::Persisted { seq, result }).await;
+                }));
+                self.reap();
+                false
+            }
+        }
+    }
+
+    /// Forget tasks that have ended.
+    fn reap(&mut self) {
+        self.tasks.retain(|t| !t.is_finished());
+    }
+
+    fn write(&mut self, conn: ConnId, frame: Vec<u8>) {
+        if let Some(c) = self.conns.get(&conn) {
+            log::trace!("-> {}", String::from_utf8_lossy(&frame));
+            let _ = c.out.try_send(Outgoing::Frame(frame));
+        }
+    }
+
+    async fn route(&mut self, out: Output, now: Time) {
+        match out {
+            Output::Send { conn, frame } => self.write(conn, frame),
+            Output::Close { conn, code, reason } => {
+                if let Some(c) = self.conns.remove(&conn) {
+                    log::info!("closing a connection: {code} {reason}");
+                    let _ = c.out.try_send(Outgoing::Close { code, reason });
+                    c.out.close();
+                }
+            }
+            Output::Effect(effect) => self.effect(effect, now).await,
+            _ => log::warn!("an output this build does not know"),
+        }
+    }
+
+    async fn effect(&mut self, effect: Effect, now: Time) {
+        match effect {
+            Effect::Dial => match self.dialer.clone() {
+                Some(d) => {
+                    log::info!("dialing the instance");
+                    let tx = self.tx.clone();
+                    self.reap();
+                    self.tasks.push(smol::spawn(async move {
+                        let r = d.dial().await;
+                        let _ = tx.send(Input::Dialed(r)).await;
+                    }));
+                }
+                None => self.device.handle_dial_failed(
+                    DialFailure::Unsupported("this process has no instance to link to".into()),
+                    now,
+                ),
+            },
+            Effect::Stop { message } => {
+                log::error!("{message}");
+                self.exit = Some(Exit {
+                    code: 1,
+                    message: Some(message),
+                });
+            }
+            Effect::Persist { seq, records } => {
+                self.batch.extend(records);
+                self.batch_seq = self.batch_seq.max(seq);
+            }
+            Effect::ResolvePath { request, path } => {
+                let tx = self.tx.clone();
+                self.reap();
+                self.tasks.push(smol::spawn(async move {
+                    let result = blocking::unblock(move || {
+                        std::fs::canonicalize(&path)
+                            .map_err(|e| e.to_string())
+                            .and_then(|p| {
+                                if !p.is_dir() {
+                                    return Err("not a directory".to_string());
+                                }
+                                p.into_os_string()
+                                    .into_string()
+                                    .map_err(|_| "not UTF-8".to_string())
+                            })
+                    })
+                    .await;
+                    let _ = tx.send(Input::PathResolved { request, result }).await;
+                }));
+            }
+            Effect::WriteAttachment {
+                session_id,
+                file_name,
+                bytes,
+            } => {
+                // Awaited here, so the turn that names it starts after it is on disk.
+                let dir = self.attachments.join(&session_id);
+                let r = blocking::unblock(move || write_attachment(&dir, &file_name, &bytes)).await;
+                if let Err(e) = r {
+                    log::error!("could not write an attachment of {session_id}: {e}");
+                }
+            }
+            Effect::StartTurn(turn) => {
+                log::debug!("turn {} of {} starts", turn.turn_id, turn.session_id);
+                self.running
+                    .insert((turn.session_id.clone(), turn.turn_id.clone()));
+                self.engine.start(&turn, now);
+            }
+            Effect::CancelTurn {
+                session_id,
+                turn_id,
+            } => self.engine.cancel(&session_id, &turn_id),
+            Effect::Steer {
+                session_id,
+                turn_id,
+                id,
+                text,
+            } => self.engine.steer(&session_id, &turn_id, id, &text),
+            other => log::warn!("an effect this build does not perform: {other:?}"),
+        }
+    }
+}
+
+/// Write `bytes` as `dir/file_name` (the directory made 0700); a name that is not a plain file
+/// name is refused.
+fn write_attachment(dir: &std::path::Path, file_name: &str, bytes: &[u8]) -> std::io::Result<()> {
+    if file_name.is_empty() || file_name.contains('/') || file_name == "." || file_name == ".." {
+        return Err(std::io::Error::other(format!(
+            "`{file_name}` is not a plain file name"
+        )));
+    }
+    crate::dirs::create_private_dir(dir)?;
+    std::fs::write(dir.join(file_name), bytes)
+}

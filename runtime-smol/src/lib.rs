@@ -1,0 +1,14 @@
+//! The native shell of the LLeMbas device link: the `lembas` binary's parts. One driver task
+//! owns the core's `Device`; sockets, stdin, the engine and the disk feed it inputs over
+//! channels, and it performs the effects the device asks for (see [`driver`]).
+
+pub mod clock;
+pub mod config;
+pub mod device;
+pub mod dirs;
+pub mod driver;
+pub mod link;
+pub mod logger;
+pub mod login;
+pub mod stdio;
+pub mod store;

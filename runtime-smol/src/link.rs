@@ -1,0 +1,390 @@
+//! The instance link on the device side: the discovery check at every dial, the WebSocket dial
+//! with the device token in `Authorization`, and the two tasks that carry one socket's messages
+//! to and from the driver.
+//!
+//! The token is a credential: it goes in one header (marked sensitive), and into no log line,
+//! URL or error message. Dependencies' logs are capped (see [`crate::logger`]).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_tungstenite::tungstenite::client::IntoClientRequest;
+use async_tungstenite::tungstenite::http::{header::AUTHORIZATION, HeaderValue, Uri};
+use async_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use async_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
+use async_tungstenite::tungstenite::{Error as WsError, Message};
+use async_tungstenite::WebSocketStream;
+use futures_lite::{future, AsyncRead, AsyncWrite, StreamExt};
+use lembas_core::device::{ConnId, DialFailure};
+use lembas_core::discovery::{self, DiscoveryError};
+use smol::channel::{Receiver, Sender};
+use smol::net::TcpStream;
+use smol::Task;
+
+use crate::driver::{Dialer, Input, Outgoing};
+
+/// The device's end of a link.
+pub type LinkSocket = WebSocketStream<async_tungstenite::smol::ClientStream<TcpStream>>;
+
+/// How big one message may be on the socket: above the core's frame limit, so the core is the
+/// one that refuses (and names) an over-long frame.
+pub fn ws_config() -> WebSocketConfig {
+    WebSocketConfig::default()
+        .max_message_size(Some(64 << 20))
+        .max_frame_size(Some(64 << 20))
+}
+
+/// An instance's address, as `lembas login` was given it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Instance {
+    pub tls: bool,
+    pub host: String,
+    pub port: u16,
+}
+
+impl Instance {
+    /// `https://host[:port]` or `http://host[:port]` (plain HTTP only for a loopback host).
+    pub fn parse(url: &str) -> Result<Instance, String> {
+        let uri: Uri = url
+            .trim_end_matches('/')
+            .parse()
+            .map_err(|e| format!("`{url}` is not a URL: {e}"))?;
+        let tls = match uri.scheme_str() {
+            Some("https") | Some("wss") => true,
+            Some("http") | Some("ws") => false,
+            _ => return Err(format!("`{url}` is not an http:// or https:// URL")),
+        };
+        let host = uri
+            .host()
+            .ok_or_else(|| format!("`{url}` names no host"))?
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string();
+        if uri.path() != "/" && !uri.path().is_empty() {
+            return Err(format!(
+                "`{url}` has a path; give the instance's address alone"
+            ));
+        }
+        let port = uri.port_u16().unwrap_or(if tls { 443 } else { 80 });
+        let i = Instance { tls, host, port };
+        if !tls && !i.is_loopback() {
+            return Err(format!(
+                "`{url}` is plain http to a host that is not this machine; use https://"
+            ));
+        }
+        Ok(i)
+    }
+
+    pub fn is_loopback(&self) -> bool {
+        self.host == "localhost"
+            || self
+                .host
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback())
+    }
+
+    fn host_port(&self) -> String {
+        if self.host.contains(':') {
+            format!("[{}]:{}", self.host, self.port)
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
+    }
+
+    pub fn base_url(&self) -> String {
+        format!(
+            "{}://{}",
+            if self.tls { "https" } else { "http" },
+            self.host_port()
+        )
+    }
+
+    pub fn discovery_url(&self) -> String {
+        format!("{}/.well-known/lembas.json", self.base_url())
+    }
+
+    pub fn link_url(&self) -> String {
+        format!(
+            "{}://{}/api/devices/link",
+            if self.tls { "wss" } else { "ws" },
+            self.host_port()
+        )
+    }
+}
+
+/// Fetch the discovery document (blocking; call through `blocking::unblock`).
+pub fn fetch_discovery(instance: &Instance, ca: Option<&[u8]>) -> Result<Vec<u8>, String> {
+    let mut config = ureq::Agent::config_builder()
+        .timeout_global(Some(Duration::from_secs(15)))
+        .http_status_as_error(false);
+    if let Some(pem) = ca {
+        let cert = ureq::tls::Certificate::from_pem(pem)
+            .map_err(|e| format!("the CA file is not a PEM certificate: {e}"))?;
+        config = config.tls_config(
+            ureq::tls::TlsConfig::builder()
+                .root_certs(ureq::tls::RootCerts::new_with_certs(&[cert]))
+                .build(),
+        );
+    }
+    let agent: ureq::Agent = config.build().into();
+    let url = instance.discovery_url();
+    let mut resp = agent.get(&url).call().map_err(|e| format!("{url}: {e}"))?;
+    let status = resp.status();
+    let body = resp
+        .body_mut()
+        .with_config()
+        .limit(64 * 1024)
+        .read_to_vec()
+        .map_err(|e| format!("{url}: {e}"))?;
+    if !status.is_success() {
+        return Err(format!("{url} answered HTTP {}", status.as_u16()));
+    }
+    Ok(body)
+}
+
+/// Dials the instance of the saved login.
+pub struct LinkDialer {
+    pub instance: Instance,
+    token: String,
+    /// An extra certificate authority to trust (PEM).
+    pub ca: Option<Arc<Vec<u8>>>,
+}
+
+impl std::fmt::Debug for LinkDialer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LinkDialer")
+            .field("instance", &self.instance)
+            .field("token", &"<redacted>")
+            .finish()
+    }
+}
+
+impl LinkDialer {
+    pub fn new(instance: Instance, token: String, ca: Option<Vec<u8>>) -> LinkDialer {
+        LinkDialer {
+            instance,
+            token,
+            ca: ca.map(Arc::new),
+        }
+    }
+
+    /// Check discovery, then open the WebSocket.
+    pub async fn connect(&self) -> Result<LinkSocket, DialFailure> {
+        let instance = self.instance.clone();
+        let ca = self.ca.clone();
+        let doc =
+            blocking::unblock(move || fetch_discovery(&instance, ca.as_deref().map(|v| &v[..])))
+                .await
+                .map_err(|e| {
+                    log::warn!("discovery: {e}");
+                    DialFailure::Transient
+                })?;
+        match discovery::check(&doc, &self.instance.host) {
+            Ok(_) => {}
+            Err(e @ DiscoveryError::Unsupported { .. }) => {
+                return Err(DialFailure::Unsupported(e.to_string()))
+            }
+            Err(e) => {
+                log::warn!("{e}");
+                return Err(DialFailure::Transient);
+            }
+        }
+        let url = self.instance.link_url();
+        let mut request = url.as_str().into_client_request().map_err(|e| {
+            log::error!("{url}: {e}");
+            DialFailure::Transient
+        })?;
+        let mut auth = HeaderValue::from_str(&format!("Bearer {}", self.token)).map_err(|_| {
+            DialFailure::Unsupported(
+                "the saved device token holds characters a header cannot carry; run `lembas \
+                 login` again"
+                    .into(),
+            )
+        })?;
+        auth.set_sensitive(true);
+        request.headers_mut().insert(AUTHORIZATION, auth);
+        let tcp = future::or(
+            async {
+                TcpStream::connect((self.instance.host.as_str(), self.instance.port))
+                    .await
+                    .map_err(|e| e.to_string())
+            },
+            async {
+                smol::Timer::after(Duration::from_secs(15)).await;
+                Err("timed out".to_string())
+            },
+        )
+        .await
+        .map_err(|e| {
+            log::warn!("{url}: {e}");
+            DialFailure::Transient
+        })?;
+        let _ = tcp.set_nodelay(true);
+        let connector = self
+            .ca
+            .as_ref()
+            .map(|pem| tls_connector(pem))
+            .transpose()
+            .map_err(|e| {
+                log::error!("{e}");
+                DialFailure::Transient
+            })?;
+        match async_tungstenite::smol::client_async_tls_with_connector_and_config(
+            request,
+            tcp,
+            connector,
+            Some(ws_config()),
+        )
+        .await
+        {
+            Ok((ws, _)) => Ok(ws),
+            Err(WsError::Http(resp))
+                if resp.status().as_u16() == 401 || resp.status().as_u16() == 403 =>
+            {
+                log::warn!(
+                    "{url}: the instance refused the device token (HTTP {})",
+                    resp.status().as_u16()
+                );
+                Err(DialFailure::TokenRefused)
+            }
+            Err(WsError::Http(resp)) => {
+                log::warn!("{url}: HTTP {}", resp.status().as_u16());
+                Err(DialFailure::Transient)
+            }
+            Err(e) => {
+                log::warn!("{url}: {e}");
+                Err(DialFailure::Transient)
+            }
+        }
+    }
+}
+
+impl Dialer for LinkDialer {
+    fn dial(&self) -> future::Boxed<Result<Box<LinkSocket>, DialFailure>> {
+        let me = LinkDialer {
+            instance: self.instance.clone(),
+            token: self.token.clone(),
+            ca: self.ca.clone(),
+        };
+        Box::pin(async move { me.connect().await.map(Box::new) })
+    }
+}
+
+/// A TLS connector trusting the web's roots and the extra CA in `pem`.
+fn tls_connector(pem: &[u8]) -> Result<futures_rustls::TlsConnector, String> {
+    use futures_rustls::rustls::{self, pki_types::pem::PemObject, pki_types::CertificateDer};
+    let mut roots = rustls::RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+    };
+    for cert in CertificateDer::pem_slice_iter(pem) {
+        let cert = cert.map_err(|e| format!("the CA file is not PEM: {e}"))?;
+        roots
+            .add(cert)
+            .map_err(|e| format!("the CA file's certificate is not usable: {e}"))?;
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| e.to_string())?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    Ok(futures_rustls::TlsConnector::from(Arc::new(config)))
+}
+
+/// Carry one socket: a reader task feeding the driver, a writer task draining `out`.
+pub fn spawn_socket<S>(
+    ws: WebSocketStream<S>,
+    conn: ConnId,
+    tx: Sender<Input>,
+    out: Receiver<Outgoing>,
+) -> (Task<()>, Task<()>)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (mut sink, mut stream) = ws.split();
+    let reader = smol::spawn(async move {
+        let mut code = None;
+        while let Some(msg) = stream.next().await {
+            match msg {
+                Ok(Message::Text(t)) => {
+                    let bytes = t.as_bytes().to_vec();
+                    if tx.send(Input::Frame { conn, bytes }).await.is_err() {
+                        return;
+                    }
+                }
+                Ok(Message::Binary(b)) => {
+                    if tx
+                        .send(Input::Frame {
+                            conn,
+                            bytes: b.to_vec(),
+                        })
+                        .await
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+                Ok(Message::Close(frame)) => {
+                    code = frame.map(|f| u16::from(f.code));
+                    break;
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    log::debug!("link read: {e}");
+                    break;
+                }
+            }
+        }
+        let _ = tx.send(Input::Closed { conn, code }).await;
+    });
+    let writer = smol::spawn(async move {
+        while let Ok(o) = out.recv().await {
+            match o {
+                Outgoing::Frame(frame) => {
+                    let text = match String::from_utf8(frame) {
+                        Ok(t) => t,
+                        Err(_) => continue,
+                    };
+                    if let Err(e) = sink.send(Message::text(text)).await {
+                        log::debug!("link write: {e}");
+                        return;
+                    }
+                }
+                Outgoing::Close { code, reason } => {
+                    let _ = sink
+                        .close(Some(CloseFrame {
+                            code: CloseCode::from(code),
+                            reason: reason.into(),
+                        }))
+                        .await;
+                    return;
+                }
+            }
+        }
+        let _ = sink.close(None).await;
+    });
+    (reader, writer)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn instance_urls() {
+        let i = Instance::parse("https://lembas.example").unwrap();
+        assert_eq!(i.link_url(), "wss://lembas.example:443/api/devices/link");
+        assert_eq!(
+            i.discovery_url(),
+            "https://lembas.example:443/.well-known/lembas.json"
+        );
+        let i = Instance::parse("http://127.0.0.1:8080/").unwrap();
+        assert_eq!(i.link_url(), "ws://127.0.0.1:8080/api/devices/link");
+        assert!(Instance::parse("http://lembas.example")
+            .unwrap_err()
+            .contains("https://"));
+        assert!(Instance::parse("ftp://x").is_err());
+        assert!(Instance::parse("https://x/some/path").is_err());
+    }
+}

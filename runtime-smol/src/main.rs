@@ -1,0 +1,163 @@
+//! `lembas`: the LLeMbas device. See `lembas --help`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand};
+use lembas::config;
+use lembas::device::device_config;
+use lembas::dirs::Dirs;
+use lembas::driver::{Disk, Driver};
+use lembas::link::{Instance, LinkDialer};
+use lembas::store::RedbStore;
+use lembas_core::device::Device;
+use lembas_core::store::MemStore;
+use lembas_core::Time;
+
+#[derive(Parser)]
+#[command(
+    name = "lembas",
+    version,
+    about = "The LLeMbas device: links this machine to a LLeMbas instance"
+)]
+struct Cli {
+    /// More log lines on stderr (-v debug, -vv trace). Dependencies stay at warn.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
+    /// Seed the ids and jitter the device makes (tests; default: fresh each run).
+    #[arg(long, global = true, hide = true)]
+    seed: Option<u64>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Check that an instance speaks link protocol 3 and save the login.
+    Login {
+        /// The instance's address, e.g. https://lembas.example
+        url: String,
+        /// A file holding the device token (else the LEMBAS_TOKEN environment variable).
+        #[arg(long)]
+        token_file: Option<PathBuf>,
+        /// Trust this extra certificate authority (PEM) for the instance.
+        #[arg(long)]
+        ca_file: Option<PathBuf>,
+    },
+    /// The device service, in the foreground: link to the instance and keep the link up.
+    Link,
+    /// Speak plain ACP to an editor.
+    Serve {
+        /// On stdin/stdout, one message a line.
+        #[arg(long, required = true)]
+        stdio: bool,
+        /// The longest line taken, in bytes (default: the core's frame limit).
+        #[arg(long, hide = true)]
+        max_frame_bytes: Option<usize>,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    lembas::logger::init(cli.verbose);
+    match run(cli.command, cli.seed) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("lembas: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(command: Command, seed: Option<u64>) -> Result<(), String> {
+    let device_config = |config: &config::Config, connection: Option<String>| {
+        let mut d = device_config(config, connection);
+        if let Some(seed) = seed {
+            d.seed = seed;
+        }
+        d
+    };
+    let dirs = Dirs::from_env()?;
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    match command {
+        Command::Login {
+            url,
+            token_file,
+            ca_file,
+        } => {
+            let token = match token_file {
+                Some(p) => {
+                    std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?
+                }
+                None => std::env::var("LEMBAS_TOKEN").map_err(|_| {
+                    "give the device token with --token-file PATH or LEMBAS_TOKEN".to_string()
+                })?,
+            };
+            let said = lembas::login::login(&dirs, &url, &token, ca_file.as_deref())?;
+            println!("{said}");
+            Ok(())
+        }
+        Command::Link => {
+            let config =
+                config::load(&dirs.config_file(), home.as_deref()).map_err(|e| e.to_string())?;
+            let (login, token) = lembas::login::load(&dirs)?;
+            let instance = Instance::parse(&login.url)?;
+            let ca = login
+                .ca_file
+                .as_ref()
+                .map(|p| std::fs::read(p).map_err(|e| format!("{p}: {e}")))
+                .transpose()?;
+            let store = RedbStore::open(&dirs.store_file()).map_err(|e| e.to_string())?;
+            let entries = store.entries().map_err(|e| e.to_string())?;
+            let now = lembas::clock::Clock::new().now();
+            let (device, unreadable) = Device::restore(
+                device_config(&config, Some(instance.host.clone())),
+                entries,
+                now,
+            )
+            .map_err(|e| e.to_string())?;
+            for u in unreadable {
+                log::warn!(
+                    "store entry {}/{} unreadable: {}",
+                    u.table.name(),
+                    u.key,
+                    u.why
+                );
+            }
+            log::info!(
+                "store {} ({} sessions)",
+                store.path().display(),
+                device.session_count()
+            );
+            let mut driver = Driver::new(device, Disk::Redb(Arc::new(store)), dirs.attachments());
+            driver.start_link(Arc::new(LinkDialer::new(instance, token, ca)));
+            let exit = smol::block_on(driver.run());
+            exit_of(exit)
+        }
+        Command::Serve {
+            stdio: _,
+            max_frame_bytes,
+        } => {
+            let config =
+                config::load(&dirs.config_file(), home.as_deref()).map_err(|e| e.to_string())?;
+            let mut dc = device_config(&config, None);
+            if let Some(m) = max_frame_bytes {
+                dc.frames.max_frame_bytes = m;
+            }
+            let device = Device::new(dc, Time(0)).map_err(|e| e.to_string())?;
+            let mut driver =
+                Driver::new(device, Disk::Mem(MemStore::default()), dirs.attachments());
+            driver.open_stdio();
+            exit_of(smol::block_on(driver.run()))
+        }
+    }
+}
+
+fn exit_of(exit: lembas::driver::Exit) -> Result<(), String> {
+    match (exit.code, exit.message) {
+        (0, _) => Ok(()),
+        (_, Some(m)) => Err(m),
+        (c, None) => Err(format!("stopped (code {c})")),
+    }
+}

@@ -1,0 +1,201 @@
+//! The device's store: one redb file, one redb table per core [`Table`]. The core's
+//! `Record::{Put, Delete, DeletePrefix}` are applied in order; the driver hands every record of
+//! one loop iteration to [`RedbStore::commit`] as one write transaction (group commit). At
+//! start-up [`RedbStore::entries`] gives every entry back for `Device::restore`.
+//!
+//! Its semantics are those of the core's `MemStore` (the reference), which the tests below hold
+//! it to.
+
+use std::path::{Path, PathBuf};
+
+use lembas_core::store::{Entry, Record, Table};
+use redb::{Database, DatabaseError, ReadableDatabase, ReadableTable, TableDefinition};
+
+fn def(table: Table) -> TableDefinition<'static, &'static str, &'static str> {
+    TableDefinition::new(table.name())
+}
+
+/// Why the store could not be used; `Display` names the file.
+#[derive(Debug)]
+pub enum StoreError {
+    /// Another process owns the store.
+    Locked(PathBuf),
+    Other(PathBuf, String),
+}
+
+impl std::fmt::Display for StoreError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoreError::Locked(p) => write!(
+                f,
+                "the store {} is locked by another lembas process (a `lembas link` running?); \
+                 stop it first, or use that one",
+                p.display()
+            ),
+            StoreError::Other(p, why) => write!(f, "the store {}: {why}", p.display()),
+        }
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+pub struct RedbStore {
+    db: Database,
+    path: PathBuf,
+}
+
+impl RedbStore {
+    /// Open (or create) the store at `path`, creating its directory (0700) and every table.
+    pub fn open(path: &Path) -> Result<RedbStore, StoreError> {
+        let other =
+            |e: &dyn std::fmt::Display| StoreError::Other(path.to_path_buf(), e.to_string());
+        if let Some(dir) = path.parent() {
+            crate::dirs::create_private_dir(dir).map_err(|e| other(&e))?;
+        }
+        let db = match Database::create(path) {
+            Ok(db) => db,
+            Err(DatabaseError::DatabaseAlreadyOpen) | Err(DatabaseError::LockProtocolMismatch) => {
+                return Err(StoreError::Locked(path.to_path_buf()))
+            }
+            Err(e) => return Err(other(&e)),
+        };
+        let txn = db.begin_write().map_err(|e| other(&e))?;
+        for t in Table::ALL {
+            txn.open_table(def(t)).map_err(|e| other(&e))?;
+        }
+        txn.commit().map_err(|e| other(&e))?;
+        Ok(RedbStore {
+            db,
+            path: path.to_path_buf(),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Every stored entry, table by table, in key order.
+    pub fn entries(&self) -> Result<Vec<Entry>, StoreError> {
+        let other = |e: &dyn std::fmt::Display| StoreError::Other(self.path.clone(), e.to_string());
+        let txn = self.db.begin_read().map_err(|e| other(&e))?;
+        let mut out = Vec::new();
+        for table in Table::ALL {
+            let t = txn.open_table(def(table)).map_err(|e| other(&e))?;
+            for item in t.iter().map_err(|e| other(&e))? {
+                let (k, v) = item.map_err(|e| other(&e))?;
+                out.push(Entry {
+                    table,
+                    key: k.value().to_string(),
+                    value: v.value().to_string(),
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Apply `records` in order, in one durable write transaction.
+    pub fn commit(&self, records: &[Record]) -> Result<(), StoreError> {
+        let other = |e: &dyn std::fmt::Display| StoreError::Other(self.path.clone(), e.to_string());
+        let txn = self.db.begin_write().map_err(|e| other(&e))?;
+        for r in records {
+            match r {
+                Record::Put { table, key, value } => {
+                    let mut t = txn.open_table(def(*table)).map_err(|e| other(&e))?;
+                    t.insert(key.as_str(), value.as_str())
+                        .map_err(|e| other(&e))?;
+                }
+                Record::Delete { table, key } => {
+                    let mut t = txn.open_table(def(*table)).map_err(|e| other(&e))?;
+                    t.remove(key.as_str()).map_err(|e| other(&e))?;
+                }
+                Record::DeletePrefix { table, prefix } => {
+                    let mut t = txn.open_table(def(*table)).map_err(|e| other(&e))?;
+                    let keys: Vec<String> = t
+                        .range(prefix.as_str()..)
+                        .map_err(|e| other(&e))?
+                        .map(|item| item.map(|(k, _)| k.value().to_string()))
+                        .take_while(|k| k.as_ref().map_or(true, |k| k.starts_with(prefix.as_str())))
+                        .collect::<Result<_, _>>()
+                        .map_err(|e| other(&e))?;
+                    for k in keys {
+                        t.remove(k.as_str()).map_err(|e| other(&e))?;
+                    }
+                }
+                _ => return Err(other(&"a record kind this build does not know")),
+            }
+        }
+        txn.commit().map_err(|e| other(&e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lembas_core::store::MemStore;
+
+    fn put(table: Table, key: &str, value: &str) -> Record {
+        Record::Put {
+            table,
+            key: key.into(),
+            value: value.into(),
+        }
+    }
+
+    #[test]
+    fn redb_applies_records_as_the_mem_store_does_and_survives_reopening() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state/lembas/lembas.redb");
+        let batches = vec![
+            vec![
+                put(Table::Sessions, "ses_a", "{}"),
+                put(Table::Turns, "ses_a/t1", "1"),
+                put(Table::Turns, "ses_a/t2", "2"),
+                put(Table::Turns, "ses_ab/t1", "x"),
+                put(Table::History, "ses_a/0000000000", "h"),
+            ],
+            vec![
+                put(Table::Turns, "ses_a/t1", "1b"),
+                Record::Delete {
+                    table: Table::Turns,
+                    key: "ses_a/t2".into(),
+                },
+                Record::Delete {
+                    table: Table::Turns,
+                    key: "absent".into(),
+                },
+            ],
+            vec![
+                Record::DeletePrefix {
+                    table: Table::Turns,
+                    prefix: "ses_a/".into(),
+                },
+                put(Table::Turns, "ses_a/t3", "3"),
+            ],
+        ];
+        let mut mem = MemStore::default();
+        {
+            let store = RedbStore::open(&path).unwrap();
+            for b in &batches {
+                store.commit(b).unwrap();
+                mem.apply(b);
+                assert_eq!(store.entries().unwrap(), mem.entries());
+            }
+        }
+        let store = RedbStore::open(&path).unwrap();
+        assert_eq!(store.entries().unwrap(), mem.entries());
+        assert_eq!(mem.len(), 4);
+    }
+
+    #[test]
+    fn a_second_owner_is_told_the_store_is_locked_and_where() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lembas.redb");
+        let _first = RedbStore::open(&path).unwrap();
+        let e = match RedbStore::open(&path) {
+            Err(e) => e,
+            Ok(_) => panic!("a second open succeeded"),
+        };
+        assert!(matches!(e, StoreError::Locked(_)), "{e}");
+        assert!(e.to_string().contains(path.to_str().unwrap()), "{e}");
+    }
+}

@@ -1,0 +1,292 @@
+//! `lembas serve --stdio`, the built binary, driven over real pipes.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+struct Editor {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: BufReader<ChildStdout>,
+    _home: tempfile::TempDir,
+}
+
+fn lembas(home: &std::path::Path, args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_lembas"));
+    c.args(args)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        .env("XDG_STATE_HOME", home.join("state"));
+    c
+}
+
+impl Editor {
+    fn start(extra: &[&str]) -> Editor {
+        let home = tempfile::tempdir().unwrap();
+        let mut args = vec!["serve", "--stdio", "--seed", "7"];
+        args.extend_from_slice(extra);
+        let mut child = lembas(home.path(), &args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        Editor {
+            stdin: child.stdin.take(),
+            stdout: BufReader::new(child.stdout.take().unwrap()),
+            child,
+            _home: home,
+        }
+    }
+
+    fn send(&mut self, v: &Value) {
+        let stdin = self.stdin.as_mut().unwrap();
+        writeln!(stdin, "{v}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn read(&mut self) -> Value {
+        let mut line = String::new();
+        assert!(
+            self.stdout.read_line(&mut line).unwrap() > 0,
+            "stdout ended"
+        );
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON on stdout ({e}): {line}"))
+    }
+
+    /// Read until the response to `id`, returning everything read.
+    fn until_response(&mut self, id: u64) -> Vec<Value> {
+        let mut seen = Vec::new();
+        loop {
+            let v = self.read();
+            let done = v["id"] == json!(id) && v.get("method").is_none();
+            seen.push(v);
+            if done {
+                return seen;
+            }
+        }
+    }
+
+    fn close_and_wait(mut self) -> (i32, Duration) {
+        drop(self.stdin.take());
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return (status.code().unwrap_or(-1), start.elapsed());
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "no exit after EOF"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+fn initialize() -> Value {
+    json!({"jsonrpc":"2.0","id":0,"method":"initialize",
+           "params":{"protocolVersion":1,"clientCapabilities":{}}})
+}
+
+fn new_session(id: u64, cwd: &str) -> Value {
+    json!({"jsonrpc":"2.0","id":id,"method":"session/new","params":{"cwd":cwd,"mcpServers":[]}})
+}
+
+fn prompt(id: u64, session: &str, text: &str) -> Value {
+    json!({"jsonrpc":"2.0","id":id,"method":"session/prompt",
+           "params":{"sessionId":session,"prompt":[{"type":"text","text":text}]}})
+}
+
+fn chunks(frames: &[Value]) -> Vec<String> {
+    frames
+        .iter()
+        .filter(|f| f["method"] == "session/update")
+        .filter(|f| f["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+        .map(|f| {
+            f["params"]["update"]["content"]["text"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn initialize_new_session_and_a_streamed_prompt() {
+    let cwd = tempfile::tempdir().unwrap();
+    let mut e = Editor::start(&[]);
+    e.send(&initialize());
+    let init = e.until_response(0);
+    let result = &init.last().unwrap()["result"];
+    assert_eq!(result["agentCapabilities"]["loadSession"], json!(false));
+    assert_eq!(result["_meta"]["lembas"]["limits"], Value::Null);
+    e.send(&new_session(1, cwd.path().to_str().unwrap()));
+    let s = e.until_response(1);
+    let session = s.last().unwrap()["result"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    e.send(&prompt(2, &session, "say hello\nsleep 30\nsay world"));
+    let frames = e.until_response(2);
+    assert_eq!(chunks(&frames), vec!["hello", "world"]);
+    assert_eq!(frames.last().unwrap()["result"]["stopReason"], "end_turn");
+    // Plain ACP: no `_lembas` notification reaches an editor.
+    assert!(frames
+        .iter()
+        .all(|f| !f["method"].as_str().unwrap_or("").starts_with("_lembas/")));
+    let (code, _) = e.close_and_wait();
+    assert_eq!(code, 0);
+}
+
+/// Everything the process writes for `input`, fed in pieces of `piece` bytes.
+fn transcript(input: &[u8], piece: usize) -> Vec<u8> {
+    let home = tempfile::tempdir().unwrap();
+    let mut child = lembas(home.path(), &["serve", "--stdio", "--seed", "7"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let input = input.to_vec();
+    let writer = std::thread::spawn(move || {
+        for chunk in input.chunks(piece) {
+            stdin.write_all(chunk).unwrap();
+            stdin.flush().unwrap();
+        }
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    out.stdout
+}
+
+#[test]
+fn the_same_input_whole_or_byte_by_byte_gives_the_same_frames() {
+    let cwd = tempfile::tempdir().unwrap();
+    let cwd = cwd.path().to_str().unwrap();
+    // Learn the session id seed 7 makes, then script a whole conversation with it.
+    let mut e = Editor::start(&[]);
+    e.send(&initialize());
+    e.until_response(0);
+    e.send(&new_session(1, cwd));
+    let s = e.until_response(1);
+    let session = s.last().unwrap()["result"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    e.close_and_wait();
+
+    let mut input = Vec::new();
+    for v in [
+        initialize(),
+        new_session(1, cwd),
+        prompt(2, &session, "say one\nthink two\ntool three"),
+        prompt(3, &session, "plain words"),
+        json!({"jsonrpc":"2.0","id":4,"method":"session/nope"}),
+    ] {
+        input.extend_from_slice(format!("{v}\r\n").as_bytes());
+    }
+    input.extend_from_slice(b"\n{not json}\n");
+    let whole = transcript(&input, input.len());
+    let bytewise = transcript(&input, 1);
+    assert_eq!(
+        String::from_utf8_lossy(&whole),
+        String::from_utf8_lossy(&bytewise)
+    );
+    let frames: Vec<Value> = whole
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice(l).unwrap())
+        .collect();
+    assert!(chunks(&frames).contains(&"echo: plain words".to_string()));
+    assert!(frames
+        .iter()
+        .any(|f| f["id"] == 4 && f["error"]["code"] == -32601));
+    assert!(frames
+        .iter()
+        .any(|f| f["id"].is_null() && f["error"]["code"] == -32700));
+}
+
+#[test]
+fn a_line_over_the_limit_is_refused_naming_it_and_the_process_goes_on() {
+    let mut e = Editor::start(&["--max-frame-bytes", "1024"]);
+    {
+        let stdin = e.stdin.as_mut().unwrap();
+        let long = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"x\",\"params\":\"{}\"}}\n",
+            "a".repeat(3000)
+        );
+        stdin.write_all(long.as_bytes()).unwrap();
+    }
+    let err = e.read();
+    assert_eq!(err["id"], Value::Null, "{err}");
+    assert_eq!(err["error"]["code"], -32600, "{err}");
+    assert!(
+        err["error"]["message"].as_str().unwrap().contains("1024"),
+        "{err}"
+    );
+    assert_eq!(err["error"]["data"]["limit"], 1024);
+    e.send(&initialize());
+    let init = e.until_response(0);
+    assert!(init.last().unwrap()["result"].is_object());
+    assert_eq!(e.close_and_wait().0, 0);
+}
+
+#[test]
+fn a_line_over_the_default_frame_limit_is_refused_too() {
+    let limit = lembas_core::jsonrpc::FrameLimits::default().max_frame_bytes;
+    let mut e = Editor::start(&[]);
+    {
+        let stdin = e.stdin.as_mut().unwrap();
+        let block = vec![b'x'; 1 << 20];
+        let mut left = limit + 10;
+        while left > 0 {
+            let n = left.min(block.len());
+            stdin.write_all(&block[..n]).unwrap();
+            left -= n;
+        }
+        stdin.write_all(b"\n").unwrap();
+    }
+    let err = e.read();
+    assert_eq!(err["id"], Value::Null);
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains(&limit.to_string()),
+        "{err}"
+    );
+    e.send(&initialize());
+    assert!(e.until_response(0).last().unwrap()["result"].is_object());
+    assert_eq!(e.close_and_wait().0, 0);
+}
+
+#[test]
+fn eof_mid_turn_cancels_it_and_exits_cleanly() {
+    let cwd = tempfile::tempdir().unwrap();
+    let mut e = Editor::start(&[]);
+    e.send(&initialize());
+    e.until_response(0);
+    e.send(&new_session(1, cwd.path().to_str().unwrap()));
+    let s = e.until_response(1);
+    let session = s.last().unwrap()["result"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    e.send(&prompt(2, &session, "say started\nsleep 600000\nsay never"));
+    // The first chunk shows the turn runs.
+    loop {
+        let v = e.read();
+        if v["method"] == "session/update" {
+            break;
+        }
+    }
+    let (code, took) = e.close_and_wait();
+    assert_eq!(code, 0);
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+}
