@@ -53,6 +53,8 @@ fn entries(turns: usize) -> Vec<Entry> {
             effort: None,
             instance: true,
             touched: 1_000,
+            plan: None,
+            given: true,
         };
         out.push(Entry {
             table: Table::Sessions,

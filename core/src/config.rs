@@ -241,6 +241,9 @@ pub struct ClientConfig {
     pub frames: FrameLimits,
     /// Whether this client offers the `show` viewer (`clientCapabilities._meta.lembas.show`).
     pub show: bool,
+    /// How long a request that must be delivered (a delete) waits for its answer before it
+    /// counts as undelivered and waits for the next link.
+    pub request_timeout_ms: u64,
 }
 
 impl Default for ClientConfig {
@@ -249,6 +252,7 @@ impl Default for ClientConfig {
             seed: 1,
             frames: FrameLimits::default(),
             show: false,
+            request_timeout_ms: 30_000,
         }
     }
 }

@@ -110,8 +110,122 @@ pub enum EngineEvent {
         ids: Vec<u64>,
     },
     ModeChanged(Mode),
+    /// The session's structured plan changed (`None`: cleared).
+    Plan(Option<Value>),
+    /// Ask a person: an approval, a question or a plan. Answered with `Effect::CardDecided`.
+    Ask(Card),
     /// The turn ended.
     Done(StopReason),
     /// The turn failed (the model went away, say); the prompt is answered with this error.
     Failed(String),
+}
+
+/// A card the engine puts before a person; `tool_call_id` keys it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Card {
+    pub tool_call_id: String,
+    pub ask: Ask,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum Ask {
+    /// `session/request_permission`.
+    Permission {
+        title: String,
+        kind: String,
+        raw_input: Value,
+        /// Whether "allow always" (`session`) is offered.
+        always_offered: bool,
+        reason: String,
+        purpose: Option<String>,
+    },
+    /// `_lembas/question` (capability `ask`).
+    Question {
+        why: Option<String>,
+        questions: Vec<Question>,
+    },
+    /// `_lembas/plan` (capability `plan`).
+    Plan {
+        path: String,
+        text: String,
+        plan: Option<Value>,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Question {
+    pub header: String,
+    pub question: String,
+    #[serde(default)]
+    pub multiple: bool,
+    pub options: Vec<QuestionOption>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct QuestionOption {
+    pub label: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub recommended: bool,
+}
+
+/// How a card was decided, as the engine is told.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum Decision {
+    Permission(PermissionDecision),
+    Question(QuestionDecision),
+    Plan(PlanDecision),
+    /// The card could not be put to anyone (no client that can answer it); for a plan, it was
+    /// saved and the turn should stop.
+    NobodyToAsk,
+    /// The engine's card broke a bound (too many questions, say); the sentence says which.
+    Refused(String),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PermissionDecision {
+    AllowOnce {
+        command: Option<String>,
+    },
+    AllowAlways,
+    /// Denied by a person (with why), or by nobody answering in time.
+    Deny {
+        feedback: Option<String>,
+        timed_out: bool,
+    },
+}
+
+/// One answer per question, in order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum QuestionAnswer {
+    /// The whole labels of the options chosen (never the cut ones shown on the card).
+    Options {
+        labels: Vec<String>,
+    },
+    Custom {
+        text: String,
+    },
+    /// A question of the person's own, which the model answers before asking again.
+    Back {
+        text: String,
+    },
+    Skipped,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum QuestionDecision {
+    Answered(Vec<QuestionAnswer>),
+    Dismissed { timed_out: bool },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PlanDecision {
+    Approve { mode: Mode },
+    Revise { feedback: String },
+    Dismissed { timed_out: bool },
 }

@@ -112,7 +112,10 @@ mod tests {
             vec![
                 Line::Frame(b"{\"a\":1}".to_vec()),
                 Line::Frame(b"{\"b\":2}".to_vec()),
-                Line::TooLong { size: 39, limit: 16 },
+                Line::TooLong {
+                    size: 39,
+                    limit: 16
+                },
                 Line::Frame(b"{\"c\":3}".to_vec()),
             ]
         );

@@ -381,7 +381,9 @@ fn nesting_over(bytes: &[u8], max: usize) -> Option<usize> {
             b'"' => {
                 i += 1;
                 loop {
-                    match memchr::memchr2(b'"', b'\\', &bytes[i..]) {
+                    // An escape at the very end leaves `i` past the end: unterminated.
+                    let rest = bytes.get(i..)?;
+                    match memchr::memchr2(b'"', b'\\', rest) {
                         None => return None, // unterminated: the parser will say so
                         Some(k) if bytes[i + k] == b'\\' => i += k + 2,
                         Some(k) => {

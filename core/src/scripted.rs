@@ -4,13 +4,20 @@
 //!
 //! A prompt without directive lines is answered `echo: <text>`. Otherwise each line is a step:
 //! `say <text>`, `think <text>`, `sleep <ms>`, `tool <title>` (a tool call, then its completed
-//! update), `chunks <n> <bytes>` (n text chunks of that many bytes), `fail <message>`; any other
-//! line is said as it is. Steered messages are taken in between steps and said as
-//! `steered: <text>`.
+//! update), `chunks <n> <bytes>` (n text chunks of that many bytes), `fail <message>`,
+//! `permit <title>` (an approval card; then says `allowed`, `allowed always`,
+//! `allowed with: <command>`, `denied`, `denied: <feedback>` or `dismissed`),
+//! `ask <question> | <option> | <option> …` (a question card; then says `answer: <labels or text>`
+//! or `dismissed`), `plan <title>` (a plan card; then says `approved <mode>`, `revise: <feedback>`
+//! or `dismissed`); any other line is said as it is. While a card is open the turn waits.
+//! Steered messages are taken in between steps and said as `steered: <text>`.
 
 use std::collections::{BTreeMap, VecDeque};
 
-use crate::engine::{EngineEvent, StopReason, ToolStatus, TurnStart};
+use crate::engine::{
+    Ask, Card, Decision, EngineEvent, PermissionDecision, PlanDecision, Question, QuestionAnswer,
+    QuestionDecision, QuestionOption, StopReason, ToolStatus, TurnStart,
+};
 use crate::time::Time;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -21,9 +28,14 @@ enum Step {
     Tool(String),
     Chunks(u32, usize),
     Fail(String),
+    Permit(String),
+    Ask(String, Vec<String>),
+    Plan(String),
 }
 
-const DIRECTIVES: [&str; 6] = ["say", "think", "sleep", "tool", "chunks", "fail"];
+const DIRECTIVES: [&str; 9] = [
+    "say", "think", "sleep", "tool", "chunks", "fail", "permit", "ask", "plan",
+];
 
 fn parse(text: &str) -> VecDeque<Step> {
     let directive = |line: &str| {
@@ -46,6 +58,13 @@ fn parse(text: &str) -> VecDeque<Step> {
                     .map_or(Step::Say(line.to_string()), Step::Sleep),
                 "tool" => Step::Tool(rest),
                 "fail" => Step::Fail(rest),
+                "permit" => Step::Permit(rest),
+                "plan" => Step::Plan(rest),
+                "ask" => {
+                    let mut parts = rest.split('|').map(|p| p.trim().to_string());
+                    let question = parts.next().unwrap_or_default();
+                    Step::Ask(question, parts.filter(|p| !p.is_empty()).collect())
+                }
                 "chunks" => {
                     let mut it = rest.split_whitespace().map(str::parse::<usize>);
                     match (it.next(), it.next()) {
@@ -67,6 +86,8 @@ struct Run {
     next_at: Time,
     steer: Vec<(u64, String)>,
     tools: u32,
+    /// The card the turn waits on.
+    waiting: Option<String>,
 }
 
 /// Events the engine reports, for the session and turn they belong to.
@@ -92,6 +113,7 @@ impl ScriptedEngine {
                 next_at: now,
                 steer: Vec::new(),
                 tools: 0,
+                waiting: None,
             },
         );
         self.handle_timeout(now);
@@ -110,6 +132,30 @@ impl ScriptedEngine {
         if let Some(run) = self.runs.get_mut(&(session.to_string(), turn.to_string())) {
             run.steer.push((id, text.to_string()));
         }
+    }
+
+    /// A card the turn put was decided: say so, and go on.
+    pub fn decide(
+        &mut self,
+        session: &str,
+        turn: &str,
+        tool_call_id: &str,
+        decision: &Decision,
+        now: Time,
+    ) {
+        let key = (session.to_string(), turn.to_string());
+        let Some(run) = self.runs.get_mut(&key) else {
+            return;
+        };
+        if run.waiting.as_deref() != Some(tool_call_id) {
+            return;
+        }
+        run.waiting = None;
+        run.next_at = now;
+        let said = say_decision(decision);
+        self.out
+            .push_back((key.0.clone(), key.1.clone(), EngineEvent::Text(said)));
+        self.advance(&key, now);
     }
 
     /// Forget every run (the process died).
@@ -133,7 +179,7 @@ impl ScriptedEngine {
             let Some(run) = self.runs.get_mut(key) else {
                 return;
             };
-            if run.next_at > now {
+            if run.next_at > now || run.waiting.is_some() {
                 return;
             }
             if !run.steer.is_empty() {
@@ -186,6 +232,47 @@ impl ScriptedEngine {
                         report(&mut self.out, EngineEvent::Text("x".repeat(bytes)));
                     }
                 }
+                Step::Permit(_) | Step::Ask(..) | Step::Plan(_) => {
+                    run.tools += 1;
+                    let tool_call_id = format!("call_{}", run.tools);
+                    run.waiting = Some(tool_call_id.clone());
+                    let ask = match step {
+                        Step::Permit(title) => Ask::Permission {
+                            raw_input: serde_json::json!({ "command": title }),
+                            title,
+                            kind: "execute".into(),
+                            always_offered: true,
+                            reason: "the script asks".into(),
+                            purpose: None,
+                        },
+                        Step::Ask(question, options) => Ask::Question {
+                            why: None,
+                            questions: vec![Question {
+                                header: "Question".into(),
+                                question,
+                                multiple: false,
+                                options: options
+                                    .into_iter()
+                                    .map(|label| QuestionOption {
+                                        label,
+                                        description: None,
+                                        recommended: false,
+                                    })
+                                    .collect(),
+                            }],
+                        },
+                        Step::Plan(title) => Ask::Plan {
+                            path: "plan.md".into(),
+                            text: format!("# {title}"),
+                            plan: Some(
+                                serde_json::json!({ "version": 1, "title": title, "phases": [] }),
+                            ),
+                        },
+                        _ => unreachable!("matched above"),
+                    };
+                    report(&mut self.out, EngineEvent::Ask(Card { tool_call_id, ask }));
+                    return;
+                }
                 Step::Fail(message) => {
                     self.runs.remove(key);
                     report(&mut self.out, EngineEvent::Failed(message));
@@ -202,12 +289,51 @@ impl ScriptedEngine {
 
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Time> {
-        self.runs.values().map(|r| r.next_at).min()
+        // A run waiting on a card has nothing to do until it is decided.
+        self.runs
+            .values()
+            .filter(|r| r.waiting.is_none())
+            .map(|r| r.next_at)
+            .min()
     }
 
     /// Turns running now.
     pub fn running(&self) -> usize {
         self.runs.len()
+    }
+}
+
+/// What the script says about a decided card.
+fn say_decision(d: &Decision) -> String {
+    match d {
+        Decision::Permission(PermissionDecision::AllowOnce { command: Some(c) }) => {
+            format!("allowed with: {c}")
+        }
+        Decision::Permission(PermissionDecision::AllowOnce { command: None }) => "allowed".into(),
+        Decision::Permission(PermissionDecision::AllowAlways) => "allowed always".into(),
+        Decision::Permission(PermissionDecision::Deny {
+            feedback: Some(f), ..
+        }) => {
+            format!("denied: {f}")
+        }
+        Decision::Permission(PermissionDecision::Deny { feedback: None, .. }) => "denied".into(),
+        Decision::Question(QuestionDecision::Answered(answers)) => {
+            let parts: Vec<String> = answers
+                .iter()
+                .map(|a| match a {
+                    QuestionAnswer::Options { labels } => labels.join(", "),
+                    QuestionAnswer::Custom { text } | QuestionAnswer::Back { text } => text.clone(),
+                    QuestionAnswer::Skipped => "(skipped)".into(),
+                })
+                .collect();
+            format!("answer: {}", parts.join("; "))
+        }
+        Decision::Plan(PlanDecision::Approve { mode }) => format!("approved {}", mode.as_str()),
+        Decision::Plan(PlanDecision::Revise { feedback }) => format!("revise: {feedback}"),
+        Decision::Question(QuestionDecision::Dismissed { .. })
+        | Decision::Plan(PlanDecision::Dismissed { .. }) => "dismissed".into(),
+        Decision::NobodyToAsk => "nobody can be asked".into(),
+        Decision::Refused(why) => format!("refused: {why}"),
     }
 }
 

@@ -14,16 +14,24 @@ pub enum Table {
     Turns,
     /// `<session>/<index, 10 digits>` → a history turn (user or assistant).
     History,
+    /// Session id → `""`: a delete made on the device, not yet sent to a client.
+    Deletes,
 }
 
 impl Table {
-    pub const ALL: [Table; 3] = [Table::Sessions, Table::Turns, Table::History];
+    pub const ALL: [Table; 4] = [
+        Table::Sessions,
+        Table::Turns,
+        Table::History,
+        Table::Deletes,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Table::Sessions => "sessions",
             Table::Turns => "turns",
             Table::History => "history",
+            Table::Deletes => "deletes",
         }
     }
 }
@@ -70,6 +78,11 @@ pub struct SessionRecord {
     pub instance: bool,
     /// Milliseconds (the shell's clock) of the last change, for pruning.
     pub touched: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<serde_json::Value>,
+    /// A client on the link was given it (so it may delete it).
+    #[serde(default)]
+    pub given: bool,
 }
 
 /// A turn ledger entry as it is stored.

@@ -2,6 +2,7 @@
 //! protocol on `_lembas/hello`, initializes, keeps the device's capability list, and refuses to
 //! call a method the device did not list. It outlives the links it is given, one at a time.
 
+mod deletes;
 mod turns;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -60,6 +61,15 @@ pub enum ClientEvent {
         session_id: String,
         turn_id: String,
         how: Reattach,
+    },
+    /// The device answered a delete (`existed`: it had the session).
+    Deleted { session_id: String, existed: bool },
+    /// A delete was refused five times and given up.
+    DeleteGivenUp { session_id: String, reason: String },
+    /// A card is no longer waited for (answered elsewhere, or timed out): take it down.
+    CardSettled {
+        session_id: String,
+        tool_call_id: String,
     },
     /// A notification from the device (`session/update`, `_lembas/event`, ...).
     Notification { method: String, params: Value },
@@ -124,6 +134,9 @@ pub struct Client {
     /// What some of those calls were for (prompts, reattach questions).
     purposes: BTreeMap<Id, Purpose>,
     rows: Rows,
+    deletes: deletes::Deletes,
+    /// Cards the device put to us and we have not answered: toolCallId → request id.
+    cards: BTreeMap<String, Id>,
     rng: Rng,
     next_id: u64,
     out: VecDeque<ClientOutput>,
@@ -135,6 +148,8 @@ impl Client {
         Ok(Client {
             purposes: BTreeMap::new(),
             rows: Rows::new(),
+            deletes: deletes::Deletes::default(),
+            cards: BTreeMap::new(),
             rng: Rng::new(config.seed),
             config,
             clock: Clock::new(now),
@@ -160,7 +175,9 @@ impl Client {
         self.phase = Phase::Down;
         self.pending.clear();
         self.purposes.clear();
+        self.cards.clear();
         self.rows_link_down();
+        self.deletes_link_down();
     }
 
     pub fn handle_frame(&mut self, frame: &[u8], now: Time) {
@@ -177,7 +194,16 @@ impl Client {
                     .unwrap_or(Value::Null);
                 if n.method == "_lembas/hello" {
                     self.on_hello(n.params);
-                } else if self.phase == Phase::Ready {
+                } else if self.phase != Phase::Ready {
+                } else if n.method == "_lembas/permission/settled" {
+                    let tool_call_id = params["toolCallId"].as_str().unwrap_or("").to_string();
+                    if self.cards.remove(&tool_call_id).is_some() {
+                        self.emit(ClientEvent::CardSettled {
+                            session_id: params["sessionId"].as_str().unwrap_or("").to_string(),
+                            tool_call_id,
+                        });
+                    }
+                } else if self.passes_delete_rules(&n.method, &params) {
                     self.emit(ClientEvent::Notification {
                         method: n.method.into_owned(),
                         params,
@@ -192,10 +218,16 @@ impl Client {
                     ));
                     return;
                 }
-                let params = r
+                let params: Value = r
                     .params
                     .and_then(|p| serde_json::from_str(p.get()).ok())
                     .unwrap_or(Value::Null);
+                let tool_call_id = params["toolCallId"]
+                    .as_str()
+                    .or_else(|| params["toolCall"]["toolCallId"].as_str());
+                if let Some(t) = tool_call_id {
+                    self.cards.insert(t.to_string(), r.id.clone());
+                }
                 self.emit(ClientEvent::Request {
                     id: r.id,
                     method: r.method.into_owned(),
@@ -226,7 +258,8 @@ impl Client {
     }
 
     pub fn handle_timeout(&mut self, now: Time) {
-        self.clock.advance(now);
+        let now = self.clock.advance(now);
+        self.expire_deletes(now);
     }
 
     /// Send a request to the device. Refused, with nothing sent, when the link is not ready or
@@ -246,7 +279,11 @@ impl Client {
                 });
             }
         }
-        Ok(self.request(spec.name, params))
+        let id = self.request(spec.name, params);
+        if spec.name == "session/new" {
+            self.purposes.insert(id.clone(), Purpose::NewSession);
+        }
+        Ok(id)
     }
 
     /// Send a notification to the device, gated like [`Client::call`].
@@ -271,6 +308,7 @@ impl Client {
 
     /// Answer a request the device sent.
     pub fn respond(&mut self, id: &Id, outcome: Result<Value, RpcError>) {
+        self.cards.retain(|_, card| card != id);
         let frame = match outcome {
             Ok(result) => jsonrpc::encode_result(id, &result),
             Err(error) => jsonrpc::encode_error(Some(id), &error),
@@ -285,7 +323,12 @@ impl Client {
 
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Time> {
-        None
+        self.deletes_deadline()
+    }
+
+    /// Cards open now: toolCallId and the request to answer.
+    pub fn open_cards(&self) -> impl Iterator<Item = (&str, &Id)> {
+        self.cards.iter().map(|(t, id)| (t.as_str(), id))
     }
 
     pub fn is_ready(&self) -> bool {
@@ -337,6 +380,7 @@ impl Client {
                     capabilities: self.capabilities.clone(),
                 });
                 self.reattach_all();
+                self.send_deletes();
             }
             Ok(_) => self.refuse(
                 CLOSE_PROTOCOL,

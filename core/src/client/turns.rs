@@ -53,6 +53,9 @@ pub(super) enum Purpose {
     Prompt(String),
     Status(String),
     History(String),
+    Delete(String),
+    /// `session/new`: the answer names a session this client now knows.
+    NewSession,
 }
 
 pub(super) type Rows = BTreeMap<String, Row>;
@@ -174,6 +177,13 @@ impl Client {
             }
             Purpose::Status(turn) => self.on_status(turn, outcome),
             Purpose::History(turn) => self.on_history(turn, outcome),
+            Purpose::Delete(session) => self.on_delete_answer(session, outcome),
+            Purpose::NewSession => {
+                if let Some(s) = outcome.as_ref().ok().and_then(|v| v["sessionId"].as_str()) {
+                    self.deletes.known.insert(s.to_string());
+                }
+                return Err(outcome);
+            }
         }
         Ok(())
     }

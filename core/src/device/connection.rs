@@ -17,6 +17,8 @@ pub enum ConnKind {
     Link,
     /// An editor on `lembas serve --stdio`: plain ACP, no limits, no `_lembas` notifications.
     Stdio,
+    /// A terminal (the TUI) on this device: a second place a card is shown and answered.
+    Terminal,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,6 +32,8 @@ pub(crate) enum Phase {
 #[derive(Clone, Debug)]
 pub(crate) struct Pending {
     pub method: &'static str,
+    /// The card this request put to the client.
+    pub card: Option<super::cards::CardKey>,
 }
 
 // The request side (cards, events) is used by the session and card features as they land.
@@ -85,7 +89,8 @@ impl Connection {
     pub fn next_request(&mut self, method: &'static str) -> Id {
         let id = Id::number(self.next_request);
         self.next_request += 1;
-        self.pending.insert(id.clone(), Pending { method });
+        self.pending
+            .insert(id.clone(), Pending { method, card: None });
         id
     }
 }

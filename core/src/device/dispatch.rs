@@ -5,7 +5,7 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::connection::Phase;
-use super::{ConnId, Device, CAPABILITIES};
+use super::{ConnId, ConnKind, Device, CAPABILITIES};
 use crate::jsonrpc::{self, code, Id, Message, Notification, Request, Response, RpcError};
 use crate::methods::{self, Direction, Kind};
 
@@ -25,7 +25,15 @@ impl Device {
 
     fn on_request(&mut self, conn: ConnId, req: Request<'_>) {
         match self.route(conn, &req) {
-            Ok(Some(frame)) => self.send(conn, frame),
+            Ok(Some(frame)) => {
+                self.send(conn, frame);
+                if req.method == "initialize" && self.conns[&conn].kind == ConnKind::Link {
+                    // Deletes made while no link was up follow the answer at once.
+                    if self.conns[&conn].may_receive("_lembas/session/deleted") {
+                        self.send_pending_deletes(conn);
+                    }
+                }
+            }
             Ok(None) => {}
             Err(e) => self.reply_error(conn, &req.id, &e),
         }
@@ -82,6 +90,9 @@ impl Device {
             "_lembas/session/title" => {
                 now(self.set_title(conn, jsonrpc::parse_params(method, params)?)?)
             }
+            "_lembas/session/delete" => {
+                now(self.delete_request(conn, jsonrpc::parse_params(method, params)?)?)
+            }
             _ => Err(RpcError::new(
                 code::METHOD_NOT_FOUND,
                 format!("`{method}` is not implemented by this device yet"),
@@ -118,6 +129,9 @@ impl Device {
             {
                 c.downgraded = true;
             }
+        }
+        if let Some(key) = pending.card {
+            self.card_answered(conn, key, r.outcome);
         }
     }
 }

@@ -53,7 +53,7 @@ impl Device {
         let limits = (kind == ConnKind::Link).then(|| self.limits());
         let connection = match kind {
             ConnKind::Link => self.config.connection.clone(),
-            ConnKind::Stdio => None,
+            ConnKind::Stdio | ConnKind::Terminal => None,
         };
         let result = InitializeResult {
             protocol_version: ACP_PROTOCOL_VERSION,

@@ -3,7 +3,9 @@
 //! [`Device::poll_output`] until `None`, then [`Device::poll_timeout`] says when to call
 //! [`Device::handle_timeout`].
 
+mod cards;
 mod connection;
+mod deletes;
 mod dispatch;
 mod handshake;
 mod ledger;
@@ -20,7 +22,7 @@ pub use link::CLOSE_PROTOCOL;
 pub use restore::{Unreadable, RESTARTED};
 
 use crate::config::{ConfigError, DeviceConfig};
-use crate::engine::TurnStart;
+use crate::engine::{Decision, TurnStart};
 use crate::jsonrpc::{self, Id, RpcError};
 use crate::rng::Rng;
 use crate::store::Record;
@@ -40,6 +42,10 @@ pub const CAPABILITIES: &[&str] = &[
     "title",
     "context",
     "attachments",
+    "ask",
+    "plan",
+    "plan_state",
+    "delete",
 ];
 
 /// What the device asks of its shell.
@@ -81,10 +87,19 @@ pub enum Effect {
         file_name: String,
         bytes: Vec<u8>,
     },
+    /// Remove the session's attachment directory (the session was deleted).
+    RemoveAttachments { session_id: String },
     /// Run a turn on the engine; report with `handle_engine`.
     StartTurn(Box<TurnStart>),
     /// Stop the running turn; the engine still reports `Done` (the prompt answers `cancelled`).
     CancelTurn { session_id: String, turn_id: String },
+    /// A card the engine put (`EngineEvent::Ask`) was decided: tell the engine.
+    CardDecided {
+        session_id: String,
+        turn_id: String,
+        tool_call_id: String,
+        decision: Decision,
+    },
     /// Give the running turn this message at its next step; the engine reports `Steered`.
     Steer {
         session_id: String,
@@ -134,6 +149,14 @@ impl std::fmt::Display for Misuse {
 
 impl std::error::Error for Misuse {}
 
+/// An entry of the output queue.
+#[derive(Debug)]
+enum Queued {
+    Out(Output),
+    /// Records to persist once everything before them has left.
+    PersistAfter(Vec<Record>),
+}
+
 pub struct Device {
     config: DeviceConfig,
     clock: Clock,
@@ -143,11 +166,14 @@ pub struct Device {
     link: Link,
     /// Outputs, each with the number of persists issued before it: it may leave once that
     /// many are acknowledged (a change is durable before the frame announcing it is sent).
-    out: VecDeque<(u64, Output)>,
+    out: VecDeque<(u64, Queued)>,
     persist_issued: u64,
     persist_acked: u64,
     sessions: Sessions,
     resolving: BTreeMap<u64, PendingNew>,
+    cards: cards::Cards,
+    /// Deletes made on the device not yet sent to a client.
+    pending_deletes: std::collections::BTreeSet<String>,
     next_resolve: u64,
     next_steer: u64,
 }
@@ -167,6 +193,8 @@ impl Device {
             persist_acked: 0,
             sessions: Sessions::default(),
             resolving: BTreeMap::new(),
+            cards: cards::Cards::new(),
+            pending_deletes: Default::default(),
             next_resolve: 0,
             next_steer: 0,
         })
@@ -235,6 +263,11 @@ impl Device {
             .remove(&conn)
             .ok_or(Misuse::UnknownConnection(conn))?;
         self.forget_connection(conn);
+        self.forget_card_requests(conn);
+        // What was queued for it (behind a persist, say) has nowhere to go now.
+        self.out.retain(|(_, q)| {
+            !matches!(q, Queued::Out(Output::Send { conn: c, .. } | Output::Close { conn: c, .. }) if *c == conn)
+        });
         if c.kind == ConnKind::Link {
             if close_code == Some(CLOSE_PROTOCOL) {
                 self.stop_link(
@@ -261,6 +294,7 @@ impl Device {
 
     pub fn handle_timeout(&mut self, now: Time) {
         let now = self.clock.advance(now);
+        self.expire_cards(now);
         if let LinkState::Waiting { attempt, at } = self.link.state {
             if at <= now {
                 self.link.state = LinkState::Dialing { attempt };
@@ -279,24 +313,34 @@ impl Device {
     /// the persists issued before it are acknowledged.
     #[must_use]
     pub fn poll_output(&mut self) -> Option<Output> {
-        match self.out.front() {
-            None => None,
-            Some((barrier, _)) if *barrier <= self.persist_acked => {
-                self.out.pop_front().map(|(_, o)| o)
+        let front_ready = self.out.front()?.0 <= self.persist_acked;
+        let item = if front_ready {
+            self.out.pop_front()?.1
+        } else {
+            let i = self.out.iter().position(|(_, q)| {
+                matches!(q, Queued::Out(Output::Effect(Effect::Persist { .. })))
+            })?;
+            self.out.remove(i)?.1
+        };
+        Some(match item {
+            Queued::Out(o) => o,
+            // Everything before it has left: these records may be written now.
+            Queued::PersistAfter(records) => {
+                self.persist_issued += 1;
+                Output::Effect(Effect::Persist {
+                    seq: self.persist_issued,
+                    records,
+                })
             }
-            Some(_) => {
-                let i = self
-                    .out
-                    .iter()
-                    .position(|(_, o)| matches!(o, Output::Effect(Effect::Persist { .. })))?;
-                self.out.remove(i).map(|(_, o)| o)
-            }
-        }
+        })
     }
 
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Time> {
-        self.link.deadline()
+        [self.link.deadline(), self.cards_deadline()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// The connections open now, and their kinds.
@@ -352,19 +396,27 @@ impl Device {
     }
 
     fn send(&mut self, conn: ConnId, frame: Vec<u8>) {
-        self.out
-            .push_back((self.persist_issued, Output::Send { conn, frame }));
+        self.out.push_back((
+            self.persist_issued,
+            Queued::Out(Output::Send { conn, frame }),
+        ));
     }
 
     fn effect(&mut self, effect: Effect) {
         self.out
-            .push_back((self.persist_issued, Output::Effect(effect)));
+            .push_back((self.persist_issued, Queued::Out(Output::Effect(effect))));
     }
 
     fn persist(&mut self, records: Vec<Record>) {
         self.persist_issued += 1;
         let seq = self.persist_issued;
         self.effect(Effect::Persist { seq, records });
+    }
+
+    /// Persist `records` only once every output queued before them has left.
+    fn persist_after_send(&mut self, records: Vec<Record>) {
+        self.out
+            .push_back((self.persist_issued, Queued::PersistAfter(records)));
     }
 
     fn reply_error(&mut self, conn: ConnId, id: &Id, error: &RpcError) {

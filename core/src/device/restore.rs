@@ -66,6 +66,9 @@ impl Device {
                     (None, _) => bad.push(unreadable("key has no session part".into())),
                     (_, Err(err)) => bad.push(unreadable(err.to_string())),
                 },
+                Table::Deletes => {
+                    device.pending_deletes.insert(e.key.clone());
+                }
                 Table::History => match (
                     e.key.split_once('/'),
                     serde_json::from_str::<HistoryTurn>(&e.value),
@@ -164,6 +167,8 @@ impl Device {
             holders: BTreeSet::new(),
             history: Vec::new(),
             touched: rec.touched,
+            plan: rec.plan,
+            given: rec.given,
             capped: true,
         }
     }

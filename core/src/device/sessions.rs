@@ -41,6 +41,10 @@ pub(crate) struct Session {
     pub holders: BTreeSet<ConnId>,
     pub history: Vec<HistoryTurn>,
     pub touched: u64,
+    /// The structured plan (capability `plan_state`), or `None`.
+    pub plan: Option<Value>,
+    /// A client on the link was given this session (made, opened, or shared): it may delete it.
+    pub given: bool,
     /// Whether the session is on a link (so its mode is capped).
     pub capped: bool,
 }
@@ -57,6 +61,8 @@ impl Session {
             effort: self.effort.clone(),
             instance: self.instance,
             touched: self.touched,
+            plan: self.plan.clone(),
+            given: self.given,
         };
         Record::Put {
             table: Table::Sessions,
@@ -95,7 +101,7 @@ impl Device {
     pub(super) fn max_mode(&self, kind: ConnKind) -> Mode {
         match kind {
             ConnKind::Link => self.config.remote.max_mode,
-            ConnKind::Stdio => Mode::Auto,
+            ConnKind::Stdio | ConnKind::Terminal => Mode::Auto,
         }
     }
 
@@ -271,6 +277,8 @@ impl Device {
             holders: BTreeSet::from([p.conn]),
             history: Vec::new(),
             touched: self.clock.now().0,
+            plan: None,
+            given: kind == ConnKind::Link,
             capped: kind == ConnKind::Link,
         };
         let record = session.record();
@@ -308,8 +316,21 @@ impl Device {
             RpcError::invalid_params(format!("no session `{session}` on this device"))
         })?;
         s.open = true;
-        s.holders.insert(conn);
-        Ok(s)
+        let newly = s.holders.insert(conn);
+        // A session a client on the link was given may be deleted by it later (the mark lasts).
+        let on_link = self
+            .conns
+            .get(&conn)
+            .is_some_and(|c| c.kind == ConnKind::Link);
+        if on_link && !s.given {
+            s.given = true;
+            let record = s.record();
+            self.persist(vec![record]);
+        }
+        if newly {
+            self.offer_open_cards(conn, session);
+        }
+        Ok(self.sessions.get_mut(session).expect("found above"))
     }
 
     pub(super) fn set_mode(&mut self, conn: ConnId, p: SetModeParams) -> Result<Value, RpcError> {
@@ -374,12 +395,15 @@ impl Device {
                 turn_id: None,
                 queued: Vec::new(),
                 last_turn_id: None,
+                plan: None,
             })
             .expect("status serializes"));
         };
-        if s.open {
-            s.holders.insert(conn);
+        let newly = s.open && s.holders.insert(conn);
+        if newly {
+            self.offer_open_cards(conn, &p.session_id);
         }
+        let s = &self.sessions[&p.session_id];
         Ok(serde_json::to_value(StatusResult {
             session_id: &s.id,
             exists: true,
@@ -389,6 +413,7 @@ impl Device {
             turn_id: s.running.as_ref().map(|r| r.turn_id.as_str()),
             queued: s.queue.iter().map(|q| q.start.turn_id.as_str()).collect(),
             last_turn_id: s.ledger.last_done(),
+            plan: s.plan.as_ref(),
         })
         .expect("status serializes"))
     }

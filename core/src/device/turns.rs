@@ -510,6 +510,17 @@ impl Device {
                 );
                 self.broadcast_event(session, json!({ "type": "mode", "mode": mode }));
             }
+            EngineEvent::Plan(plan) => {
+                s.plan.clone_from(&plan);
+                let entries = plan.as_ref().map(plan_entries).unwrap_or_default();
+                self.broadcast_update(
+                    session,
+                    json!({ "sessionUpdate": "plan", "entries": entries,
+                            "_meta": { "lembas": { "plan": plan } } }),
+                );
+                self.broadcast_event(session, json!({ "type": "plan", "plan": plan }));
+            }
+            EngineEvent::Ask(card) => self.ask(session, turn, card),
             EngineEvent::Done(reason) => self.finish(session, Ok(reason)),
             EngineEvent::Failed(message) => self.finish(session, Err(message)),
         }
@@ -555,6 +566,7 @@ impl Device {
         ];
         let waiting = s.waiters.remove(&r.turn_id).unwrap_or_default();
         self.persist(records);
+        self.drop_turn_cards(session, &r.turn_id);
         for (conn, id) in waiting {
             if self.conns.contains_key(&conn) {
                 self.send(conn, answer.frame(&id, &r.turn_id));
@@ -566,6 +578,27 @@ impl Device {
         );
         self.pump(session);
     }
+}
+
+/// ACP's flat list of a structured plan, for an editor: every task of every phase.
+fn plan_entries(plan: &Value) -> Vec<Value> {
+    let mut entries = Vec::new();
+    for phase in plan["phases"].as_array().into_iter().flatten() {
+        for task in phase["tasks"].as_array().into_iter().flatten() {
+            let content = task["title"]
+                .as_str()
+                .or_else(|| task["content"].as_str())
+                .unwrap_or("");
+            // ACP has no word for a dropped task: it is completed there.
+            let status = match task["status"].as_str() {
+                Some("in_progress") => "in_progress",
+                Some("completed" | "done" | "dropped") => "completed",
+                _ => "pending",
+            };
+            entries.push(json!({ "content": content, "priority": "medium", "status": status }));
+        }
+    }
+    entries
 }
 
 /// Steered messages the turn ended before taking in, for `_meta.lembas.unsent`.

@@ -75,6 +75,8 @@ pub struct Pair {
     /// a path under a key mapped to `None` fails to resolve.
     pub links: BTreeMap<String, Option<String>>,
     pub restarts: usize,
+    /// Every card decision the engine was told, in order: (toolCallId, decision).
+    pub decisions: Vec<(String, crate::engine::Decision)>,
     device_config: DeviceConfig,
     pub client: Client,
     pub now: Time,
@@ -107,6 +109,7 @@ impl Pair {
             attachments: Vec::new(),
             links: BTreeMap::new(),
             restarts: 0,
+            decisions: Vec::new(),
             device_config: device,
             client: Client::new(client, Time::ZERO).expect("test client config is valid"),
             now: Time::ZERO,
@@ -226,10 +229,16 @@ impl Pair {
 
     /// Open an editor's stdio connection on the device.
     pub fn open_stdio(&mut self) -> ConnId {
+        self.open_local(ConnKind::Stdio)
+    }
+
+    /// Open a local connection (an editor on stdio, a terminal); its frames collect in
+    /// `stdio_out` and are written with [`Pair::stdio`].
+    pub fn open_local(&mut self, kind: ConnKind) -> ConnId {
         let conn = self
             .device
-            .handle_open(ConnKind::Stdio, self.now)
-            .expect("stdio opens at any time");
+            .handle_open(kind, self.now)
+            .expect("local connections open at any time");
         self.stdio_out.insert(conn, Vec::new());
         conn
     }
@@ -251,7 +260,13 @@ impl Pair {
     /// on the way.
     pub fn advance(&mut self, ms: u64) -> Result<(), Livelock> {
         let target = self.now.plus_ms(ms);
+        let mut rounds = 0usize;
         loop {
+            rounds += 1;
+            if rounds > self.max_steps {
+                // A timer that stays due however often it fires.
+                return Err(Livelock(rounds));
+            }
             self.drive()?;
             let next = [
                 self.device.poll_timeout(),
@@ -447,6 +462,16 @@ impl Pair {
                 id,
                 text,
             }) => self.engine.steer(&session_id, &turn_id, id, &text),
+            Output::Effect(Effect::CardDecided {
+                session_id,
+                turn_id,
+                tool_call_id,
+                decision,
+            }) => {
+                self.engine
+                    .decide(&session_id, &turn_id, &tool_call_id, &decision, self.now);
+                self.decisions.push((tool_call_id, decision));
+            }
             Output::Effect(e) => self.device_effects.push(e),
         }
     }

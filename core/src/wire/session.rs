@@ -217,6 +217,8 @@ pub struct StatusResult<'a> {
     pub queued: Vec<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_turn_id: Option<&'a str>,
+    /// The session's plan, `null` when it has none (capability `plan_state`).
+    pub plan: Option<&'a Value>,
 }
 
 #[derive(Debug, Serialize)]

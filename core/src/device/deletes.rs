@@ -1,0 +1,158 @@
+//! Deletes: `_lembas/session/delete` from a client, and deletes made on the device (a command,
+//! a prune, a terminal), which reach the client as `_lembas/session/deleted` now or, when no
+//! link is up, right after the next link's `initialize`. None is lost to a crash: the pending
+//! delete is durable before its frame is sent, and forgotten only once the frame has left.
+
+use serde_json::{json, Map, Value};
+
+use super::ledger::Answer;
+use super::{ConnId, ConnKind, Device, Effect};
+use crate::engine::StopReason;
+use crate::jsonrpc::{self, RpcError};
+use crate::paths;
+use crate::store::{self, Record, Table};
+use crate::time::Time;
+use crate::wire::session::SessionIdParams;
+
+impl Device {
+    /// `_lembas/session/delete`: a session the client holds or was ever given, one a terminal
+    /// shares, or one under `remote.roots` while remote work is on. Trust is not asked.
+    pub(super) fn delete_request(
+        &mut self,
+        conn: ConnId,
+        p: SessionIdParams,
+    ) -> Result<Value, RpcError> {
+        let Some(s) = self.sessions.get(&p.session_id) else {
+            // Gone already: deleting twice is done as well.
+            return Ok(json!({ "deleted": false }));
+        };
+        let remote = &self.config.remote;
+        let allowed = s.given
+            || s.holders.contains(&conn)
+            || s.holders.iter().any(|h| {
+                self.conns
+                    .get(h)
+                    .is_some_and(|c| c.kind == ConnKind::Terminal)
+            })
+            || (remote.enabled && paths::within(&s.root, &remote.roots).is_some());
+        if !allowed {
+            return Err(RpcError::invalid_params(format!(
+                "session `{}` was never given to a client and is not under the device's roots; \
+                 it can only be deleted on the device",
+                p.session_id
+            )));
+        }
+        self.remove_session(&p.session_id);
+        Ok(json!({ "deleted": true }))
+    }
+
+    /// Delete a session on the device's own account (`lembas sessions delete`, a prune). The
+    /// client hears `_lembas/session/deleted` now, or after the next link's `initialize`.
+    /// Returns whether there was such a session.
+    pub fn delete_session(&mut self, session_id: &str, now: Time) -> bool {
+        self.clock.advance(now);
+        if !self.sessions.contains_key(session_id) {
+            return false;
+        }
+        self.remove_session(session_id);
+        self.persist(vec![Record::Put {
+            table: Table::Deletes,
+            key: session_id.to_string(),
+            value: String::new(),
+        }]);
+        self.pending_deletes.insert(session_id.to_string());
+        let links: Vec<ConnId> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.kind == ConnKind::Link && c.may_receive("_lembas/session/deleted"))
+            .map(|(id, _)| *id)
+            .collect();
+        for conn in links {
+            self.send_pending_deletes(conn);
+        }
+        true
+    }
+
+    /// Send every kept delete to a link whose client said `_meta.lembas`, then forget them —
+    /// once the frames have left (a crash before that sends them again on the next link).
+    pub(super) fn send_pending_deletes(&mut self, conn: ConnId) {
+        if self.pending_deletes.is_empty() {
+            return;
+        }
+        let ids: Vec<String> = std::mem::take(&mut self.pending_deletes)
+            .into_iter()
+            .collect();
+        let mut forget = Vec::new();
+        for id in &ids {
+            let frame = jsonrpc::encode_notification(
+                "_lembas/session/deleted",
+                &json!({ "sessionId": id }),
+            );
+            self.send(conn, frame);
+            forget.push(Record::Delete {
+                table: Table::Deletes,
+                key: id.clone(),
+            });
+        }
+        self.persist_after_send(forget);
+    }
+
+    /// Take a session out of the device and its store: its turn stops and every prompt waiting
+    /// on it is answered `cancelled`; its cards come down; its attachments go.
+    fn remove_session(&mut self, session_id: &str) {
+        let Some(mut s) = self.sessions.remove(session_id) else {
+            return;
+        };
+        if let Some(r) = s.running.take() {
+            self.effect(Effect::CancelTurn {
+                session_id: session_id.to_string(),
+                turn_id: r.turn_id.clone(),
+            });
+            self.drop_turn_cards(session_id, &r.turn_id);
+        }
+        let cancelled = Answer::stopped(StopReason::Cancelled, {
+            let mut m = Map::new();
+            m.insert("message".into(), json!("the session was deleted"));
+            m
+        });
+        for (turn, waiting) in s.waiters.drain() {
+            for (conn, id) in waiting {
+                if self.conns.contains_key(&conn) {
+                    self.send(conn, cancelled.frame(&id, &turn));
+                }
+            }
+        }
+        let prefix = store::session_prefix(session_id);
+        self.persist(vec![
+            Record::Delete {
+                table: Table::Sessions,
+                key: session_id.to_string(),
+            },
+            Record::DeletePrefix {
+                table: Table::Turns,
+                prefix: prefix.clone(),
+            },
+            Record::DeletePrefix {
+                table: Table::History,
+                prefix,
+            },
+        ]);
+        self.effect(Effect::RemoveAttachments {
+            session_id: session_id.to_string(),
+        });
+        // A terminal that has it open starts a new one.
+        let frame = jsonrpc::encode_notification(
+            "_lembas/session/deleted",
+            &json!({ "sessionId": session_id }),
+        );
+        for conn in s.holders {
+            if self
+                .conns
+                .get(&conn)
+                .is_some_and(|c| c.kind == ConnKind::Terminal)
+            {
+                self.send(conn, frame.clone());
+            }
+        }
+    }
+}

@@ -1,0 +1,355 @@
+//! Cards settled by the first answer, on the Pair: the web, a terminal, timeouts, versions.
+
+use lembas_core::client::ClientEvent;
+use lembas_core::device::ConnKind;
+use lembas_core::engine::{Decision, PermissionDecision, QuestionDecision};
+use lembas_core::testing::Pair;
+use serde_json::{json, Value};
+
+fn linked() -> (Pair, String) {
+    let mut p = Pair::default_with_roots(&["/home/dev/work"]);
+    p.start().unwrap();
+    let id = p
+        .client
+        .call("session/new", &json!({ "cwd": "/home/dev/work" }))
+        .unwrap();
+    p.settle().unwrap();
+    let s = p
+        .client_events
+        .iter()
+        .find_map(|e| match e {
+            ClientEvent::Answer {
+                id: i,
+                outcome: Ok(v),
+                ..
+            } if *i == id => Some(v["sessionId"].as_str().unwrap().to_string()),
+            _ => None,
+        })
+        .unwrap();
+    (p, s)
+}
+
+/// A terminal on the device that initializes and takes the session.
+fn terminal(p: &mut Pair, session: &str) -> lembas_core::device::ConnId {
+    let t = p.open_local(ConnKind::Terminal);
+    p.stdio(
+        t,
+        br#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"_meta":{"lembas":{"protocol":3}}}}}"#,
+    )
+    .unwrap();
+    let status = json!({ "jsonrpc": "2.0", "id": 1, "method": "_lembas/session/status",
+                         "params": { "sessionId": session } });
+    p.stdio(t, status.to_string().as_bytes()).unwrap();
+    t
+}
+
+fn requests(p: &Pair, method: &str) -> Vec<(lembas_core::jsonrpc::Id, Value)> {
+    p.client_events
+        .iter()
+        .filter_map(|e| match e {
+            ClientEvent::Request {
+                id,
+                method: m,
+                params,
+            } if m == method => Some((id.clone(), params.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn terminal_frames(p: &Pair, t: lembas_core::device::ConnId) -> Vec<Value> {
+    p.stdio_out[&t]
+        .iter()
+        .map(|f| serde_json::from_slice(f).unwrap())
+        .collect()
+}
+
+fn said(p: &Pair) -> String {
+    p.client_events
+        .iter()
+        .filter_map(|e| match e {
+            ClientEvent::Notification { method, params } if method == "session/update" => params
+                ["update"]["content"]["text"]
+                .as_str()
+                .map(str::to_string),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("|")
+}
+
+#[test]
+fn the_web_answers_first_and_the_terminal_card_is_settled() {
+    let (mut p, s) = linked();
+    let t = terminal(&mut p, &s);
+    p.client
+        .prompt(
+            &s,
+            json!([{ "type": "text", "text": "permit rm -rf build" }]),
+            Some("t1"),
+        )
+        .unwrap();
+    p.drive().unwrap();
+    let asks = requests(&p, "session/request_permission");
+    assert_eq!(asks.len(), 1);
+    assert_eq!(asks[0].1["_meta"]["lembas"]["patient"], true);
+    let term = terminal_frames(&p, t);
+    let term_ask = term
+        .iter()
+        .find(|f| f["method"] == "session/request_permission")
+        .unwrap()
+        .clone();
+    p.client.respond(
+        &asks[0].0,
+        Ok(json!({ "outcome": { "outcome": "selected", "optionId": "once" } })),
+    );
+    p.settle().unwrap();
+    assert_eq!(p.decisions.len(), 1);
+    assert_eq!(
+        p.decisions[0].1,
+        Decision::Permission(PermissionDecision::AllowOnce { command: None })
+    );
+    let term = terminal_frames(&p, t);
+    assert!(term
+        .iter()
+        .any(|f| f["method"] == "_lembas/permission/settled"
+            && f["params"]["toolCallId"] == term_ask["params"]["toolCall"]["toolCallId"]));
+    // The terminal's late answer changes nothing.
+    let late = json!({ "jsonrpc": "2.0", "id": term_ask["id"], "result": { "outcome": { "outcome": "selected", "optionId": "deny" } } });
+    p.stdio(t, late.to_string().as_bytes()).unwrap();
+    p.settle().unwrap();
+    assert_eq!(p.decisions.len(), 1);
+    assert!(said(&p).contains("allowed"), "{}", said(&p));
+}
+
+#[test]
+fn the_terminal_answers_first_and_the_web_card_is_settled() {
+    let (mut p, s) = linked();
+    let t = terminal(&mut p, &s);
+    p.client
+        .prompt(
+            &s,
+            json!([{ "type": "text", "text": "permit deploy" }]),
+            Some("t1"),
+        )
+        .unwrap();
+    p.drive().unwrap();
+    let term_ask = terminal_frames(&p, t)
+        .into_iter()
+        .find(|f| f["method"] == "session/request_permission")
+        .unwrap();
+    let answer = json!({ "jsonrpc": "2.0", "id": term_ask["id"],
+        "result": { "outcome": { "outcome": "selected", "optionId": "deny" }, "_meta": { "lembas": { "feedback": "not now" } } } });
+    p.stdio(t, answer.to_string().as_bytes()).unwrap();
+    p.settle().unwrap();
+    assert!(p
+        .client_events
+        .iter()
+        .any(|e| matches!(e, ClientEvent::CardSettled { .. })));
+    assert_eq!(p.client.open_cards().count(), 0);
+    assert!(said(&p).contains("denied: not now"), "{}", said(&p));
+}
+
+#[test]
+fn no_answer_in_time_denies_and_settles() {
+    let (mut p, s) = linked();
+    p.client
+        .prompt(
+            &s,
+            json!([{ "type": "text", "text": "permit x" }]),
+            Some("t1"),
+        )
+        .unwrap();
+    p.drive().unwrap();
+    p.advance(300_000).unwrap();
+    assert_eq!(
+        p.decisions[0].1,
+        Decision::Permission(PermissionDecision::Deny {
+            feedback: None,
+            timed_out: true
+        })
+    );
+    assert!(p
+        .client_events
+        .iter()
+        .any(|e| matches!(e, ClientEvent::CardSettled { .. })));
+}
+
+#[test]
+fn questions_reach_no_editor_and_a_minus_32601_downgrades() {
+    let (mut p, s) = linked();
+    p.client
+        .prompt(
+            &s,
+            json!([{ "type": "text", "text": "ask Which DB? | SQLite | Postgres" }]),
+            Some("t1"),
+        )
+        .unwrap();
+    p.drive().unwrap();
+    let asks = requests(&p, "_lembas/question");
+    assert_eq!(asks.len(), 1);
+    p.client.respond(
+        &asks[0].0,
+        Err(lembas_core::jsonrpc::RpcError::method_not_found(
+            "_lembas/question",
+        )),
+    );
+    p.settle().unwrap();
+    assert_eq!(p.decisions[0].1, Decision::NobodyToAsk);
+    // Downgraded: the next question is not even sent.
+    p.client
+        .prompt(
+            &s,
+            json!([{ "type": "text", "text": "ask Again? | yes" }]),
+            Some("t2"),
+        )
+        .unwrap();
+    p.settle().unwrap();
+    assert_eq!(requests(&p, "_lembas/question").len(), 1);
+    assert_eq!(p.decisions[1].1, Decision::NobodyToAsk);
+}
+
+#[test]
+fn an_answered_question_goes_to_the_engine() {
+    let (mut p, s) = linked();
+    p.client
+        .prompt(
+            &s,
+            json!([{ "type": "text", "text": "ask Which DB? | SQLite | Postgres" }]),
+            Some("t1"),
+        )
+        .unwrap();
+    p.drive().unwrap();
+    let asks = requests(&p, "_lembas/question");
+    p.client.respond(&asks[0].0, Ok(json!({ "outcome": "answered", "answers": [{ "kind": "options", "labels": ["Postgres"] }] })));
+    p.settle().unwrap();
+    assert!(matches!(
+        p.decisions[0].1,
+        Decision::Question(QuestionDecision::Answered(_))
+    ));
+    assert!(said(&p).contains("answer: Postgres"), "{}", said(&p));
+}
+
+#[test]
+fn a_card_open_when_the_link_drops_is_offered_again() {
+    let (mut p, s) = linked();
+    p.client
+        .prompt(
+            &s,
+            json!([{ "type": "text", "text": "permit x" }]),
+            Some("t1"),
+        )
+        .unwrap();
+    p.drive().unwrap();
+    let first = requests(&p, "session/request_permission");
+    p.cut().unwrap();
+    p.advance(5_000).unwrap();
+    let asks = requests(&p, "session/request_permission");
+    assert_eq!(asks.len(), 2, "offered again after the reattach");
+    assert_eq!(
+        asks[1].1["toolCall"]["toolCallId"],
+        first[0].1["toolCall"]["toolCallId"]
+    );
+    p.client.respond(
+        &asks[1].0,
+        Ok(json!({ "outcome": { "outcome": "selected", "optionId": "session" } })),
+    );
+    p.advance(1_000).unwrap();
+    assert_eq!(p.decisions.len(), 1);
+    assert_eq!(
+        p.decisions[0].1,
+        Decision::Permission(PermissionDecision::AllowAlways)
+    );
+}
+
+#[test]
+fn a_delete_made_offline_is_delivered_after_the_next_initialize_once() {
+    let (mut p, s) = linked();
+    p.reachable = false;
+    p.cut().unwrap();
+    assert!(p.device.delete_session(&s, p.now));
+    p.advance(1_000).unwrap();
+    p.restart_device().unwrap(); // a crash in between loses nothing
+    p.reachable = true;
+    p.advance(120_000).unwrap();
+    assert!(p.client.is_ready());
+    let deleted: Vec<Value> = p
+        .frames_to_client()
+        .into_iter()
+        .filter(|f| f["method"] == "_lembas/session/deleted")
+        .collect();
+    assert_eq!(deleted.len(), 1, "{deleted:?}");
+    p.cut().unwrap();
+    p.advance(120_000).unwrap();
+    let again = p
+        .frames_to_client()
+        .into_iter()
+        .filter(|f| f["method"] == "_lembas/session/deleted")
+        .count();
+    assert_eq!(again, 1, "not sent twice");
+}
+
+#[test]
+fn a_client_delete_survives_dropped_links_and_stops_a_running_turn() {
+    let (mut p, s) = linked();
+    p.client
+        .prompt(
+            &s,
+            json!([{ "type": "text", "text": "sleep 100000\nsay late" }]),
+            Some("t1"),
+        )
+        .unwrap();
+    p.drive().unwrap();
+    p.reachable = false;
+    p.cut().unwrap();
+    p.client.delete_session(&s);
+    for _ in 0..3 {
+        p.advance(30_000).unwrap();
+    }
+    p.reachable = true;
+    p.advance(120_000).unwrap();
+    assert!(p
+        .client_events
+        .iter()
+        .any(|e| matches!(e, ClientEvent::Deleted { existed: true, .. })));
+    assert!(p.client.pending_deletes().is_empty());
+    assert!(p.device.session_count() == 0);
+}
+
+#[test]
+fn five_refusals_give_a_delete_up() {
+    let mut d = lembas_core::DeviceConfig::default();
+    d.remote.enabled = true;
+    d.remote.roots = vec!["/home/dev/work".into()];
+    let mut p = Pair::new(d, Default::default(), Default::default(), 3);
+    p.start().unwrap();
+    // The editor's session: never given to the link's client, and outside the roots.
+    let e = p.open_stdio();
+    p.stdio(
+        e,
+        br#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}"#,
+    )
+    .unwrap();
+    let out = p
+        .stdio(
+            e,
+            br#"{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/srv/other"}}"#,
+        )
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out[0]).unwrap();
+    let s = v["result"]["sessionId"].as_str().unwrap().to_string();
+    p.client.delete_session(&s);
+    p.settle().unwrap();
+    for _ in 0..4 {
+        p.cut().unwrap();
+        p.advance(120_000).unwrap();
+    }
+    let given_up: Vec<&ClientEvent> = p
+        .client_events
+        .iter()
+        .filter(|e| matches!(e, ClientEvent::DeleteGivenUp { .. }))
+        .collect();
+    assert_eq!(given_up.len(), 1, "{:?}", p.client.pending_deletes());
+    assert!(p.client.pending_deletes().is_empty());
+    assert_eq!(p.device.session_count(), 1);
+}
