@@ -399,3 +399,24 @@ fn blocks_over_their_limits_are_refused_with_the_numbers() {
         e.message
     );
 }
+
+#[test]
+fn a_ledger_untouched_for_30_days_is_pruned() {
+    let mut p = linked();
+    let s = new_session(&mut p);
+    p.client
+        .prompt(&s, json!([{ "type": "text", "text": "hello" }]), Some("t1"))
+        .unwrap();
+    p.settle().unwrap();
+    p.advance(29 * 24 * 3600 * 1000).unwrap();
+    assert!(
+        p.device.turn_state(&s, "t1").is_some(),
+        "kept before 30 days"
+    );
+    p.advance(2 * 24 * 3600 * 1000).unwrap();
+    assert!(
+        p.device.turn_state(&s, "t1").is_none(),
+        "pruned after 30 days"
+    );
+    assert!(!p.store.entries().iter().any(|e| e.key.ends_with("/t1")));
+}

@@ -150,8 +150,8 @@ impl Ledger {
         self.last_done.as_deref()
     }
 
-    #[cfg(test)]
-    pub fn len(&self) -> usize {
+    /// How many turn ids the ledger holds.
+    pub fn order_len(&self) -> usize {
         self.slots.len()
     }
 
@@ -210,7 +210,7 @@ mod tests {
         let (_, forgotten) = l.accept("t200");
         assert_eq!(forgotten, vec!["t0".to_string()]);
         assert!(l.get("t0").is_none());
-        assert_eq!(l.len(), 200);
+        assert_eq!(l.order_len(), 200);
         assert_eq!(l.last_done(), Some("t199"));
     }
 

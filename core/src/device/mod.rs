@@ -176,6 +176,8 @@ pub struct Device {
     pending_deletes: std::collections::BTreeSet<String>,
     next_resolve: u64,
     next_steer: u64,
+    /// When to look for stale ledgers next.
+    next_prune: Time,
 }
 
 impl Device {
@@ -197,6 +199,7 @@ impl Device {
             pending_deletes: Default::default(),
             next_resolve: 0,
             next_steer: 0,
+            next_prune: now,
         })
     }
 
@@ -295,6 +298,7 @@ impl Device {
     pub fn handle_timeout(&mut self, now: Time) {
         let now = self.clock.advance(now);
         self.expire_cards(now);
+        self.prune_stale_ledgers(now);
         if let LinkState::Waiting { attempt, at } = self.link.state {
             if at <= now {
                 self.link.state = LinkState::Dialing { attempt };
@@ -337,7 +341,11 @@ impl Device {
 
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Time> {
-        [self.link.deadline(), self.cards_deadline()]
+        [
+            self.link.deadline(),
+            self.cards_deadline(),
+            Some(self.next_prune),
+        ]
             .into_iter()
             .flatten()
             .min()

@@ -173,3 +173,32 @@ impl Device {
         }
     }
 }
+
+/// How often a long-running device looks for stale ledgers.
+const PRUNE_EVERY_MS: u64 = 24 * 60 * 60 * 1000;
+
+impl Device {
+    /// Forget the turn ledgers of sessions untouched for `ledger_ttl_ms` (idle ones only).
+    pub(super) fn prune_stale_ledgers(&mut self, now: Time) {
+        if now < self.next_prune {
+            return;
+        }
+        self.next_prune = now.plus_ms(PRUNE_EVERY_MS);
+        let ttl = self.config.sessions.ledger_ttl_ms;
+        let capacity = self.config.sessions.ledger_turns;
+        let mut records = Vec::new();
+        for s in self.sessions.values_mut() {
+            let idle = s.running.is_none() && s.queue.is_empty();
+            if idle && s.ledger.order_len() > 0 && s.touched.saturating_add(ttl) < now.0 {
+                s.ledger = Ledger::new(capacity);
+                records.push(Record::DeletePrefix {
+                    table: Table::Turns,
+                    prefix: store::session_prefix(&s.id),
+                });
+            }
+        }
+        if !records.is_empty() {
+            self.persist(records);
+        }
+    }
+}
