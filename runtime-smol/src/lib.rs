@@ -7,6 +7,7 @@ pub mod config;
 pub mod device;
 pub mod dirs;
 pub mod driver;
+pub mod instance;
 pub mod link;
 pub mod logger;
 pub mod login;

@@ -292,7 +292,7 @@ fn tls_connector(pem: &[u8]) -> Result<futures_rustls::TlsConnector, String> {
     Ok(futures_rustls::TlsConnector::from(Arc::new(config)))
 }
 
-/// Carry one socket: a reader task feeding the driver, a writer task draining `out`.
+/// Carry one socket for the driver: a reader task feeding it, a writer task draining `out`.
 pub fn spawn_socket<S>(
     ws: WebSocketStream<S>,
     conn: ConnId,
@@ -302,52 +302,60 @@ pub fn spawn_socket<S>(
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    carry(
+        ws,
+        tx,
+        move |bytes| Input::Frame { conn, bytes },
+        move |code| Input::Closed { conn, code },
+        out,
+    )
+}
+
+/// Carry one socket: each message becomes `frame(bytes)` on `tx`, its end `closed(code)`;
+/// what arrives on `out` is written.
+pub fn carry<S, T>(
+    ws: WebSocketStream<S>,
+    tx: Sender<T>,
+    frame: impl Fn(Vec<u8>) -> T + Send + 'static,
+    closed: impl FnOnce(Option<u16>) -> T + Send + 'static,
+    out: Receiver<Outgoing>,
+) -> (Task<()>, Task<()>)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    T: Send + 'static,
+{
     let (mut sink, mut stream) = ws.split();
     let reader = smol::spawn(async move {
         let mut code = None;
         while let Some(msg) = stream.next().await {
-            match msg {
-                Ok(Message::Text(t)) => {
-                    let bytes = t.as_bytes().to_vec();
-                    if tx.send(Input::Frame { conn, bytes }).await.is_err() {
-                        return;
-                    }
-                }
-                Ok(Message::Binary(b)) => {
-                    if tx
-                        .send(Input::Frame {
-                            conn,
-                            bytes: b.to_vec(),
-                        })
-                        .await
-                        .is_err()
-                    {
-                        return;
-                    }
-                }
-                Ok(Message::Close(frame)) => {
-                    code = frame.map(|f| u16::from(f.code));
+            let bytes = match msg {
+                Ok(Message::Text(t)) => t.as_bytes().to_vec(),
+                Ok(Message::Binary(b)) => b.to_vec(),
+                Ok(Message::Close(f)) => {
+                    code = f.map(|f| u16::from(f.code));
                     break;
                 }
-                Ok(_) => {}
+                Ok(_) => continue,
                 Err(e) => {
-                    log::debug!("link read: {e}");
+                    log::debug!("socket read: {e}");
                     break;
                 }
+            };
+            if tx.send(frame(bytes)).await.is_err() {
+                return;
             }
         }
-        let _ = tx.send(Input::Closed { conn, code }).await;
+        let _ = tx.send(closed(code)).await;
     });
     let writer = smol::spawn(async move {
         while let Ok(o) = out.recv().await {
             match o {
                 Outgoing::Frame(frame) => {
-                    let text = match String::from_utf8(frame) {
-                        Ok(t) => t,
-                        Err(_) => continue,
+                    let Ok(text) = String::from_utf8(frame) else {
+                        continue;
                     };
                     if let Err(e) = sink.send(Message::text(text)).await {
-                        log::debug!("link write: {e}");
+                        log::debug!("socket write: {e}");
                         return;
                     }
                 }

@@ -1,0 +1,494 @@
+//! A test instance: the LLeMbas side of the link on a loopback listener, for the tests and
+//! `lembas demo`. It serves `GET /.well-known/lembas.json`, upgrades `/api/devices/link` to a
+//! WebSocket when `Authorization: Bearer <token>` is right (HTTP 401 otherwise), and runs the
+//! core's `Client` over whichever link is up. It never binds anything but loopback.
+
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use async_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
+use async_tungstenite::tungstenite::http::StatusCode;
+use async_tungstenite::WebSocketStream;
+use futures_lite::{future, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use lembas_core::client::{CallError, Client, ClientEvent, ClientOutput};
+use lembas_core::jsonrpc::Id;
+use lembas_core::ClientConfig;
+use serde_json::Value;
+use smol::channel::{self, Receiver, Sender};
+use smol::net::{TcpListener, TcpStream};
+use smol::Task;
+
+use crate::clock::Clock;
+use crate::driver::Outgoing;
+
+/// How the test instance presents itself.
+#[derive(Clone, Debug)]
+pub struct InstanceOptions {
+    pub token: String,
+    /// What discovery lists in `protocols` (and the first of it as `protocol`).
+    pub protocols: Vec<u64>,
+    pub version: String,
+}
+
+impl Default for InstanceOptions {
+    fn default() -> Self {
+        InstanceOptions {
+            token: "test-token".into(),
+            protocols: vec![3],
+            version: "2.0.0".into(),
+        }
+    }
+}
+
+impl InstanceOptions {
+    /// A LLeMbas 1.x server: protocol 1 and 2.
+    pub fn old() -> Self {
+        InstanceOptions {
+            protocols: vec![1, 2],
+            version: "1.9.0".into(),
+            ..InstanceOptions::default()
+        }
+    }
+
+    fn discovery(&self) -> String {
+        serde_json::json!({
+            "protocol": self.protocols.first().copied().unwrap_or(1),
+            "protocols": self.protocols,
+            "version": self.version,
+        })
+        .to_string()
+    }
+}
+
+/// What the instance saw, in order.
+#[derive(Debug)]
+pub enum Event {
+    /// A device's link was accepted.
+    LinkUp,
+    /// The link ended (either side).
+    LinkDown,
+    /// A dial was refused at the handshake with this HTTP status.
+    Refused(u16),
+    /// A message on the link, either way (`to_device`), as text.
+    Frame {
+        to_device: bool,
+        text: String,
+    },
+    Client(ClientEvent),
+}
+
+enum Cmd {
+    Call {
+        method: String,
+        params: Value,
+        reply: Sender<Result<Id, CallError>>,
+    },
+    Prompt {
+        session: String,
+        blocks: Value,
+        turn_id: Option<String>,
+        reply: Sender<Result<String, CallError>>,
+    },
+    Cut,
+    Close(u16, String),
+}
+
+enum Internal {
+    Accepted(Box<WebSocketStream<Rewind<TcpStream>>>),
+    Refused(u16),
+    Frame(u64, Vec<u8>),
+    Closed(u64),
+    Cmd(Cmd),
+}
+
+/// A running test instance; dropping it stops it.
+pub struct TestInstance {
+    pub addr: SocketAddr,
+    cmd: Sender<Internal>,
+    events: Receiver<Event>,
+    _tasks: Vec<Task<()>>,
+}
+
+impl TestInstance {
+    /// Listen on `127.0.0.1:0`.
+    pub async fn start(options: InstanceOptions) -> std::io::Result<TestInstance> {
+        TestInstance::bind(([127, 0, 0, 1], 0).into(), options).await
+    }
+
+    /// Listen on `addr`, which must be a loopback address.
+    pub async fn bind(addr: SocketAddr, options: InstanceOptions) -> std::io::Result<TestInstance> {
+        if !addr.ip().is_loopback() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                format!("the test instance binds loopback only, not {addr}"),
+            ));
+        }
+        let listener = TcpListener::bind(addr).await?;
+        let addr = listener.local_addr()?;
+        let (itx, irx) = channel::unbounded();
+        let (etx, erx) = channel::unbounded();
+        let accept = smol::spawn(accept_loop(listener, options, itx.clone()));
+        let main = smol::spawn(run_client(irx, etx));
+        Ok(TestInstance {
+            addr,
+            cmd: itx,
+            events: erx,
+            _tasks: vec![accept, main],
+        })
+    }
+
+    /// `http://127.0.0.1:<port>`, what `lembas login` is given.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The next event, or `None` after `timeout`.
+    pub async fn next_event(&self, timeout: Duration) -> Option<Event> {
+        future::or(async { self.events.recv().await.ok() }, async {
+            smol::Timer::after(timeout).await;
+            None
+        })
+        .await
+    }
+
+    /// Events until one matches `pred` (returned with every event seen before it), or `None`
+    /// (with what was seen) after `timeout`.
+    pub async fn wait_for(
+        &self,
+        timeout: Duration,
+        mut pred: impl FnMut(&Event) -> bool,
+    ) -> (Option<Event>, Vec<Event>) {
+        let deadline = std::time::Instant::now() + timeout;
+        let mut seen = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.next_event(left).await {
+                Some(e) if pred(&e) => return (Some(e), seen),
+                Some(e) => seen.push(e),
+                None => return (None, seen),
+            }
+        }
+    }
+
+    /// A request to the device, gated as the core's client gates it.
+    pub async fn call(&self, method: &str, params: Value) -> Result<Id, CallError> {
+        let (reply, r) = channel::bounded(1);
+        let _ = self
+            .cmd
+            .send(Internal::Cmd(Cmd::Call {
+                method: method.into(),
+                params,
+                reply,
+            }))
+            .await;
+        r.recv().await.unwrap_or(Err(CallError::NotReady))
+    }
+
+    /// A prompt kept until answered and reattached across links; returns its turn id.
+    pub async fn prompt(
+        &self,
+        session: &str,
+        blocks: Value,
+        turn_id: Option<&str>,
+    ) -> Result<String, CallError> {
+        let (reply, r) = channel::bounded(1);
+        let _ = self
+            .cmd
+            .send(Internal::Cmd(Cmd::Prompt {
+                session: session.into(),
+                blocks,
+                turn_id: turn_id.map(str::to_string),
+                reply,
+            }))
+            .await;
+        r.recv().await.unwrap_or(Err(CallError::NotReady))
+    }
+
+    /// Drop the server's side of the link, with no close frame (a dead network).
+    pub async fn cut(&self) {
+        let _ = self.cmd.send(Internal::Cmd(Cmd::Cut)).await;
+    }
+
+    /// Close the link with `code` (4400: "this server refuses your protocol").
+    pub async fn close(&self, code: u16, reason: &str) {
+        let _ = self
+            .cmd
+            .send(Internal::Cmd(Cmd::Close(code, reason.into())))
+            .await;
+    }
+}
+
+async fn accept_loop(listener: TcpListener, options: InstanceOptions, tx: Sender<Internal>) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            return;
+        };
+        let options = options.clone();
+        let tx = tx.clone();
+        smol::spawn(async move {
+            if let Err(e) = serve_http(stream, &options, &tx).await {
+                log::debug!("test instance: {e}");
+            }
+        })
+        .detach();
+    }
+}
+
+/// Read one request's head; answer discovery, or upgrade the link.
+// tungstenite's handshake callback returns its `ErrorResponse` unboxed.
+#[allow(clippy::result_large_err)]
+async fn serve_http(
+    mut stream: TcpStream,
+    options: &InstanceOptions,
+    tx: &Sender<Internal>,
+) -> std::io::Result<()> {
+    let mut head = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        if head.len() > 64 * 1024 {
+            return Err(std::io::Error::other("request head too long"));
+        }
+        let n = stream.read(&mut buf).await?;
+        if n == 0 {
+            return Ok(());
+        }
+        head.extend_from_slice(&buf[..n]);
+    }
+    let line = head.split(|b| *b == b'\n').next().unwrap_or_default();
+    let line = String::from_utf8_lossy(line);
+    let mut parts = line.split_whitespace();
+    let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    match (method, path) {
+        ("GET", "/.well-known/lembas.json") => {
+            let body = options.discovery();
+            let resp = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
+                 connection: close\r\n\r\n{body}",
+                body.len()
+            );
+            stream.write_all(resp.as_bytes()).await?;
+            stream.flush().await
+        }
+        ("GET", "/api/devices/link") => {
+            let expected = format!("Bearer {}", options.token);
+            let refused = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let r = refused.clone();
+            let check = move |req: &Request, resp: Response| -> Result<Response, ErrorResponse> {
+                let ok = req
+                    .headers()
+                    .get("authorization")
+                    .is_some_and(|v| v.as_bytes() == expected.as_bytes());
+                if ok {
+                    Ok(resp)
+                } else {
+                    r.store(true, std::sync::atomic::Ordering::SeqCst);
+                    let mut e = ErrorResponse::new(Some("unauthorized".into()));
+                    *e.status_mut() = StatusCode::UNAUTHORIZED;
+                    Err(e)
+                }
+            };
+            let rewound = Rewind {
+                prefix: head,
+                pos: 0,
+                inner: stream,
+            };
+            match async_tungstenite::accept_hdr_async_with_config(
+                rewound,
+                check,
+                Some(crate::link::ws_config()),
+            )
+            .await
+            {
+                Ok(ws) => {
+                    let _ = tx.send(Internal::Accepted(Box::new(ws))).await;
+                }
+                Err(e) => {
+                    if refused.load(std::sync::atomic::Ordering::SeqCst) {
+                        let _ = tx.send(Internal::Refused(401)).await;
+                    }
+                    log::debug!("test instance: handshake refused: {e}");
+                }
+            }
+            Ok(())
+        }
+        _ => {
+            stream
+                .write_all(
+                    b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                )
+                .await
+        }
+    }
+}
+
+struct Link {
+    gen: u64,
+    out: Sender<Outgoing>,
+    _tasks: (Task<()>, Task<()>),
+}
+
+async fn run_client(rx: Receiver<Internal>, events: Sender<Event>) {
+    let mut clock = Clock::new();
+    let mut client = Client::new(ClientConfig::default(), clock.now())
+        .expect("the default client config is valid");
+    let mut link: Option<Link> = None;
+    let mut gen = 0u64;
+    let (frames_tx, frames_rx) = channel::unbounded::<Internal>();
+    loop {
+        let input = future::or(async { rx.recv().await.ok() }, async {
+            frames_rx.recv().await.ok()
+        })
+        .await;
+        let Some(input) = input else { return };
+        let now = clock.now();
+        match input {
+            Internal::Accepted(ws) => {
+                if link.take().is_some() {
+                    client.handle_link_down(now);
+                    let _ = events.send(Event::LinkDown).await;
+                }
+                gen += 1;
+                let g = gen;
+                let (out_tx, out_rx) = channel::unbounded();
+                let tasks = crate::link::carry(
+                    *ws,
+                    frames_tx.clone(),
+                    move |b| Internal::Frame(g, b),
+                    move |_| Internal::Closed(g),
+                    out_rx,
+                );
+                link = Some(Link {
+                    gen: g,
+                    out: out_tx,
+                    _tasks: tasks,
+                });
+                client.handle_link_up(now);
+                let _ = events.send(Event::LinkUp).await;
+            }
+            Internal::Refused(status) => {
+                let _ = events.send(Event::Refused(status)).await;
+            }
+            Internal::Frame(g, bytes) => {
+                if link.as_ref().is_some_and(|l| l.gen == g) {
+                    let text = String::from_utf8_lossy(&bytes).into_owned();
+                    let _ = events
+                        .send(Event::Frame {
+                            to_device: false,
+                            text,
+                        })
+                        .await;
+                    client.handle_frame(&bytes, now);
+                }
+            }
+            Internal::Closed(g) => {
+                if link.as_ref().is_some_and(|l| l.gen == g) {
+                    link = None;
+                    client.handle_link_down(now);
+                    let _ = events.send(Event::LinkDown).await;
+                }
+            }
+            Internal::Cmd(Cmd::Call {
+                method,
+                params,
+                reply,
+            }) => {
+                let _ = reply.try_send(client.call(&method, &params));
+            }
+            Internal::Cmd(Cmd::Prompt {
+                session,
+                blocks,
+                turn_id,
+                reply,
+            }) => {
+                let _ = reply.try_send(client.prompt(&session, blocks, turn_id.as_deref()));
+            }
+            Internal::Cmd(Cmd::Cut) => {
+                if link.take().is_some() {
+                    client.handle_link_down(now);
+                    let _ = events.send(Event::LinkDown).await;
+                }
+            }
+            Internal::Cmd(Cmd::Close(code, reason)) => {
+                if let Some(l) = link.take() {
+                    let _ = l.out.try_send(Outgoing::Close { code, reason });
+                    // Let the writer send the close frame before the link is dropped.
+                    smol::Timer::after(Duration::from_millis(50)).await;
+                    client.handle_link_down(now);
+                    let _ = events.send(Event::LinkDown).await;
+                }
+            }
+        }
+        while let Some(out) = client.poll_output() {
+            match out {
+                ClientOutput::Send(frame) => {
+                    if let Some(l) = &link {
+                        let text = String::from_utf8_lossy(&frame).into_owned();
+                        let _ = events
+                            .send(Event::Frame {
+                                to_device: true,
+                                text,
+                            })
+                            .await;
+                        let _ = l.out.try_send(Outgoing::Frame(frame));
+                    }
+                }
+                ClientOutput::Close { code, reason } => {
+                    if let Some(l) = link.take() {
+                        let _ = l.out.try_send(Outgoing::Close { code, reason });
+                        smol::Timer::after(Duration::from_millis(50)).await;
+                        client.handle_link_down(clock.now());
+                        let _ = events.send(Event::LinkDown).await;
+                    }
+                }
+                ClientOutput::Event(e) => {
+                    let _ = events.send(Event::Client(e)).await;
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// A stream that first replays bytes already read from it (the request head read to route
+/// it), then reads on.
+pub struct Rewind<S> {
+    prefix: Vec<u8>,
+    pos: usize,
+    inner: S,
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Rewind<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut [u8],
+    ) -> Poll<std::io::Result<usize>> {
+        if self.pos < self.prefix.len() {
+            let n = buf.len().min(self.prefix.len() - self.pos);
+            buf[..n].copy_from_slice(&self.prefix[self.pos..self.pos + n]);
+            self.pos += n;
+            return Poll::Ready(Ok(n));
+        }
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Rewind<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_close(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_close(cx)
+    }
+}

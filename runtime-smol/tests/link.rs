@@ -1,0 +1,391 @@
+//! End-to-end over real loopback sockets: the built `lembas` binary links to an in-process test
+//! instance (the core's client role behind a real WebSocket listener).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use lembas::instance::{Event, InstanceOptions, TestInstance};
+use lembas_core::client::ClientEvent;
+use serde_json::{json, Value};
+
+/// The device token of these tests: it must appear in no output of the binary.
+const TOKEN: &str = "tok-S3CRET-e2e-0123456789abcdef";
+
+struct Home {
+    dir: tempfile::TempDir,
+    work: PathBuf,
+}
+
+impl Home {
+    fn new() -> Home {
+        let dir = tempfile::tempdir().unwrap();
+        let work = dir.path().join("work");
+        std::fs::create_dir_all(work.join("proj")).unwrap();
+        let work = std::fs::canonicalize(work).unwrap();
+        let cfg = dir.path().join("config/lembas");
+        std::fs::create_dir_all(&cfg).unwrap();
+        std::fs::write(
+            cfg.join("config.yaml"),
+            format!(
+                "remote:\n  enabled: true\n  roots: [{w}]\ntrusted: [{w}]\n",
+                w = work.display()
+            ),
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("token.txt"), format!("{TOKEN}\n")).unwrap();
+        Home { dir, work }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_lembas"));
+        c.args(args)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", self.path())
+            .env("XDG_CONFIG_HOME", self.path().join("config"))
+            .env("XDG_STATE_HOME", self.path().join("state"))
+            .env("LEMBAS_LOG", "trace");
+        c
+    }
+
+    fn login(&self, url: &str) -> Output {
+        let tf = self.path().join("token.txt");
+        let out = self
+            .cmd(&["login", url, "--token-file", tf.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert_no_token(&out.stdout);
+        assert_no_token(&out.stderr);
+        out
+    }
+
+    fn link(&self) -> Device {
+        let log = self.path().join(format!("link-{}.log", rand_suffix()));
+        let child = self
+            .cmd(&["link", "-vv"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(
+                std::fs::File::create(log.with_extension("out")).unwrap(),
+            ))
+            .stderr(Stdio::from(std::fs::File::create(&log).unwrap()))
+            .spawn()
+            .unwrap();
+        Device { child, log }
+    }
+}
+
+fn rand_suffix() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+}
+
+fn assert_no_token(bytes: &[u8]) {
+    let text = String::from_utf8_lossy(bytes);
+    assert!(!text.contains(TOKEN), "the device token leaked: {text}");
+    assert!(
+        !text.contains("S3CRET"),
+        "part of the device token leaked: {text}"
+    );
+}
+
+struct Device {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Device {
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Wait for the process to end on its own.
+    fn wait(&mut self, timeout: Duration) -> Option<i32> {
+        let start = Instant::now();
+        while start.elapsed() < timeout {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return Some(s.code().unwrap_or(-1));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+}
+
+impl Drop for Device {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        assert_no_token(self.stderr().as_bytes());
+        assert_no_token(&std::fs::read(self.log.with_extension("out")).unwrap_or_default());
+    }
+}
+
+const T: Duration = Duration::from_secs(10);
+
+async fn ready(instance: &TestInstance) -> Vec<String> {
+    let (e, seen) = instance
+        .wait_for(T, |e| matches!(e, Event::Client(ClientEvent::Ready { .. })))
+        .await;
+    match e {
+        Some(Event::Client(ClientEvent::Ready { capabilities })) => capabilities,
+        other => panic!("no Ready: {other:?} after {seen:?}"),
+    }
+}
+
+async fn new_session(instance: &TestInstance, cwd: &Path) -> String {
+    let id = instance
+        .call("session/new", json!({ "cwd": cwd, "mcpServers": [] }))
+        .await
+        .unwrap();
+    let (e, seen) = instance
+        .wait_for(
+            T,
+            |e| matches!(e, Event::Client(ClientEvent::Answer { id: i, .. }) if *i == id),
+        )
+        .await;
+    match e {
+        Some(Event::Client(ClientEvent::Answer { outcome: Ok(v), .. })) => {
+            v["sessionId"].as_str().unwrap().to_string()
+        }
+        other => panic!("session/new: {other:?} after {seen:?}"),
+    }
+}
+
+fn text(t: &str) -> Value {
+    json!([{ "type": "text", "text": t }])
+}
+
+/// Text chunks in `session/update` notifications among `events`.
+fn chunks(events: &[Event]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Client(ClientEvent::Notification { method, params })
+                if method == "session/update" =>
+            {
+                let u = &params["update"];
+                (u["sessionUpdate"] == "agent_message_chunk")
+                    .then(|| u["content"]["text"].as_str().unwrap_or("").to_string())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn hello_initialize_and_a_streamed_prompt() {
+    smol::block_on(async {
+        let instance = TestInstance::start(InstanceOptions {
+            token: TOKEN.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        let home = Home::new();
+        let out = home.login(&instance.url());
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let login = std::fs::metadata(home.path().join("config/lembas/token")).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(login.permissions().mode() & 0o777, 0o600);
+        let _device = home.link();
+        let (hello, _) = instance
+            .wait_for(T, |e| matches!(e, Event::Client(ClientEvent::Hello(_))))
+            .await;
+        match hello {
+            Some(Event::Client(ClientEvent::Hello(h))) => {
+                assert_eq!(h.protocol, 3);
+            }
+            other => panic!("no hello: {other:?}"),
+        }
+        let caps = ready(&instance).await;
+        assert!(caps.iter().any(|c| c == "turns"), "{caps:?}");
+        let session = new_session(&instance, &home.work.join("proj")).await;
+        let turn = instance
+            .prompt(&session, text("say hello\nsleep 20\nsay world"), None)
+            .await
+            .unwrap();
+        let (answer, seen) = instance
+            .wait_for(T, |e| {
+                matches!(e, Event::Client(ClientEvent::PromptAnswered { .. }))
+            })
+            .await;
+        match answer {
+            Some(Event::Client(ClientEvent::PromptAnswered {
+                turn_id, outcome, ..
+            })) => {
+                assert_eq!(turn_id, turn);
+                assert_eq!(outcome.unwrap()["stopReason"], "end_turn");
+            }
+            other => panic!("no answer: {other:?}"),
+        }
+        assert_eq!(chunks(&seen), vec!["hello", "world"]);
+    });
+}
+
+#[test]
+fn login_is_refused_by_a_protocol_1_and_2_server_with_the_spec_sentence() {
+    smol::block_on(async {
+        let instance = TestInstance::start(InstanceOptions::old()).await.unwrap();
+        let home = Home::new();
+        let out = home.login(&instance.url());
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(
+                "127.0.0.1 runs LLeMbas 1.9.0, which speaks link protocol 1 and 2; this LLeMbas \
+                 CLI needs a LLeMbas 2.0 server (protocol 3) — update the server, or use LLeMbas \
+                 CLI 1.x with it"
+            ),
+            "{err}"
+        );
+        assert!(!home.path().join("config/lembas/token").exists());
+    });
+}
+
+#[test]
+fn a_link_cut_mid_turn_is_redialled_and_the_answer_arrives_exactly_once() {
+    smol::block_on(async {
+        let instance = TestInstance::start(InstanceOptions {
+            token: TOKEN.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        let home = Home::new();
+        assert!(home.login(&instance.url()).status.success());
+        let device = home.link();
+        ready(&instance).await;
+        let session = new_session(&instance, &home.work.join("proj")).await;
+        instance
+            .prompt(
+                &session,
+                text("say before\nsleep 1500\nsay after"),
+                Some("msg_cut"),
+            )
+            .await
+            .unwrap();
+        let mut all = Vec::new();
+        let (first, seen) = instance
+            .wait_for(T, |e| !chunks(std::slice::from_ref(e)).is_empty())
+            .await;
+        all.extend(seen);
+        all.push(first.expect("the turn streams"));
+        instance.cut().await;
+        // The device notices, redials with backoff, and the client reattaches.
+        let (re, seen) = instance
+            .wait_for(T, |e| {
+                matches!(e, Event::Client(ClientEvent::Reattached { .. }))
+            })
+            .await;
+        all.extend(seen);
+        assert!(re.is_some(), "no reattach");
+        let (answer, seen) = instance
+            .wait_for(T, |e| {
+                matches!(e, Event::Client(ClientEvent::PromptAnswered { .. }))
+            })
+            .await;
+        all.extend(seen);
+        match answer {
+            Some(Event::Client(ClientEvent::PromptAnswered {
+                turn_id, outcome, ..
+            })) => {
+                assert_eq!(turn_id, "msg_cut");
+                assert_eq!(outcome.unwrap()["stopReason"], "end_turn");
+            }
+            other => panic!("no answer: {other:?}"),
+        }
+        // Nothing more: the answer came once, and the turn ran once.
+        let (more, rest) = instance
+            .wait_for(Duration::from_millis(1500), |e| {
+                matches!(e, Event::Client(ClientEvent::PromptAnswered { .. }))
+            })
+            .await;
+        assert!(more.is_none(), "a second answer: {more:?}");
+        all.extend(rest);
+        let said = chunks(&all);
+        assert_eq!(
+            said.iter().filter(|c| *c == "before").count(),
+            1,
+            "{said:?}"
+        );
+        assert!(said.len() <= 2, "{said:?}");
+        let log = device.stderr();
+        assert_eq!(log.matches("linked to the instance").count(), 2, "{log}");
+        assert_eq!(
+            log.matches("turn msg_cut of").count(),
+            1,
+            "ran twice: {log}"
+        );
+    });
+}
+
+#[test]
+fn close_4400_stops_the_device_without_redialling() {
+    smol::block_on(async {
+        let instance = TestInstance::start(InstanceOptions {
+            token: TOKEN.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        let home = Home::new();
+        assert!(home.login(&instance.url()).status.success());
+        let mut device = home.link();
+        ready(&instance).await;
+        instance.close(4400, "update LLeMbas CLI to 2.0").await;
+        let code = device.wait(T);
+        assert_eq!(code, Some(1), "{}", device.stderr());
+        assert!(
+            device.stderr().contains("needs updating"),
+            "{}",
+            device.stderr()
+        );
+        let (up, _) = instance
+            .wait_for(Duration::from_millis(1500), |e| matches!(e, Event::LinkUp))
+            .await;
+        assert!(up.is_none(), "the device dialled again");
+    });
+}
+
+#[test]
+fn a_refused_token_stops_redial_and_says_to_log_in_again() {
+    smol::block_on(async {
+        let instance = TestInstance::start(InstanceOptions {
+            token: "another-token".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        let home = Home::new();
+        assert!(home.login(&instance.url()).status.success());
+        let mut device = home.link();
+        let (refused, _) = instance
+            .wait_for(T, |e| matches!(e, Event::Refused(401)))
+            .await;
+        assert!(refused.is_some());
+        let code = device.wait(T);
+        assert_eq!(code, Some(1), "{}", device.stderr());
+        assert!(
+            device.stderr().contains("run `lembas login` again"),
+            "{}",
+            device.stderr()
+        );
+        let (again, _) = instance
+            .wait_for(Duration::from_millis(1500), |e| {
+                matches!(e, Event::Refused(_))
+            })
+            .await;
+        assert!(again.is_none(), "the device dialled again");
+    });
+}
