@@ -346,9 +346,9 @@ impl Device {
             self.cards_deadline(),
             Some(self.next_prune),
         ]
-            .into_iter()
-            .flatten()
-            .min()
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// The connections open now, and their kinds.
