@@ -420,3 +420,83 @@ fn a_ledger_untouched_for_30_days_is_pruned() {
     );
     assert!(!p.store.entries().iter().any(|e| e.key.ends_with("/t1")));
 }
+
+/// A finished turn's answer leaves only after the ledger change is acknowledged durable.
+#[test]
+fn no_frame_announces_a_change_before_it_is_durable() {
+    use lembas_core::device::{ConnKind, Device, Effect, Output};
+    use lembas_core::engine::{EngineEvent, StopReason};
+    use lembas_core::{DeviceConfig, Time};
+
+    let mut d = Device::new(DeviceConfig::default(), Time(0)).unwrap();
+    let conn = d.handle_open(ConnKind::Stdio, Time(0)).unwrap();
+    let mut held = Vec::new();
+    let mut sent = Vec::new();
+    let mut turn = None;
+    let drain = |d: &mut Device,
+                     held: &mut Vec<u64>,
+                     sent: &mut Vec<Value>,
+                     turn: &mut Option<(String, String)>| {
+        while let Some(o) = d.poll_output() {
+            match o {
+                Output::Send { frame, .. } => sent.push(serde_json::from_slice(&frame).unwrap()),
+                Output::Effect(Effect::Persist { seq, .. }) => held.push(seq),
+                Output::Effect(Effect::StartTurn(t)) => *turn = Some((t.session_id, t.turn_id)),
+                _ => {}
+            }
+        }
+    };
+    d.handle_frame(
+        conn,
+        br#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}"#,
+        Time(1),
+    )
+    .unwrap();
+    d.handle_frame(
+        conn,
+        br#"{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/work"}}"#,
+        Time(1),
+    )
+    .unwrap();
+    drain(&mut d, &mut held, &mut sent, &mut turn);
+    assert_eq!(
+        sent.len(),
+        1,
+        "only initialize's answer: session/new waits for its record"
+    );
+    for seq in held.drain(..) {
+        d.handle_persisted(seq, Time(2));
+    }
+    drain(&mut d, &mut held, &mut sent, &mut turn);
+    let session = sent[1]["result"]["sessionId"].as_str().unwrap().to_string();
+    let prompt = json!({ "jsonrpc": "2.0", "id": 2, "method": "session/prompt",
+        "params": { "sessionId": session, "prompt": [{ "type": "text", "text": "hi" }] } });
+    d.handle_frame(conn, prompt.to_string().as_bytes(), Time(3))
+        .unwrap();
+    drain(&mut d, &mut held, &mut sent, &mut turn);
+    assert!(
+        turn.is_none(),
+        "the turn starts only once it is durably queued"
+    );
+    for seq in held.drain(..) {
+        d.handle_persisted(seq, Time(4));
+    }
+    drain(&mut d, &mut held, &mut sent, &mut turn);
+    let (s, t) = turn.clone().expect("started");
+    d.handle_engine(&s, &t, EngineEvent::Done(StopReason::EndTurn), Time(5));
+    let before = sent.len();
+    drain(&mut d, &mut held, &mut sent, &mut turn);
+    assert_eq!(
+        sent.len(),
+        before,
+        "the answer waits for the ledger's Done record"
+    );
+    assert!(!held.is_empty());
+    for seq in held.drain(..) {
+        d.handle_persisted(seq, Time(6));
+    }
+    drain(&mut d, &mut held, &mut sent, &mut turn);
+    assert!(sent
+        .iter()
+        .any(|f| f["id"] == 2 && f["result"]["stopReason"] == "end_turn"));
+}
