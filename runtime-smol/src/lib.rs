@@ -4,6 +4,7 @@
 
 pub mod clock;
 pub mod config;
+pub mod demo;
 pub mod device;
 pub mod dirs;
 pub mod driver;

@@ -10,11 +10,15 @@ use log::LevelFilter;
 /// `verbosity`: 0 = info, 1 = debug, 2 or more = trace. `LEMBAS_LOG` (`error` … `trace`)
 /// overrides it. Safe to call more than once (later calls are ignored).
 pub fn init(verbosity: u8) {
-    let mut level = match verbosity {
+    init_level(match verbosity {
         0 => LevelFilter::Info,
         1 => LevelFilter::Debug,
         _ => LevelFilter::Trace,
-    };
+    })
+}
+
+/// As [`init`], from a level (`LEMBAS_LOG` still overrides it).
+pub fn init_level(mut level: LevelFilter) {
     if let Some(l) = std::env::var("LEMBAS_LOG")
         .ok()
         .and_then(|v| v.parse::<LevelFilter>().ok())

@@ -56,11 +56,17 @@ enum Command {
         #[arg(long, hide = true)]
         max_frame_bytes: Option<usize>,
     },
+    /// Link a device to an in-process test instance on loopback and print what happens.
+    Demo,
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    lembas::logger::init(cli.verbose);
+    if matches!(cli.command, Command::Demo) && cli.verbose == 0 {
+        lembas::logger::init_level(log::LevelFilter::Warn);
+    } else {
+        lembas::logger::init(cli.verbose);
+    }
     match run(cli.command, cli.seed) {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
@@ -71,6 +77,9 @@ fn main() -> ExitCode {
 }
 
 fn run(command: Command, seed: Option<u64>) -> Result<(), String> {
+    if let Command::Demo = command {
+        return lembas::demo::run(&mut std::io::stdout());
+    }
     let device_config = |config: &config::Config, connection: Option<String>| {
         let mut d = device_config(config, connection);
         if let Some(seed) = seed {
@@ -135,6 +144,7 @@ fn run(command: Command, seed: Option<u64>) -> Result<(), String> {
             let exit = smol::block_on(driver.run());
             exit_of(exit)
         }
+        Command::Demo => unreachable!("handled above"),
         Command::Serve {
             stdio: _,
             max_frame_bytes,

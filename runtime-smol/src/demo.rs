@@ -1,0 +1,272 @@
+//! `lembas demo`: everything on this machine, nothing outside it. A test instance (the core's
+//! client role behind a real WebSocket listener on loopback) and a device (the driver, the
+//! scripted engine, a redb store in a scratch directory) link up, and a readable transcript
+//! shows a prompt streaming, the link cut mid-turn and the client reattaching, and a duplicate
+//! prompt answered without running again.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use lembas_core::client::{ClientEvent, Reattach};
+use lembas_core::device::Device;
+use lembas_core::DeviceConfig;
+use serde_json::{json, Value};
+
+use crate::driver::{Disk, Driver, Input};
+use crate::instance::{Event, InstanceOptions, TestInstance};
+use crate::link::{Instance, LinkDialer};
+use crate::store::RedbStore;
+
+const T: Duration = Duration::from_secs(15);
+
+/// A scratch directory removed on drop.
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Run the demo, writing the transcript to `out`.
+pub fn run(out: &mut dyn Write) -> Result<(), String> {
+    // The driver owns the `Device`, which need not be `Send`: it runs on this thread's executor.
+    let local = smol::LocalExecutor::new();
+    smol::block_on(local.run(demo(&local, out)))
+}
+
+fn say(out: &mut dyn Write, line: impl AsRef<str>) -> Result<(), String> {
+    writeln!(out, "{}", line.as_ref()).map_err(|e| e.to_string())?;
+    out.flush().map_err(|e| e.to_string())
+}
+
+async fn demo(local: &smol::LocalExecutor<'_>, out: &mut dyn Write) -> Result<(), String> {
+    let scratch = Scratch(std::env::temp_dir().join(format!("lembas-demo-{}", std::process::id())));
+    let work = scratch.0.join("work/project");
+    std::fs::create_dir_all(&work).map_err(|e| e.to_string())?;
+    let work = std::fs::canonicalize(&work)
+        .map_err(|e| e.to_string())?
+        .to_string_lossy()
+        .into_owned();
+
+    let token = format!("demo-{}", crate::device::fresh_seed());
+    let instance = TestInstance::start(InstanceOptions {
+        token: token.clone(),
+        ..InstanceOptions::default()
+    })
+    .await
+    .map_err(|e| e.to_string())?;
+    say(
+        out,
+        format!(
+            "== a test instance listens on {} (loopback only)",
+            instance.url()
+        ),
+    )?;
+
+    let mut config = DeviceConfig::default();
+    config.seed = crate::device::fresh_seed();
+    config.host = crate::device::hostname();
+    config.platform = std::env::consts::OS.into();
+    config.connection = Some("127.0.0.1".into());
+    config.remote.enabled = true;
+    config.remote.roots = vec![work.clone()];
+    config.remote.trusted = vec![work.clone()];
+    let store = RedbStore::open(&scratch.0.join("state/lembas.redb")).map_err(|e| e.to_string())?;
+    let now = crate::clock::Clock::new().now();
+    let device = Device::new(config, now).map_err(|e| e.to_string())?;
+    let mut driver = Driver::new(
+        device,
+        Disk::Redb(Arc::new(store)),
+        scratch.0.join("attachments"),
+    );
+    let stop = driver.sender();
+    let target = Instance::parse(&instance.url())?;
+    driver.start_link(Arc::new(LinkDialer::new(target, token, None)));
+    let device_task = local.spawn(driver.run());
+    say(
+        out,
+        "== the device checks discovery and dials ws://…/api/devices/link",
+    )?;
+
+    let (hello, _) = instance
+        .wait_for(T, |e| matches!(e, Event::Client(ClientEvent::Hello(_))))
+        .await;
+    if let Some(Event::Client(ClientEvent::Hello(h))) = hello {
+        say(
+            out,
+            format!(
+                "device -> client  _lembas/hello: protocol {}, version {}, host {}, roots {:?}",
+                h.protocol, h.version, h.device.host, h.limits.roots
+            ),
+        )?;
+    } else {
+        return Err("the device never said hello".into());
+    }
+    let (ready, _) = instance
+        .wait_for(T, |e| matches!(e, Event::Client(ClientEvent::Ready { .. })))
+        .await;
+    let Some(Event::Client(ClientEvent::Ready { capabilities })) = ready else {
+        return Err("the link never became ready".into());
+    };
+    say(
+        out,
+        format!(
+            "client -> device  initialize; capabilities: {}",
+            capabilities.join(", ")
+        ),
+    )?;
+
+    let id = instance
+        .call("session/new", json!({ "cwd": work, "mcpServers": [] }))
+        .await
+        .map_err(|e| e.to_string())?;
+    let (answer, _) = instance
+        .wait_for(
+            T,
+            |e| matches!(e, Event::Client(ClientEvent::Answer { id: i, .. }) if *i == id),
+        )
+        .await;
+    let session = match answer {
+        Some(Event::Client(ClientEvent::Answer { outcome: Ok(v), .. })) => {
+            v["sessionId"].as_str().unwrap_or_default().to_string()
+        }
+        other => return Err(format!("session/new failed: {other:?}")),
+    };
+    say(
+        out,
+        format!("client -> device  session/new in {work}: {session}"),
+    )?;
+
+    say(out, "\n== a prompt streams (turn msg_1)")?;
+    let script = "say Streaming,\nsleep 150\nsay  one chunk\nsleep 150\nsay  at a time.";
+    instance
+        .prompt(&session, text(script), Some("msg_1"))
+        .await
+        .map_err(|e| e.to_string())?;
+    follow(out, &instance, "msg_1").await?;
+
+    say(out, "\n== the link is cut mid-turn (turn msg_2)")?;
+    let script = "say Working on it...\nsleep 2500\nsay  done, after the cut.";
+    instance
+        .prompt(&session, text(script), Some("msg_2"))
+        .await
+        .map_err(|e| e.to_string())?;
+    let (first, _) = instance.wait_for(T, |e| chunk(e).is_some()).await;
+    if let Some(c) = first.as_ref().and_then(chunk) {
+        say(out, format!("device -> client  chunk {c:?}"))?;
+    }
+    instance.cut().await;
+    say(
+        out,
+        "-- the server drops its side of the socket (no close frame)",
+    )?;
+    let (up, _) = instance.wait_for(T, |e| matches!(e, Event::LinkUp)).await;
+    if up.is_none() {
+        return Err("the device did not redial".into());
+    }
+    say(
+        out,
+        "-- the device redials (backoff with jitter) and says hello again",
+    )?;
+    let (re, _) = instance
+        .wait_for(T, |e| {
+            matches!(e, Event::Client(ClientEvent::Reattached { .. }))
+        })
+        .await;
+    if let Some(Event::Client(ClientEvent::Reattached { turn_id, how, .. })) = re {
+        let how = match how {
+            Reattach::Following => "it is still running: following it",
+            Reattach::Waiting => "it is queued: waiting for it",
+            Reattach::Imported(_) => "it had finished: imported from history",
+            Reattach::Resent => "the device did not know it: sent again",
+            Reattach::Gone => "the session is gone",
+            _ => "reattached",
+        };
+        say(
+            out,
+            format!("client            _lembas/session/status for {turn_id}: {how}"),
+        )?;
+    } else {
+        return Err("the client did not reattach".into());
+    }
+    follow(out, &instance, "msg_2").await?;
+
+    say(
+        out,
+        "\n== the client sends msg_1 again (a retry after a doubt)",
+    )?;
+    instance
+        .prompt(&session, text("say this must not run"), Some("msg_1"))
+        .await
+        .map_err(|e| e.to_string())?;
+    let said = follow(out, &instance, "msg_1").await?;
+    if said == 0 {
+        say(
+            out,
+            "                  (no update: the device knew msg_1 and did not run it again)",
+        )?;
+    }
+
+    let _ = stop.send(Input::Shutdown).await;
+    let _ = smol::future::or(
+        async {
+            device_task.await;
+        },
+        async {
+            smol::Timer::after(Duration::from_secs(3)).await;
+        },
+    )
+    .await;
+    say(out, "\n== done")?;
+    Ok(())
+}
+
+fn text(t: &str) -> Value {
+    json!([{ "type": "text", "text": t }])
+}
+
+fn chunk(e: &Event) -> Option<String> {
+    match e {
+        Event::Client(ClientEvent::Notification { method, params })
+            if method == "session/update" =>
+        {
+            let u = &params["update"];
+            (u["sessionUpdate"] == "agent_message_chunk")
+                .then(|| u["content"]["text"].as_str().unwrap_or("").to_string())
+        }
+        _ => None,
+    }
+}
+
+/// Print the chunks of a turn until its answer; returns how many chunks came.
+async fn follow(out: &mut dyn Write, instance: &TestInstance, turn: &str) -> Result<usize, String> {
+    let mut chunks = 0;
+    loop {
+        match instance.next_event(T).await {
+            None => return Err(format!("no answer to {turn}")),
+            Some(e) => {
+                if let Some(c) = chunk(&e) {
+                    chunks += 1;
+                    say(out, format!("device -> client  chunk {c:?}"))?;
+                    continue;
+                }
+                if let Event::Client(ClientEvent::PromptAnswered {
+                    turn_id, outcome, ..
+                }) = e
+                {
+                    if turn_id == turn {
+                        let stop = match outcome {
+                            Ok(v) => v["stopReason"].as_str().unwrap_or("?").to_string(),
+                            Err(e) => format!("error {}", e.message),
+                        };
+                        say(out, format!("device -> client  {turn_id} answered: {stop}"))?;
+                        return Ok(chunks);
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,36 @@
+//! `lembas demo` (the README's run command) prints a readable transcript of a real loopback link.
+
+use std::process::Command;
+
+#[test]
+fn the_demo_streams_reattaches_and_deduplicates() {
+    let home = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_lembas"))
+        .arg("demo")
+        .env("HOME", home.path())
+        .env("XDG_CONFIG_HOME", home.path().join("config"))
+        .env("XDG_STATE_HOME", home.path().join("state"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for line in [
+        "_lembas/hello: protocol 3",
+        "chunk \"Streaming,\"",
+        "msg_1 answered: end_turn",
+        "the server drops its side of the socket",
+        "status for msg_2: it is still running: following it",
+        "chunk \"done, after the cut.\"",
+        "msg_2 answered: end_turn",
+        "did not run it again",
+        "== done",
+    ] {
+        assert!(text.contains(line), "missing {line:?} in:\n{text}");
+    }
+    assert_eq!(text.matches("msg_2 answered").count(), 1, "{text}");
+    assert!(!text.contains("this must not run"), "{text}");
+}
