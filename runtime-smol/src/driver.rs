@@ -479,6 +479,29 @@ impl Driver {
                 id,
                 text,
             } => self.engine.steer(&session_id, &turn_id, id, &text),
+            Effect::CardDecided {
+                session_id,
+                turn_id,
+                tool_call_id,
+                decision,
+            } => self
+                .engine
+                .decide(&session_id, &turn_id, &tool_call_id, &decision, now),
+            Effect::RemoveAttachments { session_id } => {
+                let dir = self.attachments.join(&session_id);
+                // A session id is the device's own `ses_…`: never a path of the peer's.
+                if !session_id.is_empty() && !session_id.contains(['/', '\\']) && session_id != ".."
+                {
+                    let r = blocking::unblock(move || match std::fs::remove_dir_all(&dir) {
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                        r => r,
+                    })
+                    .await;
+                    if let Err(e) = r {
+                        log::error!("could not remove the attachments of {session_id}: {e}");
+                    }
+                }
+            }
             other => log::warn!("an effect this build does not perform: {other:?}"),
         }
     }
