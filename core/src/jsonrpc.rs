@@ -200,6 +200,17 @@ impl DecodeError {
         }
     }
 
+    /// A frame (or a stdio line) of `size` bytes over the `limit`: the refusal names both.
+    pub fn too_large(size: usize, limit: usize) -> Self {
+        DecodeError {
+            id: None,
+            error: RpcError::invalid_request(format!(
+                "frame of {size} bytes is over the limit of {limit} bytes (max_frame_bytes)"
+            ))
+            .with_data(serde_json::json!({ "limit": limit, "size": size })),
+        }
+    }
+
     /// The error response this frame gets.
     pub fn response(&self) -> Vec<u8> {
         encode_error(self.id.as_ref(), &self.error)
@@ -231,18 +242,7 @@ struct Envelope<'a> {
 /// Decode one message from one frame.
 pub fn decode<'a>(frame: &'a [u8], limits: &FrameLimits) -> Result<Message<'a>, DecodeError> {
     if frame.len() > limits.max_frame_bytes {
-        return Err(DecodeError {
-            id: None,
-            error: RpcError::invalid_request(format!(
-                "frame of {} bytes is over the limit of {} bytes (max_frame_bytes)",
-                frame.len(),
-                limits.max_frame_bytes
-            ))
-            .with_data(serde_json::json!({
-                "limit": limits.max_frame_bytes,
-                "size": frame.len(),
-            })),
-        });
+        return Err(DecodeError::too_large(frame.len(), limits.max_frame_bytes));
     }
     let text = std::str::from_utf8(frame).map_err(|e| {
         DecodeError::new(

@@ -157,6 +157,8 @@ enum Queued {
     PersistAfter(Vec<Record>),
 }
 
+/// One device. Single-threaded by design (it is not `Send`): one driver task owns it and
+/// everything else talks to that task, so the core needs no locks.
 pub struct Device {
     config: DeviceConfig,
     clock: Clock,
