@@ -434,9 +434,9 @@ fn no_frame_announces_a_change_before_it_is_durable() {
     let mut sent = Vec::new();
     let mut turn = None;
     let drain = |d: &mut Device,
-                     held: &mut Vec<u64>,
-                     sent: &mut Vec<Value>,
-                     turn: &mut Option<(String, String)>| {
+                 held: &mut Vec<u64>,
+                 sent: &mut Vec<Value>,
+                 turn: &mut Option<(String, String)>| {
         while let Some(o) = d.poll_output() {
             match o {
                 Output::Send { frame, .. } => sent.push(serde_json::from_slice(&frame).unwrap()),
