@@ -1,0 +1,231 @@
+// The plain objects that cross between JS and the LLeMbas link core (bindings/src/json.rs makes
+// and reads them; keep the two in step). Times are milliseconds on a clock the caller picks.
+
+/** A JSON-RPC request id: the device's are numbers; a client's are numbers it made. */
+export type RequestId = number | string;
+
+export type Mode = "plan" | "manual" | "edit" | "auto";
+export type ConnKind = "link" | "stdio" | "terminal";
+export type TurnPhase = "queued" | "running" | "done";
+export type StoreTable = "sessions" | "turns" | "history" | "deletes";
+
+/** Every member is optional: what is left out takes the core's default. Unknown members are refused. */
+export interface DeviceConfig {
+  /** Seeds every id and jitter the device makes (deterministic for a given seed). */
+  seed?: number;
+  version?: string;
+  host?: string;
+  platform?: string;
+  connection?: string | null;
+  remote?: {
+    enabled?: boolean;
+    /** Absolute, already resolved directories a session may be opened in. */
+    roots?: string[];
+    maxMode?: Mode;
+    requireTrust?: boolean;
+    approvalTimeoutMs?: number;
+    terminal?: boolean;
+    trusted?: string[];
+  };
+  frames?: FrameLimits;
+  backoff?: { initialMs?: number; maxMs?: number };
+  sessions?: {
+    maxBlockBytes?: number;
+    maxPromptBytes?: number;
+    ledgerTurns?: number;
+    maxQueued?: number;
+    ledgerTtlMs?: number;
+    maxTitleChars?: number;
+    maxSteer?: number;
+  };
+  models?: { id: string; instance?: boolean }[];
+}
+
+export interface FrameLimits {
+  maxFrameBytes?: number;
+  maxDepth?: number;
+}
+
+export interface ClientConfig {
+  seed?: number;
+  frames?: FrameLimits;
+  /** Whether this client offers the `show` viewer. */
+  show?: boolean;
+  /** How long a delete waits for its answer before it counts as undelivered. */
+  requestTimeoutMs?: number;
+}
+
+// ---- the device's outputs ------------------------------------------------------------------
+
+export type DeviceOutput =
+  /** Send one message (a WebSocket text message, a stdio line) on a connection. */
+  | { type: "send"; conn: number; frame: string }
+  /** Close a connection with this code and reason. */
+  | { type: "close"; conn: number; code: number; reason: string }
+  | { type: "effect"; effect: Effect };
+
+export type Effect =
+  /** Dial the instance link; then `open("link")` or `dialFailed(...)`. */
+  | { kind: "dial" }
+  /** Stop linking for good; tell the person `message`. */
+  | { kind: "stop"; message: string }
+  /** Write these records durably, in order, then call `persisted(seq)`. */
+  | { kind: "persist"; seq: number; records: StoreRecord[] }
+  /** Resolve `path` (symlinks followed); answer with `pathResolved(request, ...)`. */
+  | { kind: "resolve_path"; request: number; path: string }
+  | { kind: "write_attachment"; sessionId: string; fileName: string; base64: string }
+  | { kind: "remove_attachments"; sessionId: string }
+  /** Run a turn on the engine; report with `engine(sessionId, turnId, event)`. */
+  | { kind: "start_turn"; turn: TurnStart }
+  | { kind: "cancel_turn"; sessionId: string; turnId: string }
+  | { kind: "card_decided"; sessionId: string; turnId: string; toolCallId: string; decision: Decision }
+  | { kind: "steer"; sessionId: string; turnId: string; id: number; text: string };
+
+export type StoreRecord =
+  | { op: "put"; table: StoreTable; key: string; value: string }
+  | { op: "delete"; table: StoreTable; key: string }
+  | { op: "delete_prefix"; table: StoreTable; prefix: string };
+
+export interface StoreEntry {
+  table: StoreTable;
+  key: string;
+  value: string;
+}
+
+export type DialFailure =
+  /** Unreachable, timed out, TLS failed: the device redials later. */
+  | { type: "transient" }
+  /** 401 or 403 at the handshake. */
+  | { type: "token_refused" }
+  /** Discovery says the server does not speak protocol 3. */
+  | { type: "unsupported"; message: string };
+
+export type PathResolution = { path: string } | { error: string };
+
+// ---- the engine boundary -------------------------------------------------------------------
+
+export interface Attachment {
+  fileName: string;
+  name: string;
+  mimeType: string;
+  size: number;
+  text: boolean;
+}
+
+export interface TurnStart {
+  sessionId: string;
+  turnId: string;
+  text: string;
+  attachments: Attachment[];
+  /** As the client's `_meta.lembas` said it (snake_case keys, as the core keeps them). */
+  context: { system_prompt?: unknown; personalization?: unknown; library?: unknown; prototypes?: unknown };
+  mode: Mode;
+  model: string | null;
+  effort: string | null;
+  cwd: string;
+}
+
+export type StopReason = "end_turn" | "max_turn_requests" | "max_tokens" | "cancelled";
+export type ToolStatus = "pending" | "in_progress" | "completed" | "failed";
+
+export interface Question {
+  header: string;
+  question: string;
+  multiple?: boolean;
+  options: { label: string; description?: string; recommended?: boolean }[];
+}
+
+export type Ask =
+  | {
+      type: "permission";
+      title: string;
+      kind: string;
+      rawInput: unknown;
+      alwaysOffered: boolean;
+      reason: string;
+      purpose?: string | null;
+    }
+  | { type: "question"; why?: string | null; questions: Question[] }
+  | { type: "plan"; path: string; text: string; plan?: unknown };
+
+export type EngineEvent =
+  | { type: "text"; text: string }
+  | { type: "thought"; text: string }
+  | { type: "tool_call"; id: string; title: string; kind: string; rawInput: unknown }
+  | { type: "tool_call_update"; id: string; status: ToolStatus; output?: string | null }
+  | { type: "steered"; ids: number[] }
+  | { type: "mode_changed"; mode: Mode }
+  | { type: "plan"; plan: unknown | null }
+  | { type: "ask"; toolCallId: string; ask: Ask }
+  | { type: "done"; stopReason: StopReason }
+  | { type: "failed"; message: string };
+
+/** A `ScriptedEngine.drain()` item: hand `event` to `Device.engine(sessionId, turnId, event)`. */
+export interface EngineReport {
+  sessionId: string;
+  turnId: string;
+  event: EngineEvent;
+}
+
+export type QuestionAnswer =
+  | { kind: "options"; labels: string[] }
+  | { kind: "custom"; text: string }
+  | { kind: "back"; text: string }
+  | { kind: "skipped" };
+
+/** How a card was decided, as the engine is told. */
+export type Decision =
+  | { type: "allow_once"; command?: string | null }
+  | { type: "allow_always" }
+  | { type: "deny"; feedback?: string | null; timedOut?: boolean }
+  | { type: "answered"; answers: QuestionAnswer[] }
+  | { type: "question_dismissed"; timedOut?: boolean }
+  | { type: "approve"; mode: Mode }
+  | { type: "revise"; feedback: string }
+  | { type: "plan_dismissed"; timedOut?: boolean }
+  | { type: "nobody_to_ask" }
+  | { type: "refused"; reason: string };
+
+// ---- the client's outputs ------------------------------------------------------------------
+
+export interface RpcError {
+  code: number;
+  message: string;
+  data?: unknown;
+}
+
+/** A call's outcome: exactly one of `result` or `error`. */
+export type Outcome = { result: unknown } | { error: RpcError };
+
+export interface Hello {
+  protocol: number;
+  version: string;
+  harness_spec: string | null;
+  device: { host: string; platform: string };
+  limits: { roots: string[]; max_mode: Mode; require_trust: boolean };
+}
+
+export type ClientOutput =
+  | { type: "send"; frame: string }
+  | { type: "close"; code: number; reason: string }
+  | { type: "event"; event: ClientEvent };
+
+export type ClientEvent =
+  | { kind: "hello"; hello: Hello }
+  | { kind: "ready"; capabilities: string[] }
+  | { kind: "refused"; code: number; reason: string }
+  | ({ kind: "answer"; id: RequestId; method: string } & Outcome)
+  | ({ kind: "prompt_answered"; sessionId: string; turnId: string } & Outcome)
+  | {
+      kind: "reattached";
+      sessionId: string;
+      turnId: string;
+      how: "following" | "waiting" | "imported" | "resent" | "gone";
+      /** For `imported`: the turn's history entries (its user turn and the answer after it). */
+      turns?: unknown[];
+    }
+  | { kind: "deleted"; sessionId: string; existed: boolean }
+  | { kind: "delete_given_up"; sessionId: string; reason: string }
+  | { kind: "card_settled"; sessionId: string; toolCallId: string }
+  | { kind: "notification"; method: string; params: unknown }
+  | { kind: "request"; id: RequestId; method: string; params: unknown };

@@ -1,0 +1,942 @@
+//! The plain-object shapes that cross the JS boundary, as JSON: configs in, outputs out, engine
+//! events and card decisions both ways, store records both ways. Pure Rust (no `wasm_bindgen`),
+//! so the native conformance test checks exactly the objects the JS classes hand out. The
+//! TypeScript declarations of every shape here are in `lib.rs`'s custom section; keep the two in
+//! step.
+
+use base64::Engine as _;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use lembas_core::client::{ClientEvent, ClientOutput, Reattach};
+use lembas_core::config::{Mode, Model};
+use lembas_core::device::{ConnKind, DialFailure, Effect, Output};
+use lembas_core::engine::{
+    Ask, Attachment, Card, Context, Decision, EngineEvent, PermissionDecision, PlanDecision,
+    Question, QuestionAnswer, QuestionDecision, StopReason, ToolStatus, TurnStart,
+};
+use lembas_core::jsonrpc::{Id, RpcError};
+use lembas_core::store::{Entry, Record, Table};
+use lembas_core::{ClientConfig, DeviceConfig};
+
+/// A shape that did not fit: the sentence says which and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShapeError(pub String);
+
+impl std::fmt::Display for ShapeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ShapeError {}
+
+fn from_value<T: serde::de::DeserializeOwned>(what: &str, v: Value) -> Result<T, ShapeError> {
+    serde_json::from_value(v).map_err(|e| ShapeError(format!("{what}: {e}")))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Configs
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RemoteJs {
+    enabled: Option<bool>,
+    roots: Option<Vec<String>>,
+    max_mode: Option<Mode>,
+    require_trust: Option<bool>,
+    approval_timeout_ms: Option<u64>,
+    terminal: Option<bool>,
+    trusted: Option<Vec<String>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct FramesJs {
+    max_frame_bytes: Option<usize>,
+    max_depth: Option<usize>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct BackoffJs {
+    initial_ms: Option<u64>,
+    max_ms: Option<u64>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct SessionsJs {
+    max_block_bytes: Option<u64>,
+    max_prompt_bytes: Option<u64>,
+    ledger_turns: Option<usize>,
+    max_queued: Option<usize>,
+    ledger_ttl_ms: Option<u64>,
+    max_title_chars: Option<usize>,
+    max_steer: Option<usize>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ModelJs {
+    id: String,
+    #[serde(default)]
+    instance: bool,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct DeviceConfigJs {
+    seed: Option<u64>,
+    version: Option<String>,
+    host: Option<String>,
+    platform: Option<String>,
+    connection: Option<String>,
+    remote: Option<RemoteJs>,
+    frames: Option<FramesJs>,
+    backoff: Option<BackoffJs>,
+    sessions: Option<SessionsJs>,
+    models: Option<Vec<ModelJs>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ClientConfigJs {
+    seed: Option<u64>,
+    frames: Option<FramesJs>,
+    show: Option<bool>,
+    request_timeout_ms: Option<u64>,
+}
+
+fn set<T>(slot: &mut T, v: Option<T>) {
+    if let Some(v) = v {
+        *slot = v;
+    }
+}
+
+fn apply_frames(f: &mut lembas_core::jsonrpc::FrameLimits, js: Option<FramesJs>) {
+    let js = js.unwrap_or_default();
+    set(&mut f.max_frame_bytes, js.max_frame_bytes);
+    set(&mut f.max_depth, js.max_depth);
+}
+
+/// A device config from its JS object (`null` or `{}`: the core's defaults). Unknown members
+/// are refused, so a misspelt limit is an error rather than a silent default.
+pub fn device_config(v: Value) -> Result<DeviceConfig, ShapeError> {
+    let js: DeviceConfigJs = if v.is_null() {
+        DeviceConfigJs::default()
+    } else {
+        from_value("device config", v)?
+    };
+    let mut c = DeviceConfig::default();
+    set(&mut c.seed, js.seed);
+    set(&mut c.version, js.version);
+    set(&mut c.host, js.host);
+    set(&mut c.platform, js.platform);
+    c.connection = js.connection.or(c.connection);
+    let r = js.remote.unwrap_or_default();
+    set(&mut c.remote.enabled, r.enabled);
+    set(&mut c.remote.roots, r.roots);
+    set(&mut c.remote.max_mode, r.max_mode);
+    set(&mut c.remote.require_trust, r.require_trust);
+    set(&mut c.remote.approval_timeout_ms, r.approval_timeout_ms);
+    set(&mut c.remote.terminal, r.terminal);
+    set(&mut c.remote.trusted, r.trusted);
+    apply_frames(&mut c.frames, js.frames);
+    let b = js.backoff.unwrap_or_default();
+    set(&mut c.backoff.initial_ms, b.initial_ms);
+    set(&mut c.backoff.max_ms, b.max_ms);
+    let s = js.sessions.unwrap_or_default();
+    set(&mut c.sessions.max_block_bytes, s.max_block_bytes);
+    set(&mut c.sessions.max_prompt_bytes, s.max_prompt_bytes);
+    set(&mut c.sessions.ledger_turns, s.ledger_turns);
+    set(&mut c.sessions.max_queued, s.max_queued);
+    set(&mut c.sessions.ledger_ttl_ms, s.ledger_ttl_ms);
+    set(&mut c.sessions.max_title_chars, s.max_title_chars);
+    set(&mut c.sessions.max_steer, s.max_steer);
+    if let Some(models) = js.models {
+        c.models = models
+            .into_iter()
+            .map(|m| Model {
+                id: m.id,
+                instance: m.instance,
+            })
+            .collect();
+    }
+    Ok(c)
+}
+
+/// A client config from its JS object (`null` or `{}`: the core's defaults).
+pub fn client_config(v: Value) -> Result<ClientConfig, ShapeError> {
+    let js: ClientConfigJs = if v.is_null() {
+        ClientConfigJs::default()
+    } else {
+        from_value("client config", v)?
+    };
+    let mut c = ClientConfig::default();
+    set(&mut c.seed, js.seed);
+    set(&mut c.show, js.show);
+    set(&mut c.request_timeout_ms, js.request_timeout_ms);
+    apply_frames(&mut c.frames, js.frames);
+    Ok(c)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Small enums
+
+pub fn conn_kind(s: &str) -> Result<ConnKind, ShapeError> {
+    match s {
+        "link" => Ok(ConnKind::Link),
+        "stdio" => Ok(ConnKind::Stdio),
+        "terminal" => Ok(ConnKind::Terminal),
+        other => Err(ShapeError(format!(
+            "connection kind `{other}` is not one of link, stdio, terminal"
+        ))),
+    }
+}
+
+pub fn conn_kind_name(k: ConnKind) -> &'static str {
+    match k {
+        ConnKind::Link => "link",
+        ConnKind::Stdio => "stdio",
+        ConnKind::Terminal => "terminal",
+        _ => "unknown",
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum DialFailureJs {
+    Transient,
+    TokenRefused,
+    Unsupported { message: String },
+}
+
+pub fn dial_failure(v: Value) -> Result<DialFailure, ShapeError> {
+    Ok(match from_value::<DialFailureJs>("dial failure", v)? {
+        DialFailureJs::Transient => DialFailure::Transient,
+        DialFailureJs::TokenRefused => DialFailure::TokenRefused,
+        DialFailureJs::Unsupported { message } => DialFailure::Unsupported(message),
+    })
+}
+
+pub fn table_name(t: Table) -> &'static str {
+    t.name()
+}
+
+pub fn table(s: &str) -> Result<Table, ShapeError> {
+    Table::ALL
+        .into_iter()
+        .find(|t| t.name() == s)
+        .ok_or_else(|| ShapeError(format!("store table `{s}` is not known")))
+}
+
+/// A request id as the core keeps it, from its JS value (a number or a string).
+pub fn id(v: &Value) -> Result<Id, ShapeError> {
+    match v {
+        Value::String(s) => Ok(Id::string(s)),
+        Value::Number(n) => n
+            .as_u64()
+            .map(Id::number)
+            .ok_or_else(|| ShapeError(format!("request id {n} is not a whole number ≥ 0"))),
+        other => Err(ShapeError(format!(
+            "request id {other} is neither a number nor a string"
+        ))),
+    }
+}
+
+pub fn id_value(id: &Id) -> Value {
+    serde_json::from_str(id.as_json()).unwrap_or(Value::Null)
+}
+
+/// The answer to a `resolve_path` effect: `{ path }` (resolved, symlinks followed) or
+/// `{ error }` (why it could not be).
+pub fn path_resolution(v: Value) -> Result<Result<String, String>, ShapeError> {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Js {
+        #[serde(default)]
+        path: Option<String>,
+        #[serde(default)]
+        error: Option<String>,
+    }
+    match from_value::<Js>("path resolution", v)? {
+        Js {
+            path: Some(p),
+            error: None,
+        } => Ok(Ok(p)),
+        Js {
+            path: None,
+            error: Some(e),
+        } => Ok(Err(e)),
+        _ => Err(ShapeError(
+            "path resolution: give exactly one of `path` or `error`".into(),
+        )),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Store records
+
+pub fn record(r: &Record) -> Value {
+    match r {
+        Record::Put { table, key, value } => {
+            json!({ "op": "put", "table": table_name(*table), "key": key, "value": value })
+        }
+        Record::Delete { table, key } => {
+            json!({ "op": "delete", "table": table_name(*table), "key": key })
+        }
+        Record::DeletePrefix { table, prefix } => {
+            json!({ "op": "delete_prefix", "table": table_name(*table), "prefix": prefix })
+        }
+        other => json!({ "op": "unknown", "debug": format!("{other:?}") }),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
+enum RecordJs {
+    Put {
+        table: String,
+        key: String,
+        value: String,
+    },
+    Delete {
+        table: String,
+        key: String,
+    },
+    DeletePrefix {
+        table: String,
+        prefix: String,
+    },
+}
+
+pub fn records(v: Value) -> Result<Vec<Record>, ShapeError> {
+    from_value::<Vec<RecordJs>>("records", v)?
+        .into_iter()
+        .map(|r| {
+            Ok(match r {
+                RecordJs::Put {
+                    table: t,
+                    key,
+                    value,
+                } => Record::Put {
+                    table: table(&t)?,
+                    key,
+                    value,
+                },
+                RecordJs::Delete { table: t, key } => Record::Delete {
+                    table: table(&t)?,
+                    key,
+                },
+                RecordJs::DeletePrefix { table: t, prefix } => Record::DeletePrefix {
+                    table: table(&t)?,
+                    prefix,
+                },
+            })
+        })
+        .collect()
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EntryJs {
+    table: String,
+    key: String,
+    value: String,
+}
+
+pub fn entry(e: &Entry) -> Value {
+    json!({ "table": table_name(e.table), "key": e.key, "value": e.value })
+}
+
+pub fn entries(v: Value) -> Result<Vec<Entry>, ShapeError> {
+    from_value::<Vec<EntryJs>>("store entries", v)?
+        .into_iter()
+        .map(|e| {
+            Ok(Entry {
+                table: table(&e.table)?,
+                key: e.key,
+                value: e.value,
+            })
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Turns, engine events, cards and decisions
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct TurnStartJs {
+    session_id: String,
+    turn_id: String,
+    text: String,
+    attachments: Vec<Attachment>,
+    context: Context,
+    mode: Mode,
+    model: Option<String>,
+    effort: Option<String>,
+    cwd: String,
+}
+
+pub fn turn_start(t: &TurnStart) -> Value {
+    json!({
+        "sessionId": t.session_id,
+        "turnId": t.turn_id,
+        "text": t.text,
+        "attachments": t.attachments,
+        "context": t.context,
+        "mode": t.mode,
+        "model": t.model,
+        "effort": t.effort,
+        "cwd": t.cwd,
+    })
+}
+
+pub fn turn_start_from(v: Value) -> Result<TurnStart, ShapeError> {
+    let t: TurnStartJs = from_value("turn", v)?;
+    Ok(TurnStart {
+        session_id: t.session_id,
+        turn_id: t.turn_id,
+        text: t.text,
+        attachments: t.attachments,
+        context: t.context,
+        mode: t.mode,
+        model: t.model,
+        effort: t.effort,
+        cwd: t.cwd,
+    })
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+enum AskJs {
+    #[serde(rename_all = "camelCase")]
+    Permission {
+        title: String,
+        kind: String,
+        raw_input: Value,
+        always_offered: bool,
+        reason: String,
+        #[serde(default)]
+        purpose: Option<String>,
+    },
+    Question {
+        #[serde(default)]
+        why: Option<String>,
+        questions: Vec<Question>,
+    },
+    Plan {
+        path: String,
+        text: String,
+        #[serde(default)]
+        plan: Option<Value>,
+    },
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+enum EngineEventJs {
+    Text {
+        text: String,
+    },
+    Thought {
+        text: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    ToolCall {
+        id: String,
+        title: String,
+        kind: String,
+        raw_input: Value,
+    },
+    ToolCallUpdate {
+        id: String,
+        status: ToolStatus,
+        #[serde(default)]
+        output: Option<String>,
+    },
+    Steered {
+        ids: Vec<u64>,
+    },
+    ModeChanged {
+        mode: Mode,
+    },
+    Plan {
+        plan: Option<Value>,
+    },
+    #[serde(rename_all = "camelCase")]
+    Ask {
+        tool_call_id: String,
+        ask: AskJs,
+    },
+    #[serde(rename_all = "camelCase")]
+    Done {
+        stop_reason: StopReason,
+    },
+    Failed {
+        message: String,
+    },
+}
+
+pub fn engine_event(e: &EngineEvent) -> Value {
+    let js = match e.clone() {
+        EngineEvent::Text(text) => EngineEventJs::Text { text },
+        EngineEvent::Thought(text) => EngineEventJs::Thought { text },
+        EngineEvent::ToolCall {
+            id,
+            title,
+            kind,
+            raw_input,
+        } => EngineEventJs::ToolCall {
+            id,
+            title,
+            kind,
+            raw_input,
+        },
+        EngineEvent::ToolCallUpdate { id, status, output } => {
+            EngineEventJs::ToolCallUpdate { id, status, output }
+        }
+        EngineEvent::Steered { ids } => EngineEventJs::Steered { ids },
+        EngineEvent::ModeChanged(mode) => EngineEventJs::ModeChanged { mode },
+        EngineEvent::Plan(plan) => EngineEventJs::Plan { plan },
+        EngineEvent::Ask(Card { tool_call_id, ask }) => EngineEventJs::Ask {
+            tool_call_id,
+            ask: match ask {
+                Ask::Permission {
+                    title,
+                    kind,
+                    raw_input,
+                    always_offered,
+                    reason,
+                    purpose,
+                } => AskJs::Permission {
+                    title,
+                    kind,
+                    raw_input,
+                    always_offered,
+                    reason,
+                    purpose,
+                },
+                Ask::Question { why, questions } => AskJs::Question { why, questions },
+                Ask::Plan { path, text, plan } => AskJs::Plan { path, text, plan },
+                other => {
+                    return json!({ "type": "unknown", "debug": format!("{other:?}") });
+                }
+            },
+        },
+        EngineEvent::Done(stop_reason) => EngineEventJs::Done { stop_reason },
+        EngineEvent::Failed(message) => EngineEventJs::Failed { message },
+        other => return json!({ "type": "unknown", "debug": format!("{other:?}") }),
+    };
+    serde_json::to_value(js).unwrap_or(Value::Null)
+}
+
+pub fn engine_event_from(v: Value) -> Result<EngineEvent, ShapeError> {
+    Ok(match from_value::<EngineEventJs>("engine event", v)? {
+        EngineEventJs::Text { text } => EngineEvent::Text(text),
+        EngineEventJs::Thought { text } => EngineEvent::Thought(text),
+        EngineEventJs::ToolCall {
+            id,
+            title,
+            kind,
+            raw_input,
+        } => EngineEvent::ToolCall {
+            id,
+            title,
+            kind,
+            raw_input,
+        },
+        EngineEventJs::ToolCallUpdate { id, status, output } => {
+            EngineEvent::ToolCallUpdate { id, status, output }
+        }
+        EngineEventJs::Steered { ids } => EngineEvent::Steered { ids },
+        EngineEventJs::ModeChanged { mode } => EngineEvent::ModeChanged(mode),
+        EngineEventJs::Plan { plan } => EngineEvent::Plan(plan),
+        EngineEventJs::Ask { tool_call_id, ask } => EngineEvent::Ask(Card {
+            tool_call_id,
+            ask: match ask {
+                AskJs::Permission {
+                    title,
+                    kind,
+                    raw_input,
+                    always_offered,
+                    reason,
+                    purpose,
+                } => Ask::Permission {
+                    title,
+                    kind,
+                    raw_input,
+                    always_offered,
+                    reason,
+                    purpose,
+                },
+                AskJs::Question { why, questions } => Ask::Question { why, questions },
+                AskJs::Plan { path, text, plan } => Ask::Plan { path, text, plan },
+            },
+        }),
+        EngineEventJs::Done { stop_reason } => EngineEvent::Done(stop_reason),
+        EngineEventJs::Failed { message } => EngineEvent::Failed(message),
+    })
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+enum DecisionJs {
+    AllowOnce {
+        #[serde(default)]
+        command: Option<String>,
+    },
+    AllowAlways,
+    #[serde(rename_all = "camelCase")]
+    Deny {
+        #[serde(default)]
+        feedback: Option<String>,
+        #[serde(default)]
+        timed_out: bool,
+    },
+    Answered {
+        answers: Vec<QuestionAnswer>,
+    },
+    #[serde(rename_all = "camelCase")]
+    QuestionDismissed {
+        #[serde(default)]
+        timed_out: bool,
+    },
+    Approve {
+        mode: Mode,
+    },
+    Revise {
+        feedback: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    PlanDismissed {
+        #[serde(default)]
+        timed_out: bool,
+    },
+    NobodyToAsk,
+    Refused {
+        reason: String,
+    },
+}
+
+pub fn decision(d: &Decision) -> Value {
+    let js = match d.clone() {
+        Decision::Permission(PermissionDecision::AllowOnce { command }) => {
+            DecisionJs::AllowOnce { command }
+        }
+        Decision::Permission(PermissionDecision::AllowAlways) => DecisionJs::AllowAlways,
+        Decision::Permission(PermissionDecision::Deny {
+            feedback,
+            timed_out,
+        }) => DecisionJs::Deny {
+            feedback,
+            timed_out,
+        },
+        Decision::Question(QuestionDecision::Answered(answers)) => DecisionJs::Answered { answers },
+        Decision::Question(QuestionDecision::Dismissed { timed_out }) => {
+            DecisionJs::QuestionDismissed { timed_out }
+        }
+        Decision::Plan(PlanDecision::Approve { mode }) => DecisionJs::Approve { mode },
+        Decision::Plan(PlanDecision::Revise { feedback }) => DecisionJs::Revise { feedback },
+        Decision::Plan(PlanDecision::Dismissed { timed_out }) => {
+            DecisionJs::PlanDismissed { timed_out }
+        }
+        Decision::NobodyToAsk => DecisionJs::NobodyToAsk,
+        Decision::Refused(reason) => DecisionJs::Refused { reason },
+        other => return json!({ "type": "unknown", "debug": format!("{other:?}") }),
+    };
+    serde_json::to_value(js).unwrap_or(Value::Null)
+}
+
+pub fn decision_from(v: Value) -> Result<Decision, ShapeError> {
+    Ok(match from_value::<DecisionJs>("decision", v)? {
+        DecisionJs::AllowOnce { command } => {
+            Decision::Permission(PermissionDecision::AllowOnce { command })
+        }
+        DecisionJs::AllowAlways => Decision::Permission(PermissionDecision::AllowAlways),
+        DecisionJs::Deny {
+            feedback,
+            timed_out,
+        } => Decision::Permission(PermissionDecision::Deny {
+            feedback,
+            timed_out,
+        }),
+        DecisionJs::Answered { answers } => Decision::Question(QuestionDecision::Answered(answers)),
+        DecisionJs::QuestionDismissed { timed_out } => {
+            Decision::Question(QuestionDecision::Dismissed { timed_out })
+        }
+        DecisionJs::Approve { mode } => Decision::Plan(PlanDecision::Approve { mode }),
+        DecisionJs::Revise { feedback } => Decision::Plan(PlanDecision::Revise { feedback }),
+        DecisionJs::PlanDismissed { timed_out } => {
+            Decision::Plan(PlanDecision::Dismissed { timed_out })
+        }
+        DecisionJs::NobodyToAsk => Decision::NobodyToAsk,
+        DecisionJs::Refused { reason } => Decision::Refused(reason),
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Outputs
+
+fn frame_text(frame: &[u8]) -> String {
+    String::from_utf8_lossy(frame).into_owned()
+}
+
+pub fn effect(e: &Effect) -> Value {
+    match e {
+        Effect::Dial => json!({ "kind": "dial" }),
+        Effect::Stop { message } => json!({ "kind": "stop", "message": message }),
+        Effect::Persist { seq, records } => json!({
+            "kind": "persist",
+            "seq": seq,
+            "records": records.iter().map(record).collect::<Vec<_>>(),
+        }),
+        Effect::ResolvePath { request, path } => {
+            json!({ "kind": "resolve_path", "request": request, "path": path })
+        }
+        Effect::WriteAttachment {
+            session_id,
+            file_name,
+            bytes,
+        } => json!({
+            "kind": "write_attachment",
+            "sessionId": session_id,
+            "fileName": file_name,
+            "base64": base64::engine::general_purpose::STANDARD.encode(bytes),
+        }),
+        Effect::RemoveAttachments { session_id } => {
+            json!({ "kind": "remove_attachments", "sessionId": session_id })
+        }
+        Effect::StartTurn(turn) => json!({ "kind": "start_turn", "turn": turn_start(turn) }),
+        Effect::CancelTurn {
+            session_id,
+            turn_id,
+        } => json!({ "kind": "cancel_turn", "sessionId": session_id, "turnId": turn_id }),
+        Effect::CardDecided {
+            session_id,
+            turn_id,
+            tool_call_id,
+            decision: d,
+        } => json!({
+            "kind": "card_decided",
+            "sessionId": session_id,
+            "turnId": turn_id,
+            "toolCallId": tool_call_id,
+            "decision": decision(d),
+        }),
+        Effect::Steer {
+            session_id,
+            turn_id,
+            id,
+            text,
+        } => json!({
+            "kind": "steer", "sessionId": session_id, "turnId": turn_id, "id": id, "text": text,
+        }),
+        other => json!({ "kind": "unknown", "debug": format!("{other:?}") }),
+    }
+}
+
+pub fn device_output(o: &Output) -> Value {
+    match o {
+        Output::Send { conn, frame } => {
+            json!({ "type": "send", "conn": conn.0, "frame": frame_text(frame) })
+        }
+        Output::Close { conn, code, reason } => {
+            json!({ "type": "close", "conn": conn.0, "code": code, "reason": reason })
+        }
+        Output::Effect(e) => json!({ "type": "effect", "effect": effect(e) }),
+        other => json!({ "type": "unknown", "debug": format!("{other:?}") }),
+    }
+}
+
+fn outcome(o: &Result<Value, RpcError>) -> Value {
+    match o {
+        Ok(v) => json!({ "result": v }),
+        Err(e) => json!({ "error": e }),
+    }
+}
+
+/// An `{ result }` or `{ error: { code, message, data? } }` object, as `Client.respond` takes.
+pub fn outcome_from(v: Value) -> Result<Result<Value, RpcError>, ShapeError> {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct OutcomeJs {
+        #[serde(default)]
+        result: Option<Value>,
+        #[serde(default)]
+        error: Option<RpcError>,
+    }
+    let o: OutcomeJs = from_value("outcome", v)?;
+    match (o.result, o.error) {
+        (None, Some(e)) => Ok(Err(e)),
+        (Some(r), None) => Ok(Ok(r)),
+        _ => Err(ShapeError(
+            "outcome: give exactly one of `result` or `error`".into(),
+        )),
+    }
+}
+
+fn merge(mut base: Value, extra: Value) -> Value {
+    if let (Value::Object(b), Value::Object(e)) = (&mut base, extra) {
+        b.extend(e);
+    }
+    base
+}
+
+pub fn client_event(e: &ClientEvent) -> Value {
+    match e {
+        ClientEvent::Hello(h) => json!({ "kind": "hello", "hello": h }),
+        ClientEvent::Ready { capabilities } => {
+            json!({ "kind": "ready", "capabilities": capabilities })
+        }
+        ClientEvent::Refused { code, reason } => {
+            json!({ "kind": "refused", "code": code, "reason": reason })
+        }
+        ClientEvent::Answer {
+            id,
+            method,
+            outcome: o,
+        } => merge(
+            json!({ "kind": "answer", "id": id_value(id), "method": method }),
+            outcome(o),
+        ),
+        ClientEvent::PromptAnswered {
+            session_id,
+            turn_id,
+            outcome: o,
+        } => merge(
+            json!({ "kind": "prompt_answered", "sessionId": session_id, "turnId": turn_id }),
+            outcome(o),
+        ),
+        ClientEvent::Reattached {
+            session_id,
+            turn_id,
+            how,
+        } => {
+            let mut v = json!({ "kind": "reattached", "sessionId": session_id, "turnId": turn_id });
+            let (name, turns) = match how {
+                Reattach::Following => ("following", None),
+                Reattach::Waiting => ("waiting", None),
+                Reattach::Imported(t) => ("imported", Some(t.clone())),
+                Reattach::Resent => ("resent", None),
+                Reattach::Gone => ("gone", None),
+                _ => ("unknown", None),
+            };
+            v["how"] = json!(name);
+            if let Some(t) = turns {
+                v["turns"] = Value::Array(t);
+            }
+            v
+        }
+        ClientEvent::Deleted {
+            session_id,
+            existed,
+        } => json!({ "kind": "deleted", "sessionId": session_id, "existed": existed }),
+        ClientEvent::DeleteGivenUp { session_id, reason } => {
+            json!({ "kind": "delete_given_up", "sessionId": session_id, "reason": reason })
+        }
+        ClientEvent::CardSettled {
+            session_id,
+            tool_call_id,
+        } => json!({ "kind": "card_settled", "sessionId": session_id, "toolCallId": tool_call_id }),
+        ClientEvent::Notification { method, params } => {
+            json!({ "kind": "notification", "method": method, "params": params })
+        }
+        ClientEvent::Request { id, method, params } => {
+            json!({ "kind": "request", "id": id_value(id), "method": method, "params": params })
+        }
+        other => json!({ "kind": "unknown", "debug": format!("{other:?}") }),
+    }
+}
+
+pub fn client_output(o: &ClientOutput) -> Value {
+    match o {
+        ClientOutput::Send(frame) => json!({ "type": "send", "frame": frame_text(frame) }),
+        ClientOutput::Close { code, reason } => {
+            json!({ "type": "close", "code": code, "reason": reason })
+        }
+        ClientOutput::Event(e) => json!({ "type": "event", "event": client_event(e) }),
+        other => json!({ "type": "unknown", "debug": format!("{other:?}") }),
+    }
+}
+
+/// A scripted engine's report: which turn, and what happened.
+pub fn report(session: &str, turn: &str, e: &EngineEvent) -> Value {
+    json!({ "sessionId": session, "turnId": turn, "event": engine_event(e) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn configs_take_defaults_and_refuse_unknown_members() {
+        let c = device_config(
+            json!({ "seed": 7, "remote": { "enabled": true, "roots": ["/w"], "maxMode": "auto" } }),
+        )
+        .unwrap();
+        assert_eq!(c.seed, 7);
+        assert!(c.remote.enabled);
+        assert_eq!(c.remote.max_mode, Mode::Auto);
+        assert_eq!(c.backoff.initial_ms, 1_000);
+        let e = device_config(json!({ "remote": { "maxmode": "auto" } })).unwrap_err();
+        assert!(e.0.contains("maxmode"), "{e}");
+        assert_eq!(client_config(Value::Null).unwrap().seed, 1);
+    }
+
+    #[test]
+    fn engine_events_and_decisions_round_trip() {
+        let events = vec![
+            EngineEvent::Text("hi".into()),
+            EngineEvent::ToolCall {
+                id: "c1".into(),
+                title: "ls".into(),
+                kind: "read".into(),
+                raw_input: json!({ "path": "." }),
+            },
+            EngineEvent::Ask(Card {
+                tool_call_id: "c2".into(),
+                ask: Ask::Permission {
+                    title: "rm".into(),
+                    kind: "execute".into(),
+                    raw_input: json!({}),
+                    always_offered: true,
+                    reason: "why".into(),
+                    purpose: None,
+                },
+            }),
+            EngineEvent::Done(StopReason::EndTurn),
+        ];
+        for e in events {
+            assert_eq!(engine_event_from(engine_event(&e)).unwrap(), e);
+        }
+        let d = Decision::Permission(PermissionDecision::Deny {
+            feedback: Some("no".into()),
+            timed_out: false,
+        });
+        assert_eq!(decision_from(decision(&d)).unwrap(), d);
+        assert_eq!(
+            decision(&d),
+            json!({ "type": "deny", "feedback": "no", "timedOut": false })
+        );
+    }
+
+    #[test]
+    fn records_round_trip() {
+        let r = vec![
+            Record::Put {
+                table: Table::Sessions,
+                key: "s".into(),
+                value: "{}".into(),
+            },
+            Record::DeletePrefix {
+                table: Table::Turns,
+                prefix: "s/".into(),
+            },
+        ];
+        let v = Value::Array(r.iter().map(record).collect());
+        assert_eq!(records(v).unwrap(), r);
+    }
+}

@@ -1,0 +1,638 @@
+//! The JS/TS surface of the LLeMbas link core: the only crate with `#[wasm_bindgen]` exports.
+//!
+//! Four classes, each a thin skin over the sans-IO core with the same run loop in JS terms:
+//!
+//! ```js
+//! const device = new Device({ seed: 1, remote: { enabled: true, roots: ["/w"] } }, 0);
+//! device.startLink(0);
+//! for (const out of device.drain()) {          // plain objects, see lembas.d.ts below
+//!   if (out.type === "effect" && out.effect.kind === "dial") link = device.open("link", now());
+//!   if (out.type === "send") socket.send(out.frame);
+//! }
+//! device.frame(link, message, now());          // then drain() again
+//! setTimeout(() => device.tick(now()), device.nextDeadline() - now());
+//! ```
+//!
+//! Everything that crosses is a plain object (configs, outputs, engine events, decisions, store
+//! records) or a string/number; errors are JS `Error`s carrying the core's sentence. The shapes
+//! are defined once in [`json`] (pure Rust, also used by the native conformance replay) and
+//! declared for TypeScript in the custom section below. Time is a number of milliseconds on a
+//! clock the caller picks (`performance.now()`, or virtual time in a test).
+
+pub mod json;
+pub mod transcript;
+
+use serde_json::Value;
+use wasm_bindgen::prelude::*;
+
+use lembas_core::client::Client;
+use lembas_core::device::{ConnId, Device, TurnPhase, Unreadable};
+use lembas_core::scripted::ScriptedEngine;
+use lembas_core::store::MemStore;
+use lembas_core::Time;
+
+#[wasm_bindgen(typescript_custom_section)]
+const TS_TYPES: &str = include_str!("../lembas.d.ts");
+
+fn err(e: impl std::fmt::Display) -> JsError {
+    JsError::new(&e.to_string())
+}
+
+fn to_js(v: &Value) -> JsValue {
+    js_sys::JSON::parse(&v.to_string()).unwrap_or(JsValue::NULL)
+}
+
+fn from_js(v: &JsValue) -> Result<Value, JsError> {
+    if v.is_undefined() || v.is_null() {
+        return Ok(Value::Null);
+    }
+    let text: String = js_sys::JSON::stringify(v)
+        .map_err(|_| err("the value cannot be written as JSON"))?
+        .into();
+    serde_json::from_str(&text).map_err(err)
+}
+
+/// A time from JS: a finite number of milliseconds, not negative.
+fn time(now: f64) -> Result<Time, JsError> {
+    whole("now", now).map(Time)
+}
+
+fn whole(what: &str, n: f64) -> Result<u64, JsError> {
+    if (0.0..=9_007_199_254_740_991.0).contains(&n) {
+        Ok(n as u64)
+    } else {
+        Err(err(format!("{what} must be a finite number ≥ 0 (got {n})")))
+    }
+}
+
+/// A frame from JS: a string (a WebSocket text message, a stdio line) or bytes (a
+/// `Uint8Array`, node's `Buffer`, an `ArrayBuffer`).
+fn bytes(data: &JsValue) -> Result<Vec<u8>, JsError> {
+    if let Some(s) = data.as_string() {
+        return Ok(s.into_bytes());
+    }
+    if data.is_instance_of::<js_sys::Uint8Array>() || data.is_instance_of::<js_sys::ArrayBuffer>() {
+        return Ok(js_sys::Uint8Array::new(data).to_vec());
+    }
+    Err(err(
+        "a frame must be a string, a Uint8Array or an ArrayBuffer",
+    ))
+}
+
+fn array(items: impl IntoIterator<Item = Value>) -> JsValue {
+    to_js(&Value::Array(items.into_iter().collect()))
+}
+
+fn deadline(t: Option<Time>) -> Option<f64> {
+    t.map(|t| t.0 as f64)
+}
+
+/// The device (ACP's agent): sessions, turn ledgers, cards, deletes, and the connections on it.
+#[wasm_bindgen(js_name = Device)]
+pub struct JsDevice {
+    inner: Device,
+    unreadable: Vec<Unreadable>,
+}
+
+#[wasm_bindgen(js_class = Device)]
+impl JsDevice {
+    /// A fresh device with an empty store.
+    #[wasm_bindgen(constructor)]
+    pub fn new(
+        #[wasm_bindgen(unchecked_param_type = "DeviceConfig | undefined")] config: JsValue,
+        now: f64,
+    ) -> Result<JsDevice, JsError> {
+        let config = json::device_config(from_js(&config)?).map_err(err)?;
+        Ok(JsDevice {
+            inner: Device::new(config, time(now)?).map_err(err)?,
+            unreadable: Vec::new(),
+        })
+    }
+
+    /// A device rebuilt from every entry of its store (what `MemStore.entries()` or an
+    /// IndexedDB scan gives). Entries it could not read are kept out and listed by
+    /// `unreadable()`.
+    pub fn restore(
+        #[wasm_bindgen(unchecked_param_type = "DeviceConfig | undefined")] config: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "StoreEntry[]")] entries: JsValue,
+        now: f64,
+    ) -> Result<JsDevice, JsError> {
+        let config = json::device_config(from_js(&config)?).map_err(err)?;
+        let entries = json::entries(from_js(&entries)?).map_err(err)?;
+        let (inner, unreadable) = Device::restore(config, entries, time(now)?).map_err(err)?;
+        Ok(JsDevice { inner, unreadable })
+    }
+
+    /// What `restore` could not read: `{ table, key, why }`.
+    #[wasm_bindgen(unchecked_return_type = "{ table: StoreTable; key: string; why: string }[]")]
+    pub fn unreadable(&self) -> JsValue {
+        array(
+            self.unreadable.iter().map(
+                |u| serde_json::json!({ "table": u.table.name(), "key": u.key, "why": u.why }),
+            ),
+        )
+    }
+
+    /// Start keeping a link to the instance up: a `dial` effect follows.
+    #[wasm_bindgen(js_name = startLink)]
+    pub fn start_link(&mut self, now: f64) -> Result<(), JsError> {
+        self.inner.start_link(time(now)?);
+        Ok(())
+    }
+
+    /// A connection opened (`"link"` after a `dial` effect, `"stdio"`, `"terminal"`); returns
+    /// its id.
+    pub fn open(
+        &mut self,
+        #[wasm_bindgen(unchecked_param_type = "ConnKind")] kind: &str,
+        now: f64,
+    ) -> Result<f64, JsError> {
+        let kind = json::conn_kind(kind).map_err(err)?;
+        let conn = self.inner.handle_open(kind, time(now)?).map_err(err)?;
+        Ok(conn.0 as f64)
+    }
+
+    /// The dial asked for failed.
+    #[wasm_bindgen(js_name = dialFailed)]
+    pub fn dial_failed(
+        &mut self,
+        #[wasm_bindgen(unchecked_param_type = "DialFailure")] failure: JsValue,
+        now: f64,
+    ) -> Result<(), JsError> {
+        let failure = json::dial_failure(from_js(&failure)?).map_err(err)?;
+        self.inner.handle_dial_failed(failure, time(now)?);
+        Ok(())
+    }
+
+    /// One message arrived on a connection.
+    pub fn frame(
+        &mut self,
+        conn: f64,
+        #[wasm_bindgen(unchecked_param_type = "string | Uint8Array | ArrayBuffer")] data: JsValue,
+        now: f64,
+    ) -> Result<(), JsError> {
+        let conn = ConnId(whole("conn", conn)?);
+        self.inner
+            .handle_frame(conn, &bytes(&data)?, time(now)?)
+            .map_err(err)
+    }
+
+    /// A connection closed, with the peer's close code when it sent one.
+    pub fn closed(&mut self, conn: f64, code: Option<u16>, now: f64) -> Result<(), JsError> {
+        let conn = ConnId(whole("conn", conn)?);
+        self.inner
+            .handle_closed(conn, code, time(now)?)
+            .map_err(err)
+    }
+
+    /// Time passed: fire what is due.
+    pub fn tick(&mut self, now: f64) -> Result<(), JsError> {
+        self.inner.handle_timeout(time(now)?);
+        Ok(())
+    }
+
+    /// Every record up to `persist` effect `seq` is durable.
+    pub fn persisted(&mut self, seq: f64, now: f64) -> Result<(), JsError> {
+        self.inner.handle_persisted(whole("seq", seq)?, time(now)?);
+        Ok(())
+    }
+
+    /// The answer to a `resolve_path` effect: `{ path }` (resolved) or `{ error }`.
+    #[wasm_bindgen(js_name = pathResolved)]
+    pub fn path_resolved(
+        &mut self,
+        request: f64,
+        #[wasm_bindgen(unchecked_param_type = "PathResolution")] resolved: JsValue,
+        now: f64,
+    ) -> Result<(), JsError> {
+        let resolved = json::path_resolution(from_js(&resolved)?).map_err(err)?;
+        self.inner
+            .handle_path_resolved(whole("request", request)?, resolved, time(now)?);
+        Ok(())
+    }
+
+    /// What the engine reports about a turn (a `ScriptedEngine` report's `event`, or a real
+    /// engine's).
+    pub fn engine(
+        &mut self,
+        session_id: &str,
+        turn_id: &str,
+        #[wasm_bindgen(unchecked_param_type = "EngineEvent")] event: JsValue,
+        now: f64,
+    ) -> Result<(), JsError> {
+        let event = json::engine_event_from(from_js(&event)?).map_err(err)?;
+        self.inner
+            .handle_engine(session_id, turn_id, event, time(now)?);
+        Ok(())
+    }
+
+    /// Delete a session on the device's own account; the client hears of it now or on the
+    /// next link. Returns whether there was such a session.
+    #[wasm_bindgen(js_name = deleteSession)]
+    pub fn delete_session(&mut self, session_id: &str, now: f64) -> Result<bool, JsError> {
+        Ok(self.inner.delete_session(session_id, time(now)?))
+    }
+
+    /// Every output ready now, in order. Call after every input.
+    #[wasm_bindgen(unchecked_return_type = "DeviceOutput[]")]
+    pub fn drain(&mut self) -> JsValue {
+        let mut out = Vec::new();
+        while let Some(o) = self.inner.poll_output() {
+            out.push(json::device_output(&o));
+        }
+        array(out)
+    }
+
+    /// When to call `tick` next (milliseconds), or `undefined`.
+    #[wasm_bindgen(js_name = nextDeadline)]
+    pub fn next_deadline(&self) -> Option<f64> {
+        deadline(self.inner.poll_timeout())
+    }
+
+    /// What the session's ledger knows of a turn: `"queued"`, `"running"`, `"done"`, or
+    /// `undefined`.
+    #[wasm_bindgen(js_name = turnState, unchecked_return_type = "TurnPhase | undefined")]
+    pub fn turn_state(&self, session_id: &str, turn_id: &str) -> JsValue {
+        match self.inner.turn_state(session_id, turn_id) {
+            Some(TurnPhase::Queued) => "queued".into(),
+            Some(TurnPhase::Running) => "running".into(),
+            Some(TurnPhase::Done) => "done".into(),
+            None => JsValue::UNDEFINED,
+        }
+    }
+
+    #[wasm_bindgen(js_name = sessionCount)]
+    pub fn session_count(&self) -> f64 {
+        self.inner.session_count() as f64
+    }
+
+    /// Whether the device gave up linking (4400, a refused token, an unsupported server).
+    #[wasm_bindgen(js_name = linkStopped)]
+    pub fn link_stopped(&self) -> bool {
+        self.inner.link_stopped()
+    }
+
+    /// The connections open now.
+    #[wasm_bindgen(unchecked_return_type = "{ conn: number; kind: ConnKind }[]")]
+    pub fn connections(&self) -> JsValue {
+        array(
+            self.inner
+                .connections()
+                .map(|(c, k)| serde_json::json!({ "conn": c.0, "kind": json::conn_kind_name(k) })),
+        )
+    }
+}
+
+/// The client (the LLeMbas web UI's role) on one device's link, one link at a time.
+#[wasm_bindgen(js_name = Client)]
+pub struct JsClient {
+    inner: Client,
+}
+
+#[wasm_bindgen(js_class = Client)]
+impl JsClient {
+    #[wasm_bindgen(constructor)]
+    pub fn new(
+        #[wasm_bindgen(unchecked_param_type = "ClientConfig | undefined")] config: JsValue,
+        now: f64,
+    ) -> Result<JsClient, JsError> {
+        let config = json::client_config(from_js(&config)?).map_err(err)?;
+        Ok(JsClient {
+            inner: Client::new(config, time(now)?).map_err(err)?,
+        })
+    }
+
+    /// A device's link reached us (the socket is open).
+    #[wasm_bindgen(js_name = linkUp)]
+    pub fn link_up(&mut self, now: f64) -> Result<(), JsError> {
+        self.inner.handle_link_up(time(now)?);
+        Ok(())
+    }
+
+    /// The link is gone.
+    #[wasm_bindgen(js_name = linkDown)]
+    pub fn link_down(&mut self, now: f64) -> Result<(), JsError> {
+        self.inner.handle_link_down(time(now)?);
+        Ok(())
+    }
+
+    /// One message arrived on the link.
+    pub fn frame(
+        &mut self,
+        #[wasm_bindgen(unchecked_param_type = "string | Uint8Array | ArrayBuffer")] data: JsValue,
+        now: f64,
+    ) -> Result<(), JsError> {
+        self.inner.handle_frame(&bytes(&data)?, time(now)?);
+        Ok(())
+    }
+
+    pub fn tick(&mut self, now: f64) -> Result<(), JsError> {
+        self.inner.handle_timeout(time(now)?);
+        Ok(())
+    }
+
+    /// Send a request; returns its id. Refused (an `Error`) when the link is not ready or the
+    /// device did not list the method's capability.
+    #[wasm_bindgen(unchecked_return_type = "RequestId")]
+    pub fn call(&mut self, method: &str, params: JsValue) -> Result<JsValue, JsError> {
+        let params = from_js(&params)?;
+        let id = self.inner.call(method, &params).map_err(err)?;
+        Ok(to_js(&json::id_value(&id)))
+    }
+
+    /// Send a notification, gated like `call`.
+    pub fn notify(&mut self, method: &str, params: JsValue) -> Result<(), JsError> {
+        let params = from_js(&params)?;
+        self.inner.notify(method, &params).map_err(err)
+    }
+
+    /// Answer a request the device sent (a card): `{ result }` or `{ error }`.
+    pub fn respond(
+        &mut self,
+        #[wasm_bindgen(unchecked_param_type = "RequestId")] id: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "Outcome")] outcome: JsValue,
+    ) -> Result<(), JsError> {
+        let id = json::id(&from_js(&id)?).map_err(err)?;
+        let outcome = json::outcome_from(from_js(&outcome)?).map_err(err)?;
+        self.inner.respond(&id, outcome);
+        Ok(())
+    }
+
+    /// Send a prompt (ACP content blocks) with this turn id or one the client makes; kept and
+    /// reattached across dropped links until answered. Returns the turn id.
+    pub fn prompt(
+        &mut self,
+        session_id: &str,
+        blocks: JsValue,
+        turn_id: Option<String>,
+    ) -> Result<String, JsError> {
+        let blocks = from_js(&blocks)?;
+        self.inner
+            .prompt(session_id, blocks, turn_id.as_deref())
+            .map_err(err)
+    }
+
+    /// Delete a session: sent now if the link is ready, else kept for the next link.
+    #[wasm_bindgen(js_name = deleteSession)]
+    pub fn delete_session(&mut self, session_id: &str) {
+        self.inner.delete_session(session_id);
+    }
+
+    /// Deletes not yet answered (what a web UI keeps across a reload).
+    #[wasm_bindgen(
+        js_name = pendingDeletes,
+        unchecked_return_type = "{ sessionId: string; refusals: number }[]"
+    )]
+    pub fn pending_deletes(&self) -> JsValue {
+        array(
+            self.inner
+                .pending_deletes()
+                .into_iter()
+                .map(|(s, r)| serde_json::json!({ "sessionId": s, "refusals": r })),
+        )
+    }
+
+    /// Put back deletes kept from before a reload.
+    #[wasm_bindgen(js_name = restorePendingDeletes)]
+    pub fn restore_pending_deletes(
+        &mut self,
+        #[wasm_bindgen(unchecked_param_type = "{ sessionId: string; refusals: number }[]")]
+        kept: JsValue,
+    ) -> Result<(), JsError> {
+        #[derive(serde::Deserialize)]
+        #[serde(rename_all = "camelCase", deny_unknown_fields)]
+        struct Kept {
+            session_id: String,
+            #[serde(default)]
+            refusals: u32,
+        }
+        let kept: Vec<Kept> = serde_json::from_value(from_js(&kept)?)
+            .map_err(|e| err(format!("pending deletes: {e}")))?;
+        let kept: Vec<(String, u32)> = kept
+            .into_iter()
+            .map(|k| (k.session_id, k.refusals))
+            .collect();
+        self.inner.restore_pending_deletes(&kept);
+        Ok(())
+    }
+
+    /// Prompts sent and not yet answered.
+    #[wasm_bindgen(unchecked_return_type = "{ sessionId: string; turnId: string }[]")]
+    pub fn incomplete(&self) -> JsValue {
+        array(
+            self.inner
+                .incomplete()
+                .into_iter()
+                .map(|(s, t)| serde_json::json!({ "sessionId": s, "turnId": t })),
+        )
+    }
+
+    /// Cards open now, with the request id to `respond` to.
+    #[wasm_bindgen(
+        js_name = openCards,
+        unchecked_return_type = "{ toolCallId: string; id: RequestId }[]"
+    )]
+    pub fn open_cards(&self) -> JsValue {
+        array(
+            self.inner
+                .open_cards()
+                .map(|(t, id)| serde_json::json!({ "toolCallId": t, "id": json::id_value(id) })),
+        )
+    }
+
+    #[wasm_bindgen(js_name = isReady)]
+    pub fn is_ready(&self) -> bool {
+        self.inner.is_ready()
+    }
+
+    pub fn capabilities(&self) -> Vec<String> {
+        self.inner.capabilities().to_vec()
+    }
+
+    #[wasm_bindgen(unchecked_return_type = "ClientOutput[]")]
+    pub fn drain(&mut self) -> JsValue {
+        let mut out = Vec::new();
+        while let Some(o) = self.inner.poll_output() {
+            out.push(json::client_output(&o));
+        }
+        array(out)
+    }
+
+    #[wasm_bindgen(js_name = nextDeadline)]
+    pub fn next_deadline(&self) -> Option<f64> {
+        deadline(self.inner.poll_timeout())
+    }
+}
+
+/// The deterministic scripted engine the native device uses by default: a prompt's own lines
+/// say what the turn does (`say`, `think`, `sleep`, `tool`, `permit`, `ask`, `plan`, ...).
+#[wasm_bindgen(js_name = ScriptedEngine)]
+pub struct JsScriptedEngine {
+    inner: ScriptedEngine,
+}
+
+impl Default for JsScriptedEngine {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[wasm_bindgen(js_class = ScriptedEngine)]
+impl JsScriptedEngine {
+    #[wasm_bindgen(constructor)]
+    pub fn new() -> JsScriptedEngine {
+        JsScriptedEngine {
+            inner: ScriptedEngine::new(),
+        }
+    }
+
+    /// Run a turn (a `start_turn` effect's `turn`).
+    pub fn start(
+        &mut self,
+        #[wasm_bindgen(unchecked_param_type = "TurnStart")] turn: JsValue,
+        now: f64,
+    ) -> Result<(), JsError> {
+        let turn = json::turn_start_from(from_js(&turn)?).map_err(err)?;
+        self.inner.start(&turn, time(now)?);
+        Ok(())
+    }
+
+    pub fn cancel(&mut self, session_id: &str, turn_id: &str) {
+        self.inner.cancel(session_id, turn_id);
+    }
+
+    pub fn steer(
+        &mut self,
+        session_id: &str,
+        turn_id: &str,
+        id: f64,
+        text: &str,
+    ) -> Result<(), JsError> {
+        self.inner
+            .steer(session_id, turn_id, whole("id", id)?, text);
+        Ok(())
+    }
+
+    /// A card the turn put was decided (a `card_decided` effect).
+    pub fn decide(
+        &mut self,
+        session_id: &str,
+        turn_id: &str,
+        tool_call_id: &str,
+        #[wasm_bindgen(unchecked_param_type = "Decision")] decision: JsValue,
+        now: f64,
+    ) -> Result<(), JsError> {
+        let decision = json::decision_from(from_js(&decision)?).map_err(err)?;
+        self.inner
+            .decide(session_id, turn_id, tool_call_id, &decision, time(now)?);
+        Ok(())
+    }
+
+    /// Route a device effect meant for the engine (`start_turn`, `cancel_turn`, `steer`,
+    /// `card_decided`); returns whether it was one.
+    pub fn handle(
+        &mut self,
+        #[wasm_bindgen(unchecked_param_type = "Effect")] effect: JsValue,
+        now: f64,
+    ) -> Result<bool, JsError> {
+        let e = from_js(&effect)?;
+        let s = |k: &str| e[k].as_str().unwrap_or_default().to_string();
+        match e["kind"].as_str() {
+            Some("start_turn") => {
+                let turn = json::turn_start_from(e["turn"].clone()).map_err(err)?;
+                self.inner.start(&turn, time(now)?);
+            }
+            Some("cancel_turn") => self.inner.cancel(&s("sessionId"), &s("turnId")),
+            Some("steer") => {
+                let id = e["id"]
+                    .as_u64()
+                    .ok_or_else(|| err("steer: `id` is not a number"))?;
+                self.inner
+                    .steer(&s("sessionId"), &s("turnId"), id, &s("text"));
+            }
+            Some("card_decided") => {
+                let d = json::decision_from(e["decision"].clone()).map_err(err)?;
+                self.inner.decide(
+                    &s("sessionId"),
+                    &s("turnId"),
+                    &s("toolCallId"),
+                    &d,
+                    time(now)?,
+                );
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// Forget every run (the process died).
+    pub fn clear(&mut self) {
+        self.inner.clear();
+    }
+
+    pub fn tick(&mut self, now: f64) -> Result<(), JsError> {
+        self.inner.handle_timeout(time(now)?);
+        Ok(())
+    }
+
+    /// Every report ready now: `{ sessionId, turnId, event }`, to hand to `Device.engine`.
+    #[wasm_bindgen(unchecked_return_type = "EngineReport[]")]
+    pub fn drain(&mut self) -> JsValue {
+        let mut out = Vec::new();
+        while let Some((s, t, e)) = self.inner.poll_event() {
+            out.push(json::report(&s, &t, &e));
+        }
+        array(out)
+    }
+
+    #[wasm_bindgen(js_name = nextDeadline)]
+    pub fn next_deadline(&self) -> Option<f64> {
+        deadline(self.inner.poll_timeout())
+    }
+
+    /// Turns running now.
+    pub fn running(&self) -> f64 {
+        self.inner.running() as f64
+    }
+}
+
+/// An in-memory store that applies `persist` records as a real one would (the reference the
+/// IndexedDB store is tested against); `entries()` feeds `Device.restore`.
+#[wasm_bindgen(js_name = MemStore)]
+#[derive(Default)]
+pub struct JsMemStore {
+    inner: MemStore,
+}
+
+#[wasm_bindgen(js_class = MemStore)]
+impl JsMemStore {
+    #[wasm_bindgen(constructor)]
+    pub fn new() -> JsMemStore {
+        JsMemStore::default()
+    }
+
+    pub fn apply(
+        &mut self,
+        #[wasm_bindgen(unchecked_param_type = "StoreRecord[]")] records: JsValue,
+    ) -> Result<(), JsError> {
+        let records = json::records(from_js(&records)?).map_err(err)?;
+        self.inner.apply(&records);
+        Ok(())
+    }
+
+    #[wasm_bindgen(unchecked_return_type = "StoreEntry[]")]
+    pub fn entries(&self) -> JsValue {
+        array(self.inner.entries().iter().map(json::entry))
+    }
+
+    #[wasm_bindgen(getter)]
+    pub fn size(&self) -> f64 {
+        self.inner.len() as f64
+    }
+}
+
+/// This build's version.
+#[wasm_bindgen]
+pub fn version() -> String {
+    lembas_core::VERSION.to_string()
+}

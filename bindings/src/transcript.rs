@@ -1,0 +1,293 @@
+//! Conformance transcripts (`spec/conformance/*.json`): everything that went into a device and
+//! a client, and everything that came out, in order, with virtual time. Each step is one input
+//! to one role (`"device"` or `"client"`), in the same plain-object shapes as the JS classes
+//! take and give, followed by every output drained after it. Effect results (a `persisted`
+//! ack, an engine's report, a resolved path, an opened link) are inputs like frames, so a
+//! replay needs neither an engine nor a disk: feed each role its inputs at their times and
+//! compare what it drains. The two roles replay independently of each other.
+//!
+//! ```json
+//! { "name": "prompt", "description": "…", "device": {DeviceConfig}, "client": {ClientConfig},
+//!   "steps": [ { "at": 0, "role": "device", "input": { "type": "start_link" },
+//!                "outputs": [ { "type": "effect", "effect": { "kind": "dial" } } ] }, … ] }
+//! ```
+//!
+//! Device inputs (`input.type`): `start_link`, `open {kind}`, `dial_failed {failure}`,
+//! `frame {conn, frame}`, `closed {conn, code}`, `tick`, `persisted {seq}`,
+//! `path_resolved {request, path | error}`, `engine {sessionId, turnId, event}`,
+//! `delete_session {sessionId}`, and `restart` (the process dies and comes back:
+//! `Device.restore` from every record its `persist` effects wrote so far).
+//! Client inputs: `link_up`, `link_down`, `frame {frame}`, `tick`, `call {method, params}`,
+//! `notify {method, params}`, `respond {id, result | error}`, `prompt {sessionId, blocks,
+//! turnId?}`, `delete_session {sessionId}`, `restore_pending_deletes {kept}`. A step may carry
+//! `returns`: what the call gave back (a conn id, a request id, a turn id, a boolean).
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use lembas_core::client::Client;
+use lembas_core::device::{ConnId, Device, Effect, Output};
+use lembas_core::store::MemStore;
+use lembas_core::{DeviceConfig, Time};
+
+use crate::json::{self, ShapeError};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Device,
+    Client,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Step {
+    pub at: u64,
+    pub role: Role,
+    pub input: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub returns: Option<Value>,
+    pub outputs: Vec<Value>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Transcript {
+    pub name: String,
+    pub description: String,
+    pub device: Value,
+    pub client: Value,
+    pub steps: Vec<Step>,
+}
+
+/// A device as a transcript drives it, with the store its `persist` effects write.
+pub struct DeviceRunner {
+    config: DeviceConfig,
+    pub device: Device,
+    pub store: MemStore,
+}
+
+impl DeviceRunner {
+    pub fn new(config: Value) -> Result<DeviceRunner, ShapeError> {
+        let config = json::device_config(config)?;
+        let device = Device::new(config.clone(), Time::ZERO).map_err(|e| ShapeError(e.0))?;
+        Ok(DeviceRunner {
+            config,
+            device,
+            store: MemStore::default(),
+        })
+    }
+
+    /// Feed one input at `at`; returns what it returned and every output drained after it.
+    pub fn step(
+        &mut self,
+        input: &Value,
+        at: u64,
+    ) -> Result<(Option<Value>, Vec<Value>), ShapeError> {
+        let now = Time(at);
+        let d = &mut self.device;
+        let s = |k: &str| input[k].as_str().unwrap_or_default().to_string();
+        let u = |k: &str| {
+            input[k]
+                .as_u64()
+                .ok_or_else(|| ShapeError(format!("device input: `{k}` is not a number")))
+        };
+        let misuse = |e: lembas_core::device::Misuse| ShapeError(e.to_string());
+        let mut returns = None;
+        match input["type"].as_str().unwrap_or_default() {
+            "start_link" => d.start_link(now),
+            "open" => {
+                let conn = d
+                    .handle_open(json::conn_kind(&s("kind"))?, now)
+                    .map_err(misuse)?;
+                returns = Some(json!(conn.0));
+            }
+            "dial_failed" => {
+                d.handle_dial_failed(json::dial_failure(input["failure"].clone())?, now)
+            }
+            "frame" => d
+                .handle_frame(ConnId(u("conn")?), s("frame").as_bytes(), now)
+                .map_err(misuse)?,
+            "closed" => {
+                let code = input["code"].as_u64().map(|c| c as u16);
+                d.handle_closed(ConnId(u("conn")?), code, now)
+                    .map_err(misuse)?
+            }
+            "tick" => d.handle_timeout(now),
+            "persisted" => d.handle_persisted(u("seq")?, now),
+            "path_resolved" => {
+                let mut r = input.clone();
+                if let Some(o) = r.as_object_mut() {
+                    o.remove("type");
+                    o.remove("request");
+                }
+                d.handle_path_resolved(u("request")?, json::path_resolution(r)?, now)
+            }
+            "engine" => d.handle_engine(
+                &s("sessionId"),
+                &s("turnId"),
+                json::engine_event_from(input["event"].clone())?,
+                now,
+            ),
+            "delete_session" => returns = Some(json!(d.delete_session(&s("sessionId"), now))),
+            "restart" => {
+                let (device, unreadable) =
+                    Device::restore(self.config.clone(), self.store.entries(), now)
+                        .map_err(|e| ShapeError(e.0))?;
+                if !unreadable.is_empty() {
+                    return Err(ShapeError(format!(
+                        "unreadable store entries: {unreadable:?}"
+                    )));
+                }
+                self.device = device;
+            }
+            other => return Err(ShapeError(format!("unknown device input `{other}`"))),
+        }
+        let mut outputs = Vec::new();
+        while let Some(o) = self.device.poll_output() {
+            if let Output::Effect(Effect::Persist { records, .. }) = &o {
+                self.store.apply(records);
+            }
+            outputs.push(json::device_output(&o));
+        }
+        Ok((returns, outputs))
+    }
+}
+
+/// A client as a transcript drives it.
+pub struct ClientRunner {
+    pub client: Client,
+}
+
+impl ClientRunner {
+    pub fn new(config: Value) -> Result<ClientRunner, ShapeError> {
+        let config = json::client_config(config)?;
+        Ok(ClientRunner {
+            client: Client::new(config, Time::ZERO).map_err(|e| ShapeError(e.0))?,
+        })
+    }
+
+    pub fn step(
+        &mut self,
+        input: &Value,
+        at: u64,
+    ) -> Result<(Option<Value>, Vec<Value>), ShapeError> {
+        let now = Time(at);
+        let c = &mut self.client;
+        let s = |k: &str| input[k].as_str().unwrap_or_default().to_string();
+        let call = |e: lembas_core::client::CallError| ShapeError(e.to_string());
+        let mut returns = None;
+        match input["type"].as_str().unwrap_or_default() {
+            "link_up" => c.handle_link_up(now),
+            "link_down" => c.handle_link_down(now),
+            "frame" => c.handle_frame(s("frame").as_bytes(), now),
+            "tick" => c.handle_timeout(now),
+            "call" => {
+                let id = c.call(&s("method"), &input["params"]).map_err(call)?;
+                returns = Some(json::id_value(&id));
+            }
+            "notify" => c.notify(&s("method"), &input["params"]).map_err(call)?,
+            "respond" => {
+                let mut o = input.clone();
+                if let Some(m) = o.as_object_mut() {
+                    m.remove("type");
+                    m.remove("id");
+                }
+                c.respond(&json::id(&input["id"])?, json::outcome_from(o)?)
+            }
+            "prompt" => {
+                let turn = input["turnId"].as_str();
+                let t = c
+                    .prompt(&s("sessionId"), input["blocks"].clone(), turn)
+                    .map_err(call)?;
+                returns = Some(json!(t));
+            }
+            "delete_session" => c.delete_session(&s("sessionId")),
+            "restore_pending_deletes" => {
+                let kept: Vec<(String, u32)> = input["kept"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|k| {
+                        (
+                            k["sessionId"].as_str().unwrap_or_default().to_string(),
+                            k["refusals"].as_u64().unwrap_or(0) as u32,
+                        )
+                    })
+                    .collect();
+                c.restore_pending_deletes(&kept)
+            }
+            other => return Err(ShapeError(format!("unknown client input `{other}`"))),
+        }
+        let mut outputs = Vec::new();
+        while let Some(o) = self.client.poll_output() {
+            outputs.push(json::client_output(&o));
+        }
+        Ok((returns, outputs))
+    }
+}
+
+/// Where a replay first differed from its transcript.
+#[derive(Debug)]
+pub struct Mismatch {
+    pub step: usize,
+    pub role: Role,
+    pub input: Value,
+    pub what: String,
+}
+
+impl std::fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "step {} ({:?}, input {}): {}",
+            self.step, self.role, self.input, self.what
+        )
+    }
+}
+
+/// Replay one role of a transcript against a fresh machine; the first difference is an error.
+pub fn replay(t: &Transcript, role: Role) -> Result<usize, Mismatch> {
+    let fail = |step: usize, s: &Step, what: String| Mismatch {
+        step,
+        role: s.role,
+        input: s.input.clone(),
+        what,
+    };
+    let setup = |e: ShapeError| Mismatch {
+        step: 0,
+        role,
+        input: Value::Null,
+        what: e.0,
+    };
+    let mut device = DeviceRunner::new(t.device.clone()).map_err(setup)?;
+    let mut client = ClientRunner::new(t.client.clone()).map_err(setup)?;
+    let mut n = 0;
+    for (i, s) in t.steps.iter().enumerate().filter(|(_, s)| s.role == role) {
+        let got = match role {
+            Role::Device => device.step(&s.input, s.at),
+            Role::Client => client.step(&s.input, s.at),
+        }
+        .map_err(|e| fail(i, s, e.0))?;
+        if s.returns.is_some() && got.0 != s.returns {
+            return Err(fail(
+                i,
+                s,
+                format!("returned {:?}, the transcript says {:?}", got.0, s.returns),
+            ));
+        }
+        if got.1 != s.outputs {
+            return Err(fail(
+                i,
+                s,
+                format!(
+                    "outputs differ\n  got:      {}\n  expected: {}",
+                    Value::Array(got.1),
+                    Value::Array(s.outputs.clone())
+                ),
+            ));
+        }
+        n += 1;
+    }
+    Ok(n)
+}

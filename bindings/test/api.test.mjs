@@ -1,0 +1,172 @@
+// The JS surface itself: a device, a client and the scripted engine joined in JS with virtual
+// time (a fake device that behaves like the native one), a card answered from the web, errors
+// as Error objects with the core's sentence, and a restore from the store.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { createRequire } from "node:module";
+
+const require = createRequire(import.meta.url);
+const { Device, Client, ScriptedEngine, MemStore, version } = require("../pkg-node/lembas_bindings.js");
+
+const ROOT = "/home/dev/work";
+const deviceConfig = {
+  seed: 3,
+  host: "jsbox",
+  platform: "node",
+  remote: { enabled: true, roots: [ROOT], trusted: [ROOT] },
+  models: [{ id: "lembas/default", instance: true }],
+};
+
+/** Both ends and the engine, routed as a shell routes them, in virtual time. */
+class JsPair {
+  constructor() {
+    this.now = 0;
+    this.store = new MemStore();
+    this.device = new Device(deviceConfig, 0);
+    this.client = new Client({ seed: 5 }, 0);
+    this.engine = new ScriptedEngine();
+    this.link = undefined;
+    this.events = [];
+    this.queue = [];
+  }
+
+  drive() {
+    for (let guard = 0; guard < 100000; guard++) {
+      const d = this.device.drain();
+      const c = this.client.drain();
+      const e = this.engine.drain();
+      if (!d.length && !c.length && !e.length) {
+        const next = this.queue.shift();
+        if (!next) return;
+        next();
+        continue;
+      }
+      for (const o of d) this.routeDevice(o);
+      for (const o of c) this.routeClient(o);
+      for (const r of e) this.device.engine(r.sessionId, r.turnId, r.event, this.now);
+    }
+    throw new Error("livelock");
+  }
+
+  routeDevice(o) {
+    if (o.type === "send" && o.conn === this.link) {
+      this.queue.push(() => this.client.frame(o.frame, this.now));
+    } else if (o.type === "effect") {
+      const e = o.effect;
+      if (e.kind === "dial") {
+        this.link = this.device.open("link", this.now);
+        this.client.linkUp(this.now);
+      } else if (e.kind === "persist") {
+        this.store.apply(e.records);
+        this.device.persisted(e.seq, this.now);
+      } else if (e.kind === "resolve_path") {
+        this.device.pathResolved(e.request, { path: e.path }, this.now);
+      } else {
+        this.engine.handle(e, this.now);
+      }
+    }
+  }
+
+  routeClient(o) {
+    if (o.type === "send") {
+      const link = this.link;
+      this.queue.push(() => this.device.frame(link, o.frame, this.now));
+    } else if (o.type === "event") {
+      this.events.push(o.event);
+    }
+  }
+
+  advance(ms) {
+    const target = this.now + ms;
+    for (;;) {
+      this.drive();
+      const next = [this.device.nextDeadline(), this.client.nextDeadline(), this.engine.nextDeadline()]
+        .filter((t) => t !== undefined && t <= target);
+      if (!next.length) break;
+      this.now = Math.max(this.now, Math.min(...next));
+      this.device.tick(this.now);
+      this.client.tick(this.now);
+      this.engine.tick(this.now);
+    }
+    this.now = target;
+    this.drive();
+  }
+}
+
+test("a JS pair links, makes a session, runs a prompt with a card answered from the web", () => {
+  const p = new JsPair();
+  p.device.startLink(0);
+  p.drive();
+  assert.ok(p.client.isReady());
+  assert.ok(p.client.capabilities().includes("turns"));
+  const hello = p.events.find((e) => e.kind === "hello");
+  assert.equal(hello.hello.device.host, "jsbox");
+
+  const id = p.client.call("session/new", { cwd: ROOT });
+  p.drive();
+  const answer = p.events.find((e) => e.kind === "answer" && e.id === id);
+  const sessionId = answer.result.sessionId;
+  assert.match(sessionId, /^ses_/);
+
+  const turn = p.client.prompt(sessionId, [{ type: "text", text: "permit deploy\nsay shipped" }]);
+  p.drive();
+  assert.equal(p.device.turnState(sessionId, turn), "running");
+  const card = p.events.find((e) => e.kind === "request" && e.method === "session/request_permission");
+  assert.ok(card, "the web got the card");
+  assert.deepEqual(p.client.openCards().map((c) => c.id), [card.id]);
+  p.client.respond(card.id, { result: { outcome: { outcome: "selected", optionId: "once" } } });
+  p.advance(100);
+
+  const done = p.events.find((e) => e.kind === "prompt_answered" && e.turnId === turn);
+  assert.equal(done.result.stopReason, "end_turn");
+  const said = p.events
+    .filter((e) => e.kind === "notification" && e.method === "session/update")
+    .map((e) => e.params.update?.content?.text)
+    .filter(Boolean)
+    .join("|");
+  assert.match(said, /allowed/);
+  assert.match(said, /shipped/);
+  assert.equal(p.device.turnState(sessionId, turn), "done");
+
+  // The device's store rebuilds it: the ledger still knows the turn.
+  const restored = Device.restore(deviceConfig, p.store.entries(), p.now);
+  assert.deepEqual(restored.unreadable(), []);
+  assert.equal(restored.turnState(sessionId, turn), "done");
+  assert.equal(restored.sessionCount(), 1);
+});
+
+test("a client keeps an undelivered delete across a reload", () => {
+  const c = new Client({}, 0);
+  c.deleteSession("ses_gone");
+  const kept = c.pendingDeletes();
+  assert.deepEqual(kept, [{ sessionId: "ses_gone", refusals: 0 }]);
+  const reloaded = new Client({}, 10);
+  reloaded.restorePendingDeletes(kept);
+  assert.deepEqual(reloaded.pendingDeletes(), kept);
+});
+
+test("misuse and bad shapes are Errors with the core's sentence", () => {
+  const d = new Device(deviceConfig, 0);
+  assert.throws(() => d.frame(9, "{}", 0), (e) => e instanceof Error && /no open connection 9/.test(e.message));
+  assert.throws(() => d.open("link", 0), /no dial was asked for/);
+  assert.throws(() => d.open("socket", 0), /connection kind `socket`/);
+  assert.throws(() => d.tick(-1), /finite number/);
+  assert.throws(() => new Device({ remote: { maxmode: "auto" } }, 0), /maxmode/);
+  assert.throws(() => new Device({ remote: { roots: ["work"] } }, 0), /not an absolute path/);
+  const c = new Client(undefined, 0);
+  assert.throws(() => c.call("session/new", { cwd: ROOT }), /not ready/);
+  assert.throws(() => c.respond(1, { result: 1, error: { code: 1, message: "x" } }), /exactly one/);
+  assert.equal(typeof version(), "string");
+});
+
+test("a frame may be a string or bytes", () => {
+  const d = new Device(deviceConfig, 0);
+  const conn = d.open("stdio", 0);
+  const init = '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}';
+  d.frame(conn, new TextEncoder().encode(init), 1);
+  const [out] = d.drain();
+  assert.equal(out.type, "send");
+  assert.equal(out.conn, conn);
+  assert.equal(JSON.parse(out.frame).id, 0);
+  assert.deepEqual(d.connections(), [{ conn, kind: "stdio" }]);
+});
