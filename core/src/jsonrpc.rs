@@ -40,6 +40,13 @@ impl Id {
         Id(RawValue::from_string(json).expect("a quoted string is JSON"))
     }
 
+    /// An id from its JSON text (a string or a number), as a shell that carried it elsewhere
+    /// (a JS harness, a log) hands it back; `None` for anything else.
+    pub fn from_json(json: &str) -> Option<Id> {
+        let raw: Box<RawValue> = serde_json::from_str(json).ok()?;
+        Id::from_raw(&raw)
+    }
+
     /// The id as it stands in JSON, quotes and escapes included.
     pub fn as_json(&self) -> &str {
         self.0.get()
@@ -558,6 +565,14 @@ mod tests {
                 other => panic!("{other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn ids_come_back_from_their_json() {
+        assert_eq!(Id::from_json("\"a-b\"").unwrap(), Id::string("a-b"));
+        assert_eq!(Id::from_json("7").unwrap(), Id::number(7));
+        assert!(Id::from_json("null").is_none());
+        assert!(Id::from_json("{}").is_none());
     }
 
     #[test]
