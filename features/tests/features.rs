@@ -37,6 +37,12 @@ pub struct LinkWorld {
     /// events): for the client's side of a handshake with a device the pair cannot be.
     pub lone_client: Option<Client>,
     pub lone_outputs: Vec<ClientOutput>,
+    /// The session the link's client opened (`a client with a session on the device`).
+    pub session: Option<String>,
+    /// A terminal's connection on the device, once opened.
+    pub terminal: Option<ConnId>,
+    /// A session an editor or a terminal opened on its own connection.
+    pub local_session: Option<String>,
 }
 
 impl LinkWorld {
@@ -54,6 +60,9 @@ impl LinkWorld {
             dials_before: 0,
             lone_client: None,
             lone_outputs: Vec::new(),
+            session: None,
+            terminal: None,
+            local_session: None,
         }
     }
 
@@ -106,6 +115,9 @@ impl fmt::Debug for LinkWorld {
                 .field("transcript", &pair.transcript);
         }
         d.field("editor", &self.editor)
+            .field("terminal", &self.terminal)
+            .field("session", &self.session)
+            .field("local_session", &self.local_session)
             .field("answers", &self.answers)
             .field("call", &self.call)
             .field("lone_outputs", &self.lone_outputs)

@@ -6,11 +6,20 @@
 //! - `stdio`: an editor's plain-ACP connection.
 //! - `jsonrpc`: raw frames on the link and the errors they are answered with.
 //! - `capabilities`: the client's gating of its own calls.
+//! - `sessions`: a client with a session, `session/new`'s refusals, a prompt's bounds, and the
+//!   answers to calls made through the client.
+//! - `turns`: prompts and their answers, the engine's starts, queue, cancel, steer, reattach.
+//! - `cards`: approvals, questions and plans on the web, a terminal and an editor.
+//! - `deletes`: deletes from the client and on the device.
 
 mod capabilities;
+mod cards;
+mod deletes;
 mod handshake;
 mod jsonrpc;
+mod sessions;
 mod stdio;
+mod turns;
 mod versions;
 
 use serde_json::Value;
