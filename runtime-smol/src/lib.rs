@@ -12,5 +12,7 @@ pub mod instance;
 pub mod link;
 pub mod logger;
 pub mod login;
+pub mod sessions;
 pub mod stdio;
 pub mod store;
+pub mod trust;

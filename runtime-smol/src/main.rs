@@ -58,6 +58,31 @@ enum Command {
     },
     /// Link a device to an in-process test instance on loopback and print what happens.
     Demo,
+    /// The device's sessions (in the store of `lembas link`).
+    Sessions {
+        #[command(subcommand)]
+        command: SessionsCommand,
+    },
+    /// Trust a directory: sessions in it may run without asking (`trusted:` in config.yaml).
+    Trust {
+        /// The directory (resolved: `~` expanded, symlinks followed).
+        dir: String,
+    },
+    /// Stop trusting a directory.
+    Untrust { dir: String },
+}
+
+#[derive(Subcommand)]
+enum SessionsCommand {
+    /// Id, title, working directory and when each session was last touched.
+    List,
+    /// Delete a session; the client hears it now or after the next `lembas link`.
+    Delete { id: String },
+    /// Delete every session untouched for more than this many days.
+    Prune {
+        #[arg(long, value_name = "DAYS")]
+        older_than: u64,
+    },
 }
 
 fn main() -> ExitCode {
@@ -90,6 +115,67 @@ fn run(command: Command, seed: Option<u64>) -> Result<(), String> {
     let dirs = Dirs::from_env()?;
     let home = std::env::var_os("HOME").map(PathBuf::from);
     match command {
+        Command::Sessions { command } => {
+            let now = lembas::clock::Clock::new().now();
+            let store = dirs.store_file();
+            let delete = |pick: lembas::sessions::Pick| {
+                let config = config::load(&dirs.config_file(), home.as_deref())
+                    .map_err(|e| e.to_string())?;
+                lembas::sessions::delete(
+                    &store,
+                    &dirs.attachments(),
+                    device_config(&config, None),
+                    now,
+                    pick,
+                )
+            };
+            match command {
+                SessionsCommand::List => {
+                    let rows = lembas::sessions::list(&store)?;
+                    print!("{}", lembas::sessions::render(&rows, now));
+                }
+                SessionsCommand::Delete { id } => {
+                    let deleted = delete(&|rows| {
+                        if rows.iter().any(|r| r.id == id) {
+                            Ok(vec![id.clone()])
+                        } else {
+                            Err(format!("no session `{id}` (see `lembas sessions list`)"))
+                        }
+                    })?;
+                    for id in deleted {
+                        println!("deleted {id}; the client hears of it on the next link");
+                    }
+                }
+                SessionsCommand::Prune { older_than } => {
+                    let deleted =
+                        delete(&|rows| Ok(lembas::sessions::stale(rows, older_than, now)))?;
+                    println!(
+                        "deleted {} session{} untouched for more than {older_than} day{}",
+                        deleted.len(),
+                        if deleted.len() == 1 { "" } else { "s" },
+                        if older_than == 1 { "" } else { "s" }
+                    );
+                    for id in deleted {
+                        println!("  {id}");
+                    }
+                }
+            }
+            Ok(())
+        }
+        Command::Trust { dir } => {
+            println!(
+                "{}",
+                lembas::trust::edit(&dirs.config_file(), &dir, true, home.as_deref())?
+            );
+            Ok(())
+        }
+        Command::Untrust { dir } => {
+            println!(
+                "{}",
+                lembas::trust::edit(&dirs.config_file(), &dir, false, home.as_deref())?
+            );
+            Ok(())
+        }
         Command::Login {
             url,
             token_file,

@@ -64,6 +64,18 @@ impl Home {
         out
     }
 
+    /// Run a one-shot command (`sessions ...`) to its end.
+    fn run(&self, args: &[&str]) -> (bool, String, String) {
+        let out = self.cmd(args).output().unwrap();
+        assert_no_token(&out.stdout);
+        assert_no_token(&out.stderr);
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
     fn link(&self) -> Device {
         let log = self.path().join(format!("link-{}.log", rand_suffix()));
         let child = self
@@ -387,5 +399,85 @@ fn a_refused_token_stops_redial_and_says_to_log_in_again() {
             })
             .await;
         assert!(again.is_none(), "the device dialled again");
+    });
+}
+
+#[test]
+fn a_delete_made_while_unlinked_is_delivered_after_the_next_link() {
+    smol::block_on(async {
+        let instance = TestInstance::start(InstanceOptions {
+            token: TOKEN.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        let home = Home::new();
+        assert!(home.login(&instance.url()).status.success());
+        let device = home.link();
+        ready(&instance).await;
+        let session = new_session(&instance, &home.work.join("proj")).await;
+        let keep = new_session(&instance, &home.work).await;
+        // While `lembas link` owns the store, a delete is refused, naming the store.
+        let (ok, _, err) = home.run(&["sessions", "delete", &session]);
+        assert!(!ok);
+        assert!(
+            err.contains("locked") && err.contains("lembas.redb"),
+            "{err}"
+        );
+        let (ok, _, err) = home.run(&["sessions", "list"]);
+        assert!(
+            !ok && err.contains("locked") && err.contains("lembas.redb"),
+            "{err}"
+        );
+        drop(device);
+        let (down, _) = instance.wait_for(T, |e| matches!(e, Event::LinkDown)).await;
+        assert!(down.is_some());
+
+        let (ok, out, err) = home.run(&["sessions", "list"]);
+        assert!(ok, "{err}");
+        assert!(out.starts_with("ID"), "{out}");
+        assert!(out.contains(&session) && out.contains(&keep), "{out}");
+        assert!(
+            out.contains(home.work.join("proj").to_str().unwrap()),
+            "{out}"
+        );
+        assert!(out.contains("UTC (just now)"), "{out}");
+        let (ok, _, err) = home.run(&["sessions", "delete", "ses_nope"]);
+        assert!(!ok && err.contains("no session `ses_nope`"), "{err}");
+        let (ok, out, err) = home.run(&["sessions", "delete", &session]);
+        assert!(ok, "{err}");
+        assert!(out.contains(&format!("deleted {session}")), "{out}");
+        let (_, out, _) = home.run(&["sessions", "list"]);
+        assert!(!out.contains(&session) && out.contains(&keep), "{out}");
+        // Nothing is untouched for a day yet.
+        let (ok, out, _) = home.run(&["sessions", "prune", "--older-than", "1"]);
+        assert!(ok && out.starts_with("deleted 0 sessions"), "{out}");
+
+        let _device = home.link();
+        let (deleted, seen) = instance
+            .wait_for(T, |e| {
+                matches!(e, Event::Client(ClientEvent::Notification { method, .. })
+                    if method == "_lembas/session/deleted")
+            })
+            .await;
+        match deleted {
+            Some(Event::Client(ClientEvent::Notification { params, .. })) => {
+                assert_eq!(params["sessionId"], session.as_str());
+            }
+            other => panic!("no deleted: {other:?} after {seen:?}"),
+        }
+        assert!(
+            seen.iter()
+                .any(|e| matches!(e, Event::Client(ClientEvent::Ready { .. }))),
+            "delivered before initialize: {seen:?}"
+        );
+        // Once: a later link does not hear it again.
+        let (again, _) = instance
+            .wait_for(Duration::from_millis(800), |e| {
+                matches!(e, Event::Client(ClientEvent::Notification { method, .. })
+                    if method == "_lembas/session/deleted")
+            })
+            .await;
+        assert!(again.is_none(), "{again:?}");
     });
 }

@@ -1,0 +1,272 @@
+//! `lembas sessions list|delete|prune`: the device's sessions as its redb store holds them.
+//!
+//! A delete goes through the core's `Device::delete_session`, exactly as a running device would
+//! make it: the store is opened, the device restored from it, the session deleted, and what the
+//! device asks to persist written, so the pending delete is in the store and the next
+//! `lembas link` tells the client (`_lembas/session/deleted`) right after `initialize`. Every
+//! subcommand needs the store to itself: while a `lembas link` runs it is told the store is
+//! locked, and where.
+
+use std::path::Path;
+
+use lembas_core::device::{Device, Effect, Output};
+use lembas_core::store::{Entry, SessionRecord, Table};
+use lembas_core::{DeviceConfig, Time};
+
+use crate::store::{RedbStore, StoreError};
+
+/// One session as listed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Row {
+    pub id: String,
+    pub title: Option<String>,
+    pub cwd: String,
+    /// Milliseconds since the Unix epoch.
+    pub touched: u64,
+}
+
+fn rows_of(entries: &[Entry]) -> Vec<Row> {
+    let mut rows: Vec<Row> = entries
+        .iter()
+        .filter(|e| e.table == Table::Sessions)
+        .filter_map(|e| serde_json::from_str::<SessionRecord>(&e.value).ok())
+        .map(|r| Row {
+            id: r.id,
+            title: r.title,
+            cwd: r.cwd,
+            touched: r.touched,
+        })
+        .collect();
+    rows.sort_by(|a, b| b.touched.cmp(&a.touched).then(a.id.cmp(&b.id)));
+    rows
+}
+
+/// The sessions of the store at `path`, most recently touched first; a store that does not
+/// exist yet has no sessions. The store must not be owned by another process: redb (4.6) takes
+/// the file's lock even for a read-only open, so while `lembas link` runs this says the store
+/// is locked, and where.
+pub fn list(path: &Path) -> Result<Vec<Row>, String> {
+    if !path.exists() {
+        return Ok(Vec::new());
+    }
+    let store = RedbStore::open(path).map_err(|e| match e {
+        StoreError::Locked(_) => format!("{e}; sessions can be listed once it has stopped"),
+        e => e.to_string(),
+    })?;
+    Ok(rows_of(&store.entries().map_err(|e| e.to_string())?))
+}
+
+/// Which sessions to delete, chosen from the listing.
+pub type Pick<'a> = &'a dyn Fn(&[Row]) -> Result<Vec<String>, String>;
+
+/// Sessions untouched for more than `days` days at `now`.
+pub fn stale(rows: &[Row], days: u64, now: Time) -> Vec<String> {
+    let age = days.saturating_mul(24 * 60 * 60 * 1000);
+    rows.iter()
+        .filter(|r| r.touched.saturating_add(age) < now.0)
+        .map(|r| r.id.clone())
+        .collect()
+}
+
+/// Delete the sessions `pick` chooses from the store at `path`, through the core's device: the
+/// store must not be owned by another process. Returns the ids deleted.
+pub fn delete(
+    path: &Path,
+    attachments: &Path,
+    config: DeviceConfig,
+    now: Time,
+    pick: impl FnOnce(&[Row]) -> Result<Vec<String>, String>,
+) -> Result<Vec<String>, String> {
+    let store = RedbStore::open(path).map_err(|e| e.to_string())?;
+    let entries = store.entries().map_err(|e| e.to_string())?;
+    let ids = pick(&rows_of(&entries))?;
+    let (mut device, unreadable) =
+        Device::restore(config, entries, now).map_err(|e| e.to_string())?;
+    for u in unreadable {
+        log::warn!(
+            "store entry {}/{} unreadable: {}",
+            u.table.name(),
+            u.key,
+            u.why
+        );
+    }
+    let mut deleted = Vec::new();
+    for id in ids {
+        if device.delete_session(&id, now) {
+            deleted.push(id);
+        }
+    }
+    settle(&mut device, &store, attachments, now)?;
+    Ok(deleted)
+}
+
+/// Perform what the device asks until it is quiet: its persists (one transaction each round),
+/// and the removal of deleted sessions' attachments. No connection is open, so nothing else
+/// comes out but frames for nobody.
+fn settle(
+    device: &mut Device,
+    store: &RedbStore,
+    attachments: &Path,
+    now: Time,
+) -> Result<(), String> {
+    loop {
+        let mut records = Vec::new();
+        let mut seq = None;
+        while let Some(out) = device.poll_output() {
+            match out {
+                Output::Effect(Effect::Persist { seq: s, records: r }) => {
+                    records.extend(r);
+                    seq = Some(s);
+                }
+                Output::Effect(Effect::RemoveAttachments { session_id }) => {
+                    if !session_id.is_empty()
+                        && !session_id.contains(['/', '\\'])
+                        && session_id != ".."
+                    {
+                        match std::fs::remove_dir_all(attachments.join(&session_id)) {
+                            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                                log::error!("could not remove the attachments of {session_id}: {e}")
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+                other => log::debug!("offline: {other:?} not performed"),
+            }
+        }
+        let Some(seq) = seq else { return Ok(()) };
+        store.commit(&records).map_err(|e| e.to_string())?;
+        device.handle_persisted(seq, now);
+    }
+}
+
+/// `2026-11-30 11:32 UTC` for milliseconds since the Unix epoch.
+pub fn utc(ms: u64) -> String {
+    let secs = ms / 1000;
+    let days = (secs / 86_400) as i64;
+    let (h, m) = ((secs % 86_400) / 3600, (secs % 3600) / 60);
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let mo = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(mo <= 2);
+    format!("{y:04}-{mo:02}-{d:02} {h:02}:{m:02} UTC")
+}
+
+/// How long ago, roughly: `just now`, `5 min ago`, `3 h ago`, `12 days ago`.
+pub fn ago(ms: u64, now: Time) -> String {
+    let s = now.0.saturating_sub(ms) / 1000;
+    match s {
+        0..=59 => "just now".into(),
+        60..=3599 => format!("{} min ago", s / 60),
+        3600..=86_399 => format!("{} h ago", s / 3600),
+        _ => format!("{} days ago", s / 86_400),
+    }
+}
+
+/// The listing as a table for a person.
+pub fn render(rows: &[Row], now: Time) -> String {
+    if rows.is_empty() {
+        return "no sessions\n".into();
+    }
+    let title = |r: &Row| r.title.clone().unwrap_or_else(|| "(untitled)".into());
+    let w_id = rows.iter().map(|r| r.id.len()).max().unwrap_or(0).max(2);
+    let w_title = rows
+        .iter()
+        .map(|r| title(r).chars().count().min(40))
+        .max()
+        .unwrap_or(0)
+        .max(5);
+    let w_cwd = rows.iter().map(|r| r.cwd.len()).max().unwrap_or(0).max(3);
+    let mut out = format!(
+        "{:w_id$}  {:w_title$}  {:w_cwd$}  LAST TOUCHED\n",
+        "ID", "TITLE", "CWD"
+    );
+    for r in rows {
+        let mut t: String = title(r).chars().take(40).collect();
+        if title(r).chars().count() > 40 {
+            t.pop();
+            t.push('…');
+        }
+        out.push_str(&format!(
+            "{:w_id$}  {:w_title$}  {:w_cwd$}  {} ({})\n",
+            r.id,
+            t,
+            r.cwd,
+            utc(r.touched),
+            ago(r.touched, now)
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_are_utc_civil_dates() {
+        assert_eq!(utc(0), "1970-01-01 00:00 UTC");
+        assert_eq!(utc(951_782_400_000), "2000-02-29 00:00 UTC");
+        assert_eq!(utc(1_796_038_380_000), "2026-11-30 11:33 UTC");
+    }
+
+    #[test]
+    fn stale_is_strictly_older_than_the_days_given() {
+        let day = 86_400_000;
+        let rows = vec![
+            Row {
+                id: "ses_old".into(),
+                title: None,
+                cwd: "/w".into(),
+                touched: 0,
+            },
+            Row {
+                id: "ses_new".into(),
+                title: None,
+                cwd: "/w".into(),
+                touched: 9 * day,
+            },
+        ];
+        assert_eq!(stale(&rows, 5, Time(10 * day)), vec!["ses_old".to_string()]);
+        assert!(stale(&rows, 10, Time(10 * day)).is_empty());
+    }
+}
+
+#[cfg(test)]
+mod locked {
+    use super::*;
+    use lembas_core::store::Record;
+
+    #[test]
+    fn a_store_owned_by_another_is_said_locked_then_listed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lembas.redb");
+        let owner = RedbStore::open(&path).unwrap();
+        let rec = r#"{"id":"ses_x","cwd":"/w","root":"/w","title":"T","mode":"edit","model":null,"effort":null,"instance":true,"touched":5}"#;
+        owner
+            .commit(&[Record::Put {
+                table: Table::Sessions,
+                key: "ses_x".into(),
+                value: rec.into(),
+            }])
+            .unwrap();
+        let e = list(&path).unwrap_err();
+        assert!(
+            e.contains("locked") && e.contains(path.to_str().unwrap()),
+            "{e}"
+        );
+        drop(owner);
+        let rows = list(&path).unwrap();
+        assert_eq!(rows.len(), 1);
+        assert_eq!(
+            (rows[0].id.as_str(), rows[0].title.as_deref()),
+            ("ses_x", Some("T"))
+        );
+    }
+}
