@@ -193,7 +193,7 @@ impl ClientRunner {
                     m.remove("type");
                     m.remove("id");
                 }
-                c.respond(&json::id(&input["id"])?, json::outcome_from(o)?)
+                c.respond(&json::id(&input["id"])?, json::outcome_from(o)?);
             }
             "prompt" => {
                 let turn = input["turnId"].as_str();

@@ -134,6 +134,9 @@ pub struct SessionLimits {
     pub max_title_chars: usize,
     /// Steered messages waiting for the running turn.
     pub max_steer: usize,
+    /// A delete made on the device is forgotten once the link it was sent on stayed up this
+    /// long afterwards (a link that drops sooner may have lost it: it is sent again).
+    pub delete_confirm_ms: u64,
 }
 
 impl Default for SessionLimits {
@@ -147,6 +150,7 @@ impl Default for SessionLimits {
             ledger_ttl_ms: 30 * 24 * 60 * 60 * 1000,
             max_title_chars: 200,
             max_steer: 64,
+            delete_confirm_ms: 10_000,
         }
     }
 }

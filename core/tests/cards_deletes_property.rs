@@ -15,17 +15,16 @@
 //! - no session reappears once its delete was acknowledged: no frame sent after it names it as
 //!   existing, and asked at the end, the device does not know it.
 //!
-//! Two promises fail on the core as it is, and are kept as ignored tests until it is fixed,
-//! each with the steps it fails on cut down to a deterministic test:
-//! - a late answer the web gives to a card asked on a link that has since dropped decides
-//!   another card (the device's request ids start again on each connection);
-//! - a delete made on the device does not always reach the client (it is forgotten once its
-//!   frame is queued, even when the frame never leaves or is lost with the link).
+//! Two promises failed on the core once, and keep their own properties and cut-down tests:
+//! - a late answer the web gives to a card asked on a link that has since dropped decided
+//!   another card (the device's request ids started again on each connection);
+//! - a delete made on the device did not always reach the client (it was forgotten once its
+//!   frame was queued, even when the frame never left or was lost with the link).
 //!
 //! Card ids are unique across a run (a turn's script starts with as many `tool` steps as cards
 //! came before it), because the Pair records decisions by toolCallId alone.
 //!
-//! `LEMBAS_PROPERTY_SEEDS=n` runs seeds 0..n (default 150 here; the ignored tests run more);
+//! `LEMBAS_PROPERTY_SEEDS=n` runs seeds 0..n (default 150 here; the two regression properties run more);
 //! `LEMBAS_PROPERTY_SEED=s` runs seed s alone and prints what happened in it
 //! (`LEMBAS_PROPERTY_TRACE=1`: every frame too).
 
@@ -430,7 +429,9 @@ impl Run {
             let tc = tool_call_id(&params);
             let a = answer(kind, &tc, &mut self.rng);
             match if all_at_once { 0 } else { self.rng.below(10) } {
-                0..=4 => self.p.client.respond(&id, Ok(a)),
+                0..=4 => {
+                    self.p.client.respond(&id, Ok(a));
+                }
                 5 | 6 => self.late_web.push((link, id, a)),
                 7 => {
                     let again = answer(kind, &tc, &mut self.rng);
@@ -823,13 +824,11 @@ fn cards_are_decided_once_and_deletes_are_applied_once_and_never_undone() {
 }
 
 #[test]
-#[ignore = "core bug: an answer to a card asked on a dropped link decides another card"]
 fn a_late_answer_from_a_dropped_link_decides_no_other_card() {
     seeds(Promise::CardsDespiteStaleAnswers, &[104], 400);
 }
 
 #[test]
-#[ignore = "core bug: a delete made on the device is forgotten when its frame is lost"]
 fn every_delete_made_on_the_device_reaches_the_client() {
     seeds(Promise::DeviceDeletesHeard, &[82, 131, 132, 186, 296], 400);
 }
@@ -870,10 +869,10 @@ fn card_requests(p: &Pair) -> Vec<(Id, String)> {
 }
 
 /// A card asked on a link that dropped, and timed out while no link was up; on the next link
-/// another card is asked, under the same request id (ids start again on every connection).
-/// The person's late click on the first card is sent on the new link — and decides the second.
+/// another card is asked. The person's late click on the first card must decide nothing: the
+/// client does not send an answer to a request of an earlier link, and the device's request
+/// ids are unique across its connections anyway (they once started again on each one).
 #[test]
-#[ignore = "core bug: an answer to a card asked on a dropped link decides another card"]
 fn an_answer_to_a_card_of_a_dropped_link_decides_no_other_card() {
     let (mut p, s) = linked_session();
     let text = json!([{ "type": "text", "text": "permit rm -rf build" }]);
@@ -891,14 +890,14 @@ fn an_answer_to_a_card_of_a_dropped_link_decides_no_other_card() {
     p.drive().unwrap();
     let (new, second) = card_requests(&p)[1].clone();
     assert_ne!(first, second);
-    assert_eq!(
-        old, new,
-        "the device asks the new card under the old card's id"
-    );
+    assert_ne!(old, new, "request ids are unique across connections");
     // The web answers the card of the dropped link, late.
     let allow = json!({ "outcome": { "outcome": "selected", "optionId": "once" },
                         "_meta": { "lembas": { "command": "rm -rf build" } } });
-    p.client.respond(&old, Ok(allow));
+    assert!(
+        !p.client.respond(&old, Ok(allow)),
+        "an answer to a request of a dropped link is not sent"
+    );
     p.settle().unwrap();
     let decided: Vec<&(String, Decision)> = p.decisions.iter().collect();
     assert_eq!(
@@ -913,7 +912,6 @@ fn an_answer_to_a_card_of_a_dropped_link_decides_no_other_card() {
 /// `deleted` frame behind it leaves. The frame is dropped from the device's queue with the
 /// connection, but the record that forgets the delete, queued behind it, is still written.
 #[test]
-#[ignore = "core bug: a delete made on the device is forgotten when its frame is lost"]
 fn a_kept_delete_whose_frame_never_left_is_kept() {
     use lembas_core::device::{Device, Output};
     use lembas_core::store::MemStore;

@@ -135,8 +135,11 @@ pub struct Client {
     purposes: BTreeMap<Id, Purpose>,
     rows: Rows,
     deletes: deletes::Deletes,
-    /// Cards the device put to us and we have not answered: toolCallId → request id.
-    cards: BTreeMap<String, Id>,
+    /// Cards the device put to us and we have not answered: (sessionId, toolCallId) → request
+    /// id. Keyed by session too, since two sessions' tool call ids may repeat.
+    cards: BTreeMap<(String, String), Id>,
+    /// Requests the device sent on the current link and we have not answered.
+    incoming: std::collections::BTreeSet<Id>,
     rng: Rng,
     next_id: u64,
     out: VecDeque<ClientOutput>,
@@ -150,6 +153,7 @@ impl Client {
             rows: Rows::new(),
             deletes: deletes::Deletes::default(),
             cards: BTreeMap::new(),
+            incoming: Default::default(),
             rng: Rng::new(config.seed),
             config,
             clock: Clock::new(now),
@@ -176,6 +180,7 @@ impl Client {
         self.pending.clear();
         self.purposes.clear();
         self.cards.clear();
+        self.incoming.clear();
         self.rows_link_down();
         self.deletes_link_down();
     }
@@ -196,11 +201,14 @@ impl Client {
                     self.on_hello(n.params);
                 } else if self.phase != Phase::Ready {
                 } else if n.method == "_lembas/permission/settled" {
-                    let tool_call_id = params["toolCallId"].as_str().unwrap_or("").to_string();
-                    if self.cards.remove(&tool_call_id).is_some() {
+                    let key = (
+                        params["sessionId"].as_str().unwrap_or("").to_string(),
+                        params["toolCallId"].as_str().unwrap_or("").to_string(),
+                    );
+                    if self.cards.remove(&key).is_some() {
                         self.emit(ClientEvent::CardSettled {
-                            session_id: params["sessionId"].as_str().unwrap_or("").to_string(),
-                            tool_call_id,
+                            session_id: key.0,
+                            tool_call_id: key.1,
                         });
                     }
                 } else if self.passes_delete_rules(&n.method, &params) {
@@ -226,8 +234,10 @@ impl Client {
                     .as_str()
                     .or_else(|| params["toolCall"]["toolCallId"].as_str());
                 if let Some(t) = tool_call_id {
-                    self.cards.insert(t.to_string(), r.id.clone());
+                    let session = params["sessionId"].as_str().unwrap_or("").to_string();
+                    self.cards.insert((session, t.to_string()), r.id.clone());
                 }
+                self.incoming.insert(r.id.clone());
                 self.emit(ClientEvent::Request {
                     id: r.id,
                     method: r.method.into_owned(),
@@ -306,14 +316,20 @@ impl Client {
         Ok(())
     }
 
-    /// Answer a request the device sent.
-    pub fn respond(&mut self, id: &Id, outcome: Result<Value, RpcError>) {
+    /// Answer a request the device sent on the current link. An answer to a request of an
+    /// earlier link (or one already answered) is not sent: it would reach a device that never
+    /// asked it on this link. Returns whether it was sent.
+    pub fn respond(&mut self, id: &Id, outcome: Result<Value, RpcError>) -> bool {
+        if !self.incoming.remove(id) {
+            return false;
+        }
         self.cards.retain(|_, card| card != id);
         let frame = match outcome {
             Ok(result) => jsonrpc::encode_result(id, &result),
             Err(error) => jsonrpc::encode_error(Some(id), &error),
         };
         self.send(frame);
+        true
     }
 
     #[must_use]
@@ -328,7 +344,7 @@ impl Client {
 
     /// Cards open now: toolCallId and the request to answer.
     pub fn open_cards(&self) -> impl Iterator<Item = (&str, &Id)> {
-        self.cards.iter().map(|(t, id)| (t.as_str(), id))
+        self.cards.iter().map(|((_, t), id)| (t.as_str(), id))
     }
 
     pub fn is_ready(&self) -> bool {

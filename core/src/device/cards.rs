@@ -131,8 +131,9 @@ impl Device {
             })
         });
         let params = card_params(&key.0, &open.card, patient);
+        let id = self.request_id();
         let c = self.conns.get_mut(&conn).expect("checked above");
-        let id = c.next_request(method);
+        c.expect_answer(id.clone(), method);
         c.pending.get_mut(&id).expect("just inserted").card = Some(key.clone());
         self.cards
             .get_mut(key)

@@ -47,7 +47,6 @@ pub(crate) struct Connection {
     /// treated as protocol 1 for the rest of the connection.
     pub downgraded: bool,
     pub pending: BTreeMap<Id, Pending>,
-    next_request: u64,
 }
 
 #[cfg_attr(not(feature = "testing"), allow(dead_code))]
@@ -59,7 +58,6 @@ impl Connection {
             said: ClientSaid::default(),
             downgraded: false,
             pending: BTreeMap::new(),
-            next_request: 0,
         }
     }
 
@@ -85,12 +83,8 @@ impl Connection {
         }
     }
 
-    /// Allocate an id for a request the device sends, and remember what it was.
-    pub fn next_request(&mut self, method: &'static str) -> Id {
-        let id = Id::number(self.next_request);
-        self.next_request += 1;
-        self.pending
-            .insert(id.clone(), Pending { method, card: None });
-        id
+    /// Remember a request the device sends on this connection under `id`.
+    pub fn expect_answer(&mut self, id: Id, method: &'static str) {
+        self.pending.insert(id, Pending { method, card: None });
     }
 }

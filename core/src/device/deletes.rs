@@ -1,7 +1,8 @@
 //! Deletes: `_lembas/session/delete` from a client, and deletes made on the device (a command,
 //! a prune, a terminal), which reach the client as `_lembas/session/deleted` now or, when no
-//! link is up, right after the next link's `initialize`. None is lost to a crash: the pending
-//! delete is durable before its frame is sent, and forgotten only once the frame has left.
+//! link is up, right after the next link's `initialize`. None is lost to a crash or a dropped
+//! link: the pending delete is durable before its frame is sent, and forgotten only once the
+//! link that carried it stayed up `delete_confirm_ms` afterwards.
 
 use serde_json::{json, Map, Value};
 
@@ -73,28 +74,64 @@ impl Device {
         true
     }
 
-    /// Send every kept delete to a link whose client said `_meta.lembas`, then forget them —
-    /// once the frames have left (a crash before that sends them again on the next link).
+    /// Send every kept delete to a link whose client said `_meta.lembas`. Each stays kept
+    /// until that link has stayed up `delete_confirm_ms` since (then it is forgotten, once the
+    /// frames have left); a link that drops sooner may have lost it, and the next one gets it.
     pub(super) fn send_pending_deletes(&mut self, conn: ConnId) {
-        if self.pending_deletes.is_empty() {
-            return;
-        }
-        let ids: Vec<String> = std::mem::take(&mut self.pending_deletes)
-            .into_iter()
-            .collect();
-        let mut forget = Vec::new();
-        for id in &ids {
+        let now = self.clock.now();
+        for id in std::mem::take(&mut self.pending_deletes) {
             let frame = jsonrpc::encode_notification(
                 "_lembas/session/deleted",
                 &json!({ "sessionId": id }),
             );
             self.send(conn, frame);
+            self.unconfirmed_deletes.insert(id, (conn, now));
+        }
+    }
+
+    /// The link `conn` dropped: the deletes it carried and did not confirm are kept again.
+    pub(super) fn unconfirm_deletes(&mut self, conn: ConnId) {
+        let back: Vec<String> = self
+            .unconfirmed_deletes
+            .iter()
+            .filter(|(_, (c, _))| *c == conn)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in back {
+            self.unconfirmed_deletes.remove(&id);
+            self.pending_deletes.insert(id);
+        }
+    }
+
+    /// Deletes whose link stayed up long enough are forgotten.
+    pub(super) fn confirm_deletes(&mut self, now: Time) {
+        let wait = self.config.sessions.delete_confirm_ms;
+        let done: Vec<String> = self
+            .unconfirmed_deletes
+            .iter()
+            .filter(|(_, (_, at))| at.plus_ms(wait) <= now)
+            .map(|(id, _)| id.clone())
+            .collect();
+        if done.is_empty() {
+            return;
+        }
+        let mut forget = Vec::new();
+        for id in done {
+            self.unconfirmed_deletes.remove(&id);
             forget.push(Record::Delete {
                 table: Table::Deletes,
-                key: id.clone(),
+                key: id,
             });
         }
         self.persist_after_send(forget);
+    }
+
+    pub(super) fn deletes_deadline(&self) -> Option<Time> {
+        let wait = self.config.sessions.delete_confirm_ms;
+        self.unconfirmed_deletes
+            .values()
+            .map(|(_, at)| at.plus_ms(wait))
+            .min()
     }
 
     /// Take a session out of the device and its store: its turn stops and every prompt waiting

@@ -180,6 +180,10 @@ pub struct Device {
     next_steer: u64,
     /// When to look for stale ledgers next.
     next_prune: Time,
+    next_request_id: u64,
+    /// Deletes sent on a link and not yet forgotten: forgotten once that link stayed up
+    /// `delete_confirm_ms` after sending; sent again on the next link if it dropped before.
+    unconfirmed_deletes: BTreeMap<String, (ConnId, Time)>,
 }
 
 impl Device {
@@ -202,6 +206,12 @@ impl Device {
             next_resolve: 0,
             next_steer: 0,
             next_prune: now,
+            next_request_id: 0,
+            unconfirmed_deletes: BTreeMap::new(),
+        })
+        .map(|mut d: Device| {
+            d.next_request_id = d.rng.below(1 << 40);
+            d
         })
     }
 
@@ -269,6 +279,8 @@ impl Device {
             .ok_or(Misuse::UnknownConnection(conn))?;
         self.forget_connection(conn);
         self.forget_card_requests(conn);
+        // Deletes sent on it and not yet confirmed go out again on the next link.
+        self.unconfirm_deletes(conn);
         // What was queued for it (behind a persist, say) has nowhere to go now.
         self.out.retain(|(_, q)| {
             !matches!(q, Queued::Out(Output::Send { conn: c, .. } | Output::Close { conn: c, .. }) if *c == conn)
@@ -301,6 +313,7 @@ impl Device {
         let now = self.clock.advance(now);
         self.expire_cards(now);
         self.prune_stale_ledgers(now);
+        self.confirm_deletes(now);
         if let LinkState::Waiting { attempt, at } = self.link.state {
             if at <= now {
                 self.link.state = LinkState::Dialing { attempt };
@@ -347,6 +360,7 @@ impl Device {
             self.link.deadline(),
             self.cards_deadline(),
             Some(self.next_prune),
+            self.deletes_deadline(),
         ]
         .into_iter()
         .flatten()
@@ -387,15 +401,22 @@ impl Device {
         method: &'static str,
         params: serde_json::Value,
     ) -> bool {
-        let Some(c) = self.conns.get_mut(&conn) else {
-            return false;
-        };
-        if !c.may_receive(method) {
+        if !self.conns.get(&conn).is_some_and(|c| c.may_receive(method)) {
             return false;
         }
-        let id = c.next_request(method);
+        let id = self.request_id();
+        let c = self.conns.get_mut(&conn).expect("checked above");
+        c.expect_answer(id.clone(), method);
         self.send(conn, jsonrpc::encode_request(&id, method, &params));
         true
+    }
+
+    /// An id for a request the device sends: unique across connections and (from a random
+    /// start) across restarts, so an answer that arrives late, on another link, to a request
+    /// of an earlier one can never be taken for the answer to a new request.
+    fn request_id(&mut self) -> Id {
+        self.next_request_id += 1;
+        Id::number(self.next_request_id)
     }
 
     fn stop_link(&mut self, message: String) {
