@@ -1,8 +1,10 @@
 //! `lembas demo`: everything on this machine, nothing outside it. A test instance (the core's
 //! client role behind a real WebSocket listener on loopback) and a device (the driver, the
 //! scripted engine, a redb store in a scratch directory) link up, and a readable transcript
-//! shows a prompt streaming, the link cut mid-turn and the client reattaching, and a duplicate
-//! prompt answered without running again.
+//! shows a prompt streaming, a permission card answered by the client, the link cut mid-turn
+//! and the client reattaching, a duplicate prompt answered without running again, and a
+//! session deleted while the device is down (as `lembas sessions delete` does) delivered on the
+//! next link.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -74,18 +76,20 @@ async fn demo(local: &smol::LocalExecutor<'_>, out: &mut dyn Write) -> Result<()
     config.remote.enabled = true;
     config.remote.roots = vec![work.clone()];
     config.remote.trusted = vec![work.clone()];
-    let store = RedbStore::open(&scratch.0.join("state/lembas.redb")).map_err(|e| e.to_string())?;
-    let now = crate::clock::Clock::new().now();
-    let device = Device::new(config, now).map_err(|e| e.to_string())?;
-    let mut driver = Driver::new(
-        device,
-        Disk::Redb(Arc::new(store)),
-        scratch.0.join("attachments"),
-    );
-    let stop = driver.sender();
-    let target = Instance::parse(&instance.url())?;
-    driver.start_link(Arc::new(LinkDialer::new(target, token, None)));
-    let device_task = local.spawn(driver.run());
+    let store_file = scratch.0.join("state/lembas.redb");
+    let attachments = scratch.0.join("attachments");
+    let start = |config: DeviceConfig| -> Result<_, String> {
+        let store = RedbStore::open(&store_file).map_err(|e| e.to_string())?;
+        let entries = store.entries().map_err(|e| e.to_string())?;
+        let now = crate::clock::Clock::new().now();
+        let (device, _) = Device::restore(config, entries, now).map_err(|e| e.to_string())?;
+        let mut driver = Driver::new(device, Disk::Redb(Arc::new(store)), attachments.clone());
+        let stop = driver.sender();
+        let target = Instance::parse(&instance.url())?;
+        driver.start_link(Arc::new(LinkDialer::new(target, token.clone(), None)));
+        Ok((stop, local.spawn(driver.run())))
+    };
+    let (stop, device_task) = start(config.clone())?;
     say(
         out,
         "== the device checks discovery and dials ws://…/api/devices/link",
@@ -148,6 +152,48 @@ async fn demo(local: &smol::LocalExecutor<'_>, out: &mut dyn Write) -> Result<()
         .map_err(|e| e.to_string())?;
     follow(out, &instance, "msg_1").await?;
 
+    say(
+        out,
+        "\n== a permission card (turn msg_p: `permit run the test suite`)",
+    )?;
+    instance
+        .prompt(
+            &session,
+            text("permit run the test suite\nsay  -- tests ran."),
+            Some("msg_p"),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    let (card, _) = instance
+        .wait_for(T, |e| {
+            matches!(e, Event::Client(ClientEvent::Request { method, .. })
+                if method == "session/request_permission")
+        })
+        .await;
+    let Some(Event::Client(ClientEvent::Request { id, params, .. })) = card else {
+        return Err("no permission card came".into());
+    };
+    let options: Vec<&str> = params["options"]
+        .as_array()
+        .map(|o| o.iter().filter_map(|o| o["name"].as_str()).collect())
+        .unwrap_or_default();
+    say(
+        out,
+        format!(
+            "device -> client  session/request_permission {:?}: {}",
+            params["toolCall"]["title"].as_str().unwrap_or("?"),
+            options.join(" / ")
+        ),
+    )?;
+    instance
+        .respond(
+            id,
+            Ok(json!({ "outcome": { "outcome": "selected", "optionId": "once" } })),
+        )
+        .await;
+    say(out, "client -> device  Allow once")?;
+    follow(out, &instance, "msg_p").await?;
+
     say(out, "\n== the link is cut mid-turn (turn msg_2)")?;
     let script = "say Working on it...\nsleep 2500\nsay  done, after the cut.";
     instance
@@ -208,6 +254,59 @@ async fn demo(local: &smol::LocalExecutor<'_>, out: &mut dyn Write) -> Result<()
             out,
             "                  (no update: the device knew msg_1 and did not run it again)",
         )?;
+    }
+
+    say(
+        out,
+        "\n== a session deleted while the device is down, delivered on the next link",
+    )?;
+    let _ = stop.send(Input::Shutdown).await;
+    let _ = smol::future::or(
+        async {
+            device_task.await;
+        },
+        async {
+            smol::Timer::after(Duration::from_secs(3)).await;
+        },
+    )
+    .await;
+    let (down, _) = instance.wait_for(T, |e| matches!(e, Event::LinkDown)).await;
+    if down.is_none() {
+        return Err("the link did not go down".into());
+    }
+    say(out, "-- the device stops; the link is down")?;
+    let now = crate::clock::Clock::new().now();
+    let deleted = crate::sessions::delete(&store_file, &attachments, config.clone(), now, |_| {
+        Ok(vec![session.clone()])
+    })?;
+    if deleted != [session.clone()] {
+        return Err(format!("the delete found no session {session}"));
+    }
+    say(
+        out,
+        format!("-- `lembas sessions delete {session}`: kept in the store for the next link"),
+    )?;
+    let (stop, device_task) = start(config)?;
+    let (up, _) = instance.wait_for(T, |e| matches!(e, Event::LinkUp)).await;
+    if up.is_none() {
+        return Err("the device did not link again".into());
+    }
+    say(out, "-- the device starts again and links")?;
+    let (gone, _) = instance
+        .wait_for(T, |e| {
+            matches!(e, Event::Client(ClientEvent::Notification { method, .. })
+                if method == "_lembas/session/deleted")
+        })
+        .await;
+    match gone {
+        Some(Event::Client(ClientEvent::Notification { params, .. })) => say(
+            out,
+            format!(
+                "device -> client  _lembas/session/deleted {}",
+                params["sessionId"].as_str().unwrap_or("?")
+            ),
+        )?,
+        _ => return Err("the client never heard of the delete".into()),
     }
 
     let _ = stop.send(Input::Shutdown).await;

@@ -13,7 +13,7 @@ use async_tungstenite::tungstenite::http::StatusCode;
 use async_tungstenite::WebSocketStream;
 use futures_lite::{future, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use lembas_core::client::{CallError, Client, ClientEvent, ClientOutput};
-use lembas_core::jsonrpc::Id;
+use lembas_core::jsonrpc::{Id, RpcError};
 use lembas_core::ClientConfig;
 use serde_json::Value;
 use smol::channel::{self, Receiver, Sender};
@@ -91,6 +91,7 @@ enum Cmd {
         turn_id: Option<String>,
         reply: Sender<Result<String, CallError>>,
     },
+    Respond(Id, Result<Value, RpcError>),
     Cut,
     Close(u16, String),
 }
@@ -204,6 +205,14 @@ impl TestInstance {
             }))
             .await;
         r.recv().await.unwrap_or(Err(CallError::NotReady))
+    }
+
+    /// Answer a request the device sent (a card): what the client's UI does on a click.
+    pub async fn respond(&self, id: Id, outcome: Result<Value, RpcError>) {
+        let _ = self
+            .cmd
+            .send(Internal::Cmd(Cmd::Respond(id, outcome)))
+            .await;
     }
 
     /// Drop the server's side of the link, with no close frame (a dead network).
@@ -403,6 +412,9 @@ async fn run_client(rx: Receiver<Internal>, events: Sender<Event>) {
                 reply,
             }) => {
                 let _ = reply.try_send(client.prompt(&session, blocks, turn_id.as_deref()));
+            }
+            Internal::Cmd(Cmd::Respond(id, outcome)) => {
+                client.respond(&id, outcome);
             }
             Internal::Cmd(Cmd::Cut) => {
                 if link.take().is_some() {

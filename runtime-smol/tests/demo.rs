@@ -3,7 +3,7 @@
 use std::process::Command;
 
 #[test]
-fn the_demo_streams_reattaches_and_deduplicates() {
+fn the_demo_streams_asks_reattaches_deduplicates_and_delivers_an_offline_delete() {
     let home = tempfile::tempdir().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_lembas"))
         .arg("demo")
@@ -22,15 +22,36 @@ fn the_demo_streams_reattaches_and_deduplicates() {
         "_lembas/hello: protocol 3",
         "chunk \"Streaming,\"",
         "msg_1 answered: end_turn",
+        "session/request_permission \"run the test suite\": Allow once",
+        "client -> device  Allow once",
+        "chunk \"allowed\"",
+        "msg_p answered: end_turn",
         "the server drops its side of the socket",
         "status for msg_2: it is still running: following it",
         "chunk \"done, after the cut.\"",
         "msg_2 answered: end_turn",
         "did not run it again",
+        "-- the device stops; the link is down",
+        "-- the device starts again and links",
         "== done",
     ] {
         assert!(text.contains(line), "missing {line:?} in:\n{text}");
     }
     assert_eq!(text.matches("msg_2 answered").count(), 1, "{text}");
     assert!(!text.contains("this must not run"), "{text}");
+    // The session the client made is the one deleted offline and announced on the next link.
+    let session = text
+        .lines()
+        .find_map(|l| l.split("session/new in ").nth(1))
+        .and_then(|l| l.rsplit(": ").next())
+        .expect("a session/new line")
+        .to_string();
+    assert!(
+        text.contains(&format!("`lembas sessions delete {session}`")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("_lembas/session/deleted {session}")),
+        "{text}"
+    );
 }
