@@ -481,3 +481,127 @@ fn a_delete_made_while_unlinked_is_delivered_after_the_next_link() {
         assert!(again.is_none(), "{again:?}");
     });
 }
+
+/// A `session/prompt` sent as a plain call (not kept by the client for reattach), and its
+/// answer.
+async fn prompt_once(
+    instance: &TestInstance,
+    session: &str,
+    turn: &str,
+    script: &str,
+) -> (Result<Value, String>, Vec<Event>) {
+    let params = json!({
+        "sessionId": session,
+        "prompt": text(script),
+        "_meta": { "lembas": { "turnId": turn } },
+    });
+    let id = instance.call("session/prompt", params).await.unwrap();
+    let (e, seen) = instance
+        .wait_for(
+            T,
+            |e| matches!(e, Event::Client(ClientEvent::Answer { id: i, .. }) if *i == id),
+        )
+        .await;
+    match e {
+        Some(Event::Client(ClientEvent::Answer { outcome, .. })) => {
+            (outcome.map_err(|e| e.message), seen)
+        }
+        other => panic!("no answer to {turn}: {other:?} after {seen:?}"),
+    }
+}
+
+#[test]
+fn after_sigkill_a_running_turn_is_cancelled_never_rerun_and_a_finished_one_answered_from_the_store(
+) {
+    use std::os::unix::process::ExitStatusExt;
+    smol::block_on(async {
+        let instance = TestInstance::start(InstanceOptions {
+            token: TOKEN.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        let home = Home::new();
+        assert!(home.login(&instance.url()).status.success());
+        let mut device = home.link();
+        ready(&instance).await;
+        let session = new_session(&instance, &home.work.join("proj")).await;
+        let (done, seen) = prompt_once(&instance, &session, "msg_done", "say finished once").await;
+        assert_eq!(done.unwrap()["stopReason"], "end_turn");
+        assert_eq!(chunks(&seen), vec!["finished once"]);
+        instance
+            .prompt(
+                &session,
+                text("say started\nsleep 60000\nsay never said"),
+                Some("msg_long"),
+            )
+            .await
+            .unwrap();
+        let (first, _) = instance
+            .wait_for(T, |e| chunks(std::slice::from_ref(e)) == ["started"])
+            .await;
+        assert!(first.is_some(), "the long turn did not start");
+
+        device.child.kill().unwrap();
+        let status = device.child.wait().unwrap();
+        assert_eq!(status.signal(), Some(9), "{status:?}");
+        let first_log = device.stderr();
+        assert_eq!(
+            first_log.matches("turn msg_long of").count(),
+            1,
+            "{first_log}"
+        );
+        drop(device);
+
+        let device = home.link();
+        let (ready_again, mut all) = instance
+            .wait_for(T, |e| matches!(e, Event::Client(ClientEvent::Ready { .. })))
+            .await;
+        assert!(ready_again.is_some(), "no second link");
+        // The client picks msg_long up again; the device knows it finished (cut by the restart).
+        let (re, seen) = instance
+            .wait_for(T, |e| {
+                matches!(e, Event::Client(ClientEvent::Reattached { turn_id, .. }) if turn_id == "msg_long")
+                    || matches!(e, Event::Client(ClientEvent::PromptAnswered { turn_id, .. }) if turn_id == "msg_long")
+            })
+            .await;
+        all.extend(seen);
+        assert!(re.is_some(), "msg_long was not picked up: {all:?}");
+        all.push(re.unwrap());
+
+        // Sent again, msg_long is answered `cancelled`, saying the device restarted; not run.
+        let (long, seen) = prompt_once(&instance, &session, "msg_long", "say must not run").await;
+        all.extend(seen);
+        let long = long.unwrap();
+        assert_eq!(long["stopReason"], "cancelled", "{long}");
+        assert_eq!(
+            long["_meta"]["lembas"]["message"],
+            lembas_core::device::RESTARTED,
+            "{long}"
+        );
+        // A duplicate of the turn that finished before the kill: its answer, from the store.
+        let (dup, seen) = prompt_once(&instance, &session, "msg_done", "say must not run").await;
+        all.extend(seen);
+        assert_eq!(dup.unwrap()["stopReason"], "end_turn");
+        let (_, rest) = instance
+            .wait_for(Duration::from_millis(1000), |_| false)
+            .await;
+        all.extend(rest);
+        let said = chunks(&all);
+        assert!(
+            !said
+                .iter()
+                .any(|c| c == "must not run" || c == "never said" || c == "started"),
+            "a turn ran again: {said:?}"
+        );
+        let log = device.stderr();
+        assert!(
+            !log.contains("turn msg_long of"),
+            "msg_long ran again: {log}"
+        );
+        assert!(
+            !log.contains("turn msg_done of"),
+            "msg_done ran again: {log}"
+        );
+    });
+}
