@@ -1,10 +1,12 @@
 //! A test instance: the LLeMbas side of the link on a loopback listener, for the tests and
 //! `lembas demo`. It serves `GET /.well-known/lembas.json`, upgrades `/api/devices/link` to a
 //! WebSocket when `Authorization: Bearer <token>` is right (HTTP 401 otherwise), and runs the
-//! core's `Client` over whichever link is up. It never binds anything but loopback.
+//! core's `Client` over whichever link is up. It never binds anything but loopback. With
+//! `InstanceOptions::tls` it serves HTTPS and wss:// (the tests give it an rcgen certificate).
 
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -12,12 +14,13 @@ use async_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, 
 use async_tungstenite::tungstenite::http::StatusCode;
 use async_tungstenite::WebSocketStream;
 use futures_lite::{future, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use futures_rustls::rustls::ServerConfig;
 use lembas_core::client::{CallError, Client, ClientEvent, ClientOutput};
 use lembas_core::jsonrpc::{Id, RpcError};
 use lembas_core::ClientConfig;
 use serde_json::Value;
 use smol::channel::{self, Receiver, Sender};
-use smol::net::{TcpListener, TcpStream};
+use smol::net::TcpListener;
 use smol::Task;
 
 use crate::clock::Clock;
@@ -30,6 +33,8 @@ pub struct InstanceOptions {
     /// What discovery lists in `protocols` (and the first of it as `protocol`).
     pub protocols: Vec<u64>,
     pub version: String,
+    /// Serve TLS (https:// and wss://) with this configuration.
+    pub tls: Option<Arc<ServerConfig>>,
 }
 
 impl Default for InstanceOptions {
@@ -38,9 +43,33 @@ impl Default for InstanceOptions {
             token: "test-token".into(),
             protocols: vec![3],
             version: "2.0.0".into(),
+            tls: None,
         }
     }
 }
+
+/// A TLS server configuration (ring) for one certificate chain and its key, both PEM.
+pub fn tls_config(cert_pem: &str, key_pem: &str) -> Result<Arc<ServerConfig>, String> {
+    use futures_rustls::rustls::pki_types::pem::PemObject;
+    use futures_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let chain = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("certificate: {e}"))?;
+    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(|e| format!("key: {e}"))?;
+    let config = ServerConfig::builder_with_provider(Arc::new(
+        futures_rustls::rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| e.to_string())?
+    .with_no_client_auth()
+    .with_single_cert(chain, key)
+    .map_err(|e| e.to_string())?;
+    Ok(Arc::new(config))
+}
+
+/// A byte stream the instance serves: plain TCP, or TLS over it.
+pub trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
 
 impl InstanceOptions {
     /// A LLeMbas 1.x server: protocol 1 and 2.
@@ -97,7 +126,7 @@ enum Cmd {
 }
 
 enum Internal {
-    Accepted(Box<WebSocketStream<Rewind<TcpStream>>>),
+    Accepted(Box<WebSocketStream<Rewind<Box<dyn Io>>>>),
     Refused(u16),
     Frame(u64, Vec<u8>),
     Closed(u64),
@@ -107,6 +136,7 @@ enum Internal {
 /// A running test instance; dropping it stops it.
 pub struct TestInstance {
     pub addr: SocketAddr,
+    tls: bool,
     cmd: Sender<Internal>,
     events: Receiver<Event>,
     _tasks: Vec<Task<()>>,
@@ -130,19 +160,22 @@ impl TestInstance {
         let addr = listener.local_addr()?;
         let (itx, irx) = channel::unbounded();
         let (etx, erx) = channel::unbounded();
+        let tls = options.tls.is_some();
         let accept = smol::spawn(accept_loop(listener, options, itx.clone()));
         let main = smol::spawn(run_client(irx, etx));
         Ok(TestInstance {
             addr,
+            tls,
             cmd: itx,
             events: erx,
             _tasks: vec![accept, main],
         })
     }
 
-    /// `http://127.0.0.1:<port>`, what `lembas login` is given.
+    /// `http://127.0.0.1:<port>` (`https://` with TLS), what `lembas login` is given.
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
     }
 
     /// The next event, or `None` after `timeout`.
@@ -237,6 +270,22 @@ async fn accept_loop(listener: TcpListener, options: InstanceOptions, tx: Sender
         let options = options.clone();
         let tx = tx.clone();
         smol::spawn(async move {
+            let _ = stream.set_nodelay(true);
+            let stream: Box<dyn Io> = match &options.tls {
+                None => Box::new(stream),
+                Some(config) => {
+                    match futures_rustls::TlsAcceptor::from(config.clone())
+                        .accept(stream)
+                        .await
+                    {
+                        Ok(s) => Box::new(s),
+                        Err(e) => {
+                            log::debug!("test instance: TLS handshake: {e}");
+                            return;
+                        }
+                    }
+                }
+            };
             if let Err(e) = serve_http(stream, &options, &tx).await {
                 log::debug!("test instance: {e}");
             }
@@ -249,7 +298,7 @@ async fn accept_loop(listener: TcpListener, options: InstanceOptions, tx: Sender
 // tungstenite's handshake callback returns its `ErrorResponse` unboxed.
 #[allow(clippy::result_large_err)]
 async fn serve_http(
-    mut stream: TcpStream,
+    mut stream: Box<dyn Io>,
     options: &InstanceOptions,
     tx: &Sender<Internal>,
 ) -> std::io::Result<()> {
@@ -278,7 +327,8 @@ async fn serve_http(
                 body.len()
             );
             stream.write_all(resp.as_bytes()).await?;
-            stream.flush().await
+            stream.flush().await?;
+            stream.close().await
         }
         ("GET", "/api/devices/link") => {
             let expected = format!("Bearer {}", options.token);
@@ -327,7 +377,8 @@ async fn serve_http(
                 .write_all(
                     b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
                 )
-                .await
+                .await?;
+            stream.flush().await
         }
     }
 }

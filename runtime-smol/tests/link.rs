@@ -605,3 +605,85 @@ fn after_sigkill_a_running_turn_is_cancelled_never_rerun_and_a_finished_one_answ
         );
     });
 }
+
+#[test]
+fn over_wss_with_an_rcgen_certificate_and_ca_file_login_link_and_a_prompt() {
+    smol::block_on(async {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        let tls = lembas::instance::tls_config(&cert.pem(), &key.serialize_pem()).unwrap();
+        let instance = TestInstance::start(InstanceOptions {
+            token: TOKEN.into(),
+            tls: Some(tls),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        let url = instance.url();
+        assert!(url.starts_with("https://127.0.0.1:"), "{url}");
+        let home = Home::new();
+        // Without the CA the certificate is not trusted.
+        let out = home.login(&url);
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.to_lowercase().contains("certificate"), "{err}");
+        let ca = home.path().join("ca.pem");
+        std::fs::write(&ca, cert.pem()).unwrap();
+        let tf = home.path().join("token.txt");
+        let out = home
+            .cmd(&[
+                "login",
+                &url,
+                "--token-file",
+                tf.to_str().unwrap(),
+                "--ca-file",
+                ca.to_str().unwrap(),
+            ])
+            .output()
+            .unwrap();
+        assert_no_token(&out.stdout);
+        assert_no_token(&out.stderr);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let device = home.link();
+        let caps = ready(&instance).await;
+        assert!(caps.iter().any(|c| c == "turns"), "{caps:?}");
+        let session = new_session(&instance, &home.work.join("proj")).await;
+        let turn = instance
+            .prompt(
+                &session,
+                text("say over\nsleep 10\nsay tls"),
+                Some("msg_tls"),
+            )
+            .await
+            .unwrap();
+        let (answer, seen) = instance
+            .wait_for(T, |e| {
+                matches!(e, Event::Client(ClientEvent::PromptAnswered { .. }))
+            })
+            .await;
+        match answer {
+            Some(Event::Client(ClientEvent::PromptAnswered {
+                turn_id, outcome, ..
+            })) => {
+                assert_eq!(turn_id, turn);
+                assert_eq!(outcome.unwrap()["stopReason"], "end_turn");
+            }
+            other => panic!("no answer: {other:?}"),
+        }
+        assert_eq!(chunks(&seen), vec!["over", "tls"]);
+        // The instance speaks only TLS: the link above was wss://, trusting the saved CA.
+        let login = std::fs::read_to_string(home.path().join("config/lembas/login.json")).unwrap();
+        assert!(
+            login.contains("https://127.0.0.1:") && login.contains("ca.pem"),
+            "{login}"
+        );
+        drop(device);
+    });
+}
