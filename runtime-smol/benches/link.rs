@@ -1,0 +1,350 @@
+//! `cargo bench -p lembas`: issue 5's figures, each measured side by side with its baseline in
+//! one run, printed as ratios.
+//!
+//! - stdio: `agent_message_chunk` updates of 64 B from `lembas serve --stdio` (a scripted
+//!   `chunks` turn) against writing the same lines to the same kind of pipe raw (this bench
+//!   re-executed as a plain writer). Target: at least 0.5 of raw.
+//! - turns/s with every ledger change durable in redb: the driver's group commit (one
+//!   transaction per pump of the device) against one commit per `Effect::Persist`. Target: at
+//!   least 1,000 turns/s.
+//! - resident memory of an idle `lembas link` to the in-process test instance. Target: at most
+//!   20 MB.
+//!
+//! (Not measured here yet: the loopback WebSocket against a raw async-tungstenite sender.)
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use lembas::store::RedbStore;
+use lembas_core::device::{ConnKind, Device, Effect, Output};
+use lembas_core::scripted::ScriptedEngine;
+use lembas_core::{DeviceConfig, Time};
+use serde_json::{json, Value};
+
+const CHUNKS: usize = 20_000;
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("raw-writer") {
+        return raw_writer(&args[2]);
+    }
+    // `cargo bench` passes `--bench`; a filter word picks one figure.
+    let only = args.iter().skip(1).find(|a| !a.starts_with('-')).cloned();
+    let want = |name: &str| only.as_deref().is_none_or(|o| name.contains(o));
+    if want("stdio") {
+        stdio();
+    }
+    if want("turns") {
+        turns();
+    }
+    if want("rss") {
+        rss();
+    }
+}
+
+/// Wait for one byte on stdin, then write the file's lines to stdout, one write each.
+fn raw_writer(path: &str) {
+    let text = std::fs::read(path).unwrap();
+    let mut go = [0u8; 1];
+    std::io::stdin().read_exact(&mut go).unwrap();
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    for line in text.split_inclusive(|b| *b == b'\n') {
+        out.write_all(line).unwrap();
+    }
+    out.flush().unwrap();
+}
+
+fn scratch_env(c: &mut Command, home: &std::path::Path) {
+    c.env("HOME", home)
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        .env("XDG_STATE_HOME", home.join("state"))
+        .env_remove("LEMBAS_LOG");
+}
+
+fn stdio() {
+    let home = tempfile::tempdir().unwrap();
+    let mut c = Command::new(env!("CARGO_BIN_EXE_lembas"));
+    c.args(["serve", "--stdio"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    scratch_env(&mut c, home.path());
+    let mut child = c.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap());
+    let mut send = |v: Value| {
+        let mut s = v.to_string();
+        s.push('\n');
+        stdin.write_all(s.as_bytes()).unwrap();
+        stdin.flush().unwrap();
+    };
+    send(json!({"jsonrpc":"2.0","id":0,"method":"initialize",
+                "params":{"protocolVersion":1,"clientCapabilities":{}}}));
+    send(json!({"jsonrpc":"2.0","id":1,"method":"session/new",
+                "params":{"cwd": home.path(), "mcpServers": []}}));
+    let mut line = String::new();
+    let session = loop {
+        line.clear();
+        lines.read_line(&mut line).unwrap();
+        let v: Value = serde_json::from_str(&line).unwrap();
+        if v["id"] == 1 {
+            break v["result"]["sessionId"].as_str().unwrap().to_string();
+        }
+    };
+    let prompt = |id: u64, turn: &str| {
+        json!({"jsonrpc":"2.0","id":id,"method":"session/prompt","params":{
+            "sessionId": session, "prompt":[{"type":"text","text":format!("chunks {CHUNKS} 64")}],
+            "_meta":{"lembas":{"turnId": turn}}}})
+    };
+    // A warm-up turn, then the measured one.
+    let mut captured = Vec::new();
+    let mut best = Duration::MAX;
+    for round in 0..3u64 {
+        send(prompt(2 + round, &format!("msg_{round}")));
+        let start = Instant::now();
+        let mut got = Vec::new();
+        loop {
+            line.clear();
+            lines.read_line(&mut line).unwrap();
+            got.extend_from_slice(line.as_bytes());
+            if line.contains("\"stopReason\"") {
+                break;
+            }
+        }
+        let took = start.elapsed();
+        if round > 0 {
+            best = best.min(took);
+        }
+        captured = got;
+    }
+    drop(stdin);
+    let _ = child.kill();
+    let _ = child.wait();
+
+    let file = home.path().join("lines");
+    std::fs::write(&file, &captured).unwrap();
+    let mut raw_best = Duration::MAX;
+    for _ in 0..3 {
+        let mut raw = Command::new(std::env::current_exe().unwrap())
+            .args(["raw-writer", file.to_str().unwrap()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut go = raw.stdin.take().unwrap();
+        let mut lines = BufReader::new(raw.stdout.take().unwrap());
+        let start = Instant::now();
+        go.write_all(b"g").unwrap();
+        go.flush().unwrap();
+        let mut n = 0;
+        loop {
+            line.clear();
+            if lines.read_line(&mut line).unwrap() == 0 {
+                break;
+            }
+            n += line.len();
+            if line.contains("\"stopReason\"") {
+                break;
+            }
+        }
+        raw_best = raw_best.min(start.elapsed());
+        assert_eq!(n, captured.len());
+        let _ = raw.wait();
+    }
+    let mb = captured.len() as f64 / 1e6;
+    println!(
+        "stdio: {CHUNKS} chunks of 64 B ({mb:.1} MB of lines): lembas {:.1} ms ({:.0} chunks/s), \
+         raw pipe {:.1} ms; ratio {:.2} of raw (target >= 0.5)",
+        best.as_secs_f64() * 1e3,
+        CHUNKS as f64 / best.as_secs_f64(),
+        raw_best.as_secs_f64() * 1e3,
+        raw_best.as_secs_f64() / best.as_secs_f64()
+    );
+}
+
+/// Drive a device over one stdio connection with the scripted engine and a redb store, as the
+/// driver does, with the persists of each pump in one transaction (`group`) or each in its own.
+struct Bench {
+    device: Device,
+    engine: ScriptedEngine,
+    store: RedbStore,
+    group: bool,
+    conn: lembas_core::device::ConnId,
+    answers: Vec<Value>,
+    commits: usize,
+}
+
+impl Bench {
+    fn new(dir: &std::path::Path, group: bool) -> Bench {
+        let mut config = DeviceConfig::default();
+        config.seed = 7;
+        let mut device = Device::new(config, Time(1)).unwrap();
+        let conn = device.handle_open(ConnKind::Stdio, Time(1)).unwrap();
+        Bench {
+            device,
+            engine: ScriptedEngine::new(),
+            store: RedbStore::open(&dir.join(if group { "g.redb" } else { "o.redb" })).unwrap(),
+            group,
+            conn,
+            answers: Vec::new(),
+            commits: 0,
+        }
+    }
+
+    fn frame(&mut self, v: Value) {
+        self.device
+            .handle_frame(self.conn, v.to_string().as_bytes(), Time(2))
+            .unwrap();
+        self.pump();
+    }
+
+    fn pump(&mut self) {
+        let now = Time(2);
+        let mut batch = Vec::new();
+        let mut batch_seq = 0;
+        loop {
+            if let Some(out) = self.device.poll_output() {
+                match out {
+                    Output::Send { frame, .. } => {
+                        let v: Value = serde_json::from_slice(&frame).unwrap();
+                        if v.get("id").is_some() && v.get("method").is_none() {
+                            self.answers.push(v);
+                        }
+                    }
+                    Output::Effect(Effect::Persist { seq, records }) => {
+                        if self.group {
+                            batch.extend(records);
+                            batch_seq = seq;
+                        } else {
+                            self.store.commit(&records).unwrap();
+                            self.commits += 1;
+                            self.device.handle_persisted(seq, now);
+                        }
+                    }
+                    Output::Effect(Effect::StartTurn(t)) => self.engine.start(&t, now),
+                    Output::Effect(Effect::ResolvePath { request, path }) => {
+                        self.device.handle_path_resolved(request, Ok(path), now)
+                    }
+                    _ => {}
+                }
+                continue;
+            }
+            if let Some((s, t, e)) = self.engine.poll_event() {
+                self.device.handle_engine(&s, &t, e, now);
+                continue;
+            }
+            if batch.is_empty() {
+                return;
+            }
+            self.store.commit(&batch).unwrap();
+            self.commits += 1;
+            batch.clear();
+            self.device.handle_persisted(batch_seq, now);
+        }
+    }
+}
+
+fn turns_per_second(group: bool, sessions: usize, rounds: usize) -> (f64, usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let cwd = std::fs::canonicalize(dir.path()).unwrap();
+    let mut b = Bench::new(dir.path(), group);
+    b.frame(json!({"jsonrpc":"2.0","id":0,"method":"initialize",
+                   "params":{"protocolVersion":1,"clientCapabilities":{}}}));
+    let mut ids = Vec::new();
+    for i in 0..sessions {
+        b.frame(json!({"jsonrpc":"2.0","id":1000 + i,"method":"session/new",
+                       "params":{"cwd": cwd, "mcpServers": []}}));
+        let a = b.answers.pop().unwrap();
+        ids.push(a["result"]["sessionId"].as_str().unwrap().to_string());
+    }
+    b.answers.clear();
+    let commits0 = b.commits;
+    let start = Instant::now();
+    let mut id = 10_000u64;
+    for r in 0..rounds {
+        // Every session gets a prompt before the device is pumped: what a busy link brings in
+        // one read.
+        for s in &ids {
+            id += 1;
+            let v = json!({"jsonrpc":"2.0","id":id,"method":"session/prompt","params":{
+                "sessionId": s, "prompt":[{"type":"text","text":"say ok"}],
+                "_meta":{"lembas":{"turnId": format!("msg_{r}")}}}});
+            b.device
+                .handle_frame(b.conn, v.to_string().as_bytes(), Time(2))
+                .unwrap();
+        }
+        b.pump();
+    }
+    let took = start.elapsed();
+    let turns = sessions * rounds;
+    assert_eq!(b.answers.len(), turns);
+    assert!(b
+        .answers
+        .iter()
+        .all(|a| a["result"]["stopReason"] == "end_turn"));
+    (turns as f64 / took.as_secs_f64(), b.commits - commits0)
+}
+
+fn turns() {
+    let (group, gc) = turns_per_second(true, 50, 20);
+    let (one, oc) = turns_per_second(false, 50, 4);
+    println!(
+        "turns/s, every ledger change durable (redb): group commit {group:.0} turns/s \
+         ({gc} commits for 1000 turns), one commit per change {one:.0} turns/s ({oc} commits \
+         for 200 turns); ratio {:.1}x (target >= 1000 turns/s)",
+        group / one
+    );
+}
+
+fn rss() {
+    smol::block_on(async {
+        use lembas::instance::{Event, InstanceOptions, TestInstance};
+        use lembas_core::client::ClientEvent;
+        let instance = TestInstance::start(InstanceOptions::default())
+            .await
+            .unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let token = home.path().join("token");
+        std::fs::write(&token, "test-token").unwrap();
+        let mut c = Command::new(env!("CARGO_BIN_EXE_lembas"));
+        c.args([
+            "login",
+            &instance.url(),
+            "--token-file",
+            token.to_str().unwrap(),
+        ])
+        .stdout(Stdio::null());
+        scratch_env(&mut c, home.path());
+        assert!(c.status().unwrap().success());
+        let mut c = Command::new(env!("CARGO_BIN_EXE_lembas"));
+        c.arg("link").stderr(Stdio::null());
+        scratch_env(&mut c, home.path());
+        let mut child = c.spawn().unwrap();
+        let (ready, _) = instance
+            .wait_for(Duration::from_secs(10), |e| {
+                matches!(e, Event::Client(ClientEvent::Ready { .. }))
+            })
+            .await;
+        assert!(ready.is_some(), "the device never linked");
+        smol::Timer::after(Duration::from_secs(2)).await;
+        let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
+        let field = |name: &str| {
+            status
+                .lines()
+                .find(|l| l.starts_with(name))
+                .map(|l| l.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap())
+                .unwrap_or(0)
+        };
+        let (rss, hwm) = (field("VmRSS:"), field("VmHWM:"));
+        println!(
+            "idle lembas link (linked, 2 s after initialize): RSS {:.1} MB (peak {:.1} MB); \
+             target <= 20 MB",
+            rss as f64 / 1024.0,
+            hwm as f64 / 1024.0
+        );
+        let _ = child.kill();
+        let _ = child.wait();
+    });
+}
