@@ -9,23 +9,7 @@ use serde_json::{json, Value};
 fn linked() -> (Pair, String) {
     let mut p = Pair::default_with_roots(&["/home/dev/work"]);
     p.start().unwrap();
-    let id = p
-        .client
-        .call("session/new", &json!({ "cwd": "/home/dev/work" }))
-        .unwrap();
-    p.settle().unwrap();
-    let s = p
-        .client_events
-        .iter()
-        .find_map(|e| match e {
-            ClientEvent::Answer {
-                id: i,
-                outcome: Ok(v),
-                ..
-            } if *i == id => Some(v["sessionId"].as_str().unwrap().to_string()),
-            _ => None,
-        })
-        .unwrap();
+    let s = p.new_session("/home/dev/work");
     (p, s)
 }
 

@@ -12,27 +12,16 @@ fn linked() -> Pair {
     p
 }
 
-/// Call a method through the client and return its answer.
 fn call(
     p: &mut Pair,
     method: &str,
     params: Value,
 ) -> Result<Value, lembas_core::jsonrpc::RpcError> {
-    let id = p.client.call(method, &params).expect("the call is allowed");
-    p.settle().unwrap();
-    p.client_events
-        .iter()
-        .rev()
-        .find_map(|e| match e {
-            ClientEvent::Answer { id: i, outcome, .. } if *i == id => Some(outcome.clone()),
-            _ => None,
-        })
-        .expect("answered")
+    p.call(method, params)
 }
 
 fn new_session(p: &mut Pair) -> String {
-    let r = call(p, "session/new", json!({ "cwd": "/home/dev/work/app" })).unwrap();
-    r["sessionId"].as_str().unwrap().to_string()
+    p.new_session("/home/dev/work/app")
 }
 
 fn answers(p: &Pair, turn: &str) -> Vec<Result<Value, lembas_core::jsonrpc::RpcError>> {

@@ -505,6 +505,36 @@ impl Pair {
         }
     }
 
+    /// Call `method` through the client, settle, and return its answer (the tests' staple).
+    /// Panics when the client refuses the call or no answer comes.
+    pub fn call(
+        &mut self,
+        method: &str,
+        params: serde_json::Value,
+    ) -> Result<serde_json::Value, crate::jsonrpc::RpcError> {
+        let id = self
+            .client
+            .call(method, &params)
+            .expect("the call is allowed");
+        self.settle().expect("the pair settles");
+        self.client_events
+            .iter()
+            .rev()
+            .find_map(|e| match e {
+                ClientEvent::Answer { id: i, outcome, .. } if *i == id => Some(outcome.clone()),
+                _ => None,
+            })
+            .expect("the call was answered")
+    }
+
+    /// Open a session in `cwd` through the client; its id.
+    pub fn new_session(&mut self, cwd: &str) -> String {
+        let r = self
+            .call("session/new", serde_json::json!({ "cwd": cwd }))
+            .expect("session/new succeeds");
+        r["sessionId"].as_str().expect("a session id").to_string()
+    }
+
     /// The frames the device sent on the link, parsed, in the order delivered.
     pub fn frames_to_client(&self) -> Vec<serde_json::Value> {
         self.frames(Dir::ToClient)
