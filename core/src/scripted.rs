@@ -14,6 +14,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
+use crate::device::Effect;
 use crate::engine::{
     Ask, Card, Decision, EngineEvent, PermissionDecision, PlanDecision, Question, QuestionAnswer,
     QuestionDecision, QuestionOption, StopReason, ToolStatus, TurnStart,
@@ -156,6 +157,41 @@ impl ScriptedEngine {
         self.out
             .push_back((key.0.clone(), key.1.clone(), EngineEvent::Text(said)));
         self.advance(&key, now);
+    }
+
+    /// Stop every running turn (the shell is shutting down): each reports `Done(Cancelled)`.
+    pub fn cancel_all(&mut self) {
+        let keys: Vec<(String, String)> = self.runs.keys().cloned().collect();
+        for (session, turn) in keys {
+            self.cancel(&session, &turn);
+        }
+    }
+
+    /// Perform one of the device's engine effects (`StartTurn`, `CancelTurn`, `Steer`,
+    /// `CardDecided`): what every shell that runs this engine does with them. Returns false,
+    /// doing nothing, for any other effect.
+    pub fn perform(&mut self, effect: &Effect, now: Time) -> bool {
+        match effect {
+            Effect::StartTurn(turn) => self.start(turn, now),
+            Effect::CancelTurn {
+                session_id,
+                turn_id,
+            } => self.cancel(session_id, turn_id),
+            Effect::Steer {
+                session_id,
+                turn_id,
+                id,
+                text,
+            } => self.steer(session_id, turn_id, *id, text),
+            Effect::CardDecided {
+                session_id,
+                turn_id,
+                tool_call_id,
+                decision,
+            } => self.decide(session_id, turn_id, tool_call_id, decision, now),
+            _ => return false,
+        }
+        true
     }
 
     /// Forget every run (the process died).

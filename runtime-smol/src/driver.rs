@@ -4,13 +4,12 @@
 //! the effects (as the core's `testing::Pair` routes them), writes the persists of the iteration
 //! in one transaction (group commit), and sleeps until `poll_timeout()` or the next input.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use futures_lite::future;
 use lembas_core::device::{ConnId, ConnKind, Device, DialFailure, Effect, Output};
-use lembas_core::engine::EngineEvent;
 use lembas_core::jsonrpc::{self, RpcError};
 use lembas_core::scripted::ScriptedEngine;
 use lembas_core::store::{MemStore, Record};
@@ -81,7 +80,6 @@ struct Conn {
 pub struct Driver {
     device: Device,
     engine: ScriptedEngine,
-    running: BTreeSet<(String, String)>,
     clock: Clock,
     tx: Sender<Input>,
     rx: Receiver<Input>,
@@ -107,7 +105,6 @@ impl Driver {
         Driver {
             device,
             engine: ScriptedEngine::new(),
-            running: BTreeSet::new(),
             clock: Clock::new(),
             tx,
             rx,
@@ -292,9 +289,7 @@ impl Driver {
                 if Some(conn) == self.stdio {
                     self.stdio_done = true;
                     // EOF: cancel the running turns, then end once they have reported.
-                    for (session, turn) in self.running.clone() {
-                        self.engine.cancel(&session, &turn);
-                    }
+                    self.engine.cancel_all();
                 }
             }
             Input::Persisted { seq, result } => {
@@ -332,9 +327,6 @@ impl Driver {
                 continue;
             }
             if let Some((session, turn, event)) = self.engine.poll_event() {
-                if matches!(event, EngineEvent::Done(_) | EngineEvent::Failed(_)) {
-                    self.running.remove(&(session.clone(), turn.clone()));
-                }
                 self.device.handle_engine(&session, &turn, event, now);
                 continue;
             }
@@ -465,28 +457,13 @@ impl Driver {
             }
             Effect::StartTurn(turn) => {
                 log::debug!("turn {} of {} starts", turn.turn_id, turn.session_id);
-                self.running
-                    .insert((turn.session_id.clone(), turn.turn_id.clone()));
                 self.engine.start(&turn, now);
             }
-            Effect::CancelTurn {
-                session_id,
-                turn_id,
-            } => self.engine.cancel(&session_id, &turn_id),
-            Effect::Steer {
-                session_id,
-                turn_id,
-                id,
-                text,
-            } => self.engine.steer(&session_id, &turn_id, id, &text),
-            Effect::CardDecided {
-                session_id,
-                turn_id,
-                tool_call_id,
-                decision,
-            } => self
-                .engine
-                .decide(&session_id, &turn_id, &tool_call_id, &decision, now),
+            engine_effect @ (Effect::CancelTurn { .. }
+            | Effect::Steer { .. }
+            | Effect::CardDecided { .. }) => {
+                self.engine.perform(&engine_effect, now);
+            }
             Effect::RemoveAttachments { session_id } => {
                 let dir = self.attachments.join(&session_id);
                 // A session id is the device's own `ses_…`: never a path of the peer's.

@@ -1088,25 +1088,7 @@ impl Run {
                 self.device
                     .handle_path_resolved(request, resolved, self.now);
             }
-            Output::Effect(Effect::StartTurn(turn)) => self.engine.start(&turn, self.now),
-            Output::Effect(Effect::CancelTurn {
-                session_id,
-                turn_id,
-            }) => self.engine.cancel(&session_id, &turn_id),
-            Output::Effect(Effect::Steer {
-                session_id,
-                turn_id,
-                id,
-                text,
-            }) => self.engine.steer(&session_id, &turn_id, id, &text),
-            Output::Effect(Effect::CardDecided {
-                session_id,
-                turn_id,
-                tool_call_id,
-                decision,
-            }) => self
-                .engine
-                .decide(&session_id, &turn_id, &tool_call_id, &decision, self.now),
+            Output::Effect(effect) if self.engine.perform(&effect, self.now) => {}
             #[allow(unreachable_patterns)]
             _ => {}
         }

@@ -448,30 +448,15 @@ impl Pair {
                 file_name,
                 bytes,
             }) => self.attachments.push((session_id, file_name, bytes.len())),
-            Output::Effect(Effect::StartTurn(turn)) => {
-                self.engine.start(&turn, self.now);
-                self.started.push(*turn);
-            }
-            Output::Effect(Effect::CancelTurn {
-                session_id,
-                turn_id,
-            }) => self.engine.cancel(&session_id, &turn_id),
-            Output::Effect(Effect::Steer {
-                session_id,
-                turn_id,
-                id,
-                text,
-            }) => self.engine.steer(&session_id, &turn_id, id, &text),
-            Output::Effect(Effect::CardDecided {
-                session_id,
-                turn_id,
-                tool_call_id,
-                decision,
-            }) => {
-                self.engine
-                    .decide(&session_id, &turn_id, &tool_call_id, &decision, self.now);
-                self.decisions.push((tool_call_id, decision));
-            }
+            Output::Effect(effect) if self.engine.perform(&effect, self.now) => match effect {
+                Effect::StartTurn(turn) => self.started.push(*turn),
+                Effect::CardDecided {
+                    tool_call_id,
+                    decision,
+                    ..
+                } => self.decisions.push((tool_call_id, decision)),
+                _ => {}
+            },
             Output::Effect(e) => self.device_effects.push(e),
         }
     }
