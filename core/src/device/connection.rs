@@ -36,8 +36,6 @@ pub(crate) struct Pending {
     pub card: Option<super::cards::CardKey>,
 }
 
-// The request side (cards, events) is used by the session and card features as they land.
-#[cfg_attr(not(feature = "testing"), allow(dead_code))]
 #[derive(Debug)]
 pub(crate) struct Connection {
     pub kind: ConnKind,
@@ -49,7 +47,6 @@ pub(crate) struct Connection {
     pub pending: BTreeMap<Id, Pending>,
 }
 
-#[cfg_attr(not(feature = "testing"), allow(dead_code))]
 impl Connection {
     pub fn new(kind: ConnKind) -> Self {
         Connection {
