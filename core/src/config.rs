@@ -155,6 +155,38 @@ impl Default for SessionLimits {
     }
 }
 
+/// Bounds on remote terminals (`_lembas/terminal/*`), each stated in the refusal that
+/// enforces it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TerminalLimits {
+    /// Terminals open at once on one link (the spec's four).
+    pub max_per_link: usize,
+    /// The spec's 20–500 columns and 5–300 rows.
+    pub cols: (u16, u16),
+    pub rows: (u16, u16),
+    /// The size a terminal opens at when the client names none.
+    pub default_size: (u16, u16),
+    /// One `_lembas/terminal/output` frame, whole (the issue's 64 KiB).
+    pub max_output_frame_bytes: usize,
+    /// How long output waits for more before it is sent: few frames for a flood, little delay
+    /// for a keystroke's echo.
+    pub batch_ms: u64,
+}
+
+impl Default for TerminalLimits {
+    fn default() -> Self {
+        TerminalLimits {
+            max_per_link: 4,
+            cols: (20, 500),
+            rows: (5, 300),
+            default_size: (80, 24),
+            max_output_frame_bytes: 64 * 1024,
+            batch_ms: 4,
+        }
+    }
+}
+
 /// Why a configuration was refused (never silently clamped).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConfigError(pub String);
@@ -183,6 +215,7 @@ pub struct DeviceConfig {
     pub frames: FrameLimits,
     pub backoff: Backoff,
     pub sessions: SessionLimits,
+    pub terminals: TerminalLimits,
     /// The models this device can speak to; the first is the default for a session that
     /// names none.
     pub models: Vec<Model>,
@@ -200,6 +233,7 @@ impl Default for DeviceConfig {
             frames: FrameLimits::default(),
             backoff: Backoff::default(),
             sessions: SessionLimits::default(),
+            terminals: TerminalLimits::default(),
             models: Vec::new(),
         }
     }
@@ -226,6 +260,26 @@ impl DeviceConfig {
             return Err(ConfigError(format!(
                 "sessions: max_block_bytes ({}) is over max_prompt_bytes ({})",
                 s.max_block_bytes, s.max_prompt_bytes
+            )));
+        }
+        let t = &self.terminals;
+        let (cols, rows) = t.default_size;
+        if t.cols.0 > t.cols.1
+            || t.rows.0 > t.rows.1
+            || !(t.cols.0..=t.cols.1).contains(&cols)
+            || !(t.rows.0..=t.rows.1).contains(&rows)
+        {
+            return Err(ConfigError(format!(
+                "terminals: default_size {cols}x{rows} must lie within cols {}-{} and rows {}-{}",
+                t.cols.0, t.cols.1, t.rows.0, t.rows.1
+            )));
+        }
+        if t.max_output_frame_bytes < 1024 || t.max_output_frame_bytes > self.frames.max_frame_bytes
+        {
+            return Err(ConfigError(format!(
+                "terminals: max_output_frame_bytes must be between 1024 and max_frame_bytes ({}) \
+                 (got {})",
+                self.frames.max_frame_bytes, t.max_output_frame_bytes
             )));
         }
         if let Some(root) = self.remote.roots.iter().find(|r| !r.starts_with('/')) {

@@ -120,7 +120,10 @@ struct Harness {
 
 impl Harness {
     fn new() -> Harness {
-        let mut device = Device::new(DeviceConfig::default(), Time(0)).expect("default config");
+        // Terminals on, so every capability this build implements is listed.
+        let mut config = DeviceConfig::default();
+        config.remote.terminal = true;
+        let mut device = Device::new(config, Time(0)).expect("default config");
         let conn = device
             .handle_open(ConnKind::Stdio, Time(0))
             .expect("a stdio connection opens");

@@ -93,6 +93,9 @@ impl Device {
             "_lembas/session/delete" => {
                 now(self.delete_request(conn, jsonrpc::parse_params(method, params)?)?)
             }
+            "_lembas/terminal/open" => self
+                .terminal_open(conn, id, jsonrpc::parse_params(method, params)?)
+                .map(|()| None),
             _ => Err(RpcError::new(
                 code::METHOD_NOT_FOUND,
                 format!("`{method}` is not implemented by this device yet"),
@@ -106,11 +109,17 @@ impl Device {
         if self.conns[&conn].phase != Phase::Ready {
             return;
         }
-        if n.method == "session/cancel" {
-            // A cancel that does not parse names no session to stop; there is no one to tell.
-            if let Ok(p) = jsonrpc::parse_params("session/cancel", n.params) {
-                self.cancel(conn, p);
+        // A notification that does not parse names nothing to act on; there is no one to tell.
+        match n.method.as_ref() {
+            "session/cancel" => {
+                if let Ok(p) = jsonrpc::parse_params("session/cancel", n.params) {
+                    self.cancel(conn, p);
+                }
             }
+            "_lembas/terminal/input" => self.terminal_input(conn, n.params),
+            "_lembas/terminal/resize" => self.terminal_resize(conn, n.params),
+            "_lembas/terminal/close" => self.terminal_close(conn, n.params),
+            _ => {}
         }
     }
 

@@ -3,7 +3,7 @@
 use serde_json::value::RawValue;
 
 use super::connection::Phase;
-use super::{ConnId, ConnKind, Device, CAPABILITIES};
+use super::{ConnId, ConnKind, Device};
 use crate::jsonrpc::{self, RpcError};
 use crate::wire::handshake::{
     AgentCapabilities, AgentInfo, AgentLembas, AgentMeta, DeviceInfo, Hello, InitializeParams,
@@ -80,7 +80,7 @@ impl Device {
                     harness_spec: HARNESS_SPEC.into(),
                     limits,
                     connection,
-                    capabilities: CAPABILITIES.iter().map(|c| c.to_string()).collect(),
+                    capabilities: self.capabilities().map(str::to_string).collect(),
                 },
             }),
         };

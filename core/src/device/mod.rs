@@ -12,6 +12,7 @@ mod ledger;
 mod link;
 mod restore;
 mod sessions;
+mod terminals;
 mod turns;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -20,6 +21,7 @@ pub use connection::{ConnId, ConnKind};
 pub use ledger::Answer;
 pub use link::CLOSE_PROTOCOL;
 pub use restore::{Unreadable, RESTARTED};
+pub use terminals::ShellInfo;
 
 use crate::config::{ConfigError, DeviceConfig};
 use crate::engine::{Decision, TurnStart};
@@ -46,7 +48,13 @@ pub const CAPABILITIES: &[&str] = &[
     "plan",
     "plan_state",
     "delete",
+    "terminal",
+    "shell",
 ];
+
+/// Capabilities listed only when a setting turns their feature on: `terminal` and `shell` with
+/// `remote.terminal: true`.
+const TERMINAL_CAPABILITIES: &[&str] = &["terminal", "shell"];
 
 /// What the device asks of its shell.
 #[derive(Debug, PartialEq)]
@@ -107,6 +115,25 @@ pub enum Effect {
         id: u64,
         text: String,
     },
+    /// Start the device user's login shell in a new PTY of this size, in `cwd` (resolved and
+    /// inside the roots); report with `handle_terminal_opened`, then its output with
+    /// `handle_terminal_output` and its end with `handle_terminal_exit`.
+    OpenTerminal {
+        terminal_id: String,
+        cwd: String,
+        cols: u16,
+        rows: u16,
+    },
+    /// Keystrokes for the terminal's PTY.
+    TerminalInput { terminal_id: String, bytes: Vec<u8> },
+    ResizeTerminal {
+        terminal_id: String,
+        cols: u16,
+        rows: u16,
+    },
+    /// Hang the terminal up (SIGHUP to its shell's process group). Its exit is still reported
+    /// (ignored when its link is gone).
+    CloseTerminal { terminal_id: String },
 }
 
 /// Where a turn stands in its session's ledger.
@@ -149,6 +176,13 @@ impl std::fmt::Display for Misuse {
 
 impl std::error::Error for Misuse {}
 
+/// What a `ResolvePath` request was made for.
+#[derive(Debug)]
+enum Resolving {
+    Session(Box<PendingNew>),
+    Terminal(String),
+}
+
 /// An entry of the output queue.
 #[derive(Debug)]
 enum Queued {
@@ -172,7 +206,8 @@ pub struct Device {
     persist_issued: u64,
     persist_acked: u64,
     sessions: Sessions,
-    resolving: BTreeMap<u64, PendingNew>,
+    resolving: BTreeMap<u64, Resolving>,
+    terminals: terminals::Terminals,
     cards: cards::Cards,
     /// Deletes made on the device not yet sent to a client.
     pending_deletes: std::collections::BTreeSet<String>,
@@ -201,6 +236,7 @@ impl Device {
             persist_acked: 0,
             sessions: Sessions::default(),
             resolving: BTreeMap::new(),
+            terminals: Default::default(),
             cards: cards::Cards::new(),
             pending_deletes: Default::default(),
             next_resolve: 0,
@@ -217,6 +253,15 @@ impl Device {
 
     pub fn config(&self) -> &DeviceConfig {
         &self.config
+    }
+
+    /// The capabilities `initialize` lists now: those this build implements that the settings
+    /// turn on.
+    pub fn capabilities(&self) -> impl Iterator<Item = &'static str> + '_ {
+        CAPABILITIES
+            .iter()
+            .copied()
+            .filter(|c| self.config.remote.terminal || !TERMINAL_CAPABILITIES.contains(c))
     }
 
     /// Start keeping a link to the instance up: asks for a dial now.
@@ -279,6 +324,7 @@ impl Device {
             .ok_or(Misuse::UnknownConnection(conn))?;
         self.forget_connection(conn);
         self.forget_card_requests(conn);
+        self.close_terminals_of(conn);
         // Deletes sent on it and not yet confirmed go out again on the next link.
         self.unconfirm_deletes(conn);
         // What was queued for it (behind a persist, say) has nowhere to go now.
@@ -314,6 +360,7 @@ impl Device {
         self.expire_cards(now);
         self.prune_stale_ledgers(now);
         self.confirm_deletes(now);
+        self.flush_terminals(now);
         if let LinkState::Waiting { attempt, at } = self.link.state {
             if at <= now {
                 self.link.state = LinkState::Dialing { attempt };
@@ -361,6 +408,7 @@ impl Device {
             self.cards_deadline(),
             Some(self.next_prune),
             self.deletes_deadline(),
+            self.terminals_deadline(),
         ]
         .into_iter()
         .flatten()

@@ -151,13 +151,14 @@ impl Device {
         let request = self.next_resolve;
         self.next_resolve += 1;
         let path = pending.cwd.clone();
-        self.resolving.insert(request, pending);
+        self.resolving
+            .insert(request, super::Resolving::Session(Box::new(pending)));
         self.effect(Effect::ResolvePath { request, path });
         Ok(None)
     }
 
     /// Remote work on, some roots, and `path` inside one of them: the root, or the reason.
-    fn check_roots(&self, path: &str) -> Result<&str, RpcError> {
+    pub(super) fn check_roots(&self, path: &str) -> Result<&str, RpcError> {
         let remote = &self.config.remote;
         if !remote.enabled {
             return Err(RpcError::invalid_params(
@@ -185,8 +186,12 @@ impl Device {
         now: crate::Time,
     ) {
         self.clock.advance(now);
-        let Some(pending) = self.resolving.remove(&request) else {
-            return;
+        let pending = match self.resolving.remove(&request) {
+            Some(super::Resolving::Session(pending)) => *pending,
+            Some(super::Resolving::Terminal(terminal_id)) => {
+                return self.terminal_path_resolved(terminal_id, resolved)
+            }
+            None => return,
         };
         if !self.conns.contains_key(&pending.conn) {
             return;
@@ -478,7 +483,8 @@ impl Device {
 
     /// A connection went away: it hears nothing more, and waits for nothing.
     pub(super) fn forget_connection(&mut self, conn: ConnId) {
-        self.resolving.retain(|_, p| p.conn != conn);
+        self.resolving
+            .retain(|_, r| !matches!(r, super::Resolving::Session(p) if p.conn == conn));
         for s in self.sessions.values_mut() {
             s.holders.remove(&conn);
             for waiting in s.waiters.values_mut() {

@@ -634,9 +634,11 @@ pub fn device(data: &[u8]) {
     };
     if setup.small_limits {
         config.frames = SMALL_LIMITS;
+        config.terminals.max_output_frame_bytes = SMALL_LIMITS.max_frame_bytes;
     }
     if setup.remote {
         config.remote.enabled = true;
+        config.remote.terminal = true;
         config.remote.roots = vec!["/tmp".into()];
         config.remote.trusted = vec!["/tmp".into()];
     }
@@ -1087,6 +1089,23 @@ impl Run {
                 };
                 self.device
                     .handle_path_resolved(request, resolved, self.now);
+            }
+            // A shell that echoes what it is sent and ends when hung up.
+            Output::Effect(Effect::OpenTerminal { terminal_id, .. }) => {
+                let info = crate::device::ShellInfo {
+                    shell: "bash".into(),
+                    integration: true,
+                };
+                self.device
+                    .handle_terminal_opened(&terminal_id, Ok(info), self.now);
+            }
+            Output::Effect(Effect::TerminalInput { terminal_id, bytes }) => {
+                self.device
+                    .handle_terminal_output(&terminal_id, &bytes, self.now);
+            }
+            Output::Effect(Effect::CloseTerminal { terminal_id }) => {
+                self.device
+                    .handle_terminal_exit(&terminal_id, 129, self.now);
             }
             Output::Effect(effect) if self.engine.perform(&effect, self.now) => {}
             #[allow(unreachable_patterns)]

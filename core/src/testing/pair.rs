@@ -75,6 +75,13 @@ pub struct Pair {
     /// a path under a key mapped to `None` fails to resolve.
     pub links: BTreeMap<String, Option<String>>,
     pub restarts: usize,
+    /// The fake shells of open terminals and their sizes. A fake shell echoes its input as its
+    /// output, and ends with code 129 (128 + SIGHUP) when hung up.
+    pub shells: BTreeMap<String, (u16, u16)>,
+    /// Terminals hung up (`CloseTerminal`), in order.
+    pub hangups: Vec<String>,
+    /// When set, starting a shell fails with this reason.
+    pub shell_fails: Option<String>,
     /// Every card decision the engine was told, in order: (toolCallId, decision).
     pub decisions: Vec<(String, crate::engine::Decision)>,
     device_config: DeviceConfig,
@@ -108,6 +115,9 @@ impl Pair {
             started: Vec::new(),
             attachments: Vec::new(),
             links: BTreeMap::new(),
+            shells: BTreeMap::new(),
+            hangups: Vec::new(),
+            shell_fails: None,
             restarts: 0,
             decisions: Vec::new(),
             device_config: device,
@@ -131,6 +141,11 @@ impl Pair {
 
     /// A device whose remote work is on over `roots`, and a default client, with no faults.
     pub fn default_with_roots(roots: &[&str]) -> Pair {
+        Pair::default_with(roots, |_| {})
+    }
+
+    /// [`Pair::default_with_roots`], with the device's config changed by `tweak` first.
+    pub fn default_with(roots: &[&str], tweak: impl FnOnce(&mut DeviceConfig)) -> Pair {
         let mut d = DeviceConfig::default();
         d.remote.enabled = true;
         d.remote.roots = roots.iter().map(|r| r.to_string()).collect();
@@ -141,6 +156,7 @@ impl Pair {
         }];
         d.host = "devbox".into();
         d.platform = "linux".into();
+        tweak(&mut d);
         Pair::new(d, ClientConfig::default(), Faults::none(), 1)
     }
 
@@ -158,6 +174,8 @@ impl Pair {
             self.client.handle_link_down(self.now);
         }
         self.stdio_out.clear();
+        // The PTYs died with the process.
+        self.shells.clear();
         self.engine.clear();
         let (device, unreadable) =
             Device::restore(self.device_config.clone(), self.store.entries(), self.now)
@@ -448,6 +466,50 @@ impl Pair {
                 file_name,
                 bytes,
             }) => self.attachments.push((session_id, file_name, bytes.len())),
+            Output::Effect(Effect::OpenTerminal {
+                terminal_id,
+                cols,
+                rows,
+                ..
+            }) => {
+                let started = match &self.shell_fails {
+                    Some(why) => Err(why.clone()),
+                    None => Ok(crate::device::ShellInfo {
+                        shell: "bash".into(),
+                        integration: true,
+                    }),
+                };
+                let ok = started.is_ok();
+                if self
+                    .device
+                    .handle_terminal_opened(&terminal_id, started, self.now)
+                    && ok
+                {
+                    self.shells.insert(terminal_id, (cols, rows));
+                }
+            }
+            Output::Effect(Effect::TerminalInput { terminal_id, bytes }) => {
+                if self.shells.contains_key(&terminal_id) {
+                    self.device
+                        .handle_terminal_output(&terminal_id, &bytes, self.now);
+                }
+            }
+            Output::Effect(Effect::ResizeTerminal {
+                terminal_id,
+                cols,
+                rows,
+            }) => {
+                if let Some(size) = self.shells.get_mut(&terminal_id) {
+                    *size = (cols, rows);
+                }
+            }
+            Output::Effect(Effect::CloseTerminal { terminal_id }) => {
+                if self.shells.remove(&terminal_id).is_some() {
+                    self.device
+                        .handle_terminal_exit(&terminal_id, 129, self.now);
+                }
+                self.hangups.push(terminal_id);
+            }
             Output::Effect(effect) if self.engine.perform(&effect, self.now) => match effect {
                 Effect::StartTurn(turn) => self.started.push(*turn),
                 Effect::CardDecided {

@@ -3,3 +3,4 @@
 
 pub mod handshake;
 pub mod session;
+pub mod terminal;

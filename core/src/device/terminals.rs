@@ -1,0 +1,413 @@
+//! Remote terminals (`_lembas/terminal/*`): the rules of `open` (terminals on, the size, the
+//! roots, four a link), the bookkeeping of which link owns which terminal, and the batching of a
+//! shell's output into frames of at most `max_output_frame_bytes`. The shell opens the PTY
+//! (`Effect::OpenTerminal`) and reports back with the `handle_terminal_*` inputs.
+
+use std::collections::BTreeMap;
+
+use base64::Engine as _;
+use serde_json::value::RawValue;
+
+use super::{ConnId, ConnKind, Device, Effect};
+use crate::jsonrpc::{self, code, Id, RpcError};
+use crate::paths;
+use crate::time::Time;
+use crate::wire::terminal::{
+    CloseParams, Exit, InputParams, OpenParams, OpenResult, Output, ResizeParams,
+};
+
+/// What the shell found when it started a terminal's shell.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShellInfo {
+    /// `bash`, `zsh`, `fish` or `other`.
+    pub shell: String,
+    /// Whether the prompt marks (OSC 133, OSC 7) are in use.
+    pub integration: bool,
+}
+
+#[derive(Debug)]
+enum Phase {
+    /// Waiting for the shell to resolve `cwd` (symlinks followed).
+    Resolving,
+    /// Waiting for the shell to start (`Effect::OpenTerminal` issued).
+    Opening,
+    Open,
+    /// Hung up; waiting for the shell's exit.
+    Closing,
+}
+
+#[derive(Debug)]
+pub(crate) struct Terminal {
+    conn: ConnId,
+    /// The `open` request, answered once the shell started.
+    request: Id,
+    phase: Phase,
+    cwd: String,
+    cols: u16,
+    rows: u16,
+    /// Output not yet sent, and when its first byte came.
+    pending: Vec<u8>,
+    since: Option<Time>,
+}
+
+pub(crate) type Terminals = BTreeMap<String, Terminal>;
+
+impl Device {
+    /// `_lembas/terminal/open`: checked here; the shell resolves `cwd`, then starts the shell,
+    /// and the answer goes out from [`Device::handle_terminal_opened`].
+    pub(super) fn terminal_open(
+        &mut self,
+        conn: ConnId,
+        id: &Id,
+        params: OpenParams,
+    ) -> Result<(), RpcError> {
+        if !self.config.remote.terminal {
+            return Err(RpcError::invalid_params(
+                "terminals are off on this device (remote.terminal is false)",
+            ));
+        }
+        if self.conns[&conn].kind != ConnKind::Link {
+            return Err(RpcError::invalid_params(
+                "terminals open only over the instance link",
+            ));
+        }
+        let limits = self.config.terminals;
+        let (cols, rows) = (
+            params.cols.unwrap_or(limits.default_size.0),
+            params.rows.unwrap_or(limits.default_size.1),
+        );
+        let in_range = |v: u16, (lo, hi): (u16, u16), what: &str| {
+            if (lo..=hi).contains(&v) {
+                Ok(())
+            } else {
+                Err(RpcError::invalid_params(format!(
+                    "{what} {v} is outside {lo}-{hi}"
+                )))
+            }
+        };
+        in_range(cols, limits.cols, "cols")?;
+        in_range(rows, limits.rows, "rows")?;
+        let open_here = self.terminals.values().filter(|t| t.conn == conn).count();
+        if open_here >= limits.max_per_link {
+            return Err(RpcError::invalid_params(format!(
+                "at most {} terminals a link; this link has {open_here} open",
+                limits.max_per_link
+            )));
+        }
+        let cwd = match params.cwd {
+            Some(cwd) => paths::normalize(&cwd).ok_or_else(|| {
+                RpcError::invalid_params(format!(
+                    "cwd `{}` is not an absolute path",
+                    cwd.escape_debug()
+                ))
+            })?,
+            None => self.config.remote.roots.first().cloned().ok_or_else(|| {
+                RpcError::invalid_params("this device allows no folder yet (remote.roots is empty)")
+            })?,
+        };
+        self.check_roots(&cwd)?;
+        let terminal_id = format!("term_{}", self.rng.token(16));
+        let request = self.next_resolve;
+        self.next_resolve += 1;
+        self.resolving
+            .insert(request, super::Resolving::Terminal(terminal_id.clone()));
+        self.effect(Effect::ResolvePath {
+            request,
+            path: cwd.clone(),
+        });
+        self.terminals.insert(
+            terminal_id,
+            Terminal {
+                conn,
+                request: id.clone(),
+                phase: Phase::Resolving,
+                cwd,
+                cols,
+                rows,
+                pending: Vec::new(),
+                since: None,
+            },
+        );
+        Ok(())
+    }
+
+    /// The terminal's `cwd` resolved (or did not): inside the roots still, the shell starts it.
+    pub(super) fn terminal_path_resolved(
+        &mut self,
+        terminal_id: String,
+        resolved: Result<String, String>,
+    ) {
+        let Some(t) = self.terminals.get(&terminal_id) else {
+            return;
+        };
+        let outcome = resolved
+            .map_err(|why| {
+                RpcError::invalid_params(format!("cwd `{}` cannot be used: {why}", t.cwd))
+            })
+            .and_then(|real| {
+                let real = paths::normalize(&real).ok_or_else(|| {
+                    RpcError::invalid_params(format!("cwd `{}` did not resolve", t.cwd))
+                })?;
+                self.check_roots(&real)?;
+                Ok(real)
+            });
+        match outcome {
+            Ok(real) => {
+                let t = self
+                    .terminals
+                    .get_mut(&terminal_id)
+                    .expect("looked up above");
+                t.phase = Phase::Opening;
+                t.cwd = real.clone();
+                let (cols, rows) = (t.cols, t.rows);
+                self.effect(Effect::OpenTerminal {
+                    terminal_id,
+                    cwd: real,
+                    cols,
+                    rows,
+                });
+            }
+            Err(e) => {
+                let t = self
+                    .terminals
+                    .remove(&terminal_id)
+                    .expect("looked up above");
+                self.reply_error(t.conn, &t.request, &e);
+            }
+        }
+    }
+
+    /// The shell started the terminal's shell (`Effect::OpenTerminal`), or could not. Returns
+    /// whether the device still wants it: `false` (its link is gone) means hang it up now.
+    pub fn handle_terminal_opened(
+        &mut self,
+        terminal_id: &str,
+        started: Result<ShellInfo, String>,
+        now: Time,
+    ) -> bool {
+        self.clock.advance(now);
+        let Some(t) = self.terminals.get_mut(terminal_id) else {
+            return false;
+        };
+        if !matches!(t.phase, Phase::Opening) {
+            return false;
+        }
+        let (conn, request) = (t.conn, t.request.clone());
+        match started {
+            Ok(info) => {
+                t.phase = Phase::Open;
+                let result = OpenResult {
+                    terminal_id,
+                    cwd: &t.cwd,
+                    cols: t.cols,
+                    rows: t.rows,
+                    shell: &info.shell,
+                    integration: info.integration,
+                };
+                let frame = jsonrpc::encode_result(&request, &result);
+                self.send(conn, frame);
+                true
+            }
+            Err(why) => {
+                self.terminals.remove(terminal_id);
+                let e = RpcError::new(
+                    code::INTERNAL_ERROR,
+                    format!("the device could not start a shell: {why}"),
+                );
+                self.reply_error(conn, &request, &e);
+                false
+            }
+        }
+    }
+
+    /// Bytes the terminal's shell wrote. They leave in order, in frames of at most
+    /// `max_output_frame_bytes`, after at most `batch_ms`.
+    pub fn handle_terminal_output(&mut self, terminal_id: &str, bytes: &[u8], now: Time) {
+        let now = self.clock.advance(now);
+        let per_frame = self.output_bytes_per_frame(terminal_id);
+        let batch_ms = self.config.terminals.batch_ms;
+        let Some(t) = self.terminals.get_mut(terminal_id) else {
+            return;
+        };
+        if bytes.is_empty() || !matches!(t.phase, Phase::Open | Phase::Closing) {
+            return;
+        }
+        t.pending.extend_from_slice(bytes);
+        t.since.get_or_insert(now);
+        let full = t.pending.len() / per_frame * per_frame;
+        if full > 0 {
+            self.send_output(terminal_id, full);
+        }
+        if batch_ms == 0 {
+            self.send_output(terminal_id, usize::MAX);
+        }
+    }
+
+    /// The terminal's shell ended: what it wrote goes out, then `exit`.
+    pub fn handle_terminal_exit(&mut self, terminal_id: &str, code: i32, now: Time) {
+        self.clock.advance(now);
+        if !self.terminals.contains_key(terminal_id) {
+            return;
+        }
+        self.send_output(terminal_id, usize::MAX);
+        let t = self.terminals.remove(terminal_id).expect("checked above");
+        if matches!(t.phase, Phase::Open | Phase::Closing) {
+            let exit = Exit { terminal_id, code };
+            self.send(
+                t.conn,
+                jsonrpc::encode_notification("_lembas/terminal/exit", &exit),
+            );
+        }
+    }
+
+    /// The terminals open now (id, and the connection that owns it).
+    pub fn terminals(&self) -> impl Iterator<Item = (&str, ConnId)> + '_ {
+        self.terminals.iter().map(|(id, t)| (id.as_str(), t.conn))
+    }
+
+    pub(super) fn terminal_input(&mut self, conn: ConnId, params: Option<&RawValue>) {
+        let Ok(p) = jsonrpc::parse_params::<InputParams>("_lembas/terminal/input", params) else {
+            return;
+        };
+        if !self.owns_open(conn, &p.terminal_id) {
+            return;
+        }
+        // Keystrokes that are not base64 say nothing a shell could take; no one to answer.
+        let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(p.data.as_bytes()) else {
+            return;
+        };
+        if !bytes.is_empty() {
+            self.effect(Effect::TerminalInput {
+                terminal_id: p.terminal_id.into_owned(),
+                bytes,
+            });
+        }
+    }
+
+    pub(super) fn terminal_resize(&mut self, conn: ConnId, params: Option<&RawValue>) {
+        let Ok(p) = jsonrpc::parse_params::<ResizeParams>("_lembas/terminal/resize", params) else {
+            return;
+        };
+        let limits = self.config.terminals;
+        // A notification has no answer to refuse with: a size out of range is not applied,
+        // rather than clamped to one the client did not ask for.
+        if !(limits.cols.0..=limits.cols.1).contains(&p.cols)
+            || !(limits.rows.0..=limits.rows.1).contains(&p.rows)
+            || !self.owns_open(conn, &p.terminal_id)
+        {
+            return;
+        }
+        let t = self.terminals.get_mut(&p.terminal_id).expect("owns_open");
+        t.cols = p.cols;
+        t.rows = p.rows;
+        self.effect(Effect::ResizeTerminal {
+            terminal_id: p.terminal_id,
+            cols: p.cols,
+            rows: p.rows,
+        });
+    }
+
+    pub(super) fn terminal_close(&mut self, conn: ConnId, params: Option<&RawValue>) {
+        let Ok(p) = jsonrpc::parse_params::<CloseParams>("_lembas/terminal/close", params) else {
+            return;
+        };
+        if !self.owns_open(conn, &p.terminal_id) {
+            return;
+        }
+        self.terminals
+            .get_mut(&p.terminal_id)
+            .expect("owns_open")
+            .phase = Phase::Closing;
+        self.effect(Effect::CloseTerminal {
+            terminal_id: p.terminal_id,
+        });
+    }
+
+    /// The link went away: every terminal it opened is hung up, and forgotten.
+    pub(super) fn close_terminals_of(&mut self, conn: ConnId) {
+        let ids: Vec<String> = self
+            .terminals
+            .iter()
+            .filter(|(_, t)| t.conn == conn)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in ids {
+            let t = self.terminals.remove(&id).expect("listed above");
+            if matches!(t.phase, Phase::Opening | Phase::Open) {
+                self.effect(Effect::CloseTerminal { terminal_id: id });
+            }
+        }
+    }
+
+    /// Output that has waited `batch_ms` goes out.
+    pub(super) fn flush_terminals(&mut self, now: Time) {
+        let batch_ms = self.config.terminals.batch_ms;
+        let due: Vec<String> = self
+            .terminals
+            .iter()
+            .filter(|(_, t)| t.since.is_some_and(|s| s.plus_ms(batch_ms) <= now))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in due {
+            self.send_output(&id, usize::MAX);
+        }
+    }
+
+    pub(super) fn terminals_deadline(&self) -> Option<Time> {
+        let batch_ms = self.config.terminals.batch_ms;
+        self.terminals
+            .values()
+            .filter_map(|t| t.since.map(|s| s.plus_ms(batch_ms)))
+            .min()
+    }
+
+    fn owns_open(&self, conn: ConnId, terminal_id: &str) -> bool {
+        self.terminals
+            .get(terminal_id)
+            .is_some_and(|t| t.conn == conn && matches!(t.phase, Phase::Open))
+    }
+
+    /// Raw bytes that fit one output frame: the frame's envelope with this id, then base64's
+    /// four characters for every three bytes.
+    fn output_bytes_per_frame(&self, terminal_id: &str) -> usize {
+        let envelope = jsonrpc::encode_notification(
+            "_lembas/terminal/output",
+            &Output {
+                terminal_id,
+                data: "",
+            },
+        )
+        .len();
+        let room = self
+            .config
+            .terminals
+            .max_output_frame_bytes
+            .saturating_sub(envelope);
+        (room / 4 * 3).max(3)
+    }
+
+    /// Send up to `limit` pending bytes of `terminal_id`, in as many frames as they need.
+    fn send_output(&mut self, terminal_id: &str, limit: usize) {
+        let per_frame = self.output_bytes_per_frame(terminal_id);
+        let Some(t) = self.terminals.get_mut(terminal_id) else {
+            return;
+        };
+        let take = limit.min(t.pending.len());
+        let bytes: Vec<u8> = t.pending.drain(..take).collect();
+        if t.pending.is_empty() {
+            t.since = None;
+        }
+        let conn = t.conn;
+        for chunk in bytes.chunks(per_frame) {
+            let data = base64::engine::general_purpose::STANDARD.encode(chunk);
+            let frame = jsonrpc::encode_notification(
+                "_lembas/terminal/output",
+                &Output {
+                    terminal_id,
+                    data: &data,
+                },
+            );
+            self.send(conn, frame);
+        }
+    }
+}
