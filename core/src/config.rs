@@ -187,6 +187,28 @@ impl Default for TerminalLimits {
     }
 }
 
+/// Bounds on what waits to be sent on one connection, enforced by the shell (the core hands
+/// frames over at once).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct OutboundLimits {
+    /// Past this many bytes waiting, terminals stop reading their PTYs until the writer
+    /// catches up (their shells block; nothing is dropped).
+    pub pause_bytes: usize,
+    /// Past this many, the client is not reading at all: the connection is closed.
+    pub max_bytes: usize,
+}
+
+impl Default for OutboundLimits {
+    fn default() -> Self {
+        OutboundLimits {
+            pause_bytes: 1024 * 1024,
+            // Room for a whole history or a big answer behind a stream of updates.
+            max_bytes: 64 * 1024 * 1024,
+        }
+    }
+}
+
 /// Why a configuration was refused (never silently clamped).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConfigError(pub String);
@@ -216,6 +238,7 @@ pub struct DeviceConfig {
     pub backoff: Backoff,
     pub sessions: SessionLimits,
     pub terminals: TerminalLimits,
+    pub outbound: OutboundLimits,
     /// The models this device can speak to; the first is the default for a session that
     /// names none.
     pub models: Vec<Model>,
@@ -234,6 +257,7 @@ impl Default for DeviceConfig {
             backoff: Backoff::default(),
             sessions: SessionLimits::default(),
             terminals: TerminalLimits::default(),
+            outbound: OutboundLimits::default(),
             models: Vec::new(),
         }
     }
@@ -274,12 +298,17 @@ impl DeviceConfig {
                 t.cols.0, t.cols.1, t.rows.0, t.rows.1
             )));
         }
-        if t.max_output_frame_bytes < 1024 || t.max_output_frame_bytes > self.frames.max_frame_bytes
-        {
+        if t.max_output_frame_bytes < 1024 {
             return Err(ConfigError(format!(
-                "terminals: max_output_frame_bytes must be between 1024 and max_frame_bytes ({}) \
-                 (got {})",
-                self.frames.max_frame_bytes, t.max_output_frame_bytes
+                "terminals: max_output_frame_bytes must be at least 1024 (got {})",
+                t.max_output_frame_bytes
+            )));
+        }
+        let o = &self.outbound;
+        if o.pause_bytes == 0 || o.pause_bytes > o.max_bytes {
+            return Err(ConfigError(format!(
+                "outbound: pause_bytes must be between 1 and max_bytes (got {} and {})",
+                o.pause_bytes, o.max_bytes
             )));
         }
         if let Some(root) = self.remote.roots.iter().find(|r| !r.starts_with('/')) {

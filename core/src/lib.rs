@@ -47,7 +47,7 @@ pub mod wire;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use config::{ClientConfig, DeviceConfig, Mode, Remote, TerminalLimits};
+pub use config::{ClientConfig, DeviceConfig, Mode, OutboundLimits, Remote, TerminalLimits};
 pub use time::Time;
 
 /// This build's version, as the device reports it.

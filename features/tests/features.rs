@@ -43,6 +43,10 @@ pub struct LinkWorld {
     pub terminal: Option<ConnId>,
     /// A session an editor or a terminal opened on its own connection.
     pub local_session: Option<String>,
+    /// Remote terminals the client opened (`_lembas/terminal/open`), in order.
+    pub terminals: Vec<String>,
+    /// The answer to the last `_lembas/terminal/open`.
+    pub opened: Option<Result<serde_json::Value, lembas_core::jsonrpc::RpcError>>,
 }
 
 impl LinkWorld {
@@ -63,6 +67,8 @@ impl LinkWorld {
             session: None,
             terminal: None,
             local_session: None,
+            terminals: Vec::new(),
+            opened: None,
         }
     }
 

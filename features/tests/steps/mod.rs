@@ -11,6 +11,7 @@
 //! - `turns`: prompts and their answers, the engine's starts, queue, cancel, steer, reattach.
 //! - `cards`: approvals, questions and plans on the web, a terminal and an editor.
 //! - `deletes`: deletes from the client and on the device.
+//! - `terminals`: remote terminals on a fake echoing shell.
 
 mod capabilities;
 mod cards;
@@ -19,6 +20,7 @@ mod handshake;
 mod jsonrpc;
 mod sessions;
 mod stdio;
+mod terminals;
 mod turns;
 mod versions;
 
