@@ -15,4 +15,5 @@ pub mod login;
 pub mod sessions;
 pub mod stdio;
 pub mod store;
+pub mod terminal;
 pub mod trust;
