@@ -6,13 +6,17 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use lembas::terminal::{OpenSpec, Shell, Terminal};
+use lembas::terminal::{percent_encode, OpenSpec, Shell, Terminal};
 use tempfile::TempDir;
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 const HOST: &str = "testhost";
 
+const A: &[u8] = b"\x1b]133;A\x07";
 const B: &[u8] = b"\x1b]133;B\x07";
+const C: &[u8] = b"\x1b]133;C\x07";
+const D0: &[u8] = b"\x1b]133;D;0\x07";
+const D1: &[u8] = b"\x1b]133;D;1\x07";
 
 fn program(name: &str) -> PathBuf {
     ["/usr/bin", "/bin", "/usr/local/bin"]
@@ -27,8 +31,7 @@ struct Tty {
     term: Terminal,
     out: Vec<u8>,
     seen: usize,
-    /// Removed with the terminal's test.
-    _home: TempDir,
+    home: TempDir,
 }
 
 impl Tty {
@@ -54,12 +57,20 @@ impl Tty {
             ],
         };
         let term = Terminal::open(&spec).expect("open the terminal");
+        if ["bash", "zsh", "fish"].contains(&shell) {
+            assert_eq!(term.shell().as_str(), shell);
+            assert_eq!(term.integration(), integration);
+        }
         Tty {
             term,
             out: Vec::new(),
             seen: 0,
-            _home: home,
+            home,
         }
+    }
+
+    fn home(&self) -> PathBuf {
+        self.home.path().canonicalize().expect("canonical HOME")
     }
 
     fn send(&self, input: &str) {
@@ -129,6 +140,13 @@ impl Tty {
             },
         ))
     }
+}
+
+fn write(path: &Path, contents: &str) {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).expect("rc directory");
+    }
+    std::fs::write(path, contents).expect("rc file");
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
@@ -209,6 +227,7 @@ fn a_missing_shell_is_an_error_not_a_panic() {
 fn other_shells_run_without_a_wrapper() {
     let mut tty = Tty::open("sh", true, |_| {});
     assert_eq!(tty.term.shell(), Shell::Other);
+    assert_eq!(Shell::Other.as_str(), "other");
     assert!(!tty.term.integration());
     tty.send("printf '%s-%s\\n' plain sh\r");
     tty.expect(b"plain-sh");
@@ -238,5 +257,196 @@ fn dropping_a_running_terminal_reaps_the_shell_and_removes_the_wrapper() {
     while Path::new(&format!("/proc/{pid}")).exists() {
         assert!(Instant::now() < deadline, "shell {pid} was not reaped");
         std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+// ----- shell integration ----------------------------------------------------------------------
+
+/// What every shell must show with integration on, given rc files that set
+/// `LEMBAS_TEST_RC=from-rc`, an alias `lt` printing `alias-works`, and a prompt hook that rebuilds
+/// the prompt as `rebuilt> ` before each prompt.
+fn integration_marks(tty: &mut Tty) {
+    tty.expect(B);
+    // The user's own rc files took effect.
+    tty.send("printf '%s-%s\\n' \"$LEMBAS_TEST_RC\" x\r");
+    tty.expect(b"from-rc-x");
+    tty.expect(B);
+    tty.send("lt\r");
+    tty.expect(b"alias-works");
+    tty.expect(B);
+
+    // A command: C before its output, D;0 after, then a new prompt A ... B, whose B is still there
+    // after the hook rebuilt the prompt.
+    tty.send("true\r");
+    let ran = tty.expect(D0);
+    assert!(contains(&ran, C), "C before D: {}", show(&ran));
+    let prompt = tty.expect(B);
+    assert!(
+        contains(&prompt, A),
+        "A starts the prompt: {}",
+        show(&prompt)
+    );
+    let rebuilt = find(&prompt, b"rebuilt> \x1b]133;B\x07");
+    assert!(
+        rebuilt.is_some_and(|at| find(&prompt, A).is_some_and(|a| a < at)),
+        "A before the rebuilt prompt and B right after it: {}",
+        show(&prompt)
+    );
+
+    tty.send("false\r");
+    let ran = tty.expect(D1);
+    assert!(contains(&ran, C), "C before D: {}", show(&ran));
+    tty.expect(B);
+
+    // An empty line ends no command.
+    tty.send("\r");
+    let empty = tty.expect(B);
+    assert!(
+        !contains(&empty, b"\x1b]133;C") && !contains(&empty, b"\x1b]133;D"),
+        "no C or D for an empty line: {}",
+        show(&empty)
+    );
+    assert!(contains(&empty, A), "a new prompt: {}", show(&empty));
+
+    // OSC 7 follows cd, percent-encoded byte by byte.
+    let dir = tty.home().join("a b").join("é");
+    std::fs::create_dir_all(&dir).expect("directory");
+    tty.send("cd 'a b/é'\r");
+    let url = format!(
+        "\x1b]7;file://{HOST}{}\x07",
+        percent_encode(dir.as_os_str().as_encoded_bytes())
+    );
+    assert!(url.contains("/a%20b/%C3%A9\x07"), "{url:?}");
+    tty.expect(url.as_bytes());
+    tty.expect(B);
+
+    tty.send("exit 3\r");
+    tty.drain();
+    assert_eq!(tty.wait(), 3);
+}
+
+#[test]
+fn bash_reads_the_login_files_and_marks_prompts() {
+    let mut tty = Tty::open("bash", true, |home| {
+        // Debian's layout: ~/.profile reads ~/.bashrc.
+        write(
+            &home.join(".profile"),
+            "export LEMBAS_TEST_RC=from-rc\n. \"$HOME/.bashrc\"\n",
+        );
+        write(
+            &home.join(".bashrc"),
+            "alias lt='printf \"%s\\n\" alias-works'\n\
+             PROMPT_COMMAND='PS1=\"rebuilt> \"'\n",
+        );
+    });
+    integration_marks(&mut tty);
+}
+
+#[test]
+fn bash_stays_a_login_shell_without_traces_of_the_wrapper() {
+    let mut tty = Tty::open("bash", true, |home| {
+        write(&home.join(".bash_profile"), "LEMBAS_PROFILE=bash_profile\n");
+        // Not read: ~/.bash_profile comes first.
+        write(&home.join(".profile"), "LEMBAS_PROFILE=profile\n");
+        write(
+            &home.join(".bash_logout"),
+            "echo bye > \"$HOME/logged-out\"\n",
+        );
+    });
+    tty.expect(B);
+    tty.send(
+        "printf '<%s>\\n' \"$LEMBAS_PROFILE:${ENV-unset}:${__LEMBAS_HISTFILE-none}:$HISTFILE:$(shopt login_shell):$(set -o | grep -c '^posix *on')\"\r",
+    );
+    let home = tty.home();
+    let expected = format!(
+        "<bash_profile:unset:none:{}/.bash_history:login_shell    \ton:0>",
+        home.display()
+    );
+    tty.expect(expected.as_bytes());
+    tty.expect(B);
+    // No variable of ours is exported.
+    tty.send("printf '<%s>\\n' \"$(env | grep -c __LEMBAS_)\"\r");
+    tty.expect(b"<0>");
+    tty.expect(B);
+    // `logout` works, as in a login shell, and reads ~/.bash_logout.
+    tty.send("logout\r");
+    tty.drain();
+    assert_eq!(tty.wait(), 0);
+    assert!(home.join("logged-out").exists(), "~/.bash_logout was read");
+}
+
+#[test]
+fn zsh_follows_the_users_zdotdir_and_marks_prompts() {
+    let mut tty = Tty::open("zsh", true, |home| {
+        write(&home.join(".zshenv"), "export ZDOTDIR=\"$HOME/zdot\"\n");
+        write(
+            &home.join("zdot/.zshrc"),
+            "LEMBAS_TEST_RC=from-rc\n\
+             alias lt='printf \"%s\\n\" alias-works'\n\
+             ZSHRC_SAW=\"${__LEMBAS_ZDOTDIR-gone}:$ZDOTDIR\"\n\
+             rebuild() { PS1='rebuilt> ' }\n\
+             precmd_functions+=(rebuild)\n",
+        );
+        write(&home.join("zdot/.zprofile"), "LEMBAS_PROFILE=zprofile\n");
+    });
+    tty.expect(B);
+    tty.send("printf '<%s>\\n' \"$ZSHRC_SAW:$LEMBAS_PROFILE:$(env | grep -c __LEMBAS_)\"\r");
+    let expected = format!("<gone:{}/zdot:zprofile:0>", tty.home().display());
+    tty.expect(expected.as_bytes());
+    integration_marks(&mut tty);
+}
+
+#[test]
+fn fish_reads_its_config_and_marks_prompts() {
+    let mut tty = Tty::open("fish", true, |home| {
+        write(
+            &home.join(".config/fish/config.fish"),
+            "set -gx LEMBAS_TEST_RC from-rc\n\
+             alias lt 'printf \"%s\\n\" alias-works'\n\
+             set -g fish_greeting\n\
+             function fish_prompt\n    printf 'rebuilt> '\nend\n",
+        );
+    });
+    integration_marks(&mut tty);
+}
+
+#[test]
+fn fish_keeps_b_after_the_prompt_is_redefined() {
+    let mut tty = Tty::open("fish", true, |home| {
+        write(
+            &home.join(".config/fish/config.fish"),
+            "set -g fish_greeting\n",
+        );
+    });
+    tty.expect(B);
+    tty.send("function fish_prompt; printf '%s> ' again; end\r");
+    let prompt = tty.expect(b"again> ");
+    assert!(contains(&prompt, A), "{}", show(&prompt));
+    tty.expect(B);
+    tty.send("printf '%s\\n' (status is-login; and echo login-yes)\r");
+    tty.expect(b"login-yes\r\n");
+}
+
+#[test]
+fn integration_off_gives_no_marks() {
+    for shell in ["bash", "zsh", "fish"] {
+        let mut tty = Tty::open(shell, false, |home| {
+            write(&home.join(".zshrc"), "PS1='plain> '\n");
+            write(
+                &home.join(".config/fish/config.fish"),
+                "set -g fish_greeting\n",
+            );
+        });
+        tty.send("true\r");
+        tty.send("printf '%s-%s\\n' no marks\r");
+        tty.expect(b"no-marks");
+        tty.send("exit\r");
+        tty.drain();
+        assert_eq!(tty.wait(), 0, "{shell}");
+        assert!(
+            !contains(&tty.out, b"\x1b]133;"),
+            "{shell}: {}",
+            show(&tty.out)
+        );
     }
 }

@@ -51,7 +51,7 @@ __lembas_url=
 
 # $1 percent-encoded byte by byte (unreserved ASCII and / stay) into __lembas_url.
 __lembas_encode() {
-    builtin local LC_ALL=C s=$1 out= c i
+    local LC_ALL=C s=$1 out= c i
     for ((i = 0; i < ${#s}; i++)); do
         c=${s:i:1}
         case $c in
@@ -68,7 +68,7 @@ __lembas_encode() {
 # Runs last of PROMPT_COMMAND: bash gives every PROMPT_COMMAND entry the finished command's $?,
 # and being last puts the marks back after hooks that rebuild PS1 (starship, powerline).
 __lembas_prompt() {
-    builtin local status=$? cmd
+    local status=$? cmd
     if [[ -n ${__lembas_prompt_status-} ]]; then
         # bash < 5.1: PROMPT_COMMAND is one string, whose first command saved $?.
         status=$__lembas_prompt_status
@@ -84,7 +84,7 @@ __lembas_prompt() {
     fi
     builtin printf '\e]7;file://%s%s\a' '@LEMBAS_HOST@' "$__lembas_url"
 
-    builtin local ps1=${PS1-}
+    local ps1=${PS1-}
     ps1=${ps1#"$__lembas_mark_a"}
     ps1=${ps1%"$__lembas_mark_b"}
     PS1=$__lembas_mark_a$ps1$__lembas_mark_b

@@ -63,7 +63,8 @@ __lembas_precmd() {
     return ret
 }
 
-# At the first prompt the user's files have all run: take our place at the end of the hooks.
+# At the first prompt the user's files have all run: take our place at the end of the hooks and
+# mark that prompt too.
 __lembas_init() {
     builtin local ret=$?
     precmd_functions=(${precmd_functions:#__lembas_init})
@@ -76,7 +77,14 @@ __lembas_init() {
     return ret
 }
 
+# `sched +0` runs before the first prompt, after the precmd hooks (which may rebuild PS1); without
+# zsh/sched, a precmd hook added now runs before those the user's files add, and their first
+# prompt may lack the marks.
 if [[ -o interactive ]]; then
-    builtin typeset -ga precmd_functions
-    precmd_functions+=(__lembas_init)
+    if builtin zmodload zsh/sched 2>/dev/null; then
+        builtin sched +0 __lembas_init
+    else
+        builtin typeset -ga precmd_functions
+        precmd_functions+=(__lembas_init)
+    fi
 fi
