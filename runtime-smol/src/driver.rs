@@ -18,7 +18,9 @@ use smol::channel::{self, Receiver, Sender};
 use smol::{Task, Timer};
 
 use crate::clock::Clock;
+use crate::outbox::Outbox;
 use crate::store::RedbStore;
+use crate::terminal_host::{TerminalHost, TerminalOptions};
 
 /// What the driver hears from the tasks around it.
 pub enum Input {
@@ -43,15 +45,30 @@ pub enum Input {
         request: u64,
         result: Result<String, String>,
     },
+    /// A terminal's shell wrote this (counted in its link's queue gauge until handed over).
+    TerminalOutput {
+        id: String,
+        bytes: Vec<u8>,
+        _held: crate::outbox::Sent,
+    },
+    /// A terminal's shell ended (after all its output).
+    TerminalExit { id: String, code: i32 },
     /// Stop now (the demo's end).
     Shutdown,
 }
 
 /// What a connection's writer task is told.
 pub enum Outgoing {
-    Frame(Vec<u8>),
-    Close { code: u16, reason: String },
+    /// A frame, and its count in the queue's gauge (released once written).
+    Frame(Vec<u8>, Option<crate::outbox::Sent>),
+    Close {
+        code: u16,
+        reason: String,
+    },
 }
+
+/// The close code for a client that stopped reading (WebSocket's "policy violation").
+pub const CLOSE_OVERFLOW: u16 = 1008;
 
 /// How the driver's run ended.
 #[derive(Debug, PartialEq, Eq)]
@@ -73,7 +90,7 @@ pub trait Dialer: Send + Sync + 'static {
 }
 
 struct Conn {
-    out: Sender<Outgoing>,
+    out: Outbox,
     kind: ConnKind,
 }
 
@@ -97,11 +114,14 @@ pub struct Driver {
     /// `serve --stdio`: the process ends when this connection has ended and no turn runs.
     stdio: Option<ConnId>,
     stdio_done: bool,
+    terminals: TerminalHost,
+    terminal_options: TerminalOptions,
 }
 
 impl Driver {
     pub fn new(device: Device, disk: Disk, attachments: PathBuf) -> Driver {
         let (tx, rx) = channel::unbounded();
+        let host = device.config().host.clone();
         Driver {
             device,
             engine: ScriptedEngine::new(),
@@ -120,7 +140,20 @@ impl Driver {
             exit: None,
             stdio: None,
             stdio_done: false,
+            terminals: TerminalHost::default(),
+            terminal_options: TerminalOptions::new(true, host),
         }
+    }
+
+    /// How terminals start (the login shell, `remote.terminal_integration`, the host name).
+    pub fn set_terminal_options(&mut self, options: TerminalOptions) {
+        self.terminal_options = options;
+    }
+
+    /// A queue for a new connection, bounded as the device's config says.
+    fn outbox(&self, tx: Sender<Outgoing>) -> Outbox {
+        let limits = self.device.config().outbound;
+        Outbox::new(tx, limits.pause_bytes, limits.max_bytes)
     }
 
     /// A sender for inputs (to stop the driver from outside, say).
@@ -148,10 +181,11 @@ impl Driver {
             .expect("a stdio connection opens at any time");
         let limit = self.device.config().frames.max_frame_bytes;
         let (out_tx, out_rx) = channel::unbounded();
+        let out = self.outbox(out_tx);
         self.conns.insert(
             conn,
             Conn {
-                out: out_tx,
+                out,
                 kind: ConnKind::Stdio,
             },
         );
@@ -235,10 +269,11 @@ impl Driver {
                 Ok(conn) => {
                     log::info!("linked to the instance");
                     let (out_tx, out_rx) = channel::unbounded();
+                    let out = self.outbox(out_tx);
                     self.conns.insert(
                         conn,
                         Conn {
-                            out: out_tx,
+                            out,
                             kind: ConnKind::Link,
                         },
                     );
@@ -308,6 +343,14 @@ impl Driver {
             Input::PathResolved { request, result } => {
                 self.device.handle_path_resolved(request, result, now)
             }
+            Input::TerminalOutput { id, bytes, _held } => {
+                self.device.handle_terminal_output(&id, &bytes, now);
+            }
+            Input::TerminalExit { id, code } => {
+                log::debug!("a terminal's shell ended with {code}");
+                self.terminals.ended(&id);
+                self.device.handle_terminal_exit(&id, code, now);
+            }
             Input::Shutdown => {
                 self.exit = Some(Exit {
                     code: 0,
@@ -374,9 +417,21 @@ impl Driver {
     }
 
     fn write(&mut self, conn: ConnId, frame: Vec<u8>) {
-        if let Some(c) = self.conns.get(&conn) {
-            log::trace!("-> {}", String::from_utf8_lossy(&frame));
-            let _ = c.out.try_send(Outgoing::Frame(frame));
+        let Some(c) = self.conns.get(&conn) else {
+            return;
+        };
+        log::trace!("-> {}", String::from_utf8_lossy(&frame));
+        if let Err(overflow) = c.out.send(frame) {
+            // The client stopped reading: close rather than grow without bound.
+            log::warn!("closing a connection: {overflow}");
+            let c = self.conns.remove(&conn).expect("looked up above");
+            c.out.close_with(CLOSE_OVERFLOW, overflow.to_string());
+            let now = self.clock.now();
+            let _ = self.device.handle_closed(conn, None, now);
+            if Some(conn) == self.stdio {
+                self.stdio_done = true;
+                self.engine.cancel_all();
+            }
         }
     }
 
@@ -386,8 +441,7 @@ impl Driver {
             Output::Close { conn, code, reason } => {
                 if let Some(c) = self.conns.remove(&conn) {
                     log::info!("closing a connection: {code} {reason}");
-                    let _ = c.out.try_send(Outgoing::Close { code, reason });
-                    c.out.close();
+                    c.out.close_with(code, reason);
                 }
             }
             Output::Effect(effect) => self.effect(effect, now).await,
@@ -479,6 +533,48 @@ impl Driver {
                     }
                 }
             }
+            Effect::OpenTerminal {
+                terminal_id,
+                cwd,
+                cols,
+                rows,
+            } => {
+                // Awaited here: fork and exec are quick, and the effects after it (its
+                // keystrokes, its close) must find it.
+                let started = TerminalHost::open(&self.terminal_options, cwd, cols, rows).await;
+                let info = started
+                    .as_ref()
+                    .map(TerminalHost::info)
+                    .map_err(Clone::clone);
+                if let Err(why) = &info {
+                    log::warn!("a terminal did not start: {why}");
+                }
+                let now = self.clock.now();
+                let wanted = self.device.handle_terminal_opened(&terminal_id, info, now);
+                let link = self
+                    .device
+                    .terminals()
+                    .find(|(id, _)| *id == terminal_id)
+                    .and_then(|(_, conn)| self.conns.get(&conn));
+                match (started, link) {
+                    (Ok(terminal), Some(link)) if wanted => {
+                        let gauge = link.out.gauge.clone();
+                        self.terminals
+                            .adopt(terminal_id, terminal, gauge, self.tx.clone());
+                    }
+                    // Its link went while it started: dropping it hangs it up.
+                    _ => {}
+                }
+            }
+            Effect::TerminalInput { terminal_id, bytes } => {
+                self.terminals.input(&terminal_id, bytes)
+            }
+            Effect::ResizeTerminal {
+                terminal_id,
+                cols,
+                rows,
+            } => self.terminals.resize(&terminal_id, cols, rows),
+            Effect::CloseTerminal { terminal_id } => self.terminals.hang_up(&terminal_id),
             other => log::warn!("an effect this build does not perform: {other:?}"),
         }
     }

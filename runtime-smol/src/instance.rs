@@ -121,6 +121,13 @@ enum Cmd {
         reply: Sender<Result<String, CallError>>,
     },
     Respond(Id, Result<Value, RpcError>),
+    Notify {
+        method: String,
+        params: Value,
+        reply: Sender<Result<(), CallError>>,
+    },
+    /// Read nothing for this long (a client on a slow network).
+    Stall(Duration),
     Cut,
     Close(u16, String),
 }
@@ -246,6 +253,26 @@ impl TestInstance {
             .cmd
             .send(Internal::Cmd(Cmd::Respond(id, outcome)))
             .await;
+    }
+
+    /// A notification to the device (terminal keystrokes, a cancel), gated as a call is.
+    pub async fn notify(&self, method: &str, params: Value) -> Result<(), CallError> {
+        let (reply, r) = channel::bounded(1);
+        let _ = self
+            .cmd
+            .send(Internal::Cmd(Cmd::Notify {
+                method: method.into(),
+                params,
+                reply,
+            }))
+            .await;
+        r.recv().await.unwrap_or(Err(CallError::NotReady))
+    }
+
+    /// Stop reading the link for `how_long`: frames pile up in the socket and the device's
+    /// writer waits, as behind a slow client.
+    pub async fn stall(&self, how_long: Duration) {
+        let _ = self.cmd.send(Internal::Cmd(Cmd::Stall(how_long))).await;
     }
 
     /// Drop the server's side of the link, with no close frame (a dead network).
@@ -395,7 +422,8 @@ async fn run_client(rx: Receiver<Internal>, events: Sender<Event>) {
         .expect("the default client config is valid");
     let mut link: Option<Link> = None;
     let mut gen = 0u64;
-    let (frames_tx, frames_rx) = channel::unbounded::<Internal>();
+    // Bounded, so a stalled client stops reading its socket and the device feels it.
+    let (frames_tx, frames_rx) = channel::bounded::<Internal>(64);
     loop {
         let input = future::or(async { rx.recv().await.ok() }, async {
             frames_rx.recv().await.ok()
@@ -467,6 +495,16 @@ async fn run_client(rx: Receiver<Internal>, events: Sender<Event>) {
             Internal::Cmd(Cmd::Respond(id, outcome)) => {
                 client.respond(&id, outcome);
             }
+            Internal::Cmd(Cmd::Notify {
+                method,
+                params,
+                reply,
+            }) => {
+                let _ = reply.try_send(client.notify(&method, &params));
+            }
+            Internal::Cmd(Cmd::Stall(how_long)) => {
+                smol::Timer::after(how_long).await;
+            }
             Internal::Cmd(Cmd::Cut) => {
                 if link.take().is_some() {
                     client.handle_link_down(now);
@@ -494,7 +532,7 @@ async fn run_client(rx: Receiver<Internal>, events: Sender<Event>) {
                                 text,
                             })
                             .await;
-                        let _ = l.out.try_send(Outgoing::Frame(frame));
+                        let _ = l.out.try_send(Outgoing::Frame(frame, None));
                     }
                 }
                 ClientOutput::Close { code, reason } => {

@@ -350,7 +350,8 @@ where
     let writer = smol::spawn(async move {
         while let Ok(o) = out.recv().await {
             match o {
-                Outgoing::Frame(frame) => {
+                // `_sent` is held until the frame is written: the queue's gauge counts it.
+                Outgoing::Frame(frame, _sent) => {
                     let Ok(text) = String::from_utf8(frame) else {
                         continue;
                     };

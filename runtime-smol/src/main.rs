@@ -226,6 +226,11 @@ fn run(command: Command, seed: Option<u64>) -> Result<(), String> {
                 device.session_count()
             );
             let mut driver = Driver::new(device, Disk::Redb(Arc::new(store)), dirs.attachments());
+            let host = driver.device().config().host.clone();
+            driver.set_terminal_options(lembas::terminal_host::TerminalOptions::new(
+                config.terminal_integration,
+                host,
+            ));
             driver.start_link(Arc::new(LinkDialer::new(instance, token, ca)));
             let exit = smol::block_on(driver.run());
             exit_of(exit)

@@ -50,7 +50,7 @@ pub async fn write_stdout(rx: Receiver<Outgoing>) {
     while let Ok(first) = rx.recv().await {
         let mut next = Some(first);
         while let Some(out) = next.take() {
-            if let Outgoing::Frame(mut frame) = out {
+            if let Outgoing::Frame(mut frame, _sent) = out {
                 frame.push(b'\n');
                 if let Err(e) = stdout.write_all(&frame).await {
                     log::warn!("writing stdout: {e}");

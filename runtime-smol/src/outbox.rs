@@ -1,0 +1,181 @@
+//! A connection's outbound queue, bounded in bytes. Frames wait here between the driver and the
+//! connection's writer; the [`Gauge`] counts their bytes (and a terminal's output on its way to
+//! the core). Past `pause_at`, terminals stop reading their PTYs until the writer catches up
+//! (their shells block; nothing is dropped). Past `max`, the client is not reading at all and
+//! the driver closes the connection rather than grow without bound: a reattaching client finds
+//! its turns in the ledger.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use event_listener::Event;
+use smol::channel::Sender;
+
+use crate::driver::Outgoing;
+
+#[derive(Debug)]
+pub struct Gauge {
+    queued: AtomicUsize,
+    drained: Event,
+    pause_at: usize,
+}
+
+impl Gauge {
+    pub fn new(pause_at: usize) -> Arc<Gauge> {
+        Arc::new(Gauge {
+            queued: AtomicUsize::new(0),
+            drained: Event::new(),
+            pause_at,
+        })
+    }
+
+    pub fn queued(&self) -> usize {
+        self.queued.load(Ordering::Acquire)
+    }
+
+    /// Count `bytes` until the returned token is dropped.
+    pub fn hold(self: &Arc<Self>, bytes: usize) -> Sent {
+        self.queued.fetch_add(bytes, Ordering::AcqRel);
+        Sent {
+            gauge: self.clone(),
+            bytes,
+        }
+    }
+
+    /// Wait until the queue is under `pause_at`.
+    pub async fn below_pause(&self) {
+        loop {
+            if self.queued() < self.pause_at {
+                return;
+            }
+            let listener = self.drained.listen();
+            // Drained between the check and the listen: the notification was missed.
+            if self.queued() < self.pause_at {
+                return;
+            }
+            listener.await;
+        }
+    }
+
+    fn release(&self, bytes: usize) {
+        let before = self.queued.fetch_sub(bytes, Ordering::AcqRel);
+        if before.saturating_sub(bytes) < self.pause_at {
+            self.drained.notify(usize::MAX);
+        }
+    }
+}
+
+/// Bytes counted by a [`Gauge`] until this is dropped (the writer wrote them, or they reached
+/// the core).
+#[derive(Debug)]
+pub struct Sent {
+    gauge: Arc<Gauge>,
+    bytes: usize,
+}
+
+impl Drop for Sent {
+    fn drop(&mut self) {
+        self.gauge.release(self.bytes);
+    }
+}
+
+/// The sending half of a connection's queue.
+pub struct Outbox {
+    tx: Sender<Outgoing>,
+    pub gauge: Arc<Gauge>,
+    max: usize,
+}
+
+/// The queue is over its bound: the connection must close.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Overflow {
+    pub queued: usize,
+    pub max: usize,
+}
+
+impl std::fmt::Display for Overflow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the client is not reading: {} bytes wait to be sent, over the bound of {} \
+             (max_outbound_bytes)",
+            self.queued, self.max
+        )
+    }
+}
+
+impl Outbox {
+    pub fn new(tx: Sender<Outgoing>, pause_at: usize, max: usize) -> Outbox {
+        Outbox {
+            tx,
+            gauge: Gauge::new(pause_at),
+            max,
+        }
+    }
+
+    /// Queue a frame. One frame always fits an empty queue, so a frame under the frame limit
+    /// is never refused on its own.
+    pub fn send(&self, frame: Vec<u8>) -> Result<(), Overflow> {
+        let queued = self.gauge.queued();
+        if queued > 0 && queued + frame.len() > self.max {
+            return Err(Overflow {
+                queued: queued + frame.len(),
+                max: self.max,
+            });
+        }
+        let sent = self.gauge.hold(frame.len());
+        // A closed queue: the writer ended, and the connection's close is on its way.
+        let _ = self.tx.try_send(Outgoing::Frame(frame, Some(sent)));
+        Ok(())
+    }
+
+    pub fn close_with(&self, code: u16, reason: String) {
+        let _ = self.tx.try_send(Outgoing::Close { code, reason });
+        self.tx.close();
+    }
+
+    pub fn close(&self) {
+        self.tx.close();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_frame_is_counted_until_written_and_the_bound_refuses_the_next() {
+        let (tx, rx) = smol::channel::unbounded();
+        let out = Outbox::new(tx, 10, 100);
+        out.send(vec![b'x'; 60]).unwrap();
+        assert_eq!(out.gauge.queued(), 60);
+        assert_eq!(
+            out.send(vec![b'y'; 50]),
+            Err(Overflow {
+                queued: 110,
+                max: 100
+            })
+        );
+        drop(rx.try_recv().unwrap());
+        assert_eq!(out.gauge.queued(), 0);
+        // Alone, a frame over the bound still goes: the bound is on a backlog, not a frame.
+        out.send(vec![b'z'; 150]).unwrap();
+    }
+
+    #[test]
+    fn below_pause_waits_for_the_writer() {
+        smol::block_on(async {
+            let gauge = Gauge::new(10);
+            let held = gauge.hold(20);
+            let waiter = smol::spawn({
+                let gauge = gauge.clone();
+                async move { gauge.below_pause().await }
+            });
+            smol::Timer::after(std::time::Duration::from_millis(20)).await;
+            assert!(!waiter.is_finished(), "paused while 20 bytes wait");
+            drop(held);
+            waiter.await;
+            assert_eq!(gauge.queued(), 0);
+        });
+    }
+}
