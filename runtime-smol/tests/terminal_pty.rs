@@ -37,6 +37,16 @@ struct Tty {
 impl Tty {
     /// `shell` in a fresh HOME that `setup` fills with the user's rc files first.
     fn open(shell: &str, integration: bool, setup: impl FnOnce(&Path)) -> Tty {
+        Tty::open_with(shell, integration, &[], setup)
+    }
+
+    /// With `extra` variables (`~/` in a value is the test's HOME).
+    fn open_with(
+        shell: &str,
+        integration: bool,
+        extra: &[(&str, &str)],
+        setup: impl FnOnce(&Path),
+    ) -> Tty {
         let home = TempDir::new().expect("temp HOME");
         let home_path = home.path().canonicalize().expect("canonical HOME");
         setup(&home_path);
@@ -54,7 +64,16 @@ impl Tty {
                 var("XDG_DATA_HOME", &home_path.join(".local/share")),
                 var("XDG_CACHE_HOME", &home_path.join(".cache")),
                 (OsString::from("TERM"), OsString::from("xterm-256color")),
-            ],
+            ]
+            .into_iter()
+            .chain(extra.iter().map(|(k, v)| {
+                let v = match v.strip_prefix("~/") {
+                    Some(rest) => home_path.join(rest).into_os_string(),
+                    None => OsString::from(v),
+                };
+                (OsString::from(k), v)
+            }))
+            .collect(),
         };
         let term = Terminal::open(&spec).expect("open the terminal");
         if ["bash", "zsh", "fish"].contains(&shell) {
@@ -449,4 +468,63 @@ fn integration_off_gives_no_marks() {
             show(&tty.out)
         );
     }
+}
+
+/// The wrapper leaves nothing behind: the shell's options and its exported environment are
+/// those of a login shell started without it (each with its own HOME, written as ~).
+#[test]
+fn options_and_environment_match_a_plain_login_shell() {
+    let env = "env | grep -v '^_=' | sort | sed \"s#$HOME#~#g\"";
+    for (shell, probe) in [
+        (
+            "bash",
+            format!("printf '%s=%s\\n' sum \"$({{ shopt -p; set +o; {env}; }} | cksum)\"\r"),
+        ),
+        (
+            "zsh",
+            format!("printf '%s=%s\\n' sum \"$({{ setopt; {env}; }} | cksum)\"\r"),
+        ),
+        ("fish", format!("printf '%s=%s\\n' sum ({env} | cksum)\r")),
+    ] {
+        let sums: Vec<String> = [false, true]
+            .into_iter()
+            .map(|integration| {
+                let mut tty = Tty::open(shell, integration, |home| {
+                    write(&home.join(".profile"), "export LEMBAS_TEST_RC=from-rc\n");
+                    write(&home.join(".zshrc"), "LEMBAS_TEST_RC=from-rc\n");
+                    write(
+                        &home.join(".config/fish/config.fish"),
+                        "set -g fish_greeting\n",
+                    );
+                });
+                tty.send(&probe);
+                tty.expect(b"sum=");
+                let sum = show(&tty.expect(b"\r\n"));
+                tty.send("exit\r");
+                tty.drain();
+                sum
+            })
+            .collect();
+        assert_eq!(sums[0], sums[1], "{shell}");
+    }
+}
+
+/// Variables the wrappers replace while starting (bash's ENV, zsh's ZDOTDIR) come back as the
+/// user had them.
+#[test]
+fn the_users_env_and_zdotdir_are_given_back() {
+    let mut tty = Tty::open_with("bash", true, &[("ENV", "~/env.sh")], |home| {
+        write(&home.join(".profile"), "LEMBAS_TEST_RC=from-rc\n");
+    });
+    tty.send("printf '<%s>\\n' \"${ENV#$HOME}:$LEMBAS_TEST_RC:$(env | grep -c __LEMBAS_)\"\r");
+    tty.expect(b"</env.sh:from-rc:0>");
+
+    let mut tty = Tty::open_with("zsh", true, &[("ZDOTDIR", "~/zd")], |home| {
+        write(
+            &home.join("zd/.zshrc"),
+            "ZSHRC_SAW=\"${__LEMBAS_ZDOTDIR-gone}:${ZDOTDIR#$HOME}\"\n",
+        );
+    });
+    tty.send("printf '<%s>\\n' \"$ZSHRC_SAW:${ZDOTDIR#$HOME}:$(env | grep -c __LEMBAS_)\"\r");
+    tty.expect(b"<gone:/zd:/zd:0>");
 }
