@@ -186,6 +186,12 @@ fn show(bytes: &[u8]) -> String {
 // ----- the PTY itself -------------------------------------------------------------------------
 
 #[test]
+fn a_terminal_can_be_shared_between_tasks() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Terminal>();
+}
+
+#[test]
 fn a_command_runs_and_its_output_comes_back() {
     let mut tty = Tty::open("bash", false, |_| {});
     assert_eq!(tty.term.shell(), Shell::Bash);

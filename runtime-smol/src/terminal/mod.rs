@@ -86,7 +86,15 @@ impl Terminal {
                 .map(|(_, value)| value.clone())
                 .or_else(|| std::env::var_os(name))
         };
-        let launch = shell::launch(shell, &spec.shell, spec.integration, &spec.host, &inherited)?;
+        let launch = shell::launch(shell, &spec.shell, spec.integration, &spec.host, &inherited)
+            .or_else(|e| {
+                // Marks are a nicety; a shell without them beats no shell (say /tmp is full).
+                log::warn!(
+                    "terminal: starting {} without integration: {e}",
+                    shell.as_str()
+                );
+                shell::launch(shell, &spec.shell, false, &spec.host, &inherited)
+            })?;
         let mut env = spec.env.clone();
         if inherited("TERM").is_none_or(|term| term.is_empty()) {
             env.push(("TERM".into(), DEFAULT_TERM.into()));

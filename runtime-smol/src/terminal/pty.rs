@@ -46,6 +46,8 @@ impl Pty {
     /// PTY as its controlling terminal and stdin, stdout and stderr.
     pub fn spawn(program: &Program<'_>, cols: u16, rows: u16) -> io::Result<Pty> {
         let (master, slave) = open_pair(cols, rows)?;
+        // Registered before the child exists, so no failure after the spawn can leak it.
+        let master = Async::new(master)?;
 
         let mut cmd = Command::new(program.path);
         cmd.arg0(&program.argv0)
@@ -75,7 +77,7 @@ impl Pty {
 
         let pid = Pid::from_child(&child);
         Ok(Pty {
-            master: Async::new(master)?,
+            master,
             pid,
             child: Mutex::new(Some(child)),
             reaped: Arc::new(AtomicBool::new(false)),
