@@ -534,3 +534,18 @@ fn the_users_env_and_zdotdir_are_given_back() {
     tty.send("printf '<%s>\\n' \"$ZSHRC_SAW:${ZDOTDIR#$HOME}:$(env | grep -c __LEMBAS_)\"\r");
     tty.expect(b"<gone:/zd:/zd:0>");
 }
+
+/// A caller that gives up on `wait` (a dropped future) still leaves no zombie behind.
+#[test]
+fn the_shell_is_reaped_even_when_waiting_is_abandoned() {
+    let mut tty = Tty::open("bash", false, |_| {});
+    let pid = tty.term.pid();
+    assert!(smol::block_on(smol::future::poll_once(tty.term.wait())).is_none());
+    tty.send("exit\r");
+    tty.drain();
+    let deadline = Instant::now() + TIMEOUT;
+    while Path::new(&format!("/proc/{pid}")).exists() {
+        assert!(Instant::now() < deadline, "shell {pid} was not reaped");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

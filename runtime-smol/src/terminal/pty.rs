@@ -151,13 +151,18 @@ impl Pty {
             ));
         };
         let reaped = self.reaped.clone();
-        // Runs to the end even if this future is dropped, so the child is reaped either way.
-        let status = blocking::unblock(move || {
+        let task = blocking::unblock(move || {
             let status = child.wait();
             reaped.store(true, Ordering::Release);
             status
-        })
-        .await?;
+        });
+        // A dropped task that has not started yet would drop the child unreaped: detach it
+        // instead, so the child is reaped even if this future is dropped.
+        let mut task = DetachOnDrop(Some(task));
+        let status = match task.0.as_mut() {
+            Some(task) => task.await?,
+            None => return Err(io::Error::other("the wait task is gone")),
+        };
         Ok(exit_code(status))
     }
 }
@@ -260,6 +265,16 @@ fn exit_code(status: ExitStatus) -> i32 {
         (Some(code), _) => code,
         (None, Some(signal)) => 128 + signal,
         (None, None) => -1,
+    }
+}
+
+struct DetachOnDrop<T>(Option<blocking::Task<T>>);
+
+impl<T> Drop for DetachOnDrop<T> {
+    fn drop(&mut self) {
+        if let Some(task) = self.0.take() {
+            task.detach();
+        }
     }
 }
 
