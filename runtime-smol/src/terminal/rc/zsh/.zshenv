@@ -35,6 +35,7 @@ __lembas_osc7() {
 }
 
 __lembas_preexec() {
+    builtin emulate -L zsh
     builtin typeset -g __lembas_ran=1
     builtin printf '\e]133;C\a'
 }
@@ -67,10 +68,11 @@ __lembas_precmd() {
 # mark that prompt too.
 __lembas_init() {
     builtin local ret=$?
+    builtin emulate -L zsh
+    builtin typeset -ga precmd_functions preexec_functions
     precmd_functions=(${precmd_functions:#__lembas_init})
     builtin unfunction __lembas_init
     builtin typeset -g __lembas_ran=
-    builtin typeset -ga precmd_functions preexec_functions
     precmd_functions+=(__lembas_precmd)
     preexec_functions+=(__lembas_preexec)
     __lembas_precmd
