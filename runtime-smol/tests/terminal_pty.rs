@@ -289,7 +289,8 @@ fn dropping_a_running_terminal_reaps_the_shell_and_removes_the_wrapper() {
 
 /// What every shell must show with integration on, given rc files that set
 /// `LEMBAS_TEST_RC=from-rc`, an alias `lt` printing `alias-works`, and a prompt hook that rebuilds
-/// the prompt as `rebuilt> ` before each prompt.
+/// the prompt as `rebuilt> ` before each prompt (bash's and zsh's also turn on nounset, and
+/// zsh's ksh_arrays, which the hooks must survive).
 fn integration_marks(tty: &mut Tty) {
     tty.expect(B);
     // The user's own rc files took effect.
@@ -361,7 +362,8 @@ fn bash_reads_the_login_files_and_marks_prompts() {
         write(
             &home.join(".bashrc"),
             "alias lt='printf \"%s\\n\" alias-works'\n\
-             PROMPT_COMMAND='PS1=\"rebuilt> \"'\n",
+             PROMPT_COMMAND='PS1=\"rebuilt> \"'\n\
+             set -u\n",
         );
     });
     integration_marks(&mut tty);
@@ -410,7 +412,8 @@ fn zsh_follows_the_users_zdotdir_and_marks_prompts() {
              alias lt='printf \"%s\\n\" alias-works'\n\
              ZSHRC_SAW=\"${__LEMBAS_ZDOTDIR-gone}:$ZDOTDIR\"\n\
              rebuild() { PS1='rebuilt> ' }\n\
-             precmd_functions+=(rebuild)\n",
+             precmd_functions+=(rebuild)\n\
+             setopt nounset ksh_arrays\n",
         );
         write(&home.join("zdot/.zprofile"), "LEMBAS_PROFILE=zprofile\n");
     });
