@@ -552,3 +552,30 @@ fn the_shell_is_reaped_even_when_waiting_is_abandoned() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// A prompt hook added at the prompt, after ours (say `eval "$(starship init bash)"` typed in),
+/// gets B put back after it from the next prompt on.
+#[test]
+fn b_follows_a_prompt_hook_added_later() {
+    for (shell, add_hook) in [
+        ("bash", "PROMPT_COMMAND+=('PS1=\"$((6*7))> \"')\r"),
+        (
+            "zsh",
+            "late() { PS1=\"$((6*7))> \" }; precmd_functions+=(late)\r",
+        ),
+    ] {
+        let mut tty = Tty::open(shell, true, |home| {
+            write(&home.join(".zshrc"), "PS1='plain> '\n");
+        });
+        tty.expect(B);
+        tty.send(add_hook);
+        tty.expect(b"42> ");
+        tty.send("\r");
+        let prompt = tty.expect(B);
+        assert!(
+            contains(&prompt, b"42> \x1b]133;B\x07"),
+            "{shell}: {}",
+            show(&prompt)
+        );
+    }
+}
