@@ -579,3 +579,14 @@ fn b_follows_a_prompt_hook_added_later() {
         );
     }
 }
+
+/// The terminal ends with its shell even when a background job still holds the PTY open, and
+/// the shell's last output still comes through first.
+#[test]
+fn the_terminal_ends_with_the_shell_despite_a_background_job() {
+    let mut tty = Tty::open("bash", false, |_| {});
+    tty.send("sleep 12 & printf '%s-%s' last words; exit 4\r");
+    tty.drain();
+    assert!(contains(&tty.out, b"last-words"), "{}", show(&tty.out));
+    assert_eq!(tty.wait(), 4);
+}

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
-use rustix::process::{Pid, Signal, WaitId, WaitIdOptions};
+use rustix::process::{Pid, PidfdFlags, Signal, WaitId, WaitIdOptions};
 use rustix::pty::OpenptFlags;
 use rustix::termios::{self, InputModes, OptionalActions, Winsize};
 use smol::Async;
@@ -32,6 +32,8 @@ pub struct Program<'a> {
 /// The master side and the child. `Send + Sync`: reads, writes and signals take `&self`.
 pub struct Pty {
     master: Async<OwnedFd>,
+    /// Readable once the child has ended (a pidfd); `None` on kernels before 5.3.
+    ended: Option<Async<OwnedFd>>,
     pid: Pid,
     /// Taken by [`Pty::wait`]; still here at drop means nobody reaps it yet.
     child: Mutex<Option<Child>>,
@@ -76,8 +78,12 @@ impl Pty {
         drop(cmd);
 
         let pid = Pid::from_child(&child);
+        let ended = rustix::process::pidfd_open(pid, PidfdFlags::empty())
+            .ok()
+            .and_then(|fd| Async::new_nonblocking(fd).ok());
         Ok(Pty {
             master,
+            ended,
             pid,
             child: Mutex::new(Some(child)),
             reaped: Arc::new(AtomicBool::new(false)),
@@ -89,8 +95,34 @@ impl Pty {
         self.pid.as_raw_nonzero().get().unsigned_abs()
     }
 
-    /// Output of the slave side; `Ok(0)` once nothing has it open any more.
+    /// Output of the slave side; `Ok(0)` once the child has ended and its output is read.
+    ///
+    /// Not only once nothing has the slave open (the EIO): a job the shell left running in the
+    /// background (`server &` then `exit`) keeps it open, and the terminal would never end.
     pub async fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
+        let Some(ended) = &self.ended else {
+            return self.read_master(buf).await;
+        };
+        // Output first: `or` polls the read before the end.
+        let read = smol::future::or(async { Some(self.read_master(buf).await) }, async {
+            let _ = ended.readable().await;
+            None
+        })
+        .await;
+        if let Some(read) = read {
+            return read;
+        }
+        // The child has ended. What it wrote last may still be in the kernel's flip buffers on
+        // its way to the master: give it a moment, then take what is there.
+        smol::Timer::after(Duration::from_millis(50)).await;
+        match rustix::io::read(self.master.get_ref(), buf) {
+            Ok(n) => Ok(n),
+            Err(Errno::AGAIN | Errno::IO) => Ok(0),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn read_master(&self, buf: &mut [u8]) -> io::Result<usize> {
         let result = self
             .master
             .read_with(|fd| rustix::io::read(fd, &mut *buf).map_err(io::Error::from))
