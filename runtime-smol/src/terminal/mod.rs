@@ -1,6 +1,24 @@
 //! Remote terminals, the OS side: a PTY running the device user's login shell, with shell
 //! integration (OSC 133 prompt marks and OSC 7 working directory) for bash, zsh and fish.
 //! The protocol side (`_lembas/terminal/*`, limits, batching) lives in the core and the driver.
+//!
+//! How each shell starts with integration on (the wrappers are in `rc/`, written to a private
+//! directory per terminal, removed when it ends):
+//! - bash: `-bash --posix` with `ENV` naming the wrapper. A login shell in posix mode reads
+//!   `$ENV` and nothing else, so bash stays a real login shell (`logout`, `~/.bash_logout`)
+//!   while the wrapper turns posix mode off, gives `ENV` and `HISTFILE` back, reads
+//!   `/etc/profile` (which reads `/etc/bash.bashrc` once) and the first of `~/.bash_profile`,
+//!   `~/.bash_login`, `~/.profile`, then appends its hook to `PROMPT_COMMAND` (an array) and
+//!   its C mark to `PS0`.
+//! - zsh: `-zsh` with `ZDOTDIR` on the wrapper's `.zshenv`, which gives the user's `ZDOTDIR`
+//!   back and reads their `.zshenv`; zsh reads the rest from their `ZDOTDIR`. The hooks go in
+//!   at the first prompt (`sched +0`), after every hook of the user's files.
+//! - fish: `fish --login --init-command 'source <wrapper>'`, after the user's config; fish 4
+//!   writes A, C and D itself, so the wrapper then adds only B and OSC 7.
+//!
+//! Each shell's hook puts B back after hooks that rebuild the prompt: bash's and zsh's move
+//! themselves back to the end of `PROMPT_COMMAND` / `precmd_functions`, fish's re-wraps a
+//! redefined `fish_prompt`.
 
 mod pty;
 mod rc_dir;
