@@ -590,3 +590,11 @@ fn the_terminal_ends_with_the_shell_despite_a_background_job() {
     assert!(contains(&tty.out, b"last-words"), "{}", show(&tty.out));
     assert_eq!(tty.wait(), 4);
 }
+
+/// A device started without TERM (a service) gives its shells xterm-256color.
+#[test]
+fn term_defaults_to_xterm_256color() {
+    let mut tty = Tty::open_with("bash", false, &[("TERM", "")], |_| {});
+    tty.send("printf '<%s>\\n' \"$TERM\"\r");
+    tty.expect(b"<xterm-256color>");
+}
