@@ -258,7 +258,9 @@ fn a_shell_runs_commands_resizes_and_reports_its_exit_code() {
         assert!(
             screen
                 .until(&instance, T, |s| s.text(&id).contains("hi-42")
-                    && s.text(&id).contains("30 100"))
+                    && s.text(&id).contains("30 100")
+                    // D comes in a write of its own, after the command's output.
+                    && s.text(&id).contains("\x1b]133;D;0"))
                 .await,
             "{}",
             screen.text(&id)
