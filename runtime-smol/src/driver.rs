@@ -151,9 +151,9 @@ impl Driver {
     }
 
     /// A queue for a new connection, bounded as the device's config says.
-    fn outbox(&self, tx: Sender<Outgoing>) -> Outbox {
+    fn outbox(&self, tx: Sender<Outgoing>, rx: &Receiver<Outgoing>) -> Outbox {
         let limits = self.device.config().outbound;
-        Outbox::new(tx, limits.pause_bytes, limits.max_bytes)
+        Outbox::new(tx, rx.clone(), limits.pause_bytes, limits.max_bytes)
     }
 
     /// A sender for inputs (to stop the driver from outside, say).
@@ -181,7 +181,7 @@ impl Driver {
             .expect("a stdio connection opens at any time");
         let limit = self.device.config().frames.max_frame_bytes;
         let (out_tx, out_rx) = channel::unbounded();
-        let out = self.outbox(out_tx);
+        let out = self.outbox(out_tx, &out_rx);
         self.conns.insert(
             conn,
             Conn {
@@ -269,7 +269,7 @@ impl Driver {
                 Ok(conn) => {
                     log::info!("linked to the instance");
                     let (out_tx, out_rx) = channel::unbounded();
-                    let out = self.outbox(out_tx);
+                    let out = self.outbox(out_tx, &out_rx);
                     self.conns.insert(
                         conn,
                         Conn {
@@ -425,7 +425,7 @@ impl Driver {
             // The client stopped reading: close rather than grow without bound.
             log::warn!("closing a connection: {overflow}");
             let c = self.conns.remove(&conn).expect("looked up above");
-            c.out.close_with(CLOSE_OVERFLOW, overflow.to_string());
+            c.out.abandon(CLOSE_OVERFLOW, overflow.to_string());
             let now = self.clock.now();
             let _ = self.device.handle_closed(conn, None, now);
             if Some(conn) == self.stdio {

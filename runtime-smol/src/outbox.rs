@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use event_listener::Event;
-use smol::channel::Sender;
+use smol::channel::{Receiver, Sender};
 
 use crate::driver::Outgoing;
 
@@ -82,6 +82,8 @@ impl Drop for Sent {
 /// The sending half of a connection's queue.
 pub struct Outbox {
     tx: Sender<Outgoing>,
+    /// The writer's end too, to throw away what waits when the connection is abandoned.
+    rx: Receiver<Outgoing>,
     pub gauge: Arc<Gauge>,
     max: usize,
 }
@@ -105,9 +107,15 @@ impl std::fmt::Display for Overflow {
 }
 
 impl Outbox {
-    pub fn new(tx: Sender<Outgoing>, pause_at: usize, max: usize) -> Outbox {
+    pub fn new(
+        tx: Sender<Outgoing>,
+        rx: Receiver<Outgoing>,
+        pause_at: usize,
+        max: usize,
+    ) -> Outbox {
         Outbox {
             tx,
+            rx,
             gauge: Gauge::new(pause_at),
             max,
         }
@@ -134,6 +142,12 @@ impl Outbox {
         self.tx.close();
     }
 
+    /// Throw away what waits (the client is not reading it), then close with `code`.
+    pub fn abandon(&self, code: u16, reason: String) {
+        while self.rx.try_recv().is_ok() {}
+        self.close_with(code, reason);
+    }
+
     pub fn close(&self) {
         self.tx.close();
     }
@@ -146,7 +160,7 @@ mod tests {
     #[test]
     fn a_frame_is_counted_until_written_and_the_bound_refuses_the_next() {
         let (tx, rx) = smol::channel::unbounded();
-        let out = Outbox::new(tx, 10, 100);
+        let out = Outbox::new(tx, rx.clone(), 10, 100);
         out.send(vec![b'x'; 60]).unwrap();
         assert_eq!(out.gauge.queued(), 60);
         assert_eq!(
@@ -160,6 +174,14 @@ mod tests {
         assert_eq!(out.gauge.queued(), 0);
         // Alone, a frame over the bound still goes: the bound is on a backlog, not a frame.
         out.send(vec![b'z'; 150]).unwrap();
+        // Abandoned: the backlog is dropped (and uncounted), and only the close is left.
+        out.abandon(1008, "slow".into());
+        assert_eq!(out.gauge.queued(), 0);
+        assert!(matches!(
+            rx.try_recv(),
+            Ok(Outgoing::Close { code: 1008, .. })
+        ));
+        assert!(rx.try_recv().is_err());
     }
 
     #[test]
