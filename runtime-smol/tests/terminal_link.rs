@@ -162,6 +162,21 @@ impl Screen {
     }
 }
 
+/// A test instance, and `lembas link` linked to it and past the handshake (with the
+/// capabilities it listed).
+async fn linked(terminal: bool) -> (TestInstance, Home, Linked, Vec<String>) {
+    let instance = TestInstance::start(InstanceOptions {
+        token: TOKEN.into(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let home = Home::new(terminal);
+    let device = home.link(&instance);
+    let caps = ready(&instance).await;
+    (instance, home, device, caps)
+}
+
 async fn ready(instance: &TestInstance) -> Vec<String> {
     let (e, seen) = instance
         .wait_for(T, |e| matches!(e, Event::Client(ClientEvent::Ready { .. })))
@@ -228,15 +243,7 @@ fn pid_alive(pid: u32) -> bool {
 #[test]
 fn a_shell_runs_commands_resizes_and_reports_its_exit_code() {
     smol::block_on(async {
-        let instance = TestInstance::start(InstanceOptions {
-            token: TOKEN.into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-        let home = Home::new(true);
-        let _device = home.link(&instance);
-        let caps = ready(&instance).await;
+        let (instance, home, _device, caps) = linked(true).await;
         assert!(caps.iter().any(|c| c == "terminal") && caps.iter().any(|c| c == "shell"));
         let r = call(
             &instance,
@@ -304,15 +311,7 @@ fn a_shell_runs_commands_resizes_and_reports_its_exit_code() {
 #[test]
 fn close_hangs_the_shell_up_and_a_dropped_link_closes_every_terminal() {
     smol::block_on(async {
-        let instance = TestInstance::start(InstanceOptions {
-            token: TOKEN.into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-        let home = Home::new(true);
-        let _device = home.link(&instance);
-        ready(&instance).await;
+        let (instance, _home, _device, _) = linked(true).await;
         let mut screen = Screen::default();
         let mut pids = Vec::new();
         let mut ids = Vec::new();
@@ -360,15 +359,7 @@ fn close_hangs_the_shell_up_and_a_dropped_link_closes_every_terminal() {
 #[test]
 fn open_refusals_name_the_rule() {
     smol::block_on(async {
-        let instance = TestInstance::start(InstanceOptions {
-            token: TOKEN.into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-        let home = Home::new(true);
-        let _device = home.link(&instance);
-        ready(&instance).await;
+        let (instance, home, _device, _) = linked(true).await;
         for (params, words) in [
             (json!({ "cols": 10 }), "cols 10 is outside 20-500"),
             (json!({ "rows": 500 }), "rows 500 is outside 5-300"),
@@ -395,15 +386,7 @@ fn open_refusals_name_the_rule() {
 #[test]
 fn a_device_with_terminals_off_lists_no_terminal_and_refuses_open() {
     smol::block_on(async {
-        let instance = TestInstance::start(InstanceOptions {
-            token: TOKEN.into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-        let home = Home::new(false);
-        let _device = home.link(&instance);
-        let caps = ready(&instance).await;
+        let (instance, _home, _device, caps) = linked(false).await;
         assert!(
             !caps.iter().any(|c| c == "terminal" || c == "shell"),
             "{caps:?}"
@@ -422,15 +405,7 @@ fn a_device_with_terminals_off_lists_no_terminal_and_refuses_open() {
 #[test]
 fn a_flood_to_a_stalled_client_keeps_memory_bounded_and_drops_nothing() {
     smol::block_on(async {
-        let instance = TestInstance::start(InstanceOptions {
-            token: TOKEN.into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-        let home = Home::new(true);
-        let device = home.link(&instance);
-        ready(&instance).await;
+        let (instance, _home, device, _) = linked(true).await;
         let id = open(&instance, json!({})).await;
         let mut screen = Screen::default();
         type_in(&instance, &id, "stty -echo; echo st''art\r").await;
