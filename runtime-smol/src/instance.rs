@@ -3,6 +3,8 @@
 //! WebSocket when `Authorization: Bearer <token>` is right (HTTP 401 otherwise), and runs the
 //! core's `Client` over whichever link is up. It never binds anything but loopback. With
 //! `InstanceOptions::tls` it serves HTTPS and wss:// (the tests give it an rcgen certificate).
+//! With `InstanceOptions::relay` it runs no client of its own: it relays a browser page's
+//! WebSocket on `/api/devices/relay` to the device's link (see [`crate::relay`]).
 
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -35,6 +37,10 @@ pub struct InstanceOptions {
     pub version: String,
     /// Serve TLS (https:// and wss://) with this configuration.
     pub tls: Option<Arc<ServerConfig>>,
+    /// Relay a client's WebSocket (`/api/devices/relay`) to the device's link instead of
+    /// running the core's client here: how a client in a browser page, which cannot be a
+    /// server, reaches a native device in the tests.
+    pub relay: bool,
 }
 
 impl Default for InstanceOptions {
@@ -44,6 +50,7 @@ impl Default for InstanceOptions {
             protocols: vec![3],
             version: "2.0.0".into(),
             tls: None,
+            relay: false,
         }
     }
 }
@@ -106,9 +113,13 @@ pub enum Event {
         text: String,
     },
     Client(ClientEvent),
+    /// Relay mode: a client's socket was paired with the device's link.
+    RelayUp,
+    /// Relay mode: the client's socket was closed (either side, or its device link went).
+    RelayDown,
 }
 
-enum Cmd {
+pub(crate) enum Cmd {
     Call {
         method: String,
         params: Value,
@@ -132,11 +143,17 @@ enum Cmd {
     Close(u16, String),
 }
 
-enum Internal {
-    Accepted(Box<WebSocketStream<Rewind<Box<dyn Io>>>>),
+pub(crate) type Socket = WebSocketStream<Rewind<Box<dyn Io>>>;
+
+pub(crate) enum Internal {
+    Accepted(Box<Socket>),
+    /// A relayed client's WebSocket (relay mode only).
+    RelayAccepted(Box<Socket>),
     Refused(u16),
     Frame(u64, Vec<u8>),
     Closed(u64),
+    RelayFrame(u64, Vec<u8>),
+    RelayClosed(u64),
     Cmd(Cmd),
 }
 
@@ -168,8 +185,14 @@ impl TestInstance {
         let (itx, irx) = channel::unbounded();
         let (etx, erx) = channel::unbounded();
         let tls = options.tls.is_some();
-        let accept = smol::spawn(accept_loop(listener, options, itx.clone()));
-        let main = smol::spawn(run_client(irx, etx));
+        let linked = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let relay = options.relay;
+        let accept = smol::spawn(accept_loop(listener, options, itx.clone(), linked.clone()));
+        let main = if relay {
+            smol::spawn(crate::relay::run(irx, etx, linked))
+        } else {
+            smol::spawn(run_client(irx, etx))
+        };
         Ok(TestInstance {
             addr,
             tls,
@@ -289,13 +312,19 @@ impl TestInstance {
     }
 }
 
-async fn accept_loop(listener: TcpListener, options: InstanceOptions, tx: Sender<Internal>) {
+async fn accept_loop(
+    listener: TcpListener,
+    options: InstanceOptions,
+    tx: Sender<Internal>,
+    linked: Arc<std::sync::atomic::AtomicBool>,
+) {
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             return;
         };
         let options = options.clone();
         let tx = tx.clone();
+        let linked = linked.clone();
         smol::spawn(async move {
             let _ = stream.set_nodelay(true);
             let stream: Box<dyn Io> = match &options.tls {
@@ -313,7 +342,7 @@ async fn accept_loop(listener: TcpListener, options: InstanceOptions, tx: Sender
                     }
                 }
             };
-            if let Err(e) = serve_http(stream, &options, &tx).await {
+            if let Err(e) = serve_http(stream, &options, &tx, &linked).await {
                 log::debug!("test instance: {e}");
             }
         })
@@ -328,6 +357,7 @@ async fn serve_http(
     mut stream: Box<dyn Io>,
     options: &InstanceOptions,
     tx: &Sender<Internal>,
+    linked: &std::sync::atomic::AtomicBool,
 ) -> std::io::Result<()> {
     let mut head = Vec::new();
     let mut buf = [0u8; 4096];
@@ -399,6 +429,37 @@ async fn serve_http(
             }
             Ok(())
         }
+        // No token here: the relay is a loopback test fixture, and the device's own link on it
+        // is what the token guards. Refused (503) while no device is linked, so a client's
+        // socket opens only onto a device.
+        ("GET", "/api/devices/relay") if options.relay => {
+            if !linked.load(std::sync::atomic::Ordering::SeqCst) {
+                stream
+                    .write_all(
+                        b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\n\
+                          connection: close\r\n\r\n",
+                    )
+                    .await?;
+                return stream.flush().await;
+            }
+            let rewound = Rewind {
+                prefix: head,
+                pos: 0,
+                inner: stream,
+            };
+            match async_tungstenite::accept_async_with_config(
+                rewound,
+                Some(crate::link::ws_config()),
+            )
+            .await
+            {
+                Ok(ws) => {
+                    let _ = tx.send(Internal::RelayAccepted(Box::new(ws))).await;
+                }
+                Err(e) => log::debug!("test instance: relay handshake: {e}"),
+            }
+            Ok(())
+        }
         _ => {
             stream
                 .write_all(
@@ -458,6 +519,8 @@ async fn run_client(rx: Receiver<Internal>, events: Sender<Event>) {
             Internal::Refused(status) => {
                 let _ = events.send(Event::Refused(status)).await;
             }
+            // Not served without `relay`.
+            Internal::RelayAccepted(_) | Internal::RelayFrame(..) | Internal::RelayClosed(_) => {}
             Internal::Frame(g, bytes) => {
                 if link.as_ref().is_some_and(|l| l.gen == g) {
                     let text = String::from_utf8_lossy(&bytes).into_owned();

@@ -58,6 +58,15 @@ enum Command {
     },
     /// Link a device to an in-process test instance on loopback and print what happens.
     Demo,
+    /// A test instance on loopback, driven over stdin/stdout (JSON lines), for the tests of the
+    /// wasm bindings. The device token comes from LEMBAS_TOKEN.
+    #[command(hide = true)]
+    TestInstance {
+        /// Relay a client's WebSocket (/api/devices/relay) to the device's link instead of
+        /// running a client in the instance.
+        #[arg(long)]
+        relay: bool,
+    },
     /// The device's sessions (in the store of `lembas link`).
     Sessions {
         #[command(subcommand)]
@@ -104,6 +113,9 @@ fn main() -> ExitCode {
 fn run(command: Command, seed: Option<u64>) -> Result<(), String> {
     if let Command::Demo = command {
         return lembas::demo::run(&mut std::io::stdout());
+    }
+    if let Command::TestInstance { relay } = command {
+        return lembas::instance_cli::run(relay);
     }
     let device_config = |config: &config::Config, connection: Option<String>| {
         let mut d = device_config(config, connection);
@@ -235,7 +247,7 @@ fn run(command: Command, seed: Option<u64>) -> Result<(), String> {
             let exit = smol::block_on(driver.run());
             exit_of(exit)
         }
-        Command::Demo => unreachable!("handled above"),
+        Command::Demo | Command::TestInstance { .. } => unreachable!("handled above"),
         Command::Serve {
             stdio: _,
             max_frame_bytes,
