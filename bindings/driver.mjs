@@ -50,7 +50,9 @@ export class DeviceDriver {
    * @param {object} o.lembas     the loaded bindings module
    * @param {object} o.config     a DeviceConfig
    * @param {() => object} o.dial makes a WebSocket-like object for the instance link
-   * @param {object} [o.store]    { entries(), apply(records) }; default: in memory
+   * @param {object} [o.store]    { entries(), apply(records) }; default: in memory. With a
+   *   store whose entries() is asynchronous (IndexedDB, bindings/idb.mjs), use DeviceDriver.open
+   * @param {object[]} [o.entries] the store's entries, read already (what DeviceDriver.open does)
    * @param {object} [o.engine]   default: the bindings' ScriptedEngine
    * @param {(path: string) => object} [o.resolvePath] a PathResolution; default: as given
    * @param {(message: string) => void} [o.onStop] the device gave up linking
@@ -65,7 +67,7 @@ export class DeviceDriver {
     this.resolvePath = o.resolvePath ?? ((path) => ({ path }));
     this.onStop = o.onStop ?? (() => {});
     this.onEffect = o.onEffect ?? (() => {});
-    this.device = o.lembas.Device.restore(o.config, this.store.entries(), this.clock());
+    this.device = o.lembas.Device.restore(o.config, o.entries ?? this.store.entries(), this.clock());
     this.unreadable = this.device.unreadable();
     this.socket = undefined;
     this.conn = undefined;
@@ -74,6 +76,12 @@ export class DeviceDriver {
       d.tick(now);
       this.engine.tick(now);
     }));
+  }
+
+  /** A driver over a store whose `entries()` may be a promise (IndexedDB). */
+  static async open(o) {
+    const store = o.store ?? memoryStore(o.lembas);
+    return new DeviceDriver({ ...o, store, entries: await store.entries() });
   }
 
   /** Start linking (dials at once). */
@@ -196,6 +204,8 @@ export class ClientDriver {
    * @param {(event: object) => void} [o.onEvent] every ClientEvent
    * @param {object} [o.storage] a localStorage-like object: undelivered deletes are kept in it
    *   under `storageKey`, so they survive a reload
+   * @param {object} [o.kept] or an asynchronous keeper of them, { load(), save(list) } (IndexedDB,
+   *   bindings/idb.mjs): use ClientDriver.open, which loads them before the first link
    */
   constructor(o) {
     this.clock = o.clock ?? realClock;
@@ -206,8 +216,15 @@ export class ClientDriver {
     this.socket = undefined;
     this.waiters = [];
     this.timer = new Timer(this.clock, () => this.input((c, now) => c.tick(now)));
-    const kept = this.storage?.getItem(this.storageKey);
-    if (kept) this.input((c) => c.restorePendingDeletes(JSON.parse(kept)));
+    this.kept = o.kept;
+    this.saved = "[]";
+    const kept = o.pendingDeletes ?? JSON.parse(this.storage?.getItem(this.storageKey) ?? "null");
+    if (kept) this.input((c) => c.restorePendingDeletes(kept));
+  }
+
+  /** A driver whose undelivered deletes are first loaded from `o.kept` (IndexedDB). */
+  static async open(o) {
+    return new ClientDriver({ ...o, pendingDeletes: o.kept ? await o.kept.load() : undefined });
   }
 
   /** Take a device's link (an accepted or opened WebSocket-like object). */
@@ -249,8 +266,13 @@ export class ClientDriver {
     for (let outs = this.client.drain(); outs.length; outs = this.client.drain()) {
       this.route(outs);
     }
-    if (this.storage) {
-      this.storage.setItem(this.storageKey, JSON.stringify(this.client.pendingDeletes()));
+    const pending = this.client.pendingDeletes();
+    if (this.storage) this.storage.setItem(this.storageKey, JSON.stringify(pending));
+    // Written only when changed: an IndexedDB transaction per frame would be wasted work.
+    const text = JSON.stringify(pending);
+    if (this.kept && text !== this.saved) {
+      this.saved = text;
+      this.kept.save(pending);
     }
     this.timer.arm([this.client.nextDeadline()]);
   }

@@ -37,6 +37,8 @@ export interface DeviceConfig {
     ledgerTtlMs?: number;
     maxTitleChars?: number;
     maxSteer?: number;
+    /** A delete made on the device is forgotten once the link that carried it stayed up this long. */
+    deleteConfirmMs?: number;
   };
   models?: { id: string; instance?: boolean }[];
 }

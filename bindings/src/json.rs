@@ -74,6 +74,7 @@ struct SessionsJs {
     ledger_ttl_ms: Option<u64>,
     max_title_chars: Option<usize>,
     max_steer: Option<usize>,
+    delete_confirm_ms: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -154,6 +155,7 @@ pub fn device_config(v: Value) -> Result<DeviceConfig, ShapeError> {
     set(&mut c.sessions.ledger_ttl_ms, s.ledger_ttl_ms);
     set(&mut c.sessions.max_title_chars, s.max_title_chars);
     set(&mut c.sessions.max_steer, s.max_steer);
+    set(&mut c.sessions.delete_confirm_ms, s.delete_confirm_ms);
     if let Some(models) = js.models {
         c.models = models
             .into_iter()

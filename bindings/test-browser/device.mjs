@@ -1,0 +1,96 @@
+// A wasm DEVICE in the page with its store in IndexedDB, linked in memory to a wasm client
+// (a page cannot take a device's link, and a browser WebSocket cannot send its token). The
+// test runs `phase1` (a session, a turn, then a delete made while unlinked), reloads the page,
+// and runs `phase2` (the device restored from IndexedDB: the kept session's ledger is there, and the pending
+// delete goes out on the next link and is then forgotten).
+import init, * as lembas from "../pkg-web/lembas_bindings.js";
+import { DeviceDriver, ClientDriver } from "../driver.mjs";
+import { idbStore } from "../idb.mjs";
+
+const ROOT = "/home/dev/work";
+const config = {
+  seed: 9,
+  remote: { enabled: true, roots: [ROOT], trusted: [ROOT] },
+  backoff: { initialMs: 20, maxMs: 100 },
+  sessions: { deleteConfirmMs: 100 },
+};
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/** Two connected WebSocket-like ends; `frames` records what reaches the client's end. */
+function pair(frames) {
+  const ends = [new EventTarget(), new EventTarget()];
+  const fire = (t, type, extra) => queueMicrotask(() => t.dispatchEvent(Object.assign(new Event(type), extra)));
+  ends.forEach((x, i) => {
+    const y = ends[1 - i];
+    x.readyState = 0;
+    x.send = (data) => {
+      if (x.readyState !== 1) return;
+      if (i === 0) frames.push(data);
+      fire(y, "message", { data });
+    };
+    x.close = (code = 1000) => {
+      for (const z of ends) if (z.readyState !== 3) (z.readyState = 3), fire(z, "close", { code });
+    };
+  });
+  queueMicrotask(() => ends.forEach((x) => ((x.readyState = 1), x.dispatchEvent(new Event("open")))));
+  return ends;
+}
+
+async function setup() {
+  await init();
+  const store = await idbStore("lembas-test-device");
+  const client = new ClientDriver({ lembas, config: { seed: 3 } });
+  const frames = [];
+  let online = true;
+  let clientEnd;
+  const dial = () => {
+    if (!online) throw new Error("offline");
+    const [d, c] = pair(frames);
+    clientEnd = c;
+    client.attach(c);
+    return d;
+  };
+  const device = await DeviceDriver.open({ lembas, config, store, dial });
+  return { store, client, device, frames, setOnline: (v) => (online = v), cut: () => clientEnd?.close(1001) };
+}
+
+window.phase1 = async () => {
+  const { store, client, device, setOnline, cut } = await setup();
+  const ready = client.next((e) => e.kind === "ready");
+  device.start();
+  await ready;
+  const session = async () => {
+    const made = client.next((e) => e.kind === "answer");
+    client.input((c) => c.call("session/new", { cwd: ROOT }));
+    return (await made).result.sessionId;
+  };
+  const kept = await session();
+  const gone = await session();
+  const answered = client.next((e) => e.kind === "prompt_answered");
+  client.input((c) => c.prompt(kept, [{ type: "text", text: "say kept in IndexedDB" }], "k1"));
+  await answered;
+  // Unlinked: the link is cut and every redial fails; then the device deletes the session.
+  setOnline(false);
+  cut();
+  await sleep(100);
+  device.input((d, t) => d.deleteSession(gone, t));
+  await sleep(200);
+  const tables = (await store.entries()).map((e) => e.table);
+  device.stop();
+  return { kept, gone, tables };
+};
+
+window.phase2 = async (kept, gone) => {
+  const { store, client, device, frames } = await setup();
+  const before = (await store.entries()).map((e) => e.table);
+  const ledger = device.device.turnState(kept, "k1");
+  const sessions = device.device.sessionCount();
+  const ready = client.next((e) => e.kind === "ready");
+  device.start();
+  await ready;
+  await sleep(400);
+  const sent = frames.some((f) => f.includes("_lembas/session/deleted") && f.includes(gone));
+  const after = (await store.entries()).map((e) => e.table);
+  device.stop();
+  return { before, ledger, sessions, sent, after, unreadable: device.unreadable };
+};
