@@ -6,7 +6,7 @@
 # `build.sh --opt` also runs `wasm-opt -Oz` from the npm package binaryen pinned in
 # package.json (`npm ci` in bindings/ first; never Debian's wasm-opt 108, which breaks
 # wasm-bindgen 0.2.130's output). Off by default: measured on this build it takes ~75 s and
-# makes the module 12% smaller raw but 16% larger gzipped, which is what a page downloads.
+# makes the module 12% smaller raw but 17% larger gzipped, which is what a page downloads.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

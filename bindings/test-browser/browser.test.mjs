@@ -121,6 +121,8 @@ test("a wasm client in Chromium prompts, answers a card, and keeps a delete acro
 
     // The device goes away; the page deletes the session meanwhile, kept in IndexedDB.
     await link.stop();
+    assert.ok(link.stderr().length > 0, "lembas link -vv logged nothing");
+    assert.ok(!link.stderr().includes(TOKEN), "the device token leaked into lembas link's log");
     assert.equal(await linkReady(page, false), false);
     const pending = await page.evaluate(async (s) => {
       const h = await window.harness;

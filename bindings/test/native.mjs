@@ -103,9 +103,10 @@ export class NativeHome {
     if (r.status !== 0) throw new Error(`lembas login failed: ${r.stderr}`);
   }
 
-  /** Start `lembas link`; `stop()` ends it (SIGTERM) and waits. */
+  /** Start `lembas link` (logging at trace, so a test can check the token is in none of it);
+   * `stop()` ends it (SIGTERM) and waits. */
   link() {
-    const child = spawn(binary(), ["link"], { env: this.env, stdio: ["ignore", "ignore", "pipe"] });
+    const child = spawn(binary(), ["link", "-vv"], { env: this.env, stdio: ["ignore", "ignore", "pipe"] });
     let stderr = "";
     child.stderr.on("data", (d) => (stderr += d));
     const exited = new Promise((r) => child.on("exit", r));
