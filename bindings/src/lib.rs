@@ -334,16 +334,16 @@ impl JsClient {
     /// Send a request; returns its id. Refused (an `Error`) when the link is not ready or the
     /// device did not list the method's capability.
     #[wasm_bindgen(unchecked_return_type = "RequestId")]
-    pub fn call(&mut self, method: &str, params: JsValue) -> Result<JsValue, JsError> {
+    pub fn call(&mut self, method: &str, params: JsValue, now: f64) -> Result<JsValue, JsError> {
         let params = from_js(&params)?;
-        let id = self.inner.call(method, &params).map_err(err)?;
+        let id = self.inner.call(method, &params, time(now)?).map_err(err)?;
         Ok(to_js(&json::id_value(&id)))
     }
 
     /// Send a notification, gated like `call`.
-    pub fn notify(&mut self, method: &str, params: JsValue) -> Result<(), JsError> {
+    pub fn notify(&mut self, method: &str, params: JsValue, now: f64) -> Result<(), JsError> {
         let params = from_js(&params)?;
-        self.inner.notify(method, &params).map_err(err)
+        self.inner.notify(method, &params, time(now)?).map_err(err)
     }
 
     /// Answer a request the device sent (a card): `{ result }` or `{ error }`.
@@ -351,10 +351,11 @@ impl JsClient {
         &mut self,
         #[wasm_bindgen(unchecked_param_type = "RequestId")] id: JsValue,
         #[wasm_bindgen(unchecked_param_type = "Outcome")] outcome: JsValue,
+        now: f64,
     ) -> Result<(), JsError> {
         let id = json::id(&from_js(&id)?).map_err(err)?;
         let outcome = json::outcome_from(from_js(&outcome)?).map_err(err)?;
-        self.inner.respond(&id, outcome);
+        self.inner.respond(&id, outcome, time(now)?);
         Ok(())
     }
 
@@ -365,17 +366,20 @@ impl JsClient {
         session_id: &str,
         blocks: JsValue,
         turn_id: Option<String>,
+        now: f64,
     ) -> Result<String, JsError> {
         let blocks = from_js(&blocks)?;
         self.inner
-            .prompt(session_id, blocks, turn_id.as_deref())
+            .prompt(session_id, blocks, turn_id.as_deref(), time(now)?)
             .map_err(err)
     }
 
-    /// Delete a session: sent now if the link is ready, else kept for the next link.
+    /// Delete a session: sent now if the link is ready, else kept for the next link; `now`
+    /// starts the wait for its answer.
     #[wasm_bindgen(js_name = deleteSession)]
-    pub fn delete_session(&mut self, session_id: &str) {
-        self.inner.delete_session(session_id);
+    pub fn delete_session(&mut self, session_id: &str, now: f64) -> Result<(), JsError> {
+        self.inner.delete_session(session_id, time(now)?);
+        Ok(())
     }
 
     /// Deletes not yet answered (what a web UI keeps across a reload).

@@ -183,26 +183,28 @@ impl ClientRunner {
             "frame" => c.handle_frame(s("frame").as_bytes(), now),
             "tick" => c.handle_timeout(now),
             "call" => {
-                let id = c.call(&s("method"), &input["params"]).map_err(call)?;
+                let id = c.call(&s("method"), &input["params"], now).map_err(call)?;
                 returns = Some(json::id_value(&id));
             }
-            "notify" => c.notify(&s("method"), &input["params"]).map_err(call)?,
+            "notify" => c
+                .notify(&s("method"), &input["params"], now)
+                .map_err(call)?,
             "respond" => {
                 let mut o = input.clone();
                 if let Some(m) = o.as_object_mut() {
                     m.remove("type");
                     m.remove("id");
                 }
-                c.respond(&json::id(&input["id"])?, json::outcome_from(o)?);
+                c.respond(&json::id(&input["id"])?, json::outcome_from(o)?, now);
             }
             "prompt" => {
                 let turn = input["turnId"].as_str();
                 let t = c
-                    .prompt(&s("sessionId"), input["blocks"].clone(), turn)
+                    .prompt(&s("sessionId"), input["blocks"].clone(), turn, now)
                     .map_err(call)?;
                 returns = Some(json!(t));
             }
-            "delete_session" => c.delete_session(&s("sessionId")),
+            "delete_session" => c.delete_session(&s("sessionId"), now),
             "restore_pending_deletes" => {
                 let kept: Vec<(String, u32)> = input["kept"]
                     .as_array()

@@ -61,13 +61,13 @@ window.phase1 = async () => {
   await ready;
   const session = async () => {
     const made = client.next((e) => e.kind === "answer");
-    client.input((c) => c.call("session/new", { cwd: ROOT }));
+    client.input((c, t) => c.call("session/new", { cwd: ROOT }, t));
     return (await made).result.sessionId;
   };
   const kept = await session();
   const gone = await session();
   const answered = client.next((e) => e.kind === "prompt_answered");
-  client.input((c) => c.prompt(kept, [{ type: "text", text: "say kept in IndexedDB" }], "k1"));
+  client.input((c, t) => c.prompt(kept, [{ type: "text", text: "say kept in IndexedDB" }], "k1", t));
   await answered;
   // Unlinked: the link is cut and every redial fails; then the device deletes the session.
   setOnline(false);

@@ -43,18 +43,18 @@ async function start() {
       return seen ? Promise.resolve(seen) : driver.next(pred, timeoutMs);
     },
     async call(method, params) {
-      const id = driver.input((c) => c.call(method, params));
+      const id = driver.input((c, t) => c.call(method, params, t));
       return driver.next((e) => e.kind === "answer" && e.id === id);
     },
     prompt(sessionId, text, turnId) {
-      const turn = driver.input((c) => c.prompt(sessionId, [{ type: "text", text }], turnId));
+      const turn = driver.input((c, t) => c.prompt(sessionId, [{ type: "text", text }], turnId, t));
       return driver.next((e) => e.kind === "prompt_answered" && e.turnId === turn, 20000);
     },
     respond(id, outcome) {
-      driver.input((c) => c.respond(id, outcome));
+      driver.input((c, t) => c.respond(id, outcome, t));
     },
     deleteSession(sessionId) {
-      driver.input((c) => c.deleteSession(sessionId));
+      driver.input((c, t) => c.deleteSession(sessionId, t));
       return kept.flushed();
     },
   };

@@ -12,7 +12,7 @@ async function f() {
   const c = await ClientDriver.open({ lembas, kept: await idbKept() });
   c.attach(ws);
   const e = await c.next((e) => e.kind === "ready");
-  const id = c.input((cl) => cl.call("session/new", { cwd: "/w" }));
+  const id = c.input((cl, now) => cl.call("session/new", { cwd: "/w" }, now));
   const m = memoryStore(lembas);
   // The event union narrows on `kind`.
   const caps: string[] = e.kind === "ready" ? e.capabilities : [];

@@ -102,19 +102,19 @@ test("a JS pair links, makes a session, runs a prompt with a card answered from 
   const hello = p.events.find((e) => e.kind === "hello");
   assert.equal(hello.hello.device.host, "jsbox");
 
-  const id = p.client.call("session/new", { cwd: ROOT });
+  const id = p.client.call("session/new", { cwd: ROOT }, p.now);
   p.drive();
   const answer = p.events.find((e) => e.kind === "answer" && e.id === id);
   const sessionId = answer.result.sessionId;
   assert.match(sessionId, /^ses_/);
 
-  const turn = p.client.prompt(sessionId, [{ type: "text", text: "permit deploy\nsay shipped" }]);
+  const turn = p.client.prompt(sessionId, [{ type: "text", text: "permit deploy\nsay shipped" }], undefined, p.now);
   p.drive();
   assert.equal(p.device.turnState(sessionId, turn), "running");
   const card = p.events.find((e) => e.kind === "request" && e.method === "session/request_permission");
   assert.ok(card, "the web got the card");
   assert.deepEqual(p.client.openCards().map((c) => c.id), [card.id]);
-  p.client.respond(card.id, { result: { outcome: { outcome: "selected", optionId: "once" } } });
+  p.client.respond(card.id, { result: { outcome: { outcome: "selected", optionId: "once" } } }, p.now);
   p.advance(100);
 
   const done = p.events.find((e) => e.kind === "prompt_answered" && e.turnId === turn);
@@ -137,7 +137,7 @@ test("a JS pair links, makes a session, runs a prompt with a card answered from 
 
 test("a client keeps an undelivered delete across a reload", () => {
   const c = new Client({}, 0);
-  c.deleteSession("ses_gone");
+  c.deleteSession("ses_gone", 0);
   const kept = c.pendingDeletes();
   assert.deepEqual(kept, [{ sessionId: "ses_gone", refusals: 0 }]);
   const reloaded = new Client({}, 10);
@@ -154,8 +154,8 @@ test("misuse and bad shapes are Errors with the core's sentence", () => {
   assert.throws(() => new Device({ remote: { maxmode: "auto" } }, 0), /maxmode/);
   assert.throws(() => new Device({ remote: { roots: ["work"] } }, 0), /not an absolute path/);
   const c = new Client(undefined, 0);
-  assert.throws(() => c.call("session/new", { cwd: ROOT }), /not ready/);
-  assert.throws(() => c.respond(1, { result: 1, error: { code: 1, message: "x" } }), /exactly one/);
+  assert.throws(() => c.call("session/new", { cwd: ROOT }, 0), /not ready/);
+  assert.throws(() => c.respond(1, { result: 1, error: { code: 1, message: "x" } }, 0), /exactly one/);
   assert.equal(typeof version(), "string");
 });
 

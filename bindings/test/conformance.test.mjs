@@ -70,15 +70,15 @@ class ClientReplay {
       case "link_down": c.linkDown(at); break;
       case "frame": c.frame(input.frame, at); break;
       case "tick": c.tick(at); break;
-      case "call": returns = c.call(input.method, input.params); break;
-      case "notify": c.notify(input.method, input.params); break;
+      case "call": returns = c.call(input.method, input.params, at); break;
+      case "notify": c.notify(input.method, input.params, at); break;
       case "respond": {
         const { type, id, ...outcome } = input;
-        c.respond(id, outcome);
+        c.respond(id, outcome, at);
         break;
       }
-      case "prompt": returns = c.prompt(input.sessionId, input.blocks, input.turnId ?? undefined); break;
-      case "delete_session": c.deleteSession(input.sessionId); break;
+      case "prompt": returns = c.prompt(input.sessionId, input.blocks, input.turnId ?? undefined, at); break;
+      case "delete_session": c.deleteSession(input.sessionId, at); break;
       case "restore_pending_deletes": c.restorePendingDeletes(input.kept); break;
       default: throw new Error(`unknown client input ${input.type}`);
     }

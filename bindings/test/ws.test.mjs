@@ -50,12 +50,12 @@ test("a wasm device over ws links, runs a prompt, and keeps its ledger and delet
     assert.ok(r.capabilities.includes("turns"));
 
     const made = client.next((e) => e.kind === "answer");
-    client.input((c) => c.call("session/new", { cwd: ROOT }));
+    client.input((c, t) => c.call("session/new", { cwd: ROOT }, t));
     const sessionId = (await made).result.sessionId;
 
     const answered = client.next((e) => e.kind === "prompt_answered");
-    const turn = client.input((c) =>
-      c.prompt(sessionId, [{ type: "text", text: "think about it\nsleep 30\nsay hello from wasm" }], "t1"),
+    const turn = client.input((c, t) =>
+      c.prompt(sessionId, [{ type: "text", text: "think about it\nsleep 30\nsay hello from wasm" }], "t1", t),
     );
     const a = await answered;
     assert.equal(a.turnId, turn);
@@ -66,7 +66,7 @@ test("a wasm device over ws links, runs a prompt, and keeps its ledger and delet
     const down = new Promise((r) => setTimeout(r, 50));
     device.stop();
     await down;
-    client.input((c) => c.deleteSession(sessionId));
+    client.input((c, t) => c.deleteSession(sessionId, t));
     assert.deepEqual(JSON.parse(storage.get("lembas.pendingDeletes")), [{ sessionId, refusals: 0 }]);
 
     // A page reload: a new client from the same storage; a new device from the same store.

@@ -29,7 +29,11 @@ fn main() {
 
     println!("\n== a session and a prompt that streams (the scripted engine)");
     pair.client
-        .call("session/new", &json!({ "cwd": "/home/dev/work/app" }))
+        .call(
+            "session/new",
+            &json!({ "cwd": "/home/dev/work/app" }),
+            pair.now,
+        )
         .expect("session/new is always allowed");
     pair.settle().expect("settles");
     let session = pair
@@ -43,6 +47,7 @@ fn main() {
             &session,
             json!([{ "type": "text", "text": text }]),
             Some("msg_1"),
+            pair.now,
         )
         .expect("prompting is allowed");
     pair.advance(1_000).expect("settles");
@@ -54,6 +59,7 @@ fn main() {
             &session,
             json!([{ "type": "text", "text": text }]),
             Some("msg_1"),
+            pair.now,
         )
         .expect("prompting is allowed");
     pair.settle().expect("settles");

@@ -71,6 +71,7 @@ fn the_web_answers_first_and_the_terminal_card_is_settled() {
             &s,
             json!([{ "type": "text", "text": "permit rm -rf build" }]),
             Some("t1"),
+            p.now,
         )
         .unwrap();
     p.drive().unwrap();
@@ -86,6 +87,7 @@ fn the_web_answers_first_and_the_terminal_card_is_settled() {
     p.client.respond(
         &asks[0].0,
         Ok(json!({ "outcome": { "outcome": "selected", "optionId": "once" } })),
+        p.now,
     );
     p.settle().unwrap();
     assert_eq!(p.decisions.len(), 1);
@@ -115,6 +117,7 @@ fn the_terminal_answers_first_and_the_web_card_is_settled() {
             &s,
             json!([{ "type": "text", "text": "permit deploy" }]),
             Some("t1"),
+            p.now,
         )
         .unwrap();
     p.drive().unwrap();
@@ -142,6 +145,7 @@ fn no_answer_in_time_denies_and_settles() {
             &s,
             json!([{ "type": "text", "text": "permit x" }]),
             Some("t1"),
+            p.now,
         )
         .unwrap();
     p.drive().unwrap();
@@ -167,6 +171,7 @@ fn questions_reach_no_editor_and_a_minus_32601_downgrades() {
             &s,
             json!([{ "type": "text", "text": "ask Which DB? | SQLite | Postgres" }]),
             Some("t1"),
+            p.now,
         )
         .unwrap();
     p.drive().unwrap();
@@ -177,6 +182,7 @@ fn questions_reach_no_editor_and_a_minus_32601_downgrades() {
         Err(lembas_core::jsonrpc::RpcError::method_not_found(
             "_lembas/question",
         )),
+        p.now,
     );
     p.settle().unwrap();
     assert_eq!(p.decisions[0].1, Decision::NobodyToAsk);
@@ -186,6 +192,7 @@ fn questions_reach_no_editor_and_a_minus_32601_downgrades() {
             &s,
             json!([{ "type": "text", "text": "ask Again? | yes" }]),
             Some("t2"),
+            p.now,
         )
         .unwrap();
     p.settle().unwrap();
@@ -201,11 +208,12 @@ fn an_answered_question_goes_to_the_engine() {
             &s,
             json!([{ "type": "text", "text": "ask Which DB? | SQLite | Postgres" }]),
             Some("t1"),
+            p.now,
         )
         .unwrap();
     p.drive().unwrap();
     let asks = requests(&p, "_lembas/question");
-    p.client.respond(&asks[0].0, Ok(json!({ "outcome": "answered", "answers": [{ "kind": "options", "labels": ["Postgres"] }] })));
+    p.client.respond(&asks[0].0, Ok(json!({ "outcome": "answered", "answers": [{ "kind": "options", "labels": ["Postgres"] }] })), p.now);
     p.settle().unwrap();
     assert!(matches!(
         p.decisions[0].1,
@@ -222,6 +230,7 @@ fn a_card_open_when_the_link_drops_is_offered_again() {
             &s,
             json!([{ "type": "text", "text": "permit x" }]),
             Some("t1"),
+            p.now,
         )
         .unwrap();
     p.drive().unwrap();
@@ -237,6 +246,7 @@ fn a_card_open_when_the_link_drops_is_offered_again() {
     p.client.respond(
         &asks[1].0,
         Ok(json!({ "outcome": { "outcome": "selected", "optionId": "session" } })),
+        p.now,
     );
     p.advance(1_000).unwrap();
     assert_eq!(p.decisions.len(), 1);
@@ -281,12 +291,13 @@ fn a_client_delete_survives_dropped_links_and_stops_a_running_turn() {
             &s,
             json!([{ "type": "text", "text": "sleep 100000\nsay late" }]),
             Some("t1"),
+            p.now,
         )
         .unwrap();
     p.drive().unwrap();
     p.reachable = false;
     p.cut().unwrap();
-    p.client.delete_session(&s);
+    p.client.delete_session(&s, p.now);
     for _ in 0..3 {
         p.advance(30_000).unwrap();
     }
@@ -322,7 +333,7 @@ fn five_refusals_give_a_delete_up() {
         .unwrap();
     let v: Value = serde_json::from_slice(&out[0]).unwrap();
     let s = v["result"]["sessionId"].as_str().unwrap().to_string();
-    p.client.delete_session(&s);
+    p.client.delete_session(&s, p.now);
     p.settle().unwrap();
     for _ in 0..4 {
         p.cut().unwrap();

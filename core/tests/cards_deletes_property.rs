@@ -209,7 +209,11 @@ impl Run {
         let id = self
             .p
             .client
-            .call("session/new", &json!({ "cwd": "/home/dev/work" }))
+            .call(
+                "session/new",
+                &json!({ "cwd": "/home/dev/work" }),
+                self.p.now,
+            )
             .unwrap();
         self.p.settle().unwrap();
         self.p
@@ -290,6 +294,7 @@ impl Run {
                 session,
                 json!([{ "type": "text", "text": text }]),
                 Some(turn),
+                self.p.now,
             )
             .is_ok()
     }
@@ -342,7 +347,7 @@ impl Run {
         ));
         self.kill_session_turns(&s);
         self.client_deleted.insert(s.clone());
-        self.p.client.delete_session(&s);
+        self.p.client.delete_session(&s, self.p.now);
     }
 
     fn device_delete(&mut self) {
@@ -430,13 +435,13 @@ impl Run {
             let a = answer(kind, &tc, &mut self.rng);
             match if all_at_once { 0 } else { self.rng.below(10) } {
                 0..=4 => {
-                    self.p.client.respond(&id, Ok(a));
+                    self.p.client.respond(&id, Ok(a), self.p.now);
                 }
                 5 | 6 => self.late_web.push((link, id, a)),
                 7 => {
                     let again = answer(kind, &tc, &mut self.rng);
-                    self.p.client.respond(&id, Ok(a));
-                    self.p.client.respond(&id, Ok(again));
+                    self.p.client.respond(&id, Ok(a), self.p.now);
+                    self.p.client.respond(&id, Ok(again), self.p.now);
                 }
                 8 => {}
                 _ => {
@@ -444,7 +449,7 @@ impl Run {
                         Kind::Permit => RpcError::new(code::INTERNAL_ERROR, "the card broke"),
                         _ => RpcError::method_not_found(&method),
                     };
-                    self.p.client.respond(&id, Err(e));
+                    self.p.client.respond(&id, Err(e), self.p.now);
                 }
             }
         }
@@ -479,7 +484,7 @@ impl Run {
                 "late web answer to {} (asked on link {link})",
                 id.as_json()
             ));
-            self.p.client.respond(&id, Ok(a));
+            self.p.client.respond(&id, Ok(a), self.p.now);
         }
         if self.terminal.is_some() {
             for reply in std::mem::take(&mut self.late_terminal) {
@@ -685,7 +690,11 @@ impl Run {
             let id = self
                 .p
                 .client
-                .call("_lembas/session/status", &json!({ "sessionId": s }))
+                .call(
+                    "_lembas/session/status",
+                    &json!({ "sessionId": s }),
+                    self.p.now,
+                )
                 .unwrap();
             self.p.settle().unwrap();
             let exists = self.p.client_events.iter().rev().find_map(|e| match e {
@@ -840,7 +849,7 @@ fn linked_session() -> (Pair, String) {
     p.start().unwrap();
     let id = p
         .client
-        .call("session/new", &json!({ "cwd": "/home/dev/work" }))
+        .call("session/new", &json!({ "cwd": "/home/dev/work" }), p.now)
         .unwrap();
     p.settle().unwrap();
     let s = p
@@ -876,7 +885,7 @@ fn card_requests(p: &Pair) -> Vec<(Id, String)> {
 fn an_answer_to_a_card_of_a_dropped_link_decides_no_other_card() {
     let (mut p, s) = linked_session();
     let text = json!([{ "type": "text", "text": "permit rm -rf build" }]);
-    p.client.prompt(&s, text, Some("t1")).unwrap();
+    p.client.prompt(&s, text, Some("t1"), p.now).unwrap();
     p.drive().unwrap();
     let (old, first) = card_requests(&p)[0].clone();
     p.reachable = false;
@@ -886,7 +895,7 @@ fn an_answer_to_a_card_of_a_dropped_link_decides_no_other_card() {
     p.advance(120_000).unwrap();
     assert!(p.client.is_ready());
     let text = json!([{ "type": "text", "text": "tool look\npermit deploy to production" }]);
-    p.client.prompt(&s, text, Some("t2")).unwrap();
+    p.client.prompt(&s, text, Some("t2"), p.now).unwrap();
     p.drive().unwrap();
     let (new, second) = card_requests(&p)[1].clone();
     assert_ne!(first, second);
@@ -895,7 +904,7 @@ fn an_answer_to_a_card_of_a_dropped_link_decides_no_other_card() {
     let allow = json!({ "outcome": { "outcome": "selected", "optionId": "once" },
                         "_meta": { "lembas": { "command": "rm -rf build" } } });
     assert!(
-        !p.client.respond(&old, Ok(allow)),
+        !p.client.respond(&old, Ok(allow), p.now),
         "an answer to a request of a dropped link is not sent"
     );
     p.settle().unwrap();

@@ -46,7 +46,12 @@ fn a_prompt_streams_and_is_answered() {
     let s = new_session(&mut p);
     assert!(s.starts_with("ses_"));
     p.client
-        .prompt(&s, json!([{ "type": "text", "text": "hello" }]), Some("t1"))
+        .prompt(
+            &s,
+            json!([{ "type": "text", "text": "hello" }]),
+            Some("t1"),
+            p.now,
+        )
         .unwrap();
     p.settle().unwrap();
     let a = answers(&p, "t1");
@@ -77,7 +82,12 @@ fn a_duplicate_of_a_finished_turn_gets_the_original_answer_and_starts_nothing() 
     let mut p = linked();
     let s = new_session(&mut p);
     p.client
-        .prompt(&s, json!([{ "type": "text", "text": "hello" }]), Some("t1"))
+        .prompt(
+            &s,
+            json!([{ "type": "text", "text": "hello" }]),
+            Some("t1"),
+            p.now,
+        )
         .unwrap();
     p.settle().unwrap();
     p.client
@@ -85,6 +95,7 @@ fn a_duplicate_of_a_finished_turn_gets_the_original_answer_and_starts_nothing() 
             &s,
             json!([{ "type": "text", "text": "changed" }]),
             Some("t1"),
+            p.now,
         )
         .unwrap();
     p.settle().unwrap();
@@ -103,6 +114,7 @@ fn a_duplicate_of_a_running_turn_is_answered_once_when_it_ends() {
             &s,
             json!([{ "type": "text", "text": "say a\nsleep 1000\nsay b" }]),
             Some("t1"),
+            p.now,
         )
         .unwrap();
     p.drive().unwrap();
@@ -111,6 +123,7 @@ fn a_duplicate_of_a_running_turn_is_answered_once_when_it_ends() {
             &s,
             json!([{ "type": "text", "text": "say a\nsleep 1000\nsay b" }]),
             Some("t1"),
+            p.now,
         )
         .unwrap();
     p.drive().unwrap();
@@ -133,14 +146,24 @@ fn a_finished_turn_survives_a_device_restart() {
     let mut p = linked();
     let s = new_session(&mut p);
     p.client
-        .prompt(&s, json!([{ "type": "text", "text": "hello" }]), Some("t1"))
+        .prompt(
+            &s,
+            json!([{ "type": "text", "text": "hello" }]),
+            Some("t1"),
+            p.now,
+        )
         .unwrap();
     p.settle().unwrap();
     p.restart_device().unwrap();
     p.settle().unwrap();
     assert!(p.client.is_ready());
     p.client
-        .prompt(&s, json!([{ "type": "text", "text": "hello" }]), Some("t1"))
+        .prompt(
+            &s,
+            json!([{ "type": "text", "text": "hello" }]),
+            Some("t1"),
+            p.now,
+        )
         .unwrap();
     p.settle().unwrap();
     let a = answers(&p, "t1");
@@ -158,6 +181,7 @@ fn a_turn_cut_by_a_restart_is_cancelled_and_never_runs_again() {
             &s,
             json!([{ "type": "text", "text": "sleep 5000\nsay late" }]),
             Some("t1"),
+            p.now,
         )
         .unwrap();
     p.drive().unwrap();
@@ -175,7 +199,12 @@ fn a_turn_cut_by_a_restart_is_cancelled_and_never_runs_again() {
     assert_eq!(how.len(), 1, "{how:?}");
     assert!(matches!(how[0], Reattach::Imported(_)), "{how:?}");
     p.client
-        .prompt(&s, json!([{ "type": "text", "text": "x" }]), Some("t1"))
+        .prompt(
+            &s,
+            json!([{ "type": "text", "text": "x" }]),
+            Some("t1"),
+            p.now,
+        )
         .unwrap();
     p.settle().unwrap();
     let a = answers(&p, "t1");
@@ -195,10 +224,16 @@ fn prompts_wait_their_turn_and_cancel_answers_cancelled() {
             &s,
             json!([{ "type": "text", "text": "sleep 1000\nsay one" }]),
             Some("a"),
+            p.now,
         )
         .unwrap();
     p.client
-        .prompt(&s, json!([{ "type": "text", "text": "two" }]), Some("b"))
+        .prompt(
+            &s,
+            json!([{ "type": "text", "text": "two" }]),
+            Some("b"),
+            p.now,
+        )
         .unwrap();
     p.drive().unwrap();
     assert_eq!(starts(&p, "b"), 0);
@@ -207,7 +242,7 @@ fn prompts_wait_their_turn_and_cancel_answers_cancelled() {
     assert_eq!(status["queued"], json!(["b"]));
     assert_eq!(status["busy"], true);
     p.client
-        .notify("session/cancel", &json!({ "sessionId": s }))
+        .notify("session/cancel", &json!({ "sessionId": s }), p.now)
         .unwrap();
     p.settle().unwrap();
     assert_eq!(
@@ -241,6 +276,7 @@ fn steer_needs_a_running_turn_and_unsent_messages_come_back() {
             &s,
             json!([{ "type": "text", "text": "sleep 100\nsay done" }]),
             Some("t1"),
+            p.now,
         )
         .unwrap();
     p.drive().unwrap();
@@ -262,6 +298,7 @@ fn steer_needs_a_running_turn_and_unsent_messages_come_back() {
             &s,
             json!([{ "type": "text", "text": "sleep 100\nsay done" }]),
             Some("t2"),
+            p.now,
         )
         .unwrap();
     p.drive().unwrap();
@@ -289,6 +326,7 @@ fn reattach_follows_a_running_turn_after_a_cut() {
             &s,
             json!([{ "type": "text", "text": "sleep 60000\nsay end" }]),
             Some("t1"),
+            p.now,
         )
         .unwrap();
     p.drive().unwrap();
@@ -364,7 +402,7 @@ fn blocks_over_their_limits_are_refused_with_the_numbers() {
         .client
         .call(
             "session/prompt",
-            &json!({ "sessionId": s, "prompt": [{ "type": "image", "mimeType": "image/png", "data": big }] }),
+            &json!({ "sessionId": s, "prompt": [{ "type": "image", "mimeType": "image/png", "data": big }] }), p.now,
         )
         .unwrap();
     p.settle().unwrap();
@@ -394,7 +432,12 @@ fn a_ledger_untouched_for_30_days_is_pruned() {
     let mut p = linked();
     let s = new_session(&mut p);
     p.client
-        .prompt(&s, json!([{ "type": "text", "text": "hello" }]), Some("t1"))
+        .prompt(
+            &s,
+            json!([{ "type": "text", "text": "hello" }]),
+            Some("t1"),
+            p.now,
+        )
         .unwrap();
     p.settle().unwrap();
     p.advance(29 * 24 * 3600 * 1000).unwrap();

@@ -106,6 +106,7 @@ fn keystrokes_reach_the_shell_and_its_output_comes_back_after_the_batch_delay() 
         .notify(
             "_lembas/terminal/input",
             &json!({ "terminalId": id, "data": b64(b"ls\r") }),
+            p.now,
         )
         .unwrap();
     p.drive().unwrap();
@@ -151,6 +152,7 @@ fn resize_changes_the_pty_and_an_out_of_range_size_is_not_applied() {
             .notify(
                 "_lembas/terminal/resize",
                 &json!({ "terminalId": id, "cols": cols, "rows": rows }),
+                p.now,
             )
             .unwrap();
         p.settle().unwrap();
@@ -163,7 +165,11 @@ fn close_hangs_up_and_the_shell_s_exit_is_reported() {
     let mut p = linked(true);
     let id = open_id(&mut p);
     p.client
-        .notify("_lembas/terminal/close", &json!({ "terminalId": id }))
+        .notify(
+            "_lembas/terminal/close",
+            &json!({ "terminalId": id }),
+            p.now,
+        )
         .unwrap();
     p.settle().unwrap();
     assert_eq!(p.hangups, std::slice::from_ref(&id));
@@ -248,7 +254,7 @@ fn a_device_with_terminals_off_refuses_open_with_the_rule() {
     let mut p = linked(false);
     let id = p
         .client
-        .call("_lembas/terminal/open", &json!({}))
+        .call("_lembas/terminal/open", &json!({}), p.now)
         .expect_err("the client does not call a method the device does not list");
     let _ = id;
     // A client that calls it anyway hears the rule.
@@ -312,6 +318,7 @@ fn every_terminal_closes_with_its_link_and_the_next_link_starts_afresh() {
         .notify(
             "_lembas/terminal/input",
             &json!({ "terminalId": ids[0], "data": b64(b"x") }),
+            p.now,
         )
         .unwrap();
     p.settle().unwrap();
@@ -330,7 +337,9 @@ fn keystrokes_for_an_unknown_terminal_or_not_base64_do_nothing() {
         json!({ "terminalId": id }),
         json!("garbage"),
     ] {
-        p.client.notify("_lembas/terminal/input", &params).unwrap();
+        p.client
+            .notify("_lembas/terminal/input", &params, p.now)
+            .unwrap();
     }
     p.advance(10).unwrap();
     p.settle().unwrap();

@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 fn session(p: &mut Pair) -> String {
     let id = p
         .client
-        .call("session/new", &json!({ "cwd": "/home/dev/work" }))
+        .call("session/new", &json!({ "cwd": "/home/dev/work" }), p.now)
         .unwrap();
     p.settle().unwrap();
     p.client_events
@@ -56,18 +56,24 @@ fn run(seed: u64) {
                 let turn = format!("t{step}");
                 let text = format!("say {turn}\nsleep {}\nsay end", rng.below(300));
                 if p.client.is_ready() {
-                    let _ =
-                        p.client
-                            .prompt(&s, json!([{ "type": "text", "text": text }]), Some(&turn));
+                    let _ = p.client.prompt(
+                        &s,
+                        json!([{ "type": "text", "text": text }]),
+                        Some(&turn),
+                        p.now,
+                    );
                 }
                 turns.push((s, turn, text));
             }
             5 | 6 if !turns.is_empty() => {
                 let (s, t, text) = turns[rng.below(turns.len() as u64) as usize].clone();
                 if p.client.is_ready() {
-                    let _ =
-                        p.client
-                            .prompt(&s, json!([{ "type": "text", "text": text }]), Some(&t));
+                    let _ = p.client.prompt(
+                        &s,
+                        json!([{ "type": "text", "text": text }]),
+                        Some(&t),
+                        p.now,
+                    );
                 }
             }
             7 => p.cut().unwrap(),
@@ -83,7 +89,7 @@ fn run(seed: u64) {
     assert!(p.client.is_ready(), "seed {seed}: the device linked again");
     for (s, t, text) in &turns {
         p.client
-            .prompt(s, json!([{ "type": "text", "text": text }]), Some(t))
+            .prompt(s, json!([{ "type": "text", "text": text }]), Some(t), p.now)
             .unwrap();
     }
     p.advance(60_000).unwrap();

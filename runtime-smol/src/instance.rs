@@ -545,7 +545,7 @@ async fn run_client(rx: Receiver<Internal>, events: Sender<Event>) {
                 params,
                 reply,
             }) => {
-                let _ = reply.try_send(client.call(&method, &params));
+                let _ = reply.try_send(client.call(&method, &params, now));
             }
             Internal::Cmd(Cmd::Prompt {
                 session,
@@ -553,17 +553,17 @@ async fn run_client(rx: Receiver<Internal>, events: Sender<Event>) {
                 turn_id,
                 reply,
             }) => {
-                let _ = reply.try_send(client.prompt(&session, blocks, turn_id.as_deref()));
+                let _ = reply.try_send(client.prompt(&session, blocks, turn_id.as_deref(), now));
             }
             Internal::Cmd(Cmd::Respond(id, outcome)) => {
-                client.respond(&id, outcome);
+                client.respond(&id, outcome, now);
             }
             Internal::Cmd(Cmd::Notify {
                 method,
                 params,
                 reply,
             }) => {
-                let _ = reply.try_send(client.notify(&method, &params));
+                let _ = reply.try_send(client.notify(&method, &params, now));
             }
             Internal::Cmd(Cmd::Stall(how_long)) => {
                 smol::Timer::after(how_long).await;

@@ -40,7 +40,9 @@ pub(super) struct Deletes {
 
 impl Client {
     /// Delete a session: sent now when the link is ready, else kept and sent on the next link.
-    pub fn delete_session(&mut self, session_id: &str) {
+    /// `now` starts the wait for its answer.
+    pub fn delete_session(&mut self, session_id: &str, now: Time) {
+        self.clock.advance(now);
         self.deletes.known.insert(session_id.to_string());
         self.deletes
             .pending
@@ -87,8 +89,11 @@ impl Client {
             .map(|(s, _)| s.clone())
             .collect();
         for session in unsent {
-            let Ok(id) = self.call("_lembas/session/delete", &json!({ "sessionId": session }))
-            else {
+            let Ok(id) = self.call(
+                "_lembas/session/delete",
+                &json!({ "sessionId": session }),
+                self.clock.now(),
+            ) else {
                 return;
             };
             self.purposes

@@ -274,7 +274,13 @@ impl Client {
 
     /// Send a request to the device. Refused, with nothing sent, when the link is not ready or
     /// the device did not list the method's capability.
-    pub fn call<P: Serialize>(&mut self, method: &str, params: &P) -> Result<Id, CallError> {
+    pub fn call<P: Serialize>(
+        &mut self,
+        method: &str,
+        params: &P,
+        now: Time,
+    ) -> Result<Id, CallError> {
+        self.clock.advance(now);
         let spec = methods::find(method)
             .filter(|m| m.direction == Direction::ClientToAgent && m.kind == Kind::Request)
             .ok_or_else(|| CallError::UnknownMethod(method.to_string()))?;
@@ -297,7 +303,13 @@ impl Client {
     }
 
     /// Send a notification to the device, gated like [`Client::call`].
-    pub fn notify<P: Serialize>(&mut self, method: &str, params: &P) -> Result<(), CallError> {
+    pub fn notify<P: Serialize>(
+        &mut self,
+        method: &str,
+        params: &P,
+        now: Time,
+    ) -> Result<(), CallError> {
+        self.clock.advance(now);
         let spec = methods::find(method)
             .filter(|m| m.direction == Direction::ClientToAgent && m.kind == Kind::Notification)
             .ok_or_else(|| CallError::UnknownMethod(method.to_string()))?;
@@ -319,7 +331,8 @@ impl Client {
     /// Answer a request the device sent on the current link. An answer to a request of an
     /// earlier link (or one already answered) is not sent: it would reach a device that never
     /// asked it on this link. Returns whether it was sent.
-    pub fn respond(&mut self, id: &Id, outcome: Result<Value, RpcError>) -> bool {
+    pub fn respond(&mut self, id: &Id, outcome: Result<Value, RpcError>, now: Time) -> bool {
+        self.clock.advance(now);
         if !self.incoming.remove(id) {
             return false;
         }

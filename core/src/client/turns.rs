@@ -12,6 +12,7 @@ use serde_json::{json, Value};
 
 use super::{CallError, Client, ClientEvent};
 use crate::jsonrpc::{Id, RpcError};
+use crate::time::Time;
 
 /// How an incomplete row was picked up again.
 #[derive(Clone, Debug, PartialEq)]
@@ -68,7 +69,9 @@ impl Client {
         session_id: &str,
         blocks: Value,
         turn_id: Option<&str>,
+        now: Time,
     ) -> Result<String, CallError> {
+        self.clock.advance(now);
         let turn_id = match turn_id {
             Some(t) => t.to_string(),
             None => format!("msg_{}", self.rng.token(16)),
@@ -78,7 +81,7 @@ impl Client {
             "prompt": blocks,
             "_meta": { "lembas": { "turnId": turn_id } },
         });
-        let id = self.call("session/prompt", &params)?;
+        let id = self.call("session/prompt", &params, now)?;
         self.purposes
             .insert(id.clone(), Purpose::Prompt(turn_id.clone()));
         self.rows.insert(
@@ -117,7 +120,11 @@ impl Client {
             .collect();
         for turn in turns {
             let session = self.rows[&turn].session_id.clone();
-            match self.call("_lembas/session/status", &json!({ "sessionId": session })) {
+            match self.call(
+                "_lembas/session/status",
+                &json!({ "sessionId": session }),
+                self.clock.now(),
+            ) {
                 Ok(id) => {
                     self.purposes
                         .insert(id.clone(), Purpose::Status(turn.clone()));
@@ -137,7 +144,7 @@ impl Client {
         };
         let session_id = row.session_id.clone();
         let params = row.params.clone();
-        match self.call("session/prompt", &params) {
+        match self.call("session/prompt", &params, self.clock.now()) {
             Ok(id) => {
                 self.purposes
                     .insert(id.clone(), Purpose::Prompt(turn.to_string()));
@@ -216,6 +223,7 @@ impl Client {
         match self.call(
             "_lembas/session/history",
             &json!({ "sessionId": session_id }),
+            self.clock.now(),
         ) {
             Ok(id) => {
                 self.purposes

@@ -561,7 +561,7 @@ impl Pair {
     ) -> Result<serde_json::Value, crate::jsonrpc::RpcError> {
         let id = self
             .client
-            .call(method, &params)
+            .call(method, &params, self.now)
             .expect("the call is allowed");
         self.settle().expect("the pair settles");
         self.client_events

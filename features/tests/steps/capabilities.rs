@@ -79,7 +79,7 @@ fn calls(w: &mut LinkWorld, method: String, params: String) {
     let params = json_arg(&params);
     if let Some(client) = w.lone_client.as_mut() {
         w.sent_before_call = w.lone_outputs.len();
-        w.call = Some(client.call(&method, &params));
+        w.call = Some(client.call(&method, &params, Time(10)));
         while let Some(out) = client.poll_output() {
             w.lone_outputs.push(out);
         }
@@ -87,7 +87,7 @@ fn calls(w: &mut LinkWorld, method: String, params: String) {
     }
     let pair = w.pair();
     let before = pair.transcript.len();
-    let result = pair.client.call(&method, &params);
+    let result = pair.client.call(&method, &params, pair.now);
     pair.drive().expect("the link settles");
     w.sent_before_call = before;
     w.call = Some(result);

@@ -260,7 +260,8 @@ fn option_answer(option: &str) -> Value {
 fn web_answers(w: &mut LinkWorld, option: String) {
     let id = web_open_card(w);
     let pair = w.pair();
-    pair.client.respond(&id, Ok(option_answer(&option)));
+    pair.client
+        .respond(&id, Ok(option_answer(&option)), pair.now);
     pair.drive().expect("the link settles");
 }
 
@@ -271,6 +272,7 @@ fn web_refuses(w: &mut LinkWorld, code: i64) {
     pair.client.respond(
         &id,
         Err(RpcError::new(code, "this client does not know that method")),
+        pair.now,
     );
     pair.drive().expect("the link settles");
 }
@@ -300,7 +302,7 @@ fn both_answer(w: &mut LinkWorld, web: String, term: String) {
     let id = web_open_card(w);
     let answer = terminal_answer(w, &term);
     let now = w.built().now;
-    w.pair().client.respond(&id, Ok(option_answer(&web)));
+    w.pair().client.respond(&id, Ok(option_answer(&web)), now);
     let conn = local(w, "terminal");
     local_send(w, conn, &answer);
     assert_eq!(w.built().now, now, "time moved between the answers");

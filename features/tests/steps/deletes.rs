@@ -27,7 +27,7 @@ fn named(w: &LinkWorld, which: &str) -> String {
 fn client_deletes(w: &mut LinkWorld, which: String) {
     let s = named(w, &which);
     let pair = w.pair();
-    pair.client.delete_session(&s);
+    pair.client.delete_session(&s, pair.now);
     pair.drive().expect("the link settles");
 }
 

@@ -75,7 +75,7 @@ fn open_session(w: &mut LinkWorld, params: Value) {
 pub fn call(w: &mut LinkWorld, method: &str, params: Value) {
     let pair = w.pair();
     let before = pair.transcript.len();
-    let id = pair.client.call(method, &params);
+    let id = pair.client.call(method, &params, pair.now);
     pair.drive().expect("the link settles");
     w.sent_before_call = before;
     w.call = Some(id);
@@ -185,7 +185,7 @@ fn prompt_blocks(w: &mut LinkWorld, blocks: Value, turn: &str) {
         .expect("a step before must open a session");
     let pair = w.pair();
     pair.client
-        .prompt(&session, blocks, Some(turn))
+        .prompt(&session, blocks, Some(turn), pair.now)
         .expect("the client may prompt");
     pair.drive().expect("the link settles");
 }

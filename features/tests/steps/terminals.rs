@@ -149,6 +149,7 @@ fn types(w: &mut LinkWorld, keys: String) {
         .notify(
             "_lembas/terminal/input",
             &json!({ "terminalId": id, "data": b64().encode(keys) }),
+            p.now,
         )
         .expect("input is allowed");
     p.drive().expect("the pair drives");
@@ -220,7 +221,11 @@ fn closes(w: &mut LinkWorld) {
     let id = w.terminals.last().expect("a terminal").clone();
     let p = w.pair();
     p.client
-        .notify("_lembas/terminal/close", &json!({ "terminalId": id }))
+        .notify(
+            "_lembas/terminal/close",
+            &json!({ "terminalId": id }),
+            p.now,
+        )
         .expect("close is allowed");
     p.settle().expect("the pair settles");
 }

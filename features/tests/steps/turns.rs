@@ -32,6 +32,7 @@ pub fn prompt(w: &mut LinkWorld, text: &str, turn: &str) {
             &session,
             json!([{ "type": "text", "text": script(text) }]),
             Some(turn),
+            pair.now,
         )
         .expect("the client may prompt");
     pair.drive().expect("the link settles");
@@ -265,7 +266,7 @@ fn cancels(w: &mut LinkWorld) {
     let s = session(w);
     let pair = w.pair();
     pair.client
-        .notify("session/cancel", &json!({ "sessionId": s }))
+        .notify("session/cancel", &json!({ "sessionId": s }), pair.now)
         .expect("the client may cancel");
     pair.drive().expect("the link settles");
 }
