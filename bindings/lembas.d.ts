@@ -81,7 +81,17 @@ export type Effect =
   | { kind: "start_turn"; turn: TurnStart }
   | { kind: "cancel_turn"; sessionId: string; turnId: string }
   | { kind: "card_decided"; sessionId: string; turnId: string; toolCallId: string; decision: Decision }
-  | { kind: "steer"; sessionId: string; turnId: string; id: number; text: string };
+  | { kind: "steer"; sessionId: string; turnId: string; id: number; text: string }
+  /** Start a login shell in a PTY; answer with `terminalOpened(terminalId, ...)`, then
+   * `terminalOutput` and `terminalExit`. Only with `remote.terminal: true`. */
+  | { kind: "open_terminal"; terminalId: string; cwd: string; cols: number; rows: number }
+  | { kind: "terminal_input"; terminalId: string; base64: string }
+  | { kind: "resize_terminal"; terminalId: string; cols: number; rows: number }
+  /** Hang the terminal up (SIGHUP); its exit is still reported. */
+  | { kind: "close_terminal"; terminalId: string };
+
+/** How a terminal's shell started, or why it did not. */
+export type TerminalStart = { shell: "bash" | "zsh" | "fish" | "other"; integration: boolean } | { error: string };
 
 export type StoreRecord =
   | { op: "put"; table: StoreTable; key: string; value: string }

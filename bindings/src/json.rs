@@ -277,6 +277,37 @@ pub fn path_resolution(v: Value) -> Result<Result<String, String>, ShapeError> {
     }
 }
 
+/// `{ shell, integration }` (the shell started) or `{ error }`.
+pub fn terminal_start(
+    v: Value,
+) -> Result<Result<lembas_core::device::ShellInfo, String>, ShapeError> {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Js {
+        #[serde(default)]
+        shell: Option<String>,
+        #[serde(default)]
+        integration: Option<bool>,
+        #[serde(default)]
+        error: Option<String>,
+    }
+    match from_value::<Js>("terminal start", v)? {
+        Js {
+            shell: Some(shell),
+            integration: Some(integration),
+            error: None,
+        } => Ok(Ok(lembas_core::device::ShellInfo { shell, integration })),
+        Js {
+            shell: None,
+            integration: None,
+            error: Some(e),
+        } => Ok(Err(e)),
+        _ => Err(ShapeError(
+            "terminal start: give `shell` and `integration`, or `error` alone".into(),
+        )),
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Store records
 
@@ -736,6 +767,30 @@ pub fn effect(e: &Effect) -> Value {
         } => json!({
             "kind": "steer", "sessionId": session_id, "turnId": turn_id, "id": id, "text": text,
         }),
+        Effect::OpenTerminal {
+            terminal_id,
+            cwd,
+            cols,
+            rows,
+        } => json!({
+            "kind": "open_terminal", "terminalId": terminal_id, "cwd": cwd, "cols": cols,
+            "rows": rows,
+        }),
+        Effect::TerminalInput { terminal_id, bytes } => json!({
+            "kind": "terminal_input",
+            "terminalId": terminal_id,
+            "base64": base64::engine::general_purpose::STANDARD.encode(bytes),
+        }),
+        Effect::ResizeTerminal {
+            terminal_id,
+            cols,
+            rows,
+        } => json!({
+            "kind": "resize_terminal", "terminalId": terminal_id, "cols": cols, "rows": rows,
+        }),
+        Effect::CloseTerminal { terminal_id } => {
+            json!({ "kind": "close_terminal", "terminalId": terminal_id })
+        }
         other => json!({ "kind": "unknown", "debug": format!("{other:?}") }),
     }
 }

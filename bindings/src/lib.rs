@@ -211,6 +211,42 @@ impl JsDevice {
         Ok(())
     }
 
+    /// The answer to an `open_terminal` effect: `{ shell, integration }` when the shell started,
+    /// or `{ error }`. Returns whether the device still wants it (`false`: hang it up).
+    #[wasm_bindgen(js_name = terminalOpened)]
+    pub fn terminal_opened(
+        &mut self,
+        terminal_id: &str,
+        #[wasm_bindgen(unchecked_param_type = "TerminalStart")] started: JsValue,
+        now: f64,
+    ) -> Result<bool, JsError> {
+        let started = json::terminal_start(from_js(&started)?).map_err(err)?;
+        Ok(self
+            .inner
+            .handle_terminal_opened(terminal_id, started, time(now)?))
+    }
+
+    /// Bytes a terminal's shell wrote.
+    #[wasm_bindgen(js_name = terminalOutput)]
+    pub fn terminal_output(
+        &mut self,
+        terminal_id: &str,
+        #[wasm_bindgen(unchecked_param_type = "string | Uint8Array | ArrayBuffer")] data: JsValue,
+        now: f64,
+    ) -> Result<(), JsError> {
+        self.inner
+            .handle_terminal_output(terminal_id, &bytes(&data)?, time(now)?);
+        Ok(())
+    }
+
+    /// A terminal's shell ended with `code`.
+    #[wasm_bindgen(js_name = terminalExit)]
+    pub fn terminal_exit(&mut self, terminal_id: &str, code: i32, now: f64) -> Result<(), JsError> {
+        self.inner
+            .handle_terminal_exit(terminal_id, code, time(now)?);
+        Ok(())
+    }
+
     /// What the engine reports about a turn (a `ScriptedEngine` report's `event`, or a real
     /// engine's).
     pub fn engine(

@@ -19,10 +19,10 @@ const deviceConfig = {
 
 /** Both ends and the engine, routed as a shell routes them, in virtual time. */
 class JsPair {
-  constructor() {
+  constructor(config = deviceConfig) {
     this.now = 0;
     this.store = new MemStore();
-    this.device = new Device(deviceConfig, 0);
+    this.device = new Device(config, 0);
     this.client = new Client({ seed: 5 }, 0);
     this.engine = new ScriptedEngine();
     this.link = undefined;
@@ -61,6 +61,13 @@ class JsPair {
         this.device.persisted(e.seq, this.now);
       } else if (e.kind === "resolve_path") {
         this.device.pathResolved(e.request, { path: e.path }, this.now);
+      } else if (e.kind === "open_terminal") {
+        // A fake shell: it echoes its keystrokes, and ends with 129 (SIGHUP) when hung up.
+        this.device.terminalOpened(e.terminalId, { shell: "bash", integration: false }, this.now);
+      } else if (e.kind === "terminal_input") {
+        this.device.terminalOutput(e.terminalId, Buffer.from(e.base64, "base64"), this.now);
+      } else if (e.kind === "close_terminal") {
+        this.device.terminalExit(e.terminalId, 129, this.now);
       } else {
         this.engine.handle(e, this.now);
       }
@@ -169,4 +176,33 @@ test("a frame may be a string or bytes", () => {
   assert.equal(out.conn, conn);
   assert.equal(JSON.parse(out.frame).id, 0);
   assert.deepEqual(d.connections(), [{ conn, kind: "stdio" }]);
+});
+
+test("a JS device with terminals on: open, keystrokes echoed back as output, close and exit", () => {
+  const p = new JsPair({ ...deviceConfig, remote: { ...deviceConfig.remote, terminal: true } });
+  p.device.startLink(0);
+  p.drive();
+  assert.ok(p.client.capabilities().includes("terminal"));
+  const id = p.client.call("_lembas/terminal/open", { cols: 100, rows: 30 }, p.now);
+  p.drive();
+  const opened = p.events.find((e) => e.kind === "answer" && e.id === id);
+  assert.equal(opened.result.cwd, ROOT);
+  assert.equal(opened.result.shell, "bash");
+  const terminalId = opened.result.terminalId;
+  p.client.notify(
+    "_lembas/terminal/input",
+    { terminalId, data: Buffer.from("ls\r").toString("base64") },
+    p.now,
+  );
+  p.advance(10);
+  const output = p.events
+    .filter((e) => e.kind === "notification" && e.method === "_lembas/terminal/output")
+    .map((e) => Buffer.from(e.params.data, "base64").toString())
+    .join("");
+  assert.equal(output, "ls\r");
+  p.client.notify("_lembas/terminal/close", { terminalId }, p.now);
+  p.drive();
+  const exit = p.events.find((e) => e.kind === "notification" && e.method === "_lembas/terminal/exit");
+  assert.deepEqual(exit.params, { terminalId, code: 129 });
+  assert.throws(() => p.device.terminalOpened(terminalId, { shell: "bash" }, p.now), /terminal start/);
 });
