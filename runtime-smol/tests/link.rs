@@ -687,3 +687,121 @@ fn over_wss_with_an_rcgen_certificate_and_ca_file_login_link_and_a_prompt() {
         drop(device);
     });
 }
+
+/// `_lembas/session/status` of `session`, as the device answers it.
+async fn status(instance: &TestInstance, session: &str) -> Value {
+    let id = instance
+        .call("_lembas/session/status", json!({ "sessionId": session }))
+        .await
+        .unwrap();
+    let (e, seen) = instance
+        .wait_for(
+            T,
+            |e| matches!(e, Event::Client(ClientEvent::Answer { id: i, .. }) if *i == id),
+        )
+        .await;
+    match e {
+        Some(Event::Client(ClientEvent::Answer { outcome: Ok(v), .. })) => v,
+        other => panic!("no status: {other:?} after {seen:?}"),
+    }
+}
+
+/// A turn queued behind a running one when the process is killed: it runs once in all, either
+/// after the restart or through the client's resend (the core forgets queued turns at restore,
+/// so it is the resend) — never twice, never not at all.
+#[test]
+fn after_sigkill_a_queued_turn_runs_exactly_once() {
+    use std::os::unix::process::ExitStatusExt;
+    smol::block_on(async {
+        let instance = TestInstance::start(InstanceOptions {
+            token: TOKEN.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        let home = Home::new();
+        assert!(home.login(&instance.url()).status.success());
+        let mut device = home.link();
+        ready(&instance).await;
+        let session = new_session(&instance, &home.work.join("proj")).await;
+        instance
+            .prompt(
+                &session,
+                text("say a started\nsleep 60000\nsay a never said"),
+                Some("msg_a"),
+            )
+            .await
+            .unwrap();
+        let (first, _) = instance
+            .wait_for(T, |e| chunks(std::slice::from_ref(e)) == ["a started"])
+            .await;
+        assert!(first.is_some(), "turn A did not start");
+        instance
+            .prompt(&session, text("say b ran"), Some("msg_b"))
+            .await
+            .unwrap();
+        // The status answer leaves after B's queued record is durable: B is in the store.
+        let st = status(&instance, &session).await;
+        assert_eq!(st["turnId"], "msg_a", "{st}");
+        assert_eq!(st["queued"], json!(["msg_b"]), "{st}");
+
+        device.child.kill().unwrap();
+        let status_of_kill = device.child.wait().unwrap();
+        assert_eq!(status_of_kill.signal(), Some(9), "{status_of_kill:?}");
+        let first_log = device.stderr();
+        assert_eq!(
+            first_log.matches("turn msg_b of").count(),
+            0,
+            "B started before the kill: {first_log}"
+        );
+        drop(device);
+
+        let device = home.link();
+        let (answer, mut all) = instance
+            .wait_for(T, |e| {
+                matches!(e, Event::Client(ClientEvent::PromptAnswered { turn_id, .. }) if turn_id == "msg_b")
+            })
+            .await;
+        match answer {
+            Some(Event::Client(ClientEvent::PromptAnswered { outcome, .. })) => {
+                assert_eq!(outcome.unwrap()["stopReason"], "end_turn");
+            }
+            other => panic!("B was never answered: {other:?} after {all:?}"),
+        }
+        assert!(
+            all.iter().any(|e| matches!(e,
+                Event::Client(ClientEvent::Reattached { turn_id, .. }) if turn_id == "msg_b")),
+            "B was not picked up by the client's reattach: {all:?}"
+        );
+        // No second answer, no second run.
+        let (again, rest) = instance
+            .wait_for(Duration::from_millis(1500), |e| {
+                matches!(e, Event::Client(ClientEvent::PromptAnswered { turn_id, .. }) if turn_id == "msg_b")
+            })
+            .await;
+        assert!(again.is_none(), "B answered twice: {again:?}");
+        all.extend(rest);
+        // The ledger says B is done: a duplicate gets the stored answer and does not run.
+        let (dup, seen) = prompt_once(&instance, &session, "msg_b", "say must not run").await;
+        all.extend(seen);
+        assert_eq!(dup.unwrap()["stopReason"], "end_turn");
+        let st = status(&instance, &session).await;
+        assert_eq!(st["queued"], json!([]), "{st}");
+        assert_eq!(st["lastTurnId"], "msg_b", "{st}");
+        let said = chunks(&all);
+        assert_eq!(
+            said.iter().filter(|c| *c == "b ran").count(),
+            1,
+            "B's answer was not produced exactly once: {said:?}"
+        );
+        assert!(
+            !said
+                .iter()
+                .any(|c| c == "must not run" || c == "a never said"),
+            "{said:?}"
+        );
+        let log = device.stderr();
+        assert_eq!(log.matches("turn msg_b of").count(), 1, "{log}");
+        assert!(!log.contains("turn msg_a of"), "A ran again: {log}");
+    });
+}
