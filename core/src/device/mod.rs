@@ -10,6 +10,7 @@ mod dispatch;
 mod handshake;
 mod ledger;
 mod link;
+mod reconfigure;
 mod restore;
 mod sessions;
 mod terminals;
@@ -20,6 +21,7 @@ use std::collections::{BTreeMap, VecDeque};
 pub use connection::{ConnId, ConnKind};
 pub use ledger::Answer;
 pub use link::CLOSE_PROTOCOL;
+pub use reconfigure::{CLOSE_SETTINGS_CHANGED, SETTINGS_CHANGED};
 pub use restore::{Unreadable, RESTARTED};
 pub use terminals::ShellInfo;
 
@@ -219,6 +221,8 @@ pub struct Device {
     /// Deletes sent on a link and not yet forgotten: forgotten once that link stayed up
     /// `delete_confirm_ms` after sending; sent again on the next link if it dropped before.
     unconfirmed_deletes: BTreeMap<String, (ConnId, Time)>,
+    /// New settings wait for the sessions to go idle to restart the link (reconfigure.rs).
+    relink_pending: bool,
 }
 
 impl Device {
@@ -244,6 +248,7 @@ impl Device {
             next_prune: now,
             next_request_id: 0,
             unconfirmed_deletes: BTreeMap::new(),
+            relink_pending: false,
         })
         .map(|mut d: Device| {
             d.next_request_id = d.rng.below(1 << 40);
@@ -361,6 +366,7 @@ impl Device {
         self.prune_stale_ledgers(now);
         self.confirm_deletes(now);
         self.flush_terminals(now);
+        self.relink_if_idle();
         if let LinkState::Waiting { attempt, at } = self.link.state {
             if at <= now {
                 self.link.state = LinkState::Dialing { attempt };

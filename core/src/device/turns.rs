@@ -577,6 +577,7 @@ impl Device {
             json!({ "type": "task", "state": "end", "turnId": r.turn_id }),
         );
         self.pump(session);
+        self.relink_if_idle();
     }
 }
 

@@ -97,6 +97,8 @@ pub struct Pair {
     pub device_effects: Vec<Effect>,
     /// Closes the client sent, with their code and reason.
     pub client_closes: Vec<(u16, String)>,
+    /// Closes the device sent on the link, with their code and reason.
+    pub device_closes: Vec<(u16, String)>,
     /// Frames the device wrote on each stdio connection.
     pub stdio_out: BTreeMap<ConnId, Vec<Vec<u8>>>,
     pub dials: usize,
@@ -130,6 +132,7 @@ impl Pair {
             client_events: Vec::new(),
             device_effects: Vec::new(),
             client_closes: Vec::new(),
+            device_closes: Vec::new(),
             stdio_out: BTreeMap::new(),
             dials: 0,
             link: None,
@@ -430,10 +433,20 @@ impl Pair {
                 }
             }
             // The device has already let go of a connection it closes.
-            Output::Close { conn, .. } => {
+            Output::Close { conn, code, reason } => {
                 if Some(conn) == self.link {
+                    self.device_closes.push((code, reason));
+                    // The close frame follows what the device sent before it on the same
+                    // stream: those frames still reach the client, in order.
+                    let mut sent: Vec<InFlight> = std::mem::take(&mut self.in_flight)
+                        .into_iter()
+                        .filter(|f| f.dir == Dir::ToClient)
+                        .collect();
+                    sent.sort_by_key(|f| (f.at, f.seq));
+                    for f in sent {
+                        self.deliver(f);
+                    }
                     self.link = None;
-                    self.in_flight.clear();
                     self.client.handle_link_down(self.now);
                 }
             }

@@ -1,0 +1,204 @@
+//! New `remote:` settings while the device runs (config.yaml edited, or SIGHUP). The client
+//! learns a device's limits only in `_lembas/hello` and `initialize`, so the device closes the
+//! instance link once no session works (no turn running or waiting) and dials again at once:
+//! the new handshake carries the new limits. A turn in progress, or a remote terminal open on
+//! the link, is never cut for it.
+
+use super::link::LinkState;
+use super::{ConnKind, Device, Effect, Output, Queued};
+use crate::config::{ConfigError, Remote};
+use crate::time::Time;
+
+/// The close code of a link the device restarts itself (RFC 6455 "service restart").
+pub const CLOSE_SETTINGS_CHANGED: u16 = 1012;
+
+/// The reason sent with [`CLOSE_SETTINGS_CHANGED`].
+pub const SETTINGS_CHANGED: &str = "the device's settings changed; it links again at once";
+
+impl Device {
+    /// Take new `remote:` settings. A config that fails validation is refused and the old one
+    /// kept. Returns whether anything changed; when it did and a link is up, the link is
+    /// restarted (closed with 1012, then dialled at once) as soon as no session works.
+    pub fn reconfigure(&mut self, remote: Remote, now: Time) -> Result<bool, ConfigError> {
+        self.clock.advance(now);
+        if remote == self.config.remote {
+            return Ok(false);
+        }
+        let mut next = self.config.clone();
+        next.remote = remote;
+        next.validate()?;
+        self.config = next;
+        self.relink_pending = true;
+        self.relink_if_idle();
+        Ok(true)
+    }
+
+    /// Whether a link restart for new settings waits for the sessions to go idle.
+    pub fn relink_pending(&self) -> bool {
+        self.relink_pending
+    }
+
+    /// Restart the link for new settings if one is pending, no turn runs or waits, and no
+    /// terminal is open on the link.
+    pub(super) fn relink_if_idle(&mut self) {
+        if !self.relink_pending {
+            return;
+        }
+        let link = self
+            .conns
+            .iter()
+            .find(|(_, c)| c.kind == ConnKind::Link)
+            .map(|(id, _)| *id);
+        // A remote terminal is a person's work too: it would die with the link.
+        let busy = self
+            .sessions
+            .values()
+            .any(|s| s.running.is_some() || !s.queue.is_empty())
+            || self.terminals().any(|(_, c)| Some(c) == link);
+        if busy {
+            return;
+        }
+        self.relink_pending = false;
+        let LinkState::Up { .. } = self.link.state else {
+            // Not linked: the next dial's hello carries the new settings anyway.
+            return;
+        };
+        if let Some(conn) = link {
+            // Behind what is already queued for it, so every answer sent before still leaves.
+            self.out.push_back((
+                self.persist_issued,
+                Queued::Out(Output::Close {
+                    conn,
+                    code: CLOSE_SETTINGS_CHANGED,
+                    reason: SETTINGS_CHANGED.into(),
+                }),
+            ));
+            // The device lets go of a connection it closes (the shell reports no close for it).
+            self.conns.remove(&conn);
+            self.forget_connection(conn);
+            self.forget_card_requests(conn);
+            self.close_terminals_of(conn);
+            self.unconfirm_deletes(conn);
+        }
+        // At once, with no backoff: the link went down on purpose, not for a failure.
+        self.link.state = LinkState::Dialing { attempt: 0 };
+        self.effect(Effect::Dial);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::client::ClientEvent;
+    use crate::config::{DeviceConfig, Mode};
+    use crate::testing::{Dir, Pair};
+
+    fn remote(max_mode: Mode) -> Remote {
+        Remote {
+            enabled: true,
+            roots: vec!["/work".into()],
+            max_mode,
+            require_trust: false,
+            ..Remote::default()
+        }
+    }
+
+    #[test]
+    fn an_invalid_remote_is_refused_and_the_old_one_kept() {
+        let config = DeviceConfig {
+            remote: remote(Mode::Edit),
+            ..DeviceConfig::default()
+        };
+        let mut d = Device::new(config, Time(0)).unwrap();
+        let mut bad = remote(Mode::Auto);
+        bad.roots = vec!["relative/dir".into()];
+        let e = d.reconfigure(bad, Time(1)).unwrap_err();
+        assert!(
+            e.0.contains("remote.roots") && e.0.contains("relative/dir"),
+            "{e}"
+        );
+        assert_eq!(d.config().remote, remote(Mode::Edit));
+        assert!(!d.relink_pending());
+        assert_eq!(d.reconfigure(remote(Mode::Edit), Time(2)), Ok(false));
+    }
+
+    #[test]
+    fn with_no_link_up_nothing_is_closed_or_dialled() {
+        let mut d = Device::new(DeviceConfig::default(), Time(0)).unwrap();
+        assert_eq!(d.reconfigure(remote(Mode::Plan), Time(1)), Ok(true));
+        assert!(!d.relink_pending());
+        assert_eq!(d.poll_output(), None);
+        assert_eq!(d.config().remote.max_mode, Mode::Plan);
+    }
+
+    /// When each hello reached the client, and the max_mode it carried.
+    fn hellos(pair: &Pair) -> Vec<(Time, serde_json::Value)> {
+        pair.transcript
+            .iter()
+            .filter(|t| t.dir == Dir::ToClient && t.frame.contains("\"_lembas/hello\""))
+            .map(|t| {
+                let v: serde_json::Value = serde_json::from_str(&t.frame).unwrap();
+                (t.at, v["params"]["limits"]["max_mode"].clone())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_link_restarts_once_the_running_turn_ends_and_redials_at_once() {
+        let mut pair = Pair::default_with_roots(&["/work"]);
+        pair.start().unwrap();
+        let session = pair.new_session("/work/p");
+        pair.client
+            .prompt(
+                &session,
+                json!([{ "type": "text", "text": "say one\nsleep 5000\nsay two" }]),
+                Some("msg_1"),
+                pair.now,
+            )
+            .unwrap();
+        pair.advance(1000).unwrap();
+        let link = pair.link();
+        let dials = pair.dials;
+        let mut new = pair.device.config().remote.clone();
+        new.max_mode = Mode::Plan;
+        let changed_at = pair.now;
+        assert_eq!(pair.device.reconfigure(new, pair.now), Ok(true));
+        pair.drive().unwrap();
+        // The turn runs on: the link stays up, nothing is dialled.
+        pair.advance(3000).unwrap();
+        assert!(pair.device.relink_pending());
+        assert_eq!(pair.link(), link);
+        assert_eq!(pair.dials, dials);
+        assert!(pair.device_closes.is_empty());
+        pair.advance(3000).unwrap();
+        // The turn ended and its answer reached the client; then the link closed with 1012
+        // and was dialled at the same instant, and the new hello says the new max_mode.
+        let answered = pair.client_events.iter().any(|e| {
+            matches!(e, ClientEvent::PromptAnswered { turn_id, outcome: Ok(v), .. }
+                if turn_id == "msg_1" && v["stopReason"] == "end_turn")
+        });
+        assert!(answered, "{:?}", pair.client_events);
+        assert!(!pair.device.relink_pending());
+        assert_eq!(
+            pair.device_closes,
+            vec![(CLOSE_SETTINGS_CHANGED, SETTINGS_CHANGED.to_string())]
+        );
+        assert_eq!(pair.dials, dials + 1);
+        assert_ne!(pair.link(), link);
+        let answer_at = pair
+            .transcript
+            .iter()
+            .find(|t| t.dir == Dir::ToClient && t.frame.contains("\"stopReason\""))
+            .map(|t| t.at)
+            .unwrap();
+        assert!(answer_at >= changed_at.plus_ms(4000), "{answer_at:?}");
+        let hellos = hellos(&pair);
+        assert_eq!(hellos.len(), 2, "{hellos:?}");
+        assert_eq!(hellos[0].1, "edit");
+        assert_eq!(hellos[1], (answer_at, json!("plan")));
+        // The client took the new link up: it is ready again, with nothing left to reattach.
+        assert!(pair.client.incomplete().is_empty());
+    }
+}
