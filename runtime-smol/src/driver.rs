@@ -53,6 +53,8 @@ pub enum Input {
     },
     /// A terminal's shell ended (after all its output).
     TerminalExit { id: String, code: i32 },
+    /// config.yaml was read again (see `reload`): its `remote:` block.
+    Reconfigure(lembas_core::Remote),
     /// Stop now (the demo's end).
     Shutdown,
 }
@@ -351,12 +353,25 @@ impl Driver {
                 self.terminals.ended(&id);
                 self.device.handle_terminal_exit(&id, code, now);
             }
+            Input::Reconfigure(remote) => self.reconfigure(remote, now),
             Input::Shutdown => {
                 self.exit = Some(Exit {
                     code: 0,
                     message: None,
                 })
             }
+        }
+    }
+
+    /// New `remote:` settings: the core takes them (and restarts the link once idle).
+    fn reconfigure(&mut self, remote: lembas_core::Remote, now: Time) {
+        match self.device.reconfigure(remote, now) {
+            Ok(false) => log::debug!("config.yaml read again: the remote settings are the same"),
+            Ok(true) if self.device.relink_pending() => log::info!(
+                "config.yaml changed: the link restarts with the new settings once no turn runs"
+            ),
+            Ok(true) => log::info!("config.yaml changed: the new settings are in force"),
+            Err(e) => log::error!("config.yaml not taken, the settings in force stay: {e}"),
         }
     }
 

@@ -15,6 +15,7 @@ pub mod logger;
 pub mod login;
 pub mod outbox;
 pub mod relay;
+pub mod reload;
 pub mod sessions;
 pub mod stdio;
 pub mod store;

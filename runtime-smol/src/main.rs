@@ -243,6 +243,11 @@ fn run(command: Command, seed: Option<u64>) -> Result<(), String> {
                 config.terminal_integration,
                 host,
             ));
+            let _reload = smol::spawn(lembas::reload::watch(
+                dirs.config_file(),
+                home.clone(),
+                driver.sender(),
+            ));
             driver.start_link(Arc::new(LinkDialer::new(instance, token, ca)));
             let exit = smol::block_on(driver.run());
             exit_of(exit)

@@ -805,3 +805,163 @@ fn after_sigkill_a_queued_turn_runs_exactly_once() {
         assert!(!log.contains("turn msg_a of"), "A ran again: {log}");
     });
 }
+
+impl Home {
+    fn write_config(&self, text: &str) {
+        let path = self.path().join("config/lembas/config.yaml");
+        // Through a rename, as editors save: the watcher never reads half a file.
+        let tmp = path.with_extension("yaml.new");
+        std::fs::write(&tmp, text).unwrap();
+        std::fs::rename(&tmp, &path).unwrap();
+    }
+}
+
+/// The limits of the next `_lembas/hello` (with every event seen before it).
+async fn next_hello(
+    instance: &TestInstance,
+    timeout: Duration,
+) -> (Option<lembas_core::wire::handshake::Limits>, Vec<Event>) {
+    let (e, seen) = instance
+        .wait_for(timeout, |e| {
+            matches!(e, Event::Client(ClientEvent::Hello(_)))
+        })
+        .await;
+    match e {
+        Some(Event::Client(ClientEvent::Hello(h))) => (Some(h.limits), seen),
+        _ => (None, seen),
+    }
+}
+
+#[test]
+fn an_edited_config_restarts_the_link_after_the_running_turn_and_the_new_hello_says_it() {
+    smol::block_on(async {
+        let instance = TestInstance::start(InstanceOptions {
+            token: TOKEN.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        let home = Home::new();
+        assert!(home.login(&instance.url()).status.success());
+        let device = home.link();
+        let (limits, _) = next_hello(&instance, T).await;
+        assert_eq!(limits.unwrap().max_mode, lembas_core::Mode::Edit);
+        ready(&instance).await;
+        let session = new_session(&instance, &home.work.join("proj")).await;
+        let w = home.work.display().to_string();
+
+        // A malformed edit is refused, named, and changes nothing: the link stays up.
+        home.write_config(&format!(
+            "remote:\n  enabled: true\n  max_mode: yolo\n  roots: [{w}]\ntrusted: [{w}]\n"
+        ));
+        let (down, _) = instance
+            .wait_for(Duration::from_millis(2500), |e| {
+                matches!(e, Event::LinkDown)
+            })
+            .await;
+        assert!(down.is_none(), "a malformed config restarted the link");
+        let log = device.stderr();
+        assert!(
+            log.contains("config.yaml:3:") && log.contains("remote.max_mode"),
+            "{log}"
+        );
+
+        // A good edit while a turn runs: the turn ends on this link, then the link restarts.
+        instance
+            .prompt(
+                &session,
+                text("say before\nsleep 2500\nsay after"),
+                Some("msg_run"),
+            )
+            .await
+            .unwrap();
+        home.write_config(&format!(
+            "remote:\n  enabled: true\n  max_mode: plan\n  roots: [{w}]\ntrusted: [{w}]\n"
+        ));
+        let (answer, seen) = instance
+            .wait_for(T, |e| {
+                matches!(e, Event::Client(ClientEvent::PromptAnswered { .. }))
+                    || matches!(e, Event::LinkDown)
+            })
+            .await;
+        match answer {
+            Some(Event::Client(ClientEvent::PromptAnswered {
+                turn_id, outcome, ..
+            })) => {
+                assert_eq!(turn_id, "msg_run");
+                assert_eq!(outcome.unwrap()["stopReason"], "end_turn");
+            }
+            other => panic!("the link went down before the turn ended: {other:?} {seen:?}"),
+        }
+        assert_eq!(chunks(&seen), vec!["before", "after"]);
+        let (down, _) = instance.wait_for(T, |e| matches!(e, Event::LinkDown)).await;
+        assert!(down.is_some(), "the link was not restarted");
+        let (limits, _) = next_hello(&instance, T).await;
+        let limits = limits.expect("no hello after the restart");
+        assert_eq!(limits.max_mode, lembas_core::Mode::Plan);
+        assert_eq!(limits.roots, vec![w.clone()]);
+        ready(&instance).await;
+        let log = device.stderr();
+        assert!(log.contains("1012"), "{log}");
+        assert_eq!(log.matches("linked to the instance").count(), 2, "{log}");
+
+        // Remote work switched off: the next hello lists no roots.
+        home.write_config(&format!(
+            "remote:\n  enabled: false\n  roots: [{w}]\ntrusted: [{w}]\n"
+        ));
+        let (limits, _) = next_hello(&instance, T).await;
+        assert_eq!(limits.expect("no hello").roots, Vec::<String>::new());
+    });
+}
+
+#[test]
+fn sighup_reads_the_config_again_and_the_new_hello_carries_the_roots() {
+    smol::block_on(async {
+        let instance = TestInstance::start(InstanceOptions {
+            token: TOKEN.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        let home = Home::new();
+        // The root is a symlink: the file never changes, only what it resolves to, which
+        // only a SIGHUP makes the device look at again.
+        let (a, b) = (home.work.join("a"), home.work.join("b"));
+        std::fs::create_dir_all(&a).unwrap();
+        std::fs::create_dir_all(&b).unwrap();
+        let root = home.path().join("root");
+        std::os::unix::fs::symlink(&a, &root).unwrap();
+        home.write_config(&format!(
+            "remote:\n  enabled: true\n  roots: [{}]\n  require_trust: false\n",
+            root.display()
+        ));
+        assert!(home.login(&instance.url()).status.success());
+        let device = home.link();
+        let (limits, _) = next_hello(&instance, T).await;
+        assert_eq!(limits.unwrap().roots, vec![a.display().to_string()]);
+        ready(&instance).await;
+        std::fs::remove_file(&root).unwrap();
+        std::os::unix::fs::symlink(&b, &root).unwrap();
+        // The watcher alone does not see it (the file is the same).
+        let (down, _) = instance
+            .wait_for(Duration::from_millis(2500), |e| {
+                matches!(e, Event::LinkDown)
+            })
+            .await;
+        assert!(down.is_none(), "restarted without a SIGHUP");
+        let hup = Command::new("kill")
+            .args(["-HUP", &device.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(hup.success());
+        let (limits, seen) = next_hello(&instance, T).await;
+        let limits = limits.unwrap_or_else(|| panic!("no hello after SIGHUP: {seen:?}"));
+        assert_eq!(limits.roots, vec![b.display().to_string()]);
+        assert!(
+            seen.iter().any(|e| matches!(e, Event::LinkDown)),
+            "{seen:?}"
+        );
+        let log = device.stderr();
+        assert!(log.contains("SIGHUP"), "{log}");
+    });
+}
