@@ -496,7 +496,10 @@ struct OutError<'a> {
 // serializers that refuse. serde_json writes compact JSON and escapes every control
 // character, so a frame never holds a raw newline (stdio's framing relies on it).
 fn to_frame<T: Serialize>(msg: &T) -> Vec<u8> {
-    serde_json::to_vec(msg).expect("the core's messages always serialize")
+    // Most frames (a streamed chunk's update: ~250 bytes) fit without growing the buffer.
+    let mut frame = Vec::with_capacity(512);
+    serde_json::to_writer(&mut frame, msg).expect("the core's messages always serialize");
+    frame
 }
 
 pub fn encode_request<P: Serialize>(id: &Id, method: &str, params: &P) -> Vec<u8> {

@@ -4,6 +4,7 @@
 //! [`Device::handle_timeout`].
 
 mod cards;
+mod chunks;
 mod connection;
 mod deletes;
 mod dispatch;

@@ -4,6 +4,7 @@
 use base64::Engine as _;
 use serde_json::{json, Map, Value};
 
+use super::chunks::Chunk;
 use super::ledger::{Answer, TurnState};
 use super::{ConnId, Device, Effect};
 use crate::engine::{Attachment, EngineEvent, StopReason, ToolStatus, TurnStart};
@@ -417,21 +418,11 @@ impl Device {
         match event {
             EngineEvent::Text(text) => {
                 r.text.push_str(&text);
-                self.broadcast_update(
-                    session,
-                    json!({ "sessionUpdate": "agent_message_chunk",
-                            "content": { "type": "text", "text": text } }),
-                );
-                self.broadcast_event(session, json!({ "type": "text", "text": text }));
+                self.broadcast_chunk(session, Chunk::Message, &text);
             }
             EngineEvent::Thought(text) => {
                 r.reasoning.push_str(&text);
-                self.broadcast_update(
-                    session,
-                    json!({ "sessionUpdate": "agent_thought_chunk",
-                            "content": { "type": "text", "text": text } }),
-                );
-                self.broadcast_event(session, json!({ "type": "reasoning", "text": text }));
+                self.broadcast_chunk(session, Chunk::Thought, &text);
             }
             EngineEvent::ToolCall {
                 id,
