@@ -44,22 +44,34 @@ pub async fn read_stdin(conn: ConnId, limit: usize, tx: Sender<Input>) {
     let _ = tx.send(Input::Closed { conn, code: None }).await;
 }
 
-/// Write each frame as one line on stdout, flushing whenever the queue runs dry.
+/// Write each frame as one line on stdout. What is queued is gathered into one buffer and
+/// written at once (one pipe write for a burst of streamed chunks, not one a line), then
+/// flushed when the queue runs dry. The frames' gauge tokens are held until their write.
 pub async fn write_stdout(rx: Receiver<Outgoing>) {
-    let mut stdout = blocking::Unblock::new(std::io::stdout());
+    // Room for the pipe's whole buffer: a bigger burst is written in several writes.
+    let mut stdout = blocking::Unblock::with_capacity(256 * 1024, std::io::stdout());
+    let mut buf: Vec<u8> = Vec::with_capacity(64 * 1024);
+    let mut held = Vec::new();
     while let Ok(first) = rx.recv().await {
         let mut next = Some(first);
         while let Some(out) = next.take() {
-            if let Outgoing::Frame(mut frame, _sent) = out {
-                frame.push(b'\n');
-                if let Err(e) = stdout.write_all(&frame).await {
-                    log::warn!("writing stdout: {e}");
-                    return;
-                }
+            if let Outgoing::Frame(frame, sent) = out {
+                buf.extend_from_slice(&frame);
+                buf.push(b'\n');
+                held.extend(sent);
+            }
+            if buf.len() >= 64 * 1024 {
+                break;
             }
             next = rx.try_recv().ok();
         }
-        if stdout.flush().await.is_err() {
+        if let Err(e) = stdout.write_all(&buf).await {
+            log::warn!("writing stdout: {e}");
+            return;
+        }
+        buf.clear();
+        held.clear();
+        if rx.is_empty() && stdout.flush().await.is_err() {
             return;
         }
     }
