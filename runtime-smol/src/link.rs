@@ -15,6 +15,7 @@ use async_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
 use async_tungstenite::tungstenite::{Error as WsError, Message};
 use async_tungstenite::WebSocketStream;
 use futures_lite::{future, AsyncRead, AsyncWrite, StreamExt};
+use futures_util::SinkExt;
 use lembas_core::device::{ConnId, DialFailure};
 use lembas_core::discovery::{self, DiscoveryError};
 use smol::channel::{Receiver, Sender};
@@ -348,28 +349,46 @@ where
         let _ = tx.send(closed(code)).await;
     });
     let writer = smol::spawn(async move {
-        while let Ok(o) = out.recv().await {
-            match o {
-                // `_sent` is held until the frame is written: the queue's gauge counts it.
-                Outgoing::Frame(frame, _sent) => {
-                    let Ok(text) = String::from_utf8(frame) else {
-                        continue;
-                    };
-                    if let Err(e) = sink.send(Message::text(text)).await {
-                        log::debug!("socket write: {e}");
+        // What is queued goes out as one burst: each frame fed, one flush (socket write) when
+        // the queue runs dry or every 64 KiB. The frames' gauge tokens are held until then.
+        let mut held = Vec::new();
+        while let Ok(first) = out.recv().await {
+            let mut next = Some(first);
+            let mut fed = 0usize;
+            while let Some(o) = next.take() {
+                match o {
+                    Outgoing::Frame(frame, sent) => {
+                        held.extend(sent);
+                        let Ok(text) = String::from_utf8(frame) else {
+                            continue;
+                        };
+                        fed += text.len();
+                        if let Err(e) = sink.feed(Message::text(text)).await {
+                            log::debug!("socket write: {e}");
+                            return;
+                        }
+                    }
+                    Outgoing::Close { code, reason } => {
+                        let _ = SinkExt::flush(&mut sink).await;
+                        let _ = sink
+                            .close(Some(CloseFrame {
+                                code: CloseCode::from(code),
+                                reason: reason.into(),
+                            }))
+                            .await;
                         return;
                     }
                 }
-                Outgoing::Close { code, reason } => {
-                    let _ = sink
-                        .close(Some(CloseFrame {
-                            code: CloseCode::from(code),
-                            reason: reason.into(),
-                        }))
-                        .await;
-                    return;
+                if fed >= 64 * 1024 {
+                    break;
                 }
+                next = out.try_recv().ok();
             }
+            if let Err(e) = SinkExt::flush(&mut sink).await {
+                log::debug!("socket write: {e}");
+                return;
+            }
+            held.clear();
         }
         let _ = sink.close(None).await;
     });
