@@ -9,8 +9,9 @@
 //!   least 1,000 turns/s.
 //! - resident memory of an idle `lembas link` to the in-process test instance. Target: at most
 //!   20 MB.
-//!
-//! (Not measured here yet: the loopback WebSocket against a raw async-tungstenite sender.)
+//! - websocket: the same 64 B chunk stream from the device's driver over its link (a loopback
+//!   WebSocket to a minimal receiver in this process) against a raw async-tungstenite client
+//!   sending the identical frames, one `send` each, to the same receiver. Target: at least 0.7.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Command, Stdio};
@@ -40,6 +41,9 @@ fn main() {
     }
     if want("rss") {
         rss();
+    }
+    if want("websocket") {
+        websocket();
     }
 }
 
@@ -347,4 +351,209 @@ fn rss() {
         let _ = child.kill();
         let _ = child.wait();
     });
+}
+
+/// The receiving end of a link: read messages until one carries `stopReason`; the frames seen
+/// (from `keep` on) and how long it took from `start`.
+async fn receive_until_answer<S>(
+    ws: &mut async_tungstenite::WebSocketStream<S>,
+    keep: bool,
+) -> (Vec<String>, Instant)
+where
+    S: futures_lite::AsyncRead + futures_lite::AsyncWrite + Unpin,
+{
+    use async_tungstenite::tungstenite::Message;
+    use futures_lite::StreamExt;
+    let mut frames = Vec::new();
+    while let Some(m) = ws.next().await {
+        let Ok(Message::Text(t)) = m else {
+            panic!("the link ended early: {m:?}");
+        };
+        let done = t.contains("\"stopReason\"");
+        if keep {
+            frames.push(t.as_str().to_string());
+        }
+        if done {
+            break;
+        }
+    }
+    (frames, Instant::now())
+}
+
+/// A dialer that opens a plain WebSocket to the bench's listener (no discovery, no token).
+struct LoopbackDialer(std::net::SocketAddr);
+
+impl lembas::driver::Dialer for LoopbackDialer {
+    fn dial(
+        &self,
+    ) -> futures_lite::future::Boxed<
+        Result<Box<lembas::link::LinkSocket>, lembas_core::device::DialFailure>,
+    > {
+        let addr = self.0;
+        Box::pin(async move {
+            let tcp = smol::net::TcpStream::connect(addr)
+                .await
+                .map_err(|_| lembas_core::device::DialFailure::Transient)?;
+            let _ = tcp.set_nodelay(true);
+            let (ws, _) = async_tungstenite::smol::client_async_tls_with_connector_and_config(
+                format!("ws://{addr}/api/devices/link"),
+                tcp,
+                None,
+                Some(lembas::link::ws_config()),
+            )
+            .await
+            .map_err(|_| lembas_core::device::DialFailure::Transient)?;
+            Ok(Box::new(ws))
+        })
+    }
+}
+
+fn websocket() {
+    use async_tungstenite::tungstenite::Message;
+    use futures_lite::StreamExt;
+    let home = tempfile::tempdir().unwrap();
+    let cwd = std::fs::canonicalize(home.path()).unwrap();
+    let listener = smol::block_on(smol::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+    let addr = listener.local_addr().unwrap();
+    // The device: the runtime's driver on its own thread, as `lembas link` runs it.
+    let device_cwd = cwd.clone();
+    let attachments = home.path().join("attachments");
+    let (stop_tx, stop_rx) = std::sync::mpsc::channel();
+    let device = std::thread::spawn(move || {
+        let mut config = DeviceConfig::default();
+        config.seed = 7;
+        let mut remote = lembas_core::Remote::default();
+        remote.enabled = true;
+        remote.roots = vec![device_cwd.to_str().unwrap().to_string()];
+        remote.require_trust = false;
+        config.remote = remote;
+        let device = Device::new(config, Time(0)).unwrap();
+        let mut driver = lembas::driver::Driver::new(
+            device,
+            lembas::driver::Disk::Mem(Default::default()),
+            attachments,
+        );
+        stop_tx.send(driver.sender()).unwrap();
+        driver.start_link(std::sync::Arc::new(LoopbackDialer(addr)));
+        smol::block_on(driver.run())
+    });
+    let stop = stop_rx.recv().unwrap();
+    let (lembas_best, captured) = smol::block_on(async {
+        let (tcp, _) = listener.accept().await.unwrap();
+        let _ = tcp.set_nodelay(true);
+        let mut ws =
+            async_tungstenite::accept_async_with_config(tcp, Some(lembas::link::ws_config()))
+                .await
+                .unwrap();
+        let call = |id: u64, method: &str, params: Value| {
+            Message::text(
+                json!({"jsonrpc":"2.0","id":id,"method":method,"params":params}).to_string(),
+            )
+        };
+        let init = call(
+            0,
+            "initialize",
+            json!({"protocolVersion":1,
+            "clientCapabilities":{"_meta":{"lembas":{"protocol":3}}}}),
+        );
+        ws.send(init).await.unwrap();
+        ws.send(call(
+            1,
+            "session/new",
+            json!({"cwd": cwd, "mcpServers": []}),
+        ))
+        .await
+        .unwrap();
+        let session = loop {
+            let Some(Ok(Message::Text(t))) = ws.next().await else {
+                panic!("no session/new answer")
+            };
+            let v: Value = serde_json::from_str(t.as_str()).unwrap();
+            if v["id"] == 1 {
+                break v["result"]["sessionId"].as_str().unwrap().to_string();
+            }
+        };
+        let mut best = Duration::MAX;
+        let mut captured = Vec::new();
+        for round in 0..4u64 {
+            let prompt = call(
+                2 + round,
+                "session/prompt",
+                json!({"sessionId": session,
+                "prompt":[{"type":"text","text":format!("chunks {CHUNKS} 64")}],
+                "_meta":{"lembas":{"turnId": format!("msg_{round}")}}}),
+            );
+            let start = Instant::now();
+            ws.send(prompt).await.unwrap();
+            let (frames, end) = receive_until_answer(&mut ws, true).await;
+            if round > 0 {
+                best = best.min(end - start);
+            }
+            captured = frames;
+        }
+        (best, captured)
+    });
+    drop(listener);
+    smol::block_on(stop.send(lembas::driver::Input::Shutdown)).unwrap();
+    let chunks = captured
+        .iter()
+        .filter(|f| f.contains("agent_message_chunk"))
+        .count();
+    assert_eq!(chunks, CHUNKS);
+
+    // The baseline: a raw async-tungstenite client sending the same frames, on its own thread.
+    let mut raw_best = Duration::MAX;
+    for _ in 0..4 {
+        let listener = smol::block_on(smol::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let frames = captured.clone();
+        let (go_tx, go_rx) = smol::channel::bounded::<()>(1);
+        let sender = std::thread::spawn(move || {
+            smol::block_on(async move {
+                let tcp = smol::net::TcpStream::connect(addr).await.unwrap();
+                let _ = tcp.set_nodelay(true);
+                let (mut ws, _) = async_tungstenite::client_async_with_config(
+                    format!("ws://{addr}/"),
+                    tcp,
+                    Some(lembas::link::ws_config()),
+                )
+                .await
+                .unwrap();
+                go_rx.recv().await.unwrap();
+                for f in frames {
+                    ws.send(Message::text(f)).await.unwrap();
+                }
+                // Hold the socket until the receiver has read everything.
+                let _ = ws.next().await;
+            })
+        });
+        let took = smol::block_on(async {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let _ = tcp.set_nodelay(true);
+            let mut ws =
+                async_tungstenite::accept_async_with_config(tcp, Some(lembas::link::ws_config()))
+                    .await
+                    .unwrap();
+            let start = Instant::now();
+            go_tx.send(()).await.unwrap();
+            let (_, end) = receive_until_answer(&mut ws, false).await;
+            let _ = ws.close(None).await;
+            end - start
+        });
+        sender.join().unwrap();
+        raw_best = raw_best.min(took);
+    }
+    let exit = device.join().unwrap();
+    assert_eq!(exit.code, 0, "{exit:?}");
+    let mb = captured.iter().map(String::len).sum::<usize>() as f64 / 1e6;
+    println!(
+        "websocket: {CHUNKS} chunks of 64 B ({} frames, {mb:.1} MB): lembas link {:.1} ms \
+         ({:.0} chunks/s), raw async-tungstenite sender {:.1} ms; ratio {:.2} of raw \
+         (target >= 0.7)",
+        captured.len(),
+        lembas_best.as_secs_f64() * 1e3,
+        CHUNKS as f64 / lembas_best.as_secs_f64(),
+        raw_best.as_secs_f64() * 1e3,
+        raw_best.as_secs_f64() / lembas_best.as_secs_f64()
+    );
 }
