@@ -854,23 +854,27 @@ fn an_edited_config_restarts_the_link_after_the_running_turn_and_the_new_hello_s
         home.write_config(&format!(
             "remote:\n  enabled: true\n  max_mode: yolo\n  roots: [{w}]\ntrusted: [{w}]\n"
         ));
-        let (down, _) = instance
-            .wait_for(Duration::from_millis(2500), |e| {
-                matches!(e, Event::LinkDown)
-            })
-            .await;
-        assert!(down.is_none(), "a malformed config restarted the link");
+        let start = Instant::now();
+        while !device.stderr().contains("remote.max_mode") && start.elapsed() < T {
+            smol::Timer::after(Duration::from_millis(100)).await;
+        }
         let log = device.stderr();
         assert!(
             log.contains("config.yaml:3:") && log.contains("remote.max_mode"),
             "{log}"
         );
+        let (down, _) = instance
+            .wait_for(Duration::from_millis(1500), |e| {
+                matches!(e, Event::LinkDown)
+            })
+            .await;
+        assert!(down.is_none(), "a malformed config restarted the link");
 
         // A good edit while a turn runs: the turn ends on this link, then the link restarts.
         instance
             .prompt(
                 &session,
-                text("say before\nsleep 2500\nsay after"),
+                text("say before\nsleep 4000\nsay after"),
                 Some("msg_run"),
             )
             .await
@@ -894,6 +898,9 @@ fn an_edited_config_restarts_the_link_after_the_running_turn_and_the_new_hello_s
             other => panic!("the link went down before the turn ended: {other:?} {seen:?}"),
         }
         assert_eq!(chunks(&seen), vec!["before", "after"]);
+        // The change was taken while the turn ran, and waited for it.
+        let log = device.stderr();
+        assert!(log.contains("once no turn runs"), "{log}");
         let (down, _) = instance.wait_for(T, |e| matches!(e, Event::LinkDown)).await;
         assert!(down.is_some(), "the link was not restarted");
         let (limits, _) = next_hello(&instance, T).await;
