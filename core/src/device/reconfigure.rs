@@ -201,4 +201,35 @@ mod tests {
         // The client took the new link up: it is ready again, with nothing left to reattach.
         assert!(pair.client.incomplete().is_empty());
     }
+
+    #[test]
+    fn an_open_remote_terminal_holds_the_restart_until_it_closes() {
+        let mut pair = Pair::default_with(&["/work"], |d| d.remote.terminal = true);
+        pair.start().unwrap();
+        let opened = pair.call("_lembas/terminal/open", json!({})).unwrap();
+        let id = opened["terminalId"].as_str().unwrap().to_string();
+        let (link, dials) = (pair.link(), pair.dials);
+        let mut new = pair.device.config().remote.clone();
+        new.max_mode = Mode::Plan;
+        assert_eq!(pair.device.reconfigure(new, pair.now), Ok(true));
+        pair.advance(5000).unwrap();
+        assert!(pair.device.relink_pending());
+        assert_eq!((pair.link(), pair.dials), (link, dials));
+        pair.client
+            .notify(
+                "_lembas/terminal/close",
+                &json!({ "terminalId": id }),
+                pair.now,
+            )
+            .unwrap();
+        pair.settle().unwrap();
+        pair.advance(1).unwrap();
+        assert!(!pair.device.relink_pending());
+        assert_eq!(
+            pair.device_closes,
+            vec![(CLOSE_SETTINGS_CHANGED, SETTINGS_CHANGED.to_string())]
+        );
+        assert_eq!(pair.dials, dials + 1);
+        assert_eq!(hellos(&pair).last().unwrap().1, "plan");
+    }
 }
