@@ -1,43 +1,11 @@
 //! The streaming hot path: a text or thought chunk of the running turn, to every holder of its
-//! session. One `session/update` and one `_lembas/event` per chunk, encoded straight from
-//! borrowed fields (no `serde_json::Value` tree built and dropped per chunk), and the event
-//! only when a holder takes events. The bytes are the same as the generic path's: fields are
-//! declared in the order a `Value` map sorts them.
-
-use serde::Serialize;
+//! session. One `session/update` and one `_lembas/event` per chunk, written straight into the
+//! frame (no `serde_json::Value` tree built and dropped per chunk, no key escaped), and the
+//! event only when a holder takes events. The bytes are the same as the generic path's (keys
+//! in the order a `Value` map sorts them); a test holds the two to it.
 
 use super::connection::Phase;
 use super::{ConnId, Device};
-use crate::jsonrpc;
-
-/// `{ "type": "text", "text": … }`, as a map sorts it.
-#[derive(Serialize)]
-struct Text<'a> {
-    text: &'a str,
-    #[serde(rename = "type")]
-    kind: &'static str,
-}
-
-#[derive(Serialize)]
-struct Update<'a> {
-    content: Text<'a>,
-    #[serde(rename = "sessionUpdate")]
-    session_update: &'static str,
-}
-
-#[derive(Serialize)]
-struct UpdateParams<'a> {
-    #[serde(rename = "sessionId")]
-    session_id: &'a str,
-    update: Update<'a>,
-}
-
-#[derive(Serialize)]
-struct EventParams<'a> {
-    event: Text<'a>,
-    #[serde(rename = "sessionId")]
-    session_id: &'a str,
-}
 
 /// Which stream a chunk belongs to.
 #[derive(Clone, Copy)]
@@ -58,27 +26,43 @@ impl Chunk {
     }
 }
 
-fn update_frame(session: &str, update: &'static str, text: &str) -> Vec<u8> {
-    jsonrpc::encode_notification(
-        "session/update",
-        &UpdateParams {
-            session_id: session,
-            update: Update {
-                content: Text { text, kind: "text" },
-                session_update: update,
-            },
-        },
-    )
+/// A JSON string: as serde_json writes it (the same escaping), with a plain copy when nothing
+/// in it needs escaping (the usual chunk).
+fn push_json_str(out: &mut Vec<u8>, s: &str) {
+    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+    } else {
+        serde_json::to_writer(&mut *out, s).expect("a string always serializes");
+    }
 }
 
+/// `session/update` for a chunk, written directly: the fixed parts are literals, and only the
+/// session id and the text are escaped (serde_json spent most of a chunk on the keys).
+fn update_frame(session: &str, update: &'static str, text: &str) -> Vec<u8> {
+    let mut f = Vec::with_capacity(160 + session.len() + text.len());
+    f.extend_from_slice(br#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"#);
+    push_json_str(&mut f, session);
+    f.extend_from_slice(br#","update":{"content":{"text":"#);
+    push_json_str(&mut f, text);
+    f.extend_from_slice(br#","type":"text"},"sessionUpdate":""#);
+    f.extend_from_slice(update.as_bytes());
+    f.extend_from_slice(br#""}}}"#);
+    f
+}
+
+/// `_lembas/event` for a chunk, written as [`update_frame`] is.
 fn event_frame(session: &str, event: &'static str, text: &str) -> Vec<u8> {
-    jsonrpc::encode_notification(
-        "_lembas/event",
-        &EventParams {
-            event: Text { text, kind: event },
-            session_id: session,
-        },
-    )
+    let mut f = Vec::with_capacity(120 + session.len() + text.len());
+    f.extend_from_slice(br#"{"jsonrpc":"2.0","method":"_lembas/event","params":{"event":{"text":"#);
+    push_json_str(&mut f, text);
+    f.extend_from_slice(br#","type":""#);
+    f.extend_from_slice(event.as_bytes());
+    f.extend_from_slice(br#""},"sessionId":"#);
+    push_json_str(&mut f, session);
+    f.extend_from_slice(b"}}");
+    f
 }
 
 impl Device {
@@ -149,11 +133,19 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::jsonrpc;
 
     #[test]
     fn the_fast_frames_are_the_generic_frames_byte_for_byte() {
-        let text = "a \"quoted\" word,\n a tab\t, é and \u{1f600}";
-        for chunk in [Chunk::Message, Chunk::Thought] {
+        let texts = [
+            "plain 64 B of text, as a model streams it, with no escapes at all.",
+            "a \"quoted\" word,\n a tab\t, a \\ backslash, é, \u{7f}, \u{1} and \u{1f600}",
+            "",
+        ];
+        for (chunk, text) in [Chunk::Message, Chunk::Thought]
+            .into_iter()
+            .flat_map(|c| texts.iter().map(move |t| (c, *t)))
+        {
             let (update, event) = chunk.names();
             let generic = jsonrpc::encode_notification(
                 "session/update",
