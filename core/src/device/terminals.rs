@@ -258,6 +258,8 @@ impl Device {
                 jsonrpc::encode_notification("_lembas/terminal/exit", &exit),
             );
         }
+        // An open terminal holds a restart for new settings; this may have been the last.
+        self.relink_if_idle();
     }
 
     /// The terminals open now (id, and the connection that owns it).
