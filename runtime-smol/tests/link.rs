@@ -1,155 +1,17 @@
 //! End-to-end over real loopback sockets: the built `lembas` binary links to an in-process test
 //! instance (the core's client role behind a real WebSocket listener).
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use lembas::instance::{Event, InstanceOptions, TestInstance};
 use lembas_core::client::ClientEvent;
 use serde_json::{json, Value};
 
-/// The device token of these tests: it must appear in no output of the binary.
-const TOKEN: &str = "tok-S3CRET-e2e-0123456789abcdef";
+mod common;
 
-struct Home {
-    dir: tempfile::TempDir,
-    work: PathBuf,
-}
-
-impl Home {
-    fn new() -> Home {
-        let dir = tempfile::tempdir().unwrap();
-        let work = dir.path().join("work");
-        std::fs::create_dir_all(work.join("proj")).unwrap();
-        let work = std::fs::canonicalize(work).unwrap();
-        let cfg = dir.path().join("config/lembas");
-        std::fs::create_dir_all(&cfg).unwrap();
-        std::fs::write(
-            cfg.join("config.yaml"),
-            format!(
-                "remote:\n  enabled: true\n  roots: [{w}]\ntrusted: [{w}]\n",
-                w = work.display()
-            ),
-        )
-        .unwrap();
-        std::fs::write(dir.path().join("token.txt"), format!("{TOKEN}\n")).unwrap();
-        Home { dir, work }
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_lembas"));
-        c.args(args)
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", self.path())
-            .env("XDG_CONFIG_HOME", self.path().join("config"))
-            .env("XDG_STATE_HOME", self.path().join("state"))
-            .env("LEMBAS_LOG", "trace");
-        c
-    }
-
-    fn login(&self, url: &str) -> Output {
-        let tf = self.path().join("token.txt");
-        let out = self
-            .cmd(&["login", url, "--token-file", tf.to_str().unwrap()])
-            .output()
-            .unwrap();
-        assert_no_token(&out.stdout);
-        assert_no_token(&out.stderr);
-        out
-    }
-
-    /// Run a one-shot command (`sessions ...`) to its end.
-    fn run(&self, args: &[&str]) -> (bool, String, String) {
-        let out = self.cmd(args).output().unwrap();
-        assert_no_token(&out.stdout);
-        assert_no_token(&out.stderr);
-        (
-            out.status.success(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    }
-
-    fn link(&self) -> Device {
-        let log = self.path().join(format!("link-{}.log", rand_suffix()));
-        let child = self
-            .cmd(&["link", "-vv"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::from(
-                std::fs::File::create(log.with_extension("out")).unwrap(),
-            ))
-            .stderr(Stdio::from(std::fs::File::create(&log).unwrap()))
-            .spawn()
-            .unwrap();
-        Device { child, log }
-    }
-}
-
-fn rand_suffix() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos()
-}
-
-fn assert_no_token(bytes: &[u8]) {
-    let text = String::from_utf8_lossy(bytes);
-    assert!(!text.contains(TOKEN), "the device token leaked: {text}");
-    assert!(
-        !text.contains("S3CRET"),
-        "part of the device token leaked: {text}"
-    );
-}
-
-struct Device {
-    child: Child,
-    log: PathBuf,
-}
-
-impl Device {
-    fn stderr(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// Wait for the process to end on its own.
-    fn wait(&mut self, timeout: Duration) -> Option<i32> {
-        let start = Instant::now();
-        while start.elapsed() < timeout {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                return Some(s.code().unwrap_or(-1));
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        None
-    }
-}
-
-impl Drop for Device {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        assert_no_token(self.stderr().as_bytes());
-        assert_no_token(&std::fs::read(self.log.with_extension("out")).unwrap_or_default());
-    }
-}
-
-const T: Duration = Duration::from_secs(10);
-
-async fn ready(instance: &TestInstance) -> Vec<String> {
-    let (e, seen) = instance
-        .wait_for(T, |e| matches!(e, Event::Client(ClientEvent::Ready { .. })))
-        .await;
-    match e {
-        Some(Event::Client(ClientEvent::Ready { capabilities })) => capabilities,
-        other => panic!("no Ready: {other:?} after {seen:?}"),
-    }
-}
+use common::{assert_no_token, ready, Home, T, TOKEN};
 
 async fn new_session(instance: &TestInstance, cwd: &Path) -> String {
     let id = instance
@@ -804,16 +666,6 @@ fn after_sigkill_a_queued_turn_runs_exactly_once() {
         assert_eq!(log.matches("turn msg_b of").count(), 1, "{log}");
         assert!(!log.contains("turn msg_a of"), "A ran again: {log}");
     });
-}
-
-impl Home {
-    fn write_config(&self, text: &str) {
-        let path = self.path().join("config/lembas/config.yaml");
-        // Through a rename, as editors save: the watcher never reads half a file.
-        let tmp = path.with_extension("yaml.new");
-        std::fs::write(&tmp, text).unwrap();
-        std::fs::rename(&tmp, &path).unwrap();
-    }
 }
 
 /// The limits of the next `_lembas/hello` (with every event seen before it).

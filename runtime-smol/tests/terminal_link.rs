@@ -2,8 +2,7 @@
 //! test instance as the client over a loopback WebSocket.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
@@ -11,100 +10,11 @@ use lembas::instance::{Event, InstanceOptions, TestInstance};
 use lembas_core::client::ClientEvent;
 use serde_json::{json, Value};
 
-const TOKEN: &str = "tok-terminal-e2e";
+mod common;
+
+use common::{ready, Device, Home, TOKEN};
+
 const T: Duration = Duration::from_secs(15);
-
-struct Home {
-    dir: tempfile::TempDir,
-    work: PathBuf,
-}
-
-impl Home {
-    fn new(terminal: bool) -> Home {
-        let dir = tempfile::tempdir().unwrap();
-        let work = dir.path().join("work");
-        std::fs::create_dir_all(work.join("proj")).unwrap();
-        let work = std::fs::canonicalize(work).unwrap();
-        let cfg = dir.path().join("config/lembas");
-        std::fs::create_dir_all(&cfg).unwrap();
-        std::fs::write(
-            cfg.join("config.yaml"),
-            format!(
-                "remote:\n  enabled: true\n  roots: [{w}]\n  terminal: {terminal}\n\
-                 trusted: [{w}]\n",
-                w = work.display()
-            ),
-        )
-        .unwrap();
-        std::fs::write(dir.path().join("token.txt"), TOKEN).unwrap();
-        Home { dir, work }
-    }
-
-    fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_lembas"));
-        c.args(args)
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", self.dir.path())
-            .env("SHELL", "/bin/bash")
-            .env("XDG_CONFIG_HOME", self.dir.path().join("config"))
-            .env("XDG_STATE_HOME", self.dir.path().join("state"));
-        c
-    }
-
-    /// Log in to `instance` and start `lembas link`.
-    fn link(&self, instance: &TestInstance) -> Linked {
-        let tf = self.dir.path().join("token.txt");
-        let out = self
-            .cmd(&[
-                "login",
-                &instance.url(),
-                "--token-file",
-                tf.to_str().unwrap(),
-            ])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{out:?}");
-        let log = self.dir.path().join("link.log");
-        let child = self
-            .cmd(&["link", "-v"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::from(std::fs::File::create(&log).unwrap()))
-            .spawn()
-            .unwrap();
-        Linked { child, log }
-    }
-}
-
-struct Linked {
-    child: Child,
-    log: PathBuf,
-}
-
-impl Linked {
-    fn rss_kib(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .expect("VmRSS")
-    }
-}
-
-impl Drop for Linked {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if std::thread::panicking() {
-            eprintln!(
-                "lembas link's log:\n{}",
-                std::fs::read_to_string(&self.log).unwrap_or_default()
-            );
-        }
-    }
-}
 
 /// What the client saw of its terminals.
 #[derive(Default)]
@@ -164,27 +74,20 @@ impl Screen {
 
 /// A test instance, and `lembas link` linked to it and past the handshake (with the
 /// capabilities it listed).
-async fn linked(terminal: bool) -> (TestInstance, Home, Linked, Vec<String>) {
+async fn linked(terminal: bool) -> (TestInstance, Home, Device, Vec<String>) {
     let instance = TestInstance::start(InstanceOptions {
         token: TOKEN.into(),
         ..Default::default()
     })
     .await
     .unwrap();
-    let home = Home::new(terminal);
-    let device = home.link(&instance);
+    let mut home = Home::with_remote(&format!("  terminal: {terminal}\n"));
+    // Not trace: a flood would log every frame.
+    home.log_level = "info";
+    assert!(home.login(&instance.url()).status.success());
+    let device = home.link();
     let caps = ready(&instance).await;
     (instance, home, device, caps)
-}
-
-async fn ready(instance: &TestInstance) -> Vec<String> {
-    let (e, seen) = instance
-        .wait_for(T, |e| matches!(e, Event::Client(ClientEvent::Ready { .. })))
-        .await;
-    match e {
-        Some(Event::Client(ClientEvent::Ready { capabilities })) => capabilities,
-        other => panic!("no Ready: {other:?} after {seen:?}"),
-    }
 }
 
 async fn call(instance: &TestInstance, method: &str, params: Value) -> Result<Value, String> {
