@@ -375,7 +375,6 @@ async fn prompt_once(
 #[test]
 fn after_sigkill_a_running_turn_is_cancelled_never_rerun_and_a_finished_one_answered_from_the_store(
 ) {
-    use std::os::unix::process::ExitStatusExt;
     smol::block_on(async {
         let instance = TestInstance::start(InstanceOptions {
             token: TOKEN.into(),
@@ -404,10 +403,7 @@ fn after_sigkill_a_running_turn_is_cancelled_never_rerun_and_a_finished_one_answ
             .await;
         assert!(first.is_some(), "the long turn did not start");
 
-        device.child.kill().unwrap();
-        let status = device.child.wait().unwrap();
-        assert_eq!(status.signal(), Some(9), "{status:?}");
-        let first_log = device.stderr();
+        let first_log = device.sigkill();
         assert_eq!(
             first_log.matches("turn msg_long of").count(),
             1,
@@ -573,7 +569,6 @@ async fn status(instance: &TestInstance, session: &str) -> Value {
 /// so it is the resend) — never twice, never not at all.
 #[test]
 fn after_sigkill_a_queued_turn_runs_exactly_once() {
-    use std::os::unix::process::ExitStatusExt;
     smol::block_on(async {
         let instance = TestInstance::start(InstanceOptions {
             token: TOKEN.into(),
@@ -607,10 +602,7 @@ fn after_sigkill_a_queued_turn_runs_exactly_once() {
         assert_eq!(st["turnId"], "msg_a", "{st}");
         assert_eq!(st["queued"], json!(["msg_b"]), "{st}");
 
-        device.child.kill().unwrap();
-        let status_of_kill = device.child.wait().unwrap();
-        assert_eq!(status_of_kill.signal(), Some(9), "{status_of_kill:?}");
-        let first_log = device.stderr();
+        let first_log = device.sigkill();
         assert_eq!(
             first_log.matches("turn msg_b of").count(),
             0,

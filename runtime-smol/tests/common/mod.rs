@@ -157,6 +157,15 @@ impl Device {
         None
     }
 
+    /// SIGKILL, as a crash: the process is gone when this returns, with its log so far.
+    pub fn sigkill(&mut self) -> String {
+        use std::os::unix::process::ExitStatusExt;
+        self.child.kill().unwrap();
+        let status = self.child.wait().unwrap();
+        assert_eq!(status.signal(), Some(9), "{status:?}");
+        self.stderr()
+    }
+
     /// Its resident memory now.
     pub fn rss_kib(&self) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
