@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 
 mod common;
 
-use common::{assert_no_token, ready, Home, T, TOKEN};
+use common::{assert_no_token, linked, ready, Home, T, TOKEN};
 
 async fn new_session(instance: &TestInstance, cwd: &Path) -> String {
     let id = instance
@@ -130,16 +130,7 @@ fn login_is_refused_by_a_protocol_1_and_2_server_with_the_spec_sentence() {
 #[test]
 fn a_link_cut_mid_turn_is_redialled_and_the_answer_arrives_exactly_once() {
     smol::block_on(async {
-        let instance = TestInstance::start(InstanceOptions {
-            token: TOKEN.into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-        let home = Home::new();
-        assert!(home.login(&instance.url()).status.success());
-        let device = home.link();
-        ready(&instance).await;
+        let (instance, home, device, _) = linked(Home::new()).await;
         let session = new_session(&instance, &home.work.join("proj")).await;
         instance
             .prompt(
@@ -207,16 +198,7 @@ fn a_link_cut_mid_turn_is_redialled_and_the_answer_arrives_exactly_once() {
 #[test]
 fn close_4400_stops_the_device_without_redialling() {
     smol::block_on(async {
-        let instance = TestInstance::start(InstanceOptions {
-            token: TOKEN.into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-        let home = Home::new();
-        assert!(home.login(&instance.url()).status.success());
-        let mut device = home.link();
-        ready(&instance).await;
+        let (instance, _home, mut device, _) = linked(Home::new()).await;
         instance.close(4400, "update LLeMbas CLI to 2.0").await;
         let code = device.wait(T);
         assert_eq!(code, Some(1), "{}", device.stderr());
@@ -267,16 +249,7 @@ fn a_refused_token_stops_redial_and_says_to_log_in_again() {
 #[test]
 fn a_delete_made_while_unlinked_is_delivered_after_the_next_link() {
     smol::block_on(async {
-        let instance = TestInstance::start(InstanceOptions {
-            token: TOKEN.into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-        let home = Home::new();
-        assert!(home.login(&instance.url()).status.success());
-        let device = home.link();
-        ready(&instance).await;
+        let (instance, home, device, _) = linked(Home::new()).await;
         let session = new_session(&instance, &home.work.join("proj")).await;
         let keep = new_session(&instance, &home.work).await;
         // While `lembas link` owns the store, a delete is refused, naming the store.
@@ -376,16 +349,7 @@ async fn prompt_once(
 fn after_sigkill_a_running_turn_is_cancelled_never_rerun_and_a_finished_one_answered_from_the_store(
 ) {
     smol::block_on(async {
-        let instance = TestInstance::start(InstanceOptions {
-            token: TOKEN.into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-        let home = Home::new();
-        assert!(home.login(&instance.url()).status.success());
-        let mut device = home.link();
-        ready(&instance).await;
+        let (instance, home, mut device, _) = linked(Home::new()).await;
         let session = new_session(&instance, &home.work.join("proj")).await;
         let (done, seen) = prompt_once(&instance, &session, "msg_done", "say finished once").await;
         assert_eq!(done.unwrap()["stopReason"], "end_turn");
@@ -570,16 +534,7 @@ async fn status(instance: &TestInstance, session: &str) -> Value {
 #[test]
 fn after_sigkill_a_queued_turn_runs_exactly_once() {
     smol::block_on(async {
-        let instance = TestInstance::start(InstanceOptions {
-            token: TOKEN.into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-        let home = Home::new();
-        assert!(home.login(&instance.url()).status.success());
-        let mut device = home.link();
-        ready(&instance).await;
+        let (instance, home, mut device, _) = linked(Home::new()).await;
         let session = new_session(&instance, &home.work.join("proj")).await;
         instance
             .prompt(

@@ -6,13 +6,13 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use lembas::instance::{Event, InstanceOptions, TestInstance};
+use lembas::instance::{Event, TestInstance};
 use lembas_core::client::ClientEvent;
 use serde_json::{json, Value};
 
 mod common;
 
-use common::{ready, Device, Home, TOKEN};
+use common::{Device, Home};
 
 const T: Duration = Duration::from_secs(15);
 
@@ -72,22 +72,12 @@ impl Screen {
     }
 }
 
-/// A test instance, and `lembas link` linked to it and past the handshake (with the
-/// capabilities it listed).
+/// [`common::linked`] with terminals on or off, logging below trace (a flood would log every
+/// frame).
 async fn linked(terminal: bool) -> (TestInstance, Home, Device, Vec<String>) {
-    let instance = TestInstance::start(InstanceOptions {
-        token: TOKEN.into(),
-        ..Default::default()
-    })
-    .await
-    .unwrap();
     let mut home = Home::with_remote(&format!("  terminal: {terminal}\n"));
-    // Not trace: a flood would log every frame.
     home.log_level = "info";
-    assert!(home.login(&instance.url()).status.success());
-    let device = home.link();
-    let caps = ready(&instance).await;
-    (instance, home, device, caps)
+    common::linked(home).await
 }
 
 async fn call(instance: &TestInstance, method: &str, params: Value) -> Result<Value, String> {

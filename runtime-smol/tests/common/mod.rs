@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use lembas::instance::{Event, TestInstance};
+use lembas::instance::{Event, InstanceOptions, TestInstance};
 use lembas_core::client::ClientEvent;
 
 /// The device token of these tests: it must appear in no output of the binary.
@@ -199,4 +199,19 @@ pub async fn ready(instance: &TestInstance) -> Vec<String> {
         Some(Event::Client(ClientEvent::Ready { capabilities })) => capabilities,
         other => panic!("no Ready: {other:?} after {seen:?}"),
     }
+}
+
+/// A test instance, and `lembas link` in `home` logged in to it and past the handshake (with
+/// the capabilities it listed).
+pub async fn linked(home: Home) -> (TestInstance, Home, Device, Vec<String>) {
+    let instance = TestInstance::start(InstanceOptions {
+        token: TOKEN.into(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    assert!(home.login(&instance.url()).status.success());
+    let device = home.link();
+    let caps = ready(&instance).await;
+    (instance, home, device, caps)
 }
