@@ -1,7 +1,6 @@
 //! End-to-end over real loopback sockets: the built `lembas` binary links to an in-process test
 //! instance (the core's client role behind a real WebSocket listener).
 
-use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -11,26 +10,7 @@ use serde_json::{json, Value};
 
 mod common;
 
-use common::{assert_no_token, linked, ready, Home, T, TOKEN};
-
-async fn new_session(instance: &TestInstance, cwd: &Path) -> String {
-    let id = instance
-        .call("session/new", json!({ "cwd": cwd, "mcpServers": [] }))
-        .await
-        .unwrap();
-    let (e, seen) = instance
-        .wait_for(
-            T,
-            |e| matches!(e, Event::Client(ClientEvent::Answer { id: i, .. }) if *i == id),
-        )
-        .await;
-    match e {
-        Some(Event::Client(ClientEvent::Answer { outcome: Ok(v), .. })) => {
-            v["sessionId"].as_str().unwrap().to_string()
-        }
-        other => panic!("session/new: {other:?} after {seen:?}"),
-    }
-}
+use common::{assert_no_token, linked, new_session, ready, Home, T, TOKEN};
 
 fn text(t: &str) -> Value {
     json!([{ "type": "text", "text": t }])
@@ -89,20 +69,7 @@ fn hello_initialize_and_a_streamed_prompt() {
             .prompt(&session, text("say hello\nsleep 20\nsay world"), None)
             .await
             .unwrap();
-        let (answer, seen) = instance
-            .wait_for(T, |e| {
-                matches!(e, Event::Client(ClientEvent::PromptAnswered { .. }))
-            })
-            .await;
-        match answer {
-            Some(Event::Client(ClientEvent::PromptAnswered {
-                turn_id, outcome, ..
-            })) => {
-                assert_eq!(turn_id, turn);
-                assert_eq!(outcome.unwrap()["stopReason"], "end_turn");
-            }
-            other => panic!("no answer: {other:?}"),
-        }
+        let seen = ended(&instance, &turn).await;
         assert_eq!(chunks(&seen), vec!["hello", "world"]);
     });
 }
@@ -155,21 +122,7 @@ fn a_link_cut_mid_turn_is_redialled_and_the_answer_arrives_exactly_once() {
             .await;
         all.extend(seen);
         assert!(re.is_some(), "no reattach");
-        let (answer, seen) = instance
-            .wait_for(T, |e| {
-                matches!(e, Event::Client(ClientEvent::PromptAnswered { .. }))
-            })
-            .await;
-        all.extend(seen);
-        match answer {
-            Some(Event::Client(ClientEvent::PromptAnswered {
-                turn_id, outcome, ..
-            })) => {
-                assert_eq!(turn_id, "msg_cut");
-                assert_eq!(outcome.unwrap()["stopReason"], "end_turn");
-            }
-            other => panic!("no answer: {other:?}"),
-        }
+        all.extend(ended(&instance, "msg_cut").await);
         // Nothing more: the answer came once, and the turn ran once.
         let (more, rest) = instance
             .wait_for(Duration::from_millis(1500), |e| {
@@ -319,6 +272,25 @@ fn a_delete_made_while_unlinked_is_delivered_after_the_next_link() {
 
 /// A `session/prompt` sent as a plain call (not kept by the client for reattach), and its
 /// answer.
+/// Wait for the answer to prompt `turn` and check it ended the turn; the events before it.
+async fn ended(instance: &TestInstance, turn: &str) -> Vec<Event> {
+    let (answer, seen) = instance
+        .wait_for(T, |e| {
+            matches!(e, Event::Client(ClientEvent::PromptAnswered { .. }))
+        })
+        .await;
+    match answer {
+        Some(Event::Client(ClientEvent::PromptAnswered {
+            turn_id, outcome, ..
+        })) => {
+            assert_eq!(turn_id, turn);
+            assert_eq!(outcome.unwrap()["stopReason"], "end_turn");
+        }
+        other => panic!("no answer to {turn}: {other:?} after {seen:?}"),
+    }
+    seen
+}
+
 async fn prompt_once(
     instance: &TestInstance,
     session: &str,
@@ -485,20 +457,7 @@ fn over_wss_with_an_rcgen_certificate_and_ca_file_login_link_and_a_prompt() {
             )
             .await
             .unwrap();
-        let (answer, seen) = instance
-            .wait_for(T, |e| {
-                matches!(e, Event::Client(ClientEvent::PromptAnswered { .. }))
-            })
-            .await;
-        match answer {
-            Some(Event::Client(ClientEvent::PromptAnswered {
-                turn_id, outcome, ..
-            })) => {
-                assert_eq!(turn_id, turn);
-                assert_eq!(outcome.unwrap()["stopReason"], "end_turn");
-            }
-            other => panic!("no answer: {other:?}"),
-        }
+        let seen = ended(&instance, &turn).await;
         assert_eq!(chunks(&seen), vec!["over", "tls"]);
         // The instance speaks only TLS: the link above was wss://, trusting the saved CA.
         let login = std::fs::read_to_string(home.path().join("config/lembas/login.json")).unwrap();

@@ -14,7 +14,10 @@ use lembas_core::store::MemStore;
 use lembas_core::{DeviceConfig, Time};
 use serde_json::json;
 
-const TOKEN: &str = "tok-outbound";
+mod common;
+
+use common::TOKEN;
+
 const T: Duration = Duration::from_secs(30);
 
 #[test]
@@ -47,24 +50,8 @@ fn a_client_that_stops_reading_is_closed_at_the_bound_and_reattaches() {
             driver.start_link(Arc::new(dialer));
             smol::block_on(driver.run());
         });
-        let (ready, _) = instance
-            .wait_for(T, |e| matches!(e, Event::Client(ClientEvent::Ready { .. })))
-            .await;
-        assert!(ready.is_some(), "the device never linked");
-        let id = instance
-            .call("session/new", json!({ "cwd": root, "mcpServers": [] }))
-            .await
-            .unwrap();
-        let (answer, _) = instance
-            .wait_for(
-                T,
-                |e| matches!(e, Event::Client(ClientEvent::Answer { id: i, .. }) if *i == id),
-            )
-            .await;
-        let Some(Event::Client(ClientEvent::Answer { outcome: Ok(r), .. })) = answer else {
-            panic!("no session: {answer:?}");
-        };
-        let session = r["sessionId"].as_str().unwrap().to_string();
+        common::ready(&instance).await;
+        let session = common::new_session(&instance, &root).await;
         // ~40 MB of updates: far past the socket's buffers and the 1 MiB bound.
         instance
             .prompt(

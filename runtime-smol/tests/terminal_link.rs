@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 
 mod common;
 
-use common::{Device, Home};
+use common::{call, Device, Home};
 
 const T: Duration = Duration::from_secs(15);
 
@@ -78,25 +78,6 @@ async fn linked(terminal: bool) -> (TestInstance, Home, Device, Vec<String>) {
     let mut home = Home::with_remote(&format!("  terminal: {terminal}\n"));
     home.log_level = "info";
     common::linked(home).await
-}
-
-async fn call(instance: &TestInstance, method: &str, params: Value) -> Result<Value, String> {
-    let id = instance
-        .call(method, params)
-        .await
-        .map_err(|e| e.to_string())?;
-    let (e, seen) = instance
-        .wait_for(
-            T,
-            |e| matches!(e, Event::Client(ClientEvent::Answer { id: i, .. }) if *i == id),
-        )
-        .await;
-    match e {
-        Some(Event::Client(ClientEvent::Answer { outcome, .. })) => {
-            outcome.map_err(|e| format!("{} {}", e.code, e.message))
-        }
-        other => panic!("{method}: {other:?} after {seen:?}"),
-    }
 }
 
 async fn open(instance: &TestInstance, params: Value) -> String {

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use lembas::instance::{Event, InstanceOptions, TestInstance};
 use lembas_core::client::ClientEvent;
+use serde_json::{json, Value};
 
 /// The device token of these tests: it must appear in no output of the binary.
 pub const TOKEN: &str = "tok-S3CRET-e2e-0123456789abcdef";
@@ -214,4 +215,36 @@ pub async fn linked(home: Home) -> (TestInstance, Home, Device, Vec<String>) {
     let device = home.link();
     let caps = ready(&instance).await;
     (instance, home, device, caps)
+}
+
+/// A call through the instance's client, and its answer (an error as `"<code> <message>"`).
+pub async fn call(instance: &TestInstance, method: &str, params: Value) -> Result<Value, String> {
+    let id = instance
+        .call(method, params)
+        .await
+        .map_err(|e| e.to_string())?;
+    let (e, seen) = instance
+        .wait_for(
+            T,
+            |e| matches!(e, Event::Client(ClientEvent::Answer { id: i, .. }) if *i == id),
+        )
+        .await;
+    match e {
+        Some(Event::Client(ClientEvent::Answer { outcome, .. })) => {
+            outcome.map_err(|e| format!("{} {}", e.code, e.message))
+        }
+        other => panic!("{method}: {other:?} after {seen:?}"),
+    }
+}
+
+/// A new session in `cwd`; its id.
+pub async fn new_session(instance: &TestInstance, cwd: &Path) -> String {
+    let r = call(
+        instance,
+        "session/new",
+        json!({ "cwd": cwd, "mcpServers": [] }),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("session/new: {e}"));
+    r["sessionId"].as_str().unwrap().to_string()
 }
