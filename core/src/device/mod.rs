@@ -324,15 +324,7 @@ impl Device {
         now: Time,
     ) -> Result<(), Misuse> {
         let now = self.clock.advance(now);
-        let c = self
-            .conns
-            .remove(&conn)
-            .ok_or(Misuse::UnknownConnection(conn))?;
-        self.forget_connection(conn);
-        self.forget_card_requests(conn);
-        self.close_terminals_of(conn);
-        // Deletes sent on it and not yet confirmed go out again on the next link.
-        self.unconfirm_deletes(conn);
+        let c = self.let_go(conn).ok_or(Misuse::UnknownConnection(conn))?;
         // What was queued for it (behind a persist, say) has nowhere to go now.
         self.out.retain(|(_, q)| {
             !matches!(q, Queued::Out(Output::Send { conn: c, .. } | Output::Close { conn: c, .. }) if *c == conn)
@@ -349,6 +341,18 @@ impl Device {
             }
         }
         Ok(())
+    }
+
+    /// Forget a connection and everything tied to it: who hears which session, the requests
+    /// sent on it, its terminals (hung up), and its unconfirmed deletes (sent again on the next
+    /// link). Frames already queued for it are left to the caller.
+    fn let_go(&mut self, conn: ConnId) -> Option<Connection> {
+        let c = self.conns.remove(&conn)?;
+        self.forget_connection(conn);
+        self.forget_card_requests(conn);
+        self.close_terminals_of(conn);
+        self.unconfirm_deletes(conn);
+        Some(c)
     }
 
     /// One message arrived on a connection.

@@ -74,11 +74,7 @@ impl Device {
                 }),
             ));
             // The device lets go of a connection it closes (the shell reports no close for it).
-            self.conns.remove(&conn);
-            self.forget_connection(conn);
-            self.forget_card_requests(conn);
-            self.close_terminals_of(conn);
-            self.unconfirm_deletes(conn);
+            self.let_go(conn);
         }
         // At once, with no backoff: the link went down on purpose, not for a failure.
         self.link.state = LinkState::Dialing { attempt: 0 };

@@ -45,6 +45,8 @@ pub(crate) struct Terminal {
     cwd: String,
     cols: u16,
     rows: u16,
+    /// Raw output bytes that fit one output frame with this terminal's id.
+    per_frame: usize,
     /// Output not yet sent, and when its first byte came.
     pending: Vec<u8>,
     since: Option<Time>,
@@ -107,6 +109,7 @@ impl Device {
         };
         self.check_roots(&cwd)?;
         let terminal_id = format!("term_{}", self.rng.token(16));
+        let per_frame = self.output_bytes_per_frame(&terminal_id);
         let request = self.next_resolve;
         self.next_resolve += 1;
         self.resolving
@@ -124,6 +127,7 @@ impl Device {
                 cwd,
                 cols,
                 rows,
+                per_frame,
                 pending: Vec::new(),
                 since: None,
             },
@@ -224,7 +228,6 @@ impl Device {
     /// `max_output_frame_bytes`, after at most `batch_ms`.
     pub fn handle_terminal_output(&mut self, terminal_id: &str, bytes: &[u8], now: Time) {
         let now = self.clock.advance(now);
-        let per_frame = self.output_bytes_per_frame(terminal_id);
         let batch_ms = self.config.terminals.batch_ms;
         let Some(t) = self.terminals.get_mut(terminal_id) else {
             return;
@@ -234,7 +237,7 @@ impl Device {
         }
         t.pending.extend_from_slice(bytes);
         t.since.get_or_insert(now);
-        let full = t.pending.len() / per_frame * per_frame;
+        let full = t.pending.len() / t.per_frame * t.per_frame;
         if full > 0 {
             self.send_output(terminal_id, full);
         }
@@ -390,10 +393,10 @@ impl Device {
 
     /// Send up to `limit` pending bytes of `terminal_id`, in as many frames as they need.
     fn send_output(&mut self, terminal_id: &str, limit: usize) {
-        let per_frame = self.output_bytes_per_frame(terminal_id);
         let Some(t) = self.terminals.get_mut(terminal_id) else {
             return;
         };
+        let per_frame = t.per_frame;
         let take = limit.min(t.pending.len());
         let bytes: Vec<u8> = t.pending.drain(..take).collect();
         if t.pending.is_empty() {
