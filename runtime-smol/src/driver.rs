@@ -321,12 +321,7 @@ impl Driver {
                         },
                         code.map_or(String::new(), |c| format!(" (code {c})"))
                     );
-                    let _ = self.device.handle_closed(conn, code, now);
-                }
-                if Some(conn) == self.stdio {
-                    self.stdio_done = true;
-                    // EOF: cancel the running turns, then end once they have reported.
-                    self.engine.cancel_all();
+                    self.ended(conn, code, now);
                 }
             }
             Input::Persisted { seq, result } => {
@@ -442,11 +437,18 @@ impl Driver {
             let c = self.conns.remove(&conn).expect("looked up above");
             c.out.abandon(CLOSE_OVERFLOW, overflow.to_string());
             let now = self.clock.now();
-            let _ = self.device.handle_closed(conn, None, now);
-            if Some(conn) == self.stdio {
-                self.stdio_done = true;
-                self.engine.cancel_all();
-            }
+            self.ended(conn, None, now);
+        }
+    }
+
+    /// A connection is gone (its peer closed it, or we gave up on it): the core forgets it,
+    /// and when it was stdio the process winds down.
+    fn ended(&mut self, conn: ConnId, code: Option<u16>, now: Time) {
+        let _ = self.device.handle_closed(conn, code, now);
+        if Some(conn) == self.stdio {
+            self.stdio_done = true;
+            // EOF: cancel the running turns, then end once they have reported.
+            self.engine.cancel_all();
         }
     }
 

@@ -73,7 +73,7 @@ impl TerminalHost {
         };
         blocking::unblock(move || Terminal::open(&spec))
             .await
-            .map_err(|e| format!("{}: {e}", spec_shell(&options.shell)))
+            .map_err(|e| format!("cannot start {}: {e}", options.shell.display()))
     }
 
     pub fn info(terminal: &Terminal) -> ShellInfo {
@@ -133,18 +133,6 @@ impl TerminalHost {
     pub fn ended(&mut self, id: &str) {
         self.open.remove(id);
     }
-
-    pub fn len(&self) -> usize {
-        self.open.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.open.is_empty()
-    }
-}
-
-fn spec_shell(shell: &std::path::Path) -> String {
-    format!("cannot start {}", shell.display())
 }
 
 /// Read the PTY until the shell side is gone, then report the exit code.
