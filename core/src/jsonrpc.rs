@@ -426,25 +426,28 @@ fn without_position(e: &impl fmt::Display) -> String {
 
 /// Parse a method's params into its type. Params that do not fit get -32602 with a sentence that
 /// names the field (its path) and what was wrong. Absent params read as `{}`.
+///
+/// Natively a fast pass runs first and the path-tracking one only explains a failure: tracking
+/// costs 30–40% on a small frame (codec bench). The wasm build skips the fast pass, since it
+/// builds every params type's decoder a second time (52 KB of a 1.1 MB module). Both give the
+/// same value and the same sentence.
 pub fn parse_params<'a, T: Deserialize<'a>>(
     method: &str,
     params: Option<&'a RawValue>,
 ) -> Result<T, RpcError> {
     let text = params.map_or("{}", RawValue::get);
-    // Fast path first; the path-tracking deserializer runs only to explain a failure.
-    serde_json::from_str(text).map_err(|_| {
-        let mut de = serde_json::Deserializer::from_str(text);
-        let why = match serde_path_to_error::deserialize::<_, IgnoredTyped<T>>(&mut de) {
-            Err(e) => {
-                let path = e.path().to_string();
-                let inner = without_position(e.inner());
-                if path == "." {
-                    inner
-                } else {
-                    format!("`{path}`: {inner}")
-                }
-            }
-            Ok(_) => "params do not fit the method".to_string(),
+    #[cfg(not(target_arch = "wasm32"))]
+    if let Ok(v) = serde_json::from_str(text) {
+        return Ok(v);
+    }
+    let mut de = serde_json::Deserializer::from_str(text);
+    serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = without_position(e.inner());
+        let why = if path == "." {
+            inner
+        } else {
+            format!("`{path}`: {inner}")
         };
         RpcError::invalid_params(format!("invalid params for `{method}`: {why}"))
     })
@@ -453,14 +456,6 @@ pub fn parse_params<'a, T: Deserialize<'a>>(
 /// Parse a response's result into the type its request expects.
 pub fn parse_result<T: DeserializeOwned>(method: &str, result: &RawValue) -> Result<T, RpcError> {
     parse_params::<T>(method, Some(result))
-}
-
-/// Re-runs `T`'s deserialization (to learn the failing path) without the borrow of the frame.
-struct IgnoredTyped<T>(std::marker::PhantomData<T>);
-impl<'de, T: Deserialize<'de>> Deserialize<'de> for IgnoredTyped<T> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        T::deserialize(d).map(|_| IgnoredTyped(std::marker::PhantomData))
-    }
 }
 
 #[derive(Serialize)]
