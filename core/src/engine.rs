@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::config::Mode;
+use crate::wire::need;
 
 /// Why a turn ended, as `session/prompt`'s `stopReason` says it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -200,7 +201,7 @@ pub enum PermissionDecision {
 }
 
 /// One answer per question, in order.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum QuestionAnswer {
     /// The whole labels of the options chosen (never the cut ones shown on the card).
@@ -215,6 +216,44 @@ pub enum QuestionAnswer {
         text: String,
     },
     Skipped,
+}
+
+/// An answer as it arrives, read in one pass: an internally tagged enum would buffer it first
+/// and build a second decoder per variant.
+#[derive(Deserialize)]
+struct AnswerFields {
+    kind: AnswerKind,
+    #[serde(default)]
+    labels: Option<Vec<String>>,
+    #[serde(default)]
+    text: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum AnswerKind {
+    Options,
+    Custom,
+    Back,
+    Skipped,
+}
+
+impl<'de> Deserialize<'de> for QuestionAnswer {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let f = AnswerFields::deserialize(d)?;
+        Ok(match f.kind {
+            AnswerKind::Options => QuestionAnswer::Options {
+                labels: need(f.labels, "labels")?,
+            },
+            AnswerKind::Custom => QuestionAnswer::Custom {
+                text: need(f.text, "text")?,
+            },
+            AnswerKind::Back => QuestionAnswer::Back {
+                text: need(f.text, "text")?,
+            },
+            AnswerKind::Skipped => QuestionAnswer::Skipped,
+        })
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -94,12 +94,42 @@ pub struct TurnRecord {
     pub touched: u64,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum StoredTurnState {
     Queued,
     Running,
     Done { answer: crate::device::Answer },
+}
+
+/// A stored turn state as it is read back, in one pass (an internally tagged enum would
+/// buffer it).
+#[derive(Deserialize)]
+struct StateFields {
+    state: StateKind,
+    #[serde(default)]
+    answer: Option<crate::device::Answer>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum StateKind {
+    Queued,
+    Running,
+    Done,
+}
+
+impl<'de> Deserialize<'de> for StoredTurnState {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let f = StateFields::deserialize(d)?;
+        Ok(match f.state {
+            StateKind::Queued => StoredTurnState::Queued,
+            StateKind::Running => StoredTurnState::Running,
+            StateKind::Done => StoredTurnState::Done {
+                answer: crate::wire::need(f.answer, "answer")?,
+            },
+        })
+    }
 }
 
 /// Key of a session's turn in [`Table::Turns`].

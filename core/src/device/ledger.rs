@@ -10,13 +10,14 @@ use serde_json::{Map, Value};
 
 use crate::engine::StopReason;
 use crate::jsonrpc::{self, Id, RpcError};
+use crate::wire::need;
 
 /// A fixed-key hasher: iteration order and cost stay deterministic (no OS randomness in the
 /// core), and a map of 200 ids a session gives a peer nothing to flood.
 pub(crate) type Fixed = BuildHasherDefault<std::collections::hash_map::DefaultHasher>;
 
 /// How a finished turn answered its prompt, kept so a duplicate gets the very same answer.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Answer {
     Stopped {
@@ -30,6 +31,43 @@ pub enum Answer {
         code: i64,
         message: String,
     },
+}
+
+/// A stored answer as it is read back, in one pass (an internally tagged enum would buffer it).
+#[derive(Deserialize)]
+struct AnswerFields {
+    kind: AnswerKind,
+    #[serde(default)]
+    stop_reason: Option<StopReason>,
+    #[serde(default)]
+    extra: Option<String>,
+    #[serde(default)]
+    code: Option<i64>,
+    #[serde(default)]
+    message: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum AnswerKind {
+    Stopped,
+    Failed,
+}
+
+impl<'de> Deserialize<'de> for Answer {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let f = AnswerFields::deserialize(d)?;
+        Ok(match f.kind {
+            AnswerKind::Stopped => Answer::Stopped {
+                stop_reason: need(f.stop_reason, "stop_reason")?,
+                extra: f.extra,
+            },
+            AnswerKind::Failed => Answer::Failed {
+                code: need(f.code, "code")?,
+                message: need(f.message, "message")?,
+            },
+        })
+    }
 }
 
 impl Answer {

@@ -209,15 +209,19 @@ impl Device {
         id: &Id,
         p: PromptParams<'_>,
     ) -> Result<Option<Vec<u8>>, RpcError> {
-        let lembas = p.meta.and_then(|m| m.lembas).unwrap_or_default();
-        if let Some(t) = &lembas.turn_id {
+        let (turn_id, context) = p
+            .meta
+            .and_then(|m| m.lembas)
+            .unwrap_or_default()
+            .into_parts();
+        if let Some(t) = &turn_id {
             if t.is_empty() || t.chars().count() > MAX_TURN_ID {
                 return Err(RpcError::invalid_params(format!(
                     "`_meta.lembas.turnId` must be 1 to {MAX_TURN_ID} characters"
                 )));
             }
         }
-        let turn_id = match lembas.turn_id {
+        let turn_id = match turn_id {
             Some(t) => t,
             None => format!("turn_{}", self.rng.token(16)),
         };
@@ -246,7 +250,7 @@ impl Device {
             .sessions
             .get_mut(&p.session_id)
             .expect("attached above");
-        s.context.merge(&lembas.context.into());
+        s.context.merge(&context);
         s.touched = now;
         let (order, forgotten) = s.ledger.accept(&turn_id);
         let mut records = vec![turn_record(

@@ -1,6 +1,9 @@
 //! `_lembas/hello` and `initialize`: who is speaking, which protocol, which capabilities.
 
-use serde::{Deserialize, Serialize};
+use std::fmt;
+
+use serde::de::{self, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::config::Mode;
 
@@ -37,16 +40,47 @@ pub struct Hello {
 
 /// `clientCapabilities._meta.lembas`: absent for a plain ACP client, `true` from a protocol 1
 /// client, `{ protocol, show? }` from a later one (an object without `protocol` is protocol 1).
-#[derive(Clone, Debug, PartialEq, Deserialize)]
-#[serde(untagged)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum LembasFlag {
     Bool(bool),
     Said {
-        #[serde(default)]
         protocol: Option<u32>,
-        #[serde(default)]
         show: Option<bool>,
     },
+}
+
+#[derive(Deserialize)]
+struct Said {
+    #[serde(default)]
+    protocol: Option<u32>,
+    #[serde(default)]
+    show: Option<bool>,
+}
+
+/// A boolean or an object, told apart by what arrives (`#[serde(untagged)]` would buffer the
+/// value and try each variant, and say only "did not match any variant" when none fits).
+impl<'de> Deserialize<'de> for LembasFlag {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Flag;
+        impl<'de> Visitor<'de> for Flag {
+            type Value = LembasFlag;
+
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("`true` or an object with `protocol`")
+            }
+
+            fn visit_bool<E: de::Error>(self, b: bool) -> Result<LembasFlag, E> {
+                Ok(LembasFlag::Bool(b))
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<LembasFlag, A::Error> {
+                let Said { protocol, show } =
+                    Said::deserialize(de::value::MapAccessDeserializer::new(map))?;
+                Ok(LembasFlag::Said { protocol, show })
+            }
+        }
+        d.deserialize_any(Flag)
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]

@@ -4,3 +4,9 @@
 pub mod handshake;
 pub mod session;
 pub mod terminal;
+
+/// A variant's field, for the one-pass decoders of tagged enums (every variant's fields read as
+/// options, then the tag's checked): serde's own "missing field" error when it is absent.
+pub(crate) fn need<T, E: serde::de::Error>(v: Option<T>, field: &'static str) -> Result<T, E> {
+    v.ok_or_else(|| E::missing_field(field))
+}

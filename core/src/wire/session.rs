@@ -7,6 +7,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
 use crate::engine::Context;
+use crate::wire::need;
 
 /// A member captured even when it is `null` (`personalization: null` means "the device's own",
 /// which is not the same as not saying).
@@ -77,8 +78,7 @@ pub struct Modes {
 }
 
 /// One content block of a prompt. Base64 payloads borrow from the frame.
-#[derive(Debug, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
+#[derive(Debug)]
 pub enum ContentBlock<'a> {
     Text {
         text: String,
@@ -87,17 +87,69 @@ pub enum ContentBlock<'a> {
         uri: String,
     },
     Image {
-        #[serde(borrow)]
         data: Cow<'a, str>,
-        #[serde(rename = "mimeType")]
         mime_type: String,
-        #[serde(default)]
         uri: Option<String>,
     },
     Resource {
-        #[serde(borrow)]
         resource: EmbeddedResource<'a>,
     },
+}
+
+/// A block as it arrives: every variant's fields side by side, so it is read in one pass. An
+/// internally tagged enum (`#[serde(tag = "type")]`) buffers each block first, which costs a
+/// copy per block and a second decoder per variant (most of the wasm module's serde code).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct BlockFields<'a> {
+    #[serde(rename = "type")]
+    kind: BlockKind,
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    uri: Option<String>,
+    #[serde(default, borrow)]
+    data: Option<Borrowed<'a>>,
+    #[serde(default)]
+    mime_type: Option<String>,
+    #[serde(default, borrow)]
+    resource: Option<EmbeddedResource<'a>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum BlockKind {
+    Text,
+    ResourceLink,
+    Image,
+    Resource,
+}
+
+/// A string that borrows from the frame unless it has escapes. serde borrows a `Cow` only as
+/// a field of its own, never inside an `Option`, so an optional one goes through this.
+#[derive(Deserialize)]
+struct Borrowed<'a>(#[serde(borrow)] Cow<'a, str>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for ContentBlock<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let f = BlockFields::deserialize(d)?;
+        Ok(match f.kind {
+            BlockKind::Text => ContentBlock::Text {
+                text: need(f.text, "text")?,
+            },
+            BlockKind::ResourceLink => ContentBlock::ResourceLink {
+                uri: need(f.uri, "uri")?,
+            },
+            BlockKind::Image => ContentBlock::Image {
+                data: need(f.data, "data")?.0,
+                mime_type: need(f.mime_type, "mimeType")?,
+                uri: f.uri,
+            },
+            BlockKind::Resource => ContentBlock::Resource {
+                resource: need(f.resource, "resource")?,
+            },
+        })
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -108,17 +160,42 @@ pub struct EmbeddedResource<'a> {
     pub mime_type: Option<String>,
     #[serde(default)]
     pub text: Option<String>,
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "borrowed")]
     pub blob: Option<Cow<'a, str>>,
 }
 
+fn borrowed<'de: 'a, 'a, D: Deserializer<'de>>(d: D) -> Result<Option<Cow<'a, str>>, D::Error> {
+    Option::<Borrowed<'a>>::deserialize(d).map(|b| b.map(|b| b.0))
+}
+
+/// `_meta.lembas` of a prompt: its turn id and the `Context` fields (spelled out rather than
+/// `#[serde(flatten)]`ed, which would buffer the object first).
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PromptLembas {
     #[serde(default)]
     pub turn_id: Option<String>,
-    #[serde(flatten)]
-    pub context: ContextParams,
+    #[serde(default, deserialize_with = "present")]
+    pub system_prompt: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    pub personalization: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    pub library: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    pub prototypes: Option<Value>,
+}
+
+impl PromptLembas {
+    /// The turn id and the context.
+    pub fn into_parts(self) -> (Option<String>, Context) {
+        let context = Context {
+            system_prompt: self.system_prompt,
+            personalization: self.personalization,
+            library: self.library,
+            prototypes: self.prototypes,
+        };
+        (self.turn_id, context)
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -187,7 +264,7 @@ pub struct ToolRecord {
 }
 
 /// One turn of `_lembas/session/history`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "role", rename_all = "snake_case")]
 pub enum HistoryTurn {
     User {
@@ -202,6 +279,47 @@ pub enum HistoryTurn {
         reasoning: String,
         tools: Vec<ToolRecord>,
     },
+}
+
+/// A history turn as it arrives, read in one pass (see [`BlockFields`]).
+#[derive(Deserialize)]
+struct HistoryFields {
+    role: Role,
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(rename = "turnId", default)]
+    turn_id: Option<String>,
+    #[serde(default)]
+    attachments: Vec<AttachmentMeta>,
+    #[serde(default)]
+    reasoning: Option<String>,
+    #[serde(default)]
+    tools: Option<Vec<ToolRecord>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Role {
+    User,
+    Assistant,
+}
+
+impl<'de> Deserialize<'de> for HistoryTurn {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let f = HistoryFields::deserialize(d)?;
+        Ok(match f.role {
+            Role::User => HistoryTurn::User {
+                text: need(f.text, "text")?,
+                turn_id: f.turn_id,
+                attachments: f.attachments,
+            },
+            Role::Assistant => HistoryTurn::Assistant {
+                text: need(f.text, "text")?,
+                reasoning: need(f.reasoning, "reasoning")?,
+                tools: need(f.tools, "tools")?,
+            },
+        })
+    }
 }
 
 #[derive(Debug, Serialize)]
