@@ -53,8 +53,12 @@ pub enum Input {
     },
     /// A terminal's shell ended (after all its output).
     TerminalExit { id: String, code: i32 },
-    /// config.yaml was read again (see `reload`): its `remote:` block.
-    Reconfigure(lembas_core::Remote),
+    /// config.yaml was read again (see `reload`): its `remote:` block, and
+    /// `remote.terminal_integration` (the runtime's own, for terminals opened from now on).
+    Reconfigure {
+        remote: lembas_core::Remote,
+        terminal_integration: bool,
+    },
     /// Stop now (the demo's end).
     Shutdown,
 }
@@ -348,7 +352,10 @@ impl Driver {
                 self.terminals.ended(&id);
                 self.device.handle_terminal_exit(&id, code, now);
             }
-            Input::Reconfigure(remote) => self.reconfigure(remote, now),
+            Input::Reconfigure {
+                remote,
+                terminal_integration,
+            } => self.reconfigure(remote, terminal_integration, now),
             Input::Shutdown => {
                 self.exit = Some(Exit {
                     code: 0,
@@ -358,8 +365,17 @@ impl Driver {
         }
     }
 
-    /// New `remote:` settings: the core takes them (and restarts the link once idle).
-    fn reconfigure(&mut self, remote: lembas_core::Remote, now: Time) {
+    /// New `remote:` settings: the core takes them (and restarts the link once idle). Shell
+    /// integration is the runtime's: terminals opened from now on follow it, open ones keep
+    /// theirs.
+    fn reconfigure(&mut self, remote: lembas_core::Remote, terminal_integration: bool, now: Time) {
+        if self.terminal_options.integration != terminal_integration {
+            self.terminal_options.integration = terminal_integration;
+            log::info!(
+                "config.yaml changed: terminals opened from now on have shell integration {}",
+                if terminal_integration { "on" } else { "off" }
+            );
+        }
         match self.device.reconfigure(remote, now) {
             Ok(false) => log::debug!("config.yaml read again: the remote settings are the same"),
             Ok(true) if self.device.relink_pending() => log::info!(

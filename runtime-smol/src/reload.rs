@@ -73,7 +73,11 @@ pub async fn watch(path: PathBuf, home: Option<PathBuf>, tx: Sender<Input>) {
         let loaded = blocking::unblock(move || config::load(&p, h.as_deref())).await;
         match loaded {
             Ok(c) => {
-                if tx.send(Input::Reconfigure(c.remote)).await.is_err() {
+                let input = Input::Reconfigure {
+                    remote: c.remote,
+                    terminal_integration: c.terminal_integration,
+                };
+                if tx.send(input).await.is_err() {
                     return;
                 }
             }

@@ -273,6 +273,45 @@ fn a_device_with_terminals_off_lists_no_terminal_and_refuses_open() {
     });
 }
 
+/// `remote.terminal_integration` edited while the device runs: the next terminal opens without
+/// the rc wrapper (the link stays up; nothing the client sees in the hello changes).
+#[test]
+fn terminal_integration_follows_a_config_edit() {
+    smol::block_on(async {
+        let (instance, home, _device, _) = linked(true).await;
+        let integration = |r: &Value| r["integration"].as_bool();
+        let first = call(&instance, "_lembas/terminal/open", json!({}))
+            .await
+            .unwrap();
+        assert_eq!(integration(&first), Some(true), "{first}");
+        home.write_config(&format!(
+            "remote:\n  enabled: true\n  roots: [{w}]\n  terminal: true\n  \
+             terminal_integration: false\ntrusted: [{w}]\n",
+            w = home.work.display()
+        ));
+        // The watcher looks every second; each try opens a terminal and closes it again.
+        let start = Instant::now();
+        let mut last = Value::Null;
+        while start.elapsed() < T {
+            last = call(&instance, "_lembas/terminal/open", json!({}))
+                .await
+                .unwrap();
+            instance
+                .notify(
+                    "_lembas/terminal/close",
+                    json!({ "terminalId": last["terminalId"] }),
+                )
+                .await
+                .unwrap();
+            if integration(&last) == Some(false) {
+                break;
+            }
+            smol::Timer::after(Duration::from_millis(300)).await;
+        }
+        assert_eq!(integration(&last), Some(false), "{last}");
+    });
+}
+
 /// A shell floods output while the client reads nothing for a while: the device stops reading
 /// the PTY (the shell blocks) instead of buffering, and when the client reads again every line
 /// arrives, in order.
