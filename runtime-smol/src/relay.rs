@@ -44,11 +44,80 @@ impl End {
     }
 }
 
+/// The two ends and what the device said before a client came.
+struct Relay {
+    device: Option<End>,
+    client: Option<End>,
+    buffered: Vec<Vec<u8>>,
+    events: Sender<Event>,
+    linked: Arc<AtomicBool>,
+}
+
+impl Relay {
+    /// The device's link is gone (closed with `close`, or dropped): the client goes with it.
+    async fn device_gone(&mut self, close: Option<(u16, &str)>) {
+        let Some(d) = self.device.take() else { return };
+        match close {
+            Some((code, reason)) => d.close(code, reason),
+            None => drop(d),
+        }
+        self.linked.store(false, Ordering::SeqCst);
+        self.buffered.clear();
+        let _ = self.events.send(Event::LinkDown).await;
+        if let Some(c) = self.client.take() {
+            c.close(1001, "the device's link went");
+            let _ = self.events.send(Event::RelayDown).await;
+        }
+    }
+
+    /// The client's socket is gone: the device's link is closed, so it greets the next client
+    /// afresh.
+    async fn client_gone(&mut self) {
+        self.client = None;
+        let _ = self.events.send(Event::RelayDown).await;
+        self.device_gone(Some((1000, "the client left"))).await;
+    }
+
+    /// A frame from one end, logged and handed to the other.
+    async fn frame(&mut self, to_device: bool, bytes: Vec<u8>) {
+        let _ = self
+            .events
+            .send(Event::Frame {
+                to_device,
+                text: String::from_utf8_lossy(&bytes).into_owned(),
+            })
+            .await;
+        let to = if to_device {
+            &self.device
+        } else {
+            &self.client
+        };
+        match to {
+            Some(end) => {
+                let _ = end.out.try_send(Outgoing::Frame(bytes, None));
+            }
+            None if to_device => {}
+            None if self.buffered.len() < MAX_BUFFERED => self.buffered.push(bytes),
+            None => {
+                self.device_gone(Some((1008, "no client is taking this link's frames")))
+                    .await
+            }
+        }
+    }
+}
+
+fn is(end: &Option<End>, gen: u64) -> bool {
+    end.as_ref().is_some_and(|e| e.gen == gen)
+}
+
 pub(crate) async fn run(rx: Receiver<Internal>, events: Sender<Event>, linked: Arc<AtomicBool>) {
-    let mut device: Option<End> = None;
-    let mut client: Option<End> = None;
-    // What the device said while no client was there.
-    let mut buffered: Vec<Vec<u8>> = Vec::new();
+    let mut relay = Relay {
+        device: None,
+        client: None,
+        buffered: Vec::new(),
+        events,
+        linked,
+    };
     let mut gen = 0u64;
     let (frames_tx, frames_rx) = channel::unbounded::<Internal>();
     loop {
@@ -59,20 +128,14 @@ pub(crate) async fn run(rx: Receiver<Internal>, events: Sender<Event>, linked: A
         let Some(input) = input else { return };
         match input {
             Internal::Accepted(ws) => {
-                if let Some(old) = device.take() {
-                    old.close(1000, "replaced by a new link");
-                    let _ = events.send(Event::LinkDown).await;
-                }
-                if let Some(c) = client.take() {
-                    c.close(1001, "the device's link went");
-                    let _ = events.send(Event::RelayDown).await;
-                }
-                buffered.clear();
+                relay
+                    .device_gone(Some((1000, "replaced by a new link")))
+                    .await;
                 gen += 1;
                 let g = gen;
-                device = Some(carry(*ws, &frames_tx, g, Internal::Frame, Internal::Closed));
-                linked.store(true, Ordering::SeqCst);
-                let _ = events.send(Event::LinkUp).await;
+                relay.device = Some(carry(*ws, &frames_tx, g, Internal::Frame, Internal::Closed));
+                relay.linked.store(true, Ordering::SeqCst);
+                let _ = relay.events.send(Event::LinkUp).await;
             }
             Internal::RelayAccepted(ws) => {
                 gen += 1;
@@ -84,80 +147,26 @@ pub(crate) async fn run(rx: Receiver<Internal>, events: Sender<Event>, linked: A
                     Internal::RelayFrame,
                     Internal::RelayClosed,
                 );
-                if device.is_none() || client.is_some() {
+                if relay.device.is_none() || relay.client.is_some() {
                     end.close(1013, "no device linked, or a client has it");
                     continue;
                 }
-                for frame in buffered.drain(..) {
+                for frame in relay.buffered.drain(..) {
                     let _ = end.out.try_send(Outgoing::Frame(frame, None));
                 }
-                client = Some(end);
-                let _ = events.send(Event::RelayUp).await;
+                relay.client = Some(end);
+                let _ = relay.events.send(Event::RelayUp).await;
             }
-            Internal::Frame(g, bytes) => {
-                if device.as_ref().is_none_or(|d| d.gen != g) {
-                    continue;
-                }
-                let _ = events
-                    .send(Event::Frame {
-                        to_device: false,
-                        text: String::from_utf8_lossy(&bytes).into_owned(),
-                    })
-                    .await;
-                match &client {
-                    Some(c) => {
-                        let _ = c.out.try_send(Outgoing::Frame(bytes, None));
-                    }
-                    None if buffered.len() < MAX_BUFFERED => buffered.push(bytes),
-                    None => {
-                        if let Some(d) = device.take() {
-                            d.close(1008, "no client is taking this link's frames");
-                            linked.store(false, Ordering::SeqCst);
-                            let _ = events.send(Event::LinkDown).await;
-                        }
-                    }
-                }
+            Internal::Frame(g, bytes) if is(&relay.device, g) => relay.frame(false, bytes).await,
+            Internal::RelayFrame(g, bytes) if is(&relay.client, g) => {
+                relay.frame(true, bytes).await
             }
-            Internal::RelayFrame(g, bytes) => {
-                if client.as_ref().is_none_or(|c| c.gen != g) {
-                    continue;
-                }
-                let _ = events
-                    .send(Event::Frame {
-                        to_device: true,
-                        text: String::from_utf8_lossy(&bytes).into_owned(),
-                    })
-                    .await;
-                if let Some(d) = &device {
-                    let _ = d.out.try_send(Outgoing::Frame(bytes, None));
-                }
-            }
-            Internal::Closed(g) => {
-                if device.as_ref().is_some_and(|d| d.gen == g) {
-                    device = None;
-                    linked.store(false, Ordering::SeqCst);
-                    buffered.clear();
-                    let _ = events.send(Event::LinkDown).await;
-                    if let Some(c) = client.take() {
-                        c.close(1001, "the device's link went");
-                        let _ = events.send(Event::RelayDown).await;
-                    }
-                }
-            }
-            Internal::RelayClosed(g) => {
-                if client.as_ref().is_some_and(|c| c.gen == g) {
-                    client = None;
-                    let _ = events.send(Event::RelayDown).await;
-                    if let Some(d) = device.take() {
-                        d.close(1000, "the client left");
-                        linked.store(false, Ordering::SeqCst);
-                        buffered.clear();
-                        let _ = events.send(Event::LinkDown).await;
-                    }
-                }
-            }
+            Internal::Frame(..) | Internal::RelayFrame(..) => {}
+            Internal::Closed(g) if is(&relay.device, g) => relay.device_gone(None).await,
+            Internal::RelayClosed(g) if is(&relay.client, g) => relay.client_gone().await,
+            Internal::Closed(_) | Internal::RelayClosed(_) => {}
             Internal::Refused(status) => {
-                let _ = events.send(Event::Refused(status)).await;
+                let _ = relay.events.send(Event::Refused(status)).await;
             }
             // The instance's own client is not running: nothing to call with.
             Internal::Cmd(Cmd::Call { reply, .. }) => {
@@ -173,20 +182,10 @@ pub(crate) async fn run(rx: Receiver<Internal>, events: Sender<Event>, linked: A
             Internal::Cmd(Cmd::Stall(how_long)) => {
                 smol::Timer::after(how_long).await;
             }
-            Internal::Cmd(cmd @ (Cmd::Cut | Cmd::Close(..))) => {
-                let Some(d) = device.take() else { continue };
-                match cmd {
-                    Cmd::Close(code, reason) => d.close(code, &reason),
-                    _ => drop(d),
-                }
-                linked.store(false, Ordering::SeqCst);
-                buffered.clear();
-                let _ = events.send(Event::LinkDown).await;
-                if let Some(c) = client.take() {
-                    c.close(1001, "the device's link went");
-                    let _ = events.send(Event::RelayDown).await;
-                }
+            Internal::Cmd(Cmd::Close(code, reason)) => {
+                relay.device_gone(Some((code, &reason))).await
             }
+            Internal::Cmd(Cmd::Cut) => relay.device_gone(None).await,
         }
     }
 }
