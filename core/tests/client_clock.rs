@@ -2,8 +2,9 @@
 //! UI's click handler) still gets deadlines counted from the moment of the call.
 
 use lembas_core::client::{Client, ClientOutput};
+use lembas_core::testing::device_frames;
 use lembas_core::{ClientConfig, Time};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 fn sent(c: &mut Client) -> Vec<Value> {
     let mut out = Vec::new();
@@ -19,42 +20,13 @@ fn sent(c: &mut Client) -> Vec<Value> {
 fn ready() -> Client {
     let mut c = Client::new(ClientConfig::default(), Time::ZERO).unwrap();
     c.handle_link_up(Time::ZERO);
-    let hello = json!({
-        "jsonrpc": "2.0",
-        "method": "_lembas/hello",
-        "params": {
-            "protocol": 3,
-            "version": "2.0.0",
-            "device": { "host": "box", "platform": "linux" },
-            "limits": { "roots": ["/home/dev/work"], "max_mode": "edit", "require_trust": true },
-        },
-    });
+    let hello = device_frames::hello(3, "2.0.0", "box");
     c.handle_frame(hello.to_string().as_bytes(), Time::ZERO);
     let init = sent(&mut c)
         .into_iter()
         .find(|f| f["method"] == "initialize")
         .expect("initialize is sent after the hello");
-    let answer = json!({
-        "jsonrpc": "2.0",
-        "id": init["id"],
-        "result": {
-            "protocolVersion": 1,
-            "agentCapabilities": {
-                "loadSession": false,
-                "promptCapabilities": { "image": true, "audio": false, "embeddedContext": true },
-                "mcpCapabilities": { "http": false, "sse": false },
-            },
-            "authMethods": [],
-            "agentInfo": { "name": "LLeMbas CLI", "version": "2.0.0" },
-            "_meta": { "lembas": {
-                "protocol": 3,
-                "harness_spec": "3.0.0",
-                "limits": { "roots": ["/home/dev/work"], "max_mode": "edit", "require_trust": true },
-                "connection": null,
-                "capabilities": ["delete"],
-            } },
-        },
-    });
+    let answer = device_frames::initialize_answer(&init["id"], &["delete"]);
     c.handle_frame(answer.to_string().as_bytes(), Time::ZERO);
     sent(&mut c);
     assert!(c.is_ready());

@@ -1,5 +1,6 @@
 //! Test machinery, behind the `testing` feature: the in-memory `Pair` and the fuzz drivers.
 
+pub mod device_frames;
 pub mod fuzz;
 mod pair;
 

@@ -4,9 +4,9 @@
 use cucumber::{given, then, when};
 use lembas_core::client::{CallError, ClientOutput};
 use lembas_core::jsonrpc::Id;
-use lembas_core::testing::Dir;
+use lembas_core::testing::{device_frames, Dir};
 use lembas_core::Time;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::handshake::subject;
 use super::{json_arg, method_of, must_at, parse, roots};
@@ -33,27 +33,9 @@ fn answer_initialize(w: &mut LinkWorld, list: String) {
         .find(|f| method_of(f) == Some("initialize"))
         .map(|f| must_at(&f, "id").clone())
         .expect("the client sent no initialize to answer");
-    let answer = json!({
-        "jsonrpc": "2.0",
-        "id": id,
-        "result": {
-            "protocolVersion": 1,
-            "agentCapabilities": {
-                "loadSession": false,
-                "promptCapabilities": { "image": true, "audio": false, "embeddedContext": true },
-                "mcpCapabilities": { "http": false, "sse": false },
-            },
-            "authMethods": [],
-            "agentInfo": { "name": "LLeMbas CLI", "version": "2.0.0" },
-            "_meta": { "lembas": {
-                "protocol": 3,
-                "harness_spec": "3.0.0",
-                "limits": { "roots": ["/home/dev/work"], "max_mode": "edit", "require_trust": true },
-                "connection": null,
-                "capabilities": roots(&list),
-            } },
-        },
-    });
+    let capabilities = roots(&list);
+    let capabilities: Vec<&str> = capabilities.iter().map(String::as_str).collect();
+    let answer = device_frames::initialize_answer(&id, &capabilities);
     let client = w.lone_client.as_mut().expect("a lone client");
     client.handle_frame(answer.to_string().as_bytes(), Time(10));
     while let Some(out) = client.poll_output() {

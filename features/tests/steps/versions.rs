@@ -4,6 +4,7 @@
 use cucumber::{given, then, when};
 use lembas_core::client::{Client, ClientEvent, ClientOutput};
 use lembas_core::device::Effect;
+use lembas_core::testing::device_frames;
 use lembas_core::{ClientConfig, Time};
 use serde_json::json;
 
@@ -23,16 +24,7 @@ fn lone_client(w: &mut LinkWorld) {
 #[when(regex = r"^the device's hello says protocol (\d+)$")]
 fn hello_says(w: &mut LinkWorld, protocol: u32) {
     let version = if protocol < 3 { "1.9.0" } else { "2.0.0" };
-    let hello = json!({
-        "jsonrpc": "2.0",
-        "method": "_lembas/hello",
-        "params": {
-            "protocol": protocol,
-            "version": version,
-            "device": { "host": "oldbox", "platform": "linux" },
-            "limits": { "roots": ["/home/dev/work"], "max_mode": "edit", "require_trust": true },
-        },
-    });
+    let hello = device_frames::hello(protocol, version, "oldbox");
     let client = w
         .lone_client
         .as_mut()
