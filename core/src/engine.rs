@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::config::Mode;
-use crate::wire::need;
+use crate::wire::{need, one_pass};
 
 /// Why a turn ended, as `session/prompt`'s `stopReason` says it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -240,18 +240,19 @@ enum AnswerKind {
 
 impl<'de> Deserialize<'de> for QuestionAnswer {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let f = AnswerFields::deserialize(d)?;
-        Ok(match f.kind {
-            AnswerKind::Options => QuestionAnswer::Options {
-                labels: need(f.labels, "labels")?,
-            },
-            AnswerKind::Custom => QuestionAnswer::Custom {
-                text: need(f.text, "text")?,
-            },
-            AnswerKind::Back => QuestionAnswer::Back {
-                text: need(f.text, "text")?,
-            },
-            AnswerKind::Skipped => QuestionAnswer::Skipped,
+        one_pass(d, "a question answer", |f: AnswerFields| {
+            Ok(match f.kind {
+                AnswerKind::Options => QuestionAnswer::Options {
+                    labels: need(f.labels, "labels")?,
+                },
+                AnswerKind::Custom => QuestionAnswer::Custom {
+                    text: need(f.text, "text")?,
+                },
+                AnswerKind::Back => QuestionAnswer::Back {
+                    text: need(f.text, "text")?,
+                },
+                AnswerKind::Skipped => QuestionAnswer::Skipped,
+            })
         })
     }
 }

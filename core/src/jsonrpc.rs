@@ -425,25 +425,16 @@ fn without_position(e: &impl fmt::Display) -> String {
 }
 
 /// Parse a method's params into its type. Params that do not fit get -32602 with a sentence that
-/// names the field (its path) and what was wrong. Absent params read as `{}`.
-///
-/// Natively a fast pass runs first and the path-tracking one only explains a failure: tracking
-/// costs 30–40% on a small frame (codec bench). The wasm build skips the fast pass, since it
-/// builds every params type's decoder a second time (52 KB of a 1.1 MB module). Both give the
-/// same value and the same sentence.
+/// names the field (its path, from where serde_json stopped) and what was wrong. Absent params
+/// read as `{}`.
 pub fn parse_params<'a, T: Deserialize<'a>>(
     method: &str,
     params: Option<&'a RawValue>,
 ) -> Result<T, RpcError> {
     let text = params.map_or("{}", RawValue::get);
-    #[cfg(not(target_arch = "wasm32"))]
-    if let Ok(v) = serde_json::from_str(text) {
-        return Ok(v);
-    }
-    let mut de = serde_json::Deserializer::from_str(text);
-    serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = without_position(e.inner());
+    serde_json::from_str(text).map_err(|e| {
+        let path = crate::error_path::path_at(text, e.line(), e.column());
+        let inner = without_position(&e);
         let why = if path == "." {
             inner
         } else {

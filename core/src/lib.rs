@@ -34,6 +34,7 @@ pub mod config;
 pub mod device;
 pub mod discovery;
 pub mod engine;
+mod error_path;
 pub mod framing;
 pub mod jsonrpc;
 pub mod methods;

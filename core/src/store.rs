@@ -121,13 +121,14 @@ enum StateKind {
 
 impl<'de> Deserialize<'de> for StoredTurnState {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let f = StateFields::deserialize(d)?;
-        Ok(match f.state {
-            StateKind::Queued => StoredTurnState::Queued,
-            StateKind::Running => StoredTurnState::Running,
-            StateKind::Done => StoredTurnState::Done {
-                answer: crate::wire::need(f.answer, "answer")?,
-            },
+        crate::wire::one_pass(d, "a stored turn state", |f: StateFields| {
+            Ok(match f.state {
+                StateKind::Queued => StoredTurnState::Queued,
+                StateKind::Running => StoredTurnState::Running,
+                StateKind::Done => StoredTurnState::Done {
+                    answer: crate::wire::need(f.answer, "answer")?,
+                },
+            })
         })
     }
 }

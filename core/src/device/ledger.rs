@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 
 use crate::engine::StopReason;
 use crate::jsonrpc::{self, Id, RpcError};
-use crate::wire::need;
+use crate::wire::{need, one_pass};
 
 /// A fixed-key hasher: iteration order and cost stay deterministic (no OS randomness in the
 /// core), and a map of 200 ids a session gives a peer nothing to flood.
@@ -56,16 +56,17 @@ enum AnswerKind {
 
 impl<'de> Deserialize<'de> for Answer {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let f = AnswerFields::deserialize(d)?;
-        Ok(match f.kind {
-            AnswerKind::Stopped => Answer::Stopped {
-                stop_reason: need(f.stop_reason, "stop_reason")?,
-                extra: f.extra,
-            },
-            AnswerKind::Failed => Answer::Failed {
-                code: need(f.code, "code")?,
-                message: need(f.message, "message")?,
-            },
+        one_pass(d, "a stored answer", |f: AnswerFields| {
+            Ok(match f.kind {
+                AnswerKind::Stopped => Answer::Stopped {
+                    stop_reason: need(f.stop_reason, "stop_reason")?,
+                    extra: f.extra,
+                },
+                AnswerKind::Failed => Answer::Failed {
+                    code: need(f.code, "code")?,
+                    message: need(f.message, "message")?,
+                },
+            })
         })
     }
 }

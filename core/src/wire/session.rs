@@ -7,7 +7,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
 use crate::engine::Context;
-use crate::wire::need;
+use crate::wire::{need, one_pass};
 
 /// A member captured even when it is `null` (`personalization: null` means "the device's own",
 /// which is not the same as not saying).
@@ -132,22 +132,23 @@ struct Borrowed<'a>(#[serde(borrow)] Cow<'a, str>);
 
 impl<'de: 'a, 'a> Deserialize<'de> for ContentBlock<'a> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let f = BlockFields::deserialize(d)?;
-        Ok(match f.kind {
-            BlockKind::Text => ContentBlock::Text {
-                text: need(f.text, "text")?,
-            },
-            BlockKind::ResourceLink => ContentBlock::ResourceLink {
-                uri: need(f.uri, "uri")?,
-            },
-            BlockKind::Image => ContentBlock::Image {
-                data: need(f.data, "data")?.0,
-                mime_type: need(f.mime_type, "mimeType")?,
-                uri: f.uri,
-            },
-            BlockKind::Resource => ContentBlock::Resource {
-                resource: need(f.resource, "resource")?,
-            },
+        one_pass(d, "a content block", |f: BlockFields<'a>| {
+            Ok(match f.kind {
+                BlockKind::Text => ContentBlock::Text {
+                    text: need(f.text, "text")?,
+                },
+                BlockKind::ResourceLink => ContentBlock::ResourceLink {
+                    uri: need(f.uri, "uri")?,
+                },
+                BlockKind::Image => ContentBlock::Image {
+                    data: need(f.data, "data")?.0,
+                    mime_type: need(f.mime_type, "mimeType")?,
+                    uri: f.uri,
+                },
+                BlockKind::Resource => ContentBlock::Resource {
+                    resource: need(f.resource, "resource")?,
+                },
+            })
         })
     }
 }
@@ -306,18 +307,19 @@ enum Role {
 
 impl<'de> Deserialize<'de> for HistoryTurn {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let f = HistoryFields::deserialize(d)?;
-        Ok(match f.role {
-            Role::User => HistoryTurn::User {
-                text: need(f.text, "text")?,
-                turn_id: f.turn_id,
-                attachments: f.attachments,
-            },
-            Role::Assistant => HistoryTurn::Assistant {
-                text: need(f.text, "text")?,
-                reasoning: need(f.reasoning, "reasoning")?,
-                tools: need(f.tools, "tools")?,
-            },
+        one_pass(d, "a history turn", |f: HistoryFields| {
+            Ok(match f.role {
+                Role::User => HistoryTurn::User {
+                    text: need(f.text, "text")?,
+                    turn_id: f.turn_id,
+                    attachments: f.attachments,
+                },
+                Role::Assistant => HistoryTurn::Assistant {
+                    text: need(f.text, "text")?,
+                    reasoning: need(f.reasoning, "reasoning")?,
+                    tools: need(f.tools, "tools")?,
+                },
+            })
         })
     }
 }
