@@ -1,4 +1,4 @@
-// The plain objects that cross between JS and the LLeMbas link core (bindings/src/json.rs makes
+// The plain objects that cross between JS and the LLeMbas link core (runtime-wasm/src/json.rs makes
 // and reads them; keep the two in step). Times are milliseconds on a clock the caller picks.
 
 /** A JSON-RPC request id: the device's are numbers; a client's are numbers it made. */

@@ -19,10 +19,10 @@
 //! declared for TypeScript in the custom section below. Time is a number of milliseconds on a
 //! clock the caller picks (`performance.now()`, or virtual time in a test).
 
-pub mod json;
 pub mod transcript;
 
-use serde_json::Value;
+pub use lembas_runtime_wasm::json;
+
 use wasm_bindgen::prelude::*;
 
 use lembas_core::client::Client;
@@ -30,61 +30,17 @@ use lembas_core::device::{ConnId, Device, TurnPhase, Unreadable};
 use lembas_core::scripted::ScriptedEngine;
 use lembas_core::store::MemStore;
 use lembas_core::Time;
+use lembas_runtime_wasm::js::{array, bytes, err, from_js, time, to_js, whole};
 
 #[wasm_bindgen(typescript_custom_section)]
 const TS_TYPES: &str = include_str!("../lembas.d.ts");
 
-fn err(e: impl std::fmt::Display) -> JsError {
-    JsError::new(&e.to_string())
-}
-
-fn to_js(v: &Value) -> JsValue {
-    js_sys::JSON::parse(&v.to_string()).unwrap_or(JsValue::NULL)
-}
-
-fn from_js(v: &JsValue) -> Result<Value, JsError> {
-    if v.is_undefined() || v.is_null() {
-        return Ok(Value::Null);
-    }
-    let text: String = js_sys::JSON::stringify(v)
-        .map_err(|_| err("the value cannot be written as JSON"))?
-        .into();
-    serde_json::from_str(&text).map_err(err)
-}
-
-/// A time from JS: a finite number of milliseconds, not negative.
-fn time(now: f64) -> Result<Time, JsError> {
-    whole("now", now).map(Time)
-}
-
-fn whole(what: &str, n: f64) -> Result<u64, JsError> {
-    if (0.0..=9_007_199_254_740_991.0).contains(&n) {
-        Ok(n as u64)
-    } else {
-        Err(err(format!("{what} must be a finite number ≥ 0 (got {n})")))
-    }
-}
-
-/// A frame from JS: a string (a WebSocket text message, a stdio line) or bytes (a
-/// `Uint8Array`, node's `Buffer`, an `ArrayBuffer`).
-fn bytes(data: &JsValue) -> Result<Vec<u8>, JsError> {
-    if let Some(s) = data.as_string() {
-        return Ok(s.into_bytes());
-    }
-    if data.is_instance_of::<js_sys::Uint8Array>() || data.is_instance_of::<js_sys::ArrayBuffer>() {
-        return Ok(js_sys::Uint8Array::new(data).to_vec());
-    }
-    Err(err(
-        "a frame must be a string, a Uint8Array or an ArrayBuffer",
-    ))
-}
-
-fn array(items: impl IntoIterator<Item = Value>) -> JsValue {
-    to_js(&Value::Array(items.into_iter().collect()))
-}
-
 fn deadline(t: Option<Time>) -> Option<f64> {
     t.map(|t| t.0 as f64)
+}
+
+fn turn_phase(p: Option<TurnPhase>) -> JsValue {
+    p.map_or(JsValue::UNDEFINED, |p| json::turn_phase_name(p).into())
 }
 
 /// The device (ACP's agent): sessions, turn ledgers, cards, deletes, and the connections on it.
@@ -126,11 +82,7 @@ impl JsDevice {
     /// What `restore` could not read: `{ table, key, why }`.
     #[wasm_bindgen(unchecked_return_type = "{ table: StoreTable; key: string; why: string }[]")]
     pub fn unreadable(&self) -> JsValue {
-        array(
-            self.unreadable.iter().map(
-                |u| serde_json::json!({ "table": u.table.name(), "key": u.key, "why": u.why }),
-            ),
-        )
+        to_js(&json::unreadable(&self.unreadable))
     }
 
     /// Start keeping a link to the instance up: a `dial` effect follows.
@@ -289,12 +241,7 @@ impl JsDevice {
     /// `undefined`.
     #[wasm_bindgen(js_name = turnState, unchecked_return_type = "TurnPhase | undefined")]
     pub fn turn_state(&self, session_id: &str, turn_id: &str) -> JsValue {
-        match self.inner.turn_state(session_id, turn_id) {
-            Some(TurnPhase::Queued) => "queued".into(),
-            Some(TurnPhase::Running) => "running".into(),
-            Some(TurnPhase::Done) => "done".into(),
-            None => JsValue::UNDEFINED,
-        }
+        turn_phase(self.inner.turn_state(session_id, turn_id))
     }
 
     #[wasm_bindgen(js_name = sessionCount)]
@@ -424,12 +371,7 @@ impl JsClient {
         unchecked_return_type = "{ sessionId: string; refusals: number }[]"
     )]
     pub fn pending_deletes(&self) -> JsValue {
-        array(
-            self.inner
-                .pending_deletes()
-                .into_iter()
-                .map(|(s, r)| serde_json::json!({ "sessionId": s, "refusals": r })),
-        )
+        to_js(&json::pending_deletes(&self.inner.pending_deletes()))
     }
 
     /// Put back deletes kept from before a reload.
@@ -439,19 +381,7 @@ impl JsClient {
         #[wasm_bindgen(unchecked_param_type = "{ sessionId: string; refusals: number }[]")]
         kept: JsValue,
     ) -> Result<(), JsError> {
-        #[derive(serde::Deserialize)]
-        #[serde(rename_all = "camelCase", deny_unknown_fields)]
-        struct Kept {
-            session_id: String,
-            #[serde(default)]
-            refusals: u32,
-        }
-        let kept: Vec<Kept> = serde_json::from_value(from_js(&kept)?)
-            .map_err(|e| err(format!("pending deletes: {e}")))?;
-        let kept: Vec<(String, u32)> = kept
-            .into_iter()
-            .map(|k| (k.session_id, k.refusals))
-            .collect();
+        let kept = json::kept_deletes(from_js(&kept)?).map_err(err)?;
         self.inner.restore_pending_deletes(&kept);
         Ok(())
     }
@@ -459,12 +389,7 @@ impl JsClient {
     /// Prompts sent and not yet answered.
     #[wasm_bindgen(unchecked_return_type = "{ sessionId: string; turnId: string }[]")]
     pub fn incomplete(&self) -> JsValue {
-        array(
-            self.inner
-                .incomplete()
-                .into_iter()
-                .map(|(s, t)| serde_json::json!({ "sessionId": s, "turnId": t })),
-        )
+        to_js(&json::incomplete(&self.inner.incomplete()))
     }
 
     /// Cards open now, with the request id to `respond` to.
@@ -473,11 +398,7 @@ impl JsClient {
         unchecked_return_type = "{ toolCallId: string; id: RequestId }[]"
     )]
     pub fn open_cards(&self) -> JsValue {
-        array(
-            self.inner
-                .open_cards()
-                .map(|(t, id)| serde_json::json!({ "toolCallId": t, "id": json::id_value(id) })),
-        )
+        to_js(&json::open_cards(self.inner.open_cards()))
     }
 
     #[wasm_bindgen(js_name = isReady)]

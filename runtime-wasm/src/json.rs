@@ -1,8 +1,8 @@
 //! The plain-object shapes that cross the JS boundary, as JSON: configs in, outputs out, engine
 //! events and card decisions both ways, store records both ways. Pure Rust (no `wasm_bindgen`),
-//! so the native conformance test checks exactly the objects the JS classes hand out. The
-//! TypeScript declarations of every shape here are in `lib.rs`'s custom section; keep the two in
-//! step.
+//! so the native conformance test checks exactly the objects the JS classes and the drivers hand
+//! out. The TypeScript declarations of every shape here are in `bindings/lembas.d.ts`; keep the
+//! two in step.
 
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 
 use lembas_core::client::{ClientEvent, ClientOutput, Reattach};
 use lembas_core::config::{Mode, Model};
-use lembas_core::device::{ConnKind, DialFailure, Effect, Output};
+use lembas_core::device::{ConnKind, DialFailure, Effect, Output, TurnPhase, Unreadable};
 use lembas_core::engine::{
     Ask, Attachment, Card, Context, Decision, EngineEvent, PermissionDecision, PlanDecision,
     Question, QuestionAnswer, QuestionDecision, StopReason, ToolStatus, TurnStart,
@@ -924,6 +924,60 @@ pub fn report(session: &str, turn: &str, e: &EngineEvent) -> Value {
     json!({ "sessionId": session, "turnId": turn, "event": engine_event(e) })
 }
 
+// ---------------------------------------------------------------------------------------------
+// What the device and the client tell about themselves
+
+/// Store entries `Device::restore` could not read: `{ table, key, why }`.
+pub fn unreadable(list: &[Unreadable]) -> Value {
+    list.iter()
+        .map(|u| json!({ "table": u.table.name(), "key": u.key, "why": u.why }))
+        .collect()
+}
+
+pub fn turn_phase_name(p: TurnPhase) -> &'static str {
+    match p {
+        TurnPhase::Queued => "queued",
+        TurnPhase::Running => "running",
+        TurnPhase::Done => "done",
+    }
+}
+
+/// A client's undelivered deletes, as a web UI keeps them across a reload.
+pub fn pending_deletes(list: &[(String, u32)]) -> Value {
+    list.iter()
+        .map(|(s, r)| json!({ "sessionId": s, "refusals": r }))
+        .collect()
+}
+
+/// Deletes kept from before a reload (what [`pending_deletes`] gave).
+pub fn kept_deletes(v: Value) -> Result<Vec<(String, u32)>, ShapeError> {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase", deny_unknown_fields)]
+    struct Kept {
+        session_id: String,
+        #[serde(default)]
+        refusals: u32,
+    }
+    Ok(from_value::<Vec<Kept>>("pending deletes", v)?
+        .into_iter()
+        .map(|k| (k.session_id, k.refusals))
+        .collect())
+}
+
+/// Prompts sent and not yet answered: `{ sessionId, turnId }`.
+pub fn incomplete(list: &[(String, String)]) -> Value {
+    list.iter()
+        .map(|(s, t)| json!({ "sessionId": s, "turnId": t }))
+        .collect()
+}
+
+/// Cards open now: `{ toolCallId, id }`, the id to respond to.
+pub fn open_cards<'a>(cards: impl Iterator<Item = (&'a str, &'a Id)>) -> Value {
+    cards
+        .map(|(t, id)| json!({ "toolCallId": t, "id": id_value(id) }))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -978,6 +1032,18 @@ mod tests {
             decision(&d),
             json!({ "type": "deny", "feedback": "no", "timedOut": false })
         );
+    }
+
+    #[test]
+    fn kept_deletes_round_trip_and_refuse_other_shapes() {
+        let kept = vec![("ses_a".to_string(), 0), ("ses_b".to_string(), 3)];
+        assert_eq!(kept_deletes(pending_deletes(&kept)).unwrap(), kept);
+        assert_eq!(
+            kept_deletes(json!([{ "sessionId": "ses_c" }])).unwrap(),
+            vec![("ses_c".to_string(), 0)]
+        );
+        let e = kept_deletes(json!([{ "session": "ses_c" }])).unwrap_err();
+        assert!(e.0.starts_with("pending deletes:"), "{e}");
     }
 
     #[test]
