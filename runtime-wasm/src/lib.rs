@@ -1,6 +1,32 @@
-//! The wasm shell of the LLeMbas link core (the drivers come next): for now the plain-object
-//! shapes that cross to JS ([`json`]) and the JS side of the boundary ([`js`]), shared with
-//! `bindings`, which wraps them in its exported classes. Nothing here is exported to JS.
+//! The wasm shell of the LLeMbas link core: the run loop of a device or a client in a browser
+//! or node, over what JS hands in — a socket (a browser `WebSocket`, or npm `ws`, which can send
+//! a device's `Authorization` header), `setTimeout`, and a store (IndexedDB through
+//! `bindings/idb.mjs`, or none).
+//!
+//! - [`DeviceDriver`] owns a core `Device` and the scripted engine and routes between them in
+//!   Rust ([`device_loop`]): a turn's start, cancel, steer and card decisions reach the engine
+//!   and its reports reach the device with no JSON and no JS call in between. Frames go to the
+//!   socket as strings from Rust; what is left (the store's writes, `resolvePath`, terminals,
+//!   attachments) goes to JS as the plain objects of [`json`].
+//! - [`ClientDriver`] owns a core `Client` ([`client_loop`]): events to `onEvent` and to the
+//!   promises of `next`, calls made through its methods, undelivered deletes kept in a
+//!   localStorage-like `storage` or an asynchronous `kept`.
+//!
+//! Nothing here is exported to JS: `bindings` wraps both drivers in its exported classes. State
+//! is in an `Rc<RefCell<…>>` that is never borrowed while JS runs (see [`queue`]), since a JS
+//! callback may call back into the driver. Builds natively too, where the pure parts
+//! ([`json`], the loops) are tested.
 
+mod client_driver;
+pub mod client_loop;
+mod clock;
+mod device_driver;
+pub mod device_loop;
 pub mod js;
 pub mod json;
+pub mod queue;
+mod socket;
+mod timer;
+
+pub use client_driver::ClientDriver;
+pub use device_driver::DeviceDriver;

@@ -1,0 +1,523 @@
+//! `DeviceDriver`: a device and the scripted engine (routed to each other in Rust, see
+//! [`DeviceLoop`]) over the instance link a JS `dial()` makes, with one `setTimeout`, and a
+//! store in JS (`{ entries(), apply(records) }`, IndexedDB in a browser) or none (the device's
+//! own state, acknowledged at once).
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use serde_json::Value;
+use wasm_bindgen::prelude::*;
+
+use lembas_core::device::{ConnId, ConnKind, Device, DialFailure, TurnPhase, Unreadable};
+use lembas_core::store::{Entry, Record};
+use lembas_core::{DeviceConfig, Time};
+
+use crate::clock::Clock;
+use crate::device_loop::{DeviceAction, DeviceLoop};
+use crate::js::{self, err, Func};
+use crate::json;
+use crate::queue::Queue;
+use crate::socket::{Socket, SocketEvent};
+use crate::timer::Timer;
+
+const OPTIONS: &[&str] = &[
+    "config",
+    "dial",
+    "store",
+    "resolvePath",
+    "onStop",
+    "onEffect",
+    "clock",
+];
+
+/// A store in JS: `entries()` once at start-up, `apply(records)` for every persist (it may
+/// return a promise; the device hears `persisted` once it settles).
+struct JsStore {
+    object: JsValue,
+    entries: Func,
+    apply: Func,
+}
+
+struct Hooks {
+    dial: Func,
+    store: Option<JsStore>,
+    resolve_path: Option<Func>,
+    on_stop: Option<Func>,
+    on_effect: Option<Func>,
+}
+
+struct Options {
+    config: DeviceConfig,
+    hooks: Hooks,
+    clock: Clock,
+}
+
+fn options(o: &JsValue) -> Result<Options, JsValue> {
+    if !o.is_object() {
+        return Err(err("DeviceDriver needs options: { dial, config?, store?, ... }").into());
+    }
+    js::known_members(o, OPTIONS, "DeviceDriverOptions")?;
+    let config = json::device_config(js::from_js(&js::member(o, "config"))?).map_err(err)?;
+    let dial = js::function(o, "dial", "options.dial")?
+        .ok_or_else(|| err("options.dial is needed: it makes the socket of the instance link"))?;
+    let store = js::member(o, "store");
+    let store = if store.is_undefined() || store.is_null() {
+        None
+    } else {
+        let method = |name: &str| {
+            js::function(&store, name, &format!("options.store.{name}"))?
+                .ok_or_else(|| err(format!("options.store needs {name}()")))
+        };
+        Some(JsStore {
+            entries: method("entries")?,
+            apply: method("apply")?,
+            object: store,
+        })
+    };
+    Ok(Options {
+        config,
+        hooks: Hooks {
+            dial,
+            store,
+            resolve_path: js::function(o, "resolvePath", "options.resolvePath")?,
+            on_stop: js::function(o, "onStop", "options.onStop")?,
+            on_effect: js::function(o, "onEffect", "options.onEffect")?,
+        },
+        clock: Clock::new(js::function(o, "clock", "options.clock")?),
+    })
+}
+
+fn entries(v: &JsValue) -> Result<Vec<Entry>, JsValue> {
+    Ok(json::entries(js::from_js(v)?).map_err(err)?)
+}
+
+struct Link {
+    attempt: u64,
+    conn: ConnId,
+    socket: Rc<Socket>,
+}
+
+struct State {
+    run: DeviceLoop,
+    unreadable: Vec<Unreadable>,
+    stopped: bool,
+    /// Dials made so far: each socket's listeners know theirs, so a late event of an old
+    /// socket finds nothing.
+    attempts: u64,
+    dialing: Option<(u64, Rc<Socket>)>,
+    link: Option<Link>,
+}
+
+struct Shared {
+    clock: Clock,
+    hooks: Hooks,
+    state: RefCell<State>,
+    queue: Queue<DeviceAction>,
+    timer: Timer,
+}
+
+pub struct DeviceDriver {
+    shared: Rc<Shared>,
+}
+
+impl DeviceDriver {
+    /// A driver whose store (if any) reads its entries at once.
+    pub fn new(options_object: &JsValue) -> Result<DeviceDriver, JsValue> {
+        let o = options(options_object)?;
+        let entries = match &o.hooks.store {
+            None => Vec::new(),
+            Some(store) => {
+                let v = store.entries.call0(&store.object)?;
+                if js::is_thenable(&v) {
+                    return Err(err(
+                        "options.store.entries() gave a promise: open a driver over an \
+                         asynchronous store with DeviceDriver.open",
+                    )
+                    .into());
+                }
+                entries(&v)?
+            }
+        };
+        DeviceDriver::build(o, entries)
+    }
+
+    /// A promise of a driver whose store's `entries()` may be asynchronous (IndexedDB); `wrap`
+    /// makes the JS object it resolves to. Any refusal rejects it.
+    pub fn open<T: Into<JsValue>>(
+        options_object: &JsValue,
+        wrap: impl FnOnce(DeviceDriver) -> T + 'static,
+    ) -> js_sys::Promise {
+        Self::opening(options_object, wrap).unwrap_or_else(|e| js::rejected(&e))
+    }
+
+    fn opening<T: Into<JsValue>>(
+        options_object: &JsValue,
+        wrap: impl FnOnce(DeviceDriver) -> T + 'static,
+    ) -> Result<js_sys::Promise, JsValue> {
+        let o = options(options_object)?;
+        let read = match &o.hooks.store {
+            None => JsValue::NULL,
+            Some(store) => store.entries.call0(&store.object)?,
+        };
+        let in_js = o.hooks.store.is_some();
+        let build = js::once_returning(move |read| {
+            let entries = if in_js { entries(&read)? } else { Vec::new() };
+            Ok(wrap(DeviceDriver::build(o, entries)?).into())
+        });
+        Ok(js::when_settled(&read, build, &JsValue::UNDEFINED))
+    }
+
+    fn build(o: Options, entries: Vec<Entry>) -> Result<DeviceDriver, JsValue> {
+        let now = o.clock.now();
+        let (device, unreadable) = Device::restore(o.config, entries, now).map_err(err)?;
+        let run = DeviceLoop::new(
+            device,
+            o.hooks.store.is_some(),
+            o.hooks.resolve_path.is_some(),
+        );
+        Ok(DeviceDriver {
+            shared: Rc::new(Shared {
+                clock: o.clock,
+                hooks: o.hooks,
+                state: RefCell::new(State {
+                    run,
+                    unreadable,
+                    stopped: false,
+                    attempts: 0,
+                    dialing: None,
+                    link: None,
+                }),
+                queue: Queue::default(),
+                timer: Timer::default(),
+            }),
+        })
+    }
+
+    /// Start keeping the instance link up (it dials at once).
+    pub fn start(&self) {
+        self.shared.input(|s, now| s.run.device.start_link(now));
+    }
+
+    /// Stop for good: close the link, clear the timer, take no more input.
+    pub fn stop(&self) {
+        let link = {
+            let mut s = self.shared.state.borrow_mut();
+            s.stopped = true;
+            s.link.take()
+        };
+        self.shared.timer.clear();
+        if let Some(link) = link {
+            link.socket.close(1000, "stopped");
+        }
+    }
+
+    /// Delete a session on the device's own account; the client hears of it now or on the
+    /// next link. Returns whether there was such a session.
+    pub fn delete_session(&self, session_id: &str) -> bool {
+        self.shared
+            .input(|s, now| s.run.device.delete_session(session_id, now))
+            .unwrap_or(false)
+    }
+
+    /// The store entries the device could not read at start-up, as `{ table, key, why }`.
+    pub fn unreadable(&self) -> JsValue {
+        let v = json::unreadable(&self.shared.state.borrow().unreadable);
+        js::to_js(&v)
+    }
+
+    pub fn session_count(&self) -> usize {
+        self.shared.state.borrow().run.device.session_count()
+    }
+
+    pub fn turn_state(&self, session_id: &str, turn_id: &str) -> Option<TurnPhase> {
+        self.shared
+            .state
+            .borrow()
+            .run
+            .device
+            .turn_state(session_id, turn_id)
+    }
+
+    /// Whether the device gave up linking (4400, a refused token, an unsupported server).
+    pub fn link_stopped(&self) -> bool {
+        self.shared.state.borrow().run.device.link_stopped()
+    }
+
+    /// The answer to an `open_terminal` effect: `{ shell, integration }` or `{ error }`.
+    /// Returns whether the device still wants the terminal (`false`: hang it up).
+    pub fn terminal_opened(&self, terminal_id: &str, started: &JsValue) -> Result<bool, JsValue> {
+        let started = json::terminal_start(js::from_js(started)?).map_err(err)?;
+        Ok(self
+            .shared
+            .input(|s, now| {
+                s.run
+                    .device
+                    .handle_terminal_opened(terminal_id, started, now)
+            })
+            .unwrap_or(false))
+    }
+
+    /// Bytes a terminal's shell wrote.
+    pub fn terminal_output(&self, terminal_id: &str, data: &JsValue) -> Result<(), JsValue> {
+        let data = js::bytes(data)?;
+        self.shared
+            .input(|s, now| s.run.device.handle_terminal_output(terminal_id, &data, now));
+        Ok(())
+    }
+
+    /// A terminal's shell ended with `code`.
+    pub fn terminal_exit(&self, terminal_id: &str, code: i32) {
+        self.shared
+            .input(|s, now| s.run.device.handle_terminal_exit(terminal_id, code, now));
+    }
+}
+
+impl Shared {
+    /// Feed the device one input (none once stopped), then perform what it and the engine
+    /// asked for. `None` when stopped.
+    fn input<R>(self: &Rc<Self>, f: impl FnOnce(&mut State, Time) -> R) -> Option<R> {
+        let now = self.clock.now();
+        let r = {
+            let mut s = self.state.borrow_mut();
+            if s.stopped {
+                return None;
+            }
+            let r = f(&mut s, now);
+            let mut out = Vec::new();
+            s.run.pump(now, &mut out);
+            self.queue.push(out);
+            r
+        };
+        if self.queue.perform(|a| self.act(a)) {
+            self.arm();
+        }
+        Some(r)
+    }
+
+    fn arm(self: &Rc<Self>) {
+        let deadline = {
+            let s = self.state.borrow();
+            s.run.deadline().filter(|_| !s.stopped)
+        };
+        let Some(at) = deadline else {
+            return self.timer.clear();
+        };
+        let me = self.clone();
+        self.timer.arm(at, self.clock.now(), move || {
+            js::once(move |_| {
+                me.timer.fired();
+                me.input(|s, now| s.run.tick(now));
+            })
+        });
+    }
+
+    /// Perform one action, with no borrow held: JS may call back in.
+    fn act(self: &Rc<Self>, a: DeviceAction) {
+        match a {
+            DeviceAction::Send { conn, frame } => {
+                let socket = self.link_socket(conn);
+                if let Some(socket) = socket {
+                    socket.send(&frame);
+                }
+            }
+            DeviceAction::Close { conn, code, reason } => {
+                let link = {
+                    let mut s = self.state.borrow_mut();
+                    match s.link.take() {
+                        Some(l) if l.conn == conn => Some(l),
+                        other => {
+                            s.link = other;
+                            None
+                        }
+                    }
+                };
+                if let Some(link) = link {
+                    link.socket.close(code, &reason);
+                }
+            }
+            DeviceAction::Dial => {
+                let stopped = self.state.borrow().stopped;
+                if !stopped {
+                    self.dial();
+                }
+            }
+            DeviceAction::Persist { seq, records } => self.persist(seq, &records),
+            DeviceAction::ResolvePath { request, path } => self.resolve_path(request, &path),
+            DeviceAction::Stop(message) => {
+                if let Some(f) = &self.hooks.on_stop {
+                    if let Err(e) = f.call1(&JsValue::UNDEFINED, &message.into()) {
+                        js::report(e);
+                    }
+                }
+            }
+            DeviceAction::Effect(effect) => {
+                if let Some(f) = &self.hooks.on_effect {
+                    let effect = js::to_js(&json::effect(&effect));
+                    if let Err(e) = f.call1(&JsValue::UNDEFINED, &effect) {
+                        js::report(e);
+                    }
+                }
+            }
+        }
+    }
+
+    fn link_socket(&self, conn: ConnId) -> Option<Rc<Socket>> {
+        let s = self.state.borrow();
+        s.link
+            .as_ref()
+            .filter(|l| l.conn == conn)
+            .map(|l| l.socket.clone())
+    }
+
+    fn dial(self: &Rc<Self>) {
+        let attempt = {
+            let mut s = self.state.borrow_mut();
+            s.attempts += 1;
+            s.attempts
+        };
+        let made = match self.hooks.dial.call0(&JsValue::UNDEFINED) {
+            Ok(value) => {
+                let me = self.clone();
+                Socket::listen(value, move |ev| me.socket_event(attempt, ev)).map_err(|e| {
+                    // Not a socket: a bug of the caller's, said as such, and a failed dial.
+                    js::report(e);
+                })
+            }
+            // A dial that throws (offline) fails like a socket that never opens.
+            Err(_) => Err(()),
+        };
+        match made {
+            Ok(socket) => {
+                let old = self.state.borrow_mut().dialing.replace((attempt, socket));
+                if let Some((_, old)) = old {
+                    old.close(1000, "a newer dial replaced it");
+                }
+            }
+            Err(()) => {
+                self.input(|s, now| s.run.device.handle_dial_failed(DialFailure::Transient, now));
+            }
+        }
+    }
+
+    fn socket_event(self: &Rc<Self>, attempt: u64, ev: SocketEvent) {
+        match ev {
+            SocketEvent::Open => self.opened(attempt),
+            SocketEvent::Message(data) => self.message(attempt, &data),
+            SocketEvent::Down(code) => self.down(attempt, code),
+        }
+    }
+
+    fn opened(self: &Rc<Self>, attempt: u64) {
+        let (socket, stopped) = {
+            let mut s = self.state.borrow_mut();
+            match s.dialing.take() {
+                Some((a, socket)) if a == attempt => (socket, s.stopped),
+                other => {
+                    s.dialing = other;
+                    return;
+                }
+            }
+        };
+        if stopped {
+            return socket.close(1000, "stopped");
+        }
+        let unwanted = self.input(|s, now| {
+            match s.run.device.handle_open(ConnKind::Link, now) {
+                Ok(conn) => {
+                    s.link = Some(Link {
+                        attempt,
+                        conn,
+                        socket,
+                    });
+                    None
+                }
+                // The device asked for no dial (never, with one dial at a time).
+                Err(_) => Some(socket),
+            }
+        });
+        if let Some(Some(socket)) = unwanted {
+            socket.close(1000, "no dial was asked for");
+        }
+    }
+
+    fn message(self: &Rc<Self>, attempt: u64, data: &JsValue) {
+        let frame = match js::bytes(data) {
+            Ok(frame) => frame,
+            Err(e) => return js::report(e.into()),
+        };
+        self.input(|s, now| {
+            let conn = s.link.as_ref().filter(|l| l.attempt == attempt)?.conn;
+            s.run.device.handle_frame(conn, &frame, now).ok()
+        });
+    }
+
+    fn down(self: &Rc<Self>, attempt: u64, code: Option<u16>) {
+        enum Gone {
+            Dial,
+            Link(ConnId),
+        }
+        let gone = {
+            let mut s = self.state.borrow_mut();
+            if s.dialing.as_ref().is_some_and(|(a, _)| *a == attempt) {
+                s.dialing = None;
+                Some(Gone::Dial)
+            } else if s.link.as_ref().is_some_and(|l| l.attempt == attempt) {
+                s.link.take().map(|l| Gone::Link(l.conn))
+            } else {
+                // Its other event (error, then close) came first, or the device closed it.
+                None
+            }
+        };
+        match gone {
+            Some(Gone::Dial) => {
+                self.input(|s, now| s.run.device.handle_dial_failed(DialFailure::Transient, now))
+            }
+            Some(Gone::Link(conn)) => self.input(|s, now| {
+                let _ = s.run.device.handle_closed(conn, code, now);
+            }),
+            None => None,
+        };
+    }
+
+    fn persist(self: &Rc<Self>, seq: u64, records: &[Record]) {
+        let Some(store) = &self.hooks.store else {
+            return;
+        };
+        let records = js::to_js(&Value::Array(records.iter().map(json::record).collect()));
+        match store.apply.call1(&store.object, &records) {
+            Ok(done) => {
+                let me = self.clone();
+                let durable = js::once(move |_| {
+                    me.input(|s, now| s.run.device.handle_persisted(seq, now));
+                });
+                // A write that failed is not acknowledged: what waits on it is not sent.
+                js::on_settled(&done, durable, &js::once(js::report));
+            }
+            Err(e) => js::report(e),
+        }
+    }
+
+    fn resolve_path(self: &Rc<Self>, request: u64, path: &str) {
+        let Some(resolve) = &self.hooks.resolve_path else {
+            return;
+        };
+        let answer = move |me: Rc<Shared>, resolved: Result<String, String>| {
+            me.input(|s, now| s.run.device.handle_path_resolved(request, resolved, now));
+        };
+        match resolve.call1(&JsValue::UNDEFINED, &path.into()) {
+            Ok(given) => {
+                let (me, me_too) = (self.clone(), self.clone());
+                let resolved = js::once(move |v| {
+                    let resolved = js::json_value(&v)
+                        .and_then(|v| json::path_resolution(v).map_err(|e| e.to_string()))
+                        .unwrap_or_else(Err);
+                    answer(me, resolved);
+                });
+                let failed = js::once(move |e| answer(me_too, Err(js::message_of(&e))));
+                js::on_settled(&given, resolved, &failed);
+            }
+            Err(e) => answer(self.clone(), Err(js::message_of(&e))),
+        }
+    }
+}

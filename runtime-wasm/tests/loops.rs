@@ -1,0 +1,253 @@
+//! The drivers' run loops without JS: a device loop and a client loop joined in memory, the way
+//! the drivers join them to sockets. What a driver would do in JS is what the test does with
+//! the actions; everything else (the engine, an in-memory store, paths) stays in the loop.
+
+use serde_json::{json, Value};
+
+use lembas_core::client::{Client, ClientEvent};
+use lembas_core::device::{ConnId, ConnKind, Device};
+use lembas_core::jsonrpc::Id;
+use lembas_core::{ClientConfig, Time};
+use lembas_runtime_wasm::client_loop::{ClientAction, ClientLoop};
+use lembas_runtime_wasm::device_loop::{DeviceAction, DeviceLoop};
+use lembas_runtime_wasm::json;
+
+const ROOT: &str = "/home/dev/work";
+
+struct Pair {
+    device: DeviceLoop,
+    client: ClientLoop,
+    link: Option<ConnId>,
+    now: Time,
+    events: Vec<ClientEvent>,
+    /// What reached the shell besides frames and dials.
+    shell: Vec<DeviceAction>,
+    /// Persists not yet acknowledged (a store in JS still writing).
+    unacked: Vec<u64>,
+    kept: Vec<Vec<(String, u32)>>,
+}
+
+impl Pair {
+    fn new(store_in_js: bool) -> Pair {
+        let config = json::device_config(json!({
+            "seed": 4,
+            "remote": { "enabled": true, "roots": [ROOT], "trusted": [ROOT] },
+        }))
+        .unwrap();
+        let device = Device::new(config, Time(0)).unwrap();
+        let client = Client::new(ClientConfig::default(), Time(0)).unwrap();
+        Pair {
+            device: DeviceLoop::new(device, store_in_js, false),
+            client: ClientLoop::new(client, Vec::new()),
+            link: None,
+            now: Time(0),
+            events: Vec::new(),
+            shell: Vec::new(),
+            unacked: Vec::new(),
+            kept: Vec::new(),
+        }
+    }
+
+    /// Pump both loops and carry what they ask for until neither asks for anything.
+    fn drive(&mut self) {
+        for _ in 0..10_000 {
+            let (mut d, mut c) = (Vec::new(), Vec::new());
+            self.device.pump(self.now, &mut d);
+            self.client.pump(self.now, &mut c);
+            if d.is_empty() && c.is_empty() {
+                return;
+            }
+            for a in d {
+                self.device_action(a);
+            }
+            for a in c {
+                self.client_action(a);
+            }
+        }
+        panic!("livelock");
+    }
+
+    fn device_action(&mut self, a: DeviceAction) {
+        match a {
+            DeviceAction::Dial => {
+                let conn = self.device.device.handle_open(ConnKind::Link, self.now);
+                self.link = Some(conn.unwrap());
+                self.client.client.handle_link_up(self.now);
+            }
+            DeviceAction::Send { conn, frame } if Some(conn) == self.link => {
+                self.client.client.handle_frame(frame.as_bytes(), self.now)
+            }
+            DeviceAction::Persist { seq, .. } => {
+                self.unacked.push(seq);
+                self.shell.push(DeviceAction::Persist {
+                    seq,
+                    records: Vec::new(),
+                });
+            }
+            other => self.shell.push(other),
+        }
+    }
+
+    fn client_action(&mut self, a: ClientAction) {
+        match a {
+            ClientAction::Send(frame) => {
+                let link = self.link.unwrap();
+                self.device
+                    .device
+                    .handle_frame(link, frame.as_bytes(), self.now)
+                    .unwrap();
+            }
+            ClientAction::Event(e) => self.events.push(e),
+            ClientAction::Keep(list) => self.kept.push(list),
+            ClientAction::Close { .. } => panic!("the client closed the link"),
+        }
+    }
+
+    fn ack(&mut self) {
+        if let Some(seq) = self.unacked.drain(..).max() {
+            self.device.device.handle_persisted(seq, self.now);
+        }
+        self.drive();
+    }
+
+    /// Let `ms` pass, firing the loops' deadlines on the way.
+    fn advance(&mut self, ms: u64) {
+        let end = self.now.plus_ms(ms);
+        while let Some(at) = self.device.deadline().filter(|at| *at <= end) {
+            self.now = at.max(self.now);
+            self.device.tick(self.now);
+            self.drive();
+        }
+        self.now = end;
+        self.drive();
+    }
+
+    fn answer(&self, id: &Id) -> Option<&Value> {
+        self.events.iter().find_map(|e| match e {
+            ClientEvent::Answer {
+                id: i,
+                outcome: Ok(v),
+                ..
+            } if i == id => Some(v),
+            _ => None,
+        })
+    }
+
+    fn new_session(&mut self) -> String {
+        let id = self
+            .client
+            .client
+            .call("session/new", &json!({ "cwd": ROOT }), self.now)
+            .unwrap();
+        self.drive();
+        self.ack();
+        self.answer(&id).unwrap()["sessionId"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
+    fn said(&self) -> String {
+        self.events
+            .iter()
+            .filter_map(|e| match e {
+                ClientEvent::Notification { params, .. } => {
+                    params["update"]["content"]["text"].as_str()
+                }
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+            .join("|")
+    }
+}
+
+#[test]
+fn the_engine_runs_a_turn_and_its_card_without_the_shell() {
+    let mut p = Pair::new(false);
+    p.device.device.start_link(p.now);
+    p.drive();
+    assert!(p.client.client.is_ready());
+    let session = p.new_session();
+
+    p.client
+        .client
+        .prompt(
+            &session,
+            json!([{ "type": "text", "text": "permit deploy\nsay shipped" }]),
+            Some("t1"),
+            p.now,
+        )
+        .unwrap();
+    p.drive();
+    let card = p.events.iter().find_map(|e| match e {
+        ClientEvent::Request { id, method, .. } if method == "session/request_permission" => {
+            Some(id.clone())
+        }
+        _ => None,
+    });
+    let card = card.expect("the engine's card reached the client");
+    let decision = json!({ "outcome": { "outcome": "selected", "optionId": "once" } });
+    assert!(p.client.client.respond(&card, Ok(decision), p.now));
+    p.advance(100);
+
+    let answered = p.events.iter().any(|e| {
+        matches!(e, ClientEvent::PromptAnswered { turn_id, outcome: Ok(v), .. }
+            if turn_id == "t1" && v["stopReason"] == "end_turn")
+    });
+    assert!(answered, "{:?}", p.events);
+    let said = p.said();
+    assert!(
+        said.contains("allowed") && said.contains("shipped"),
+        "{said}"
+    );
+    // The turn's start, its card's decision and every persist stayed in the loop.
+    assert_eq!(p.shell, []);
+}
+
+#[test]
+fn with_a_store_in_js_a_frame_waits_for_its_persist() {
+    let mut p = Pair::new(true);
+    p.device.device.start_link(p.now);
+    p.drive();
+    p.ack();
+    assert!(p.client.client.is_ready());
+
+    let id = p
+        .client
+        .client
+        .call("session/new", &json!({ "cwd": ROOT }), p.now)
+        .unwrap();
+    p.drive();
+    assert!(!p.unacked.is_empty(), "the new session was written");
+    assert!(
+        p.answer(&id).is_none(),
+        "answered before the session was durable"
+    );
+    p.ack();
+    assert!(p.answer(&id).is_some());
+    assert!(p
+        .shell
+        .iter()
+        .all(|a| matches!(a, DeviceAction::Persist { .. })));
+}
+
+#[test]
+fn deletes_are_handed_out_to_keep_only_when_they_change() {
+    let client = Client::new(ClientConfig::default(), Time(0)).unwrap();
+    let mut run = ClientLoop::new(client, Vec::new());
+    let mut out = Vec::new();
+    run.client.delete_session("ses_gone", Time(0));
+    run.pump(Time(0), &mut out);
+    let kept = vec![("ses_gone".to_string(), 0)];
+    assert_eq!(out, [ClientAction::Keep(kept.clone())]);
+    out.clear();
+    run.pump(Time(1), &mut out);
+    assert_eq!(out, []);
+
+    // After a reload, what was loaded is not written back unchanged.
+    let mut client = Client::new(ClientConfig::default(), Time(0)).unwrap();
+    client.restore_pending_deletes(&kept);
+    let mut run = ClientLoop::new(client, kept);
+    run.pump(Time(0), &mut out);
+    assert_eq!(out, []);
+}
