@@ -241,3 +241,67 @@ export type ClientEvent =
   | { kind: "card_settled"; sessionId: string; toolCallId: string }
   | { kind: "notification"; method: string; params: unknown }
   | { kind: "request"; id: RequestId; method: string; params: unknown };
+
+// ---- the drivers (DeviceDriver, ClientDriver) ------------------------------------------------
+
+/** What the drivers need of a socket: a browser `WebSocket` and npm `ws` both are one. */
+export interface SocketLike {
+  /** 1 when open already (a server's accepted socket); `ClientDriver.attach` waits for "open" otherwise. */
+  readyState?: number;
+  send(data: string): void;
+  close(code?: number, reason?: string): void;
+  addEventListener(type: "open", listener: () => void): void;
+  addEventListener(type: "message", listener: (ev: { data: string | Uint8Array | ArrayBuffer }) => void): void;
+  addEventListener(type: "close", listener: (ev: { code?: number }) => void): void;
+  addEventListener(type: "error", listener: (ev: unknown) => void): void;
+}
+
+/** A device's store. `apply` may return a promise: the device hears the records are durable
+ * (and sends what waited on them) once it settles; a rejected one is reported and never
+ * acknowledged. An asynchronous `entries` needs `DeviceDriver.open`. */
+export interface DeviceStore {
+  entries(): StoreEntry[] | Promise<StoreEntry[]>;
+  apply(records: StoreRecord[]): void | Promise<void>;
+}
+
+/** Unknown members are refused. */
+export interface DeviceDriverOptions {
+  config?: DeviceConfig;
+  /** Makes the socket of the instance link (npm `ws` can send the `Authorization` header). A
+   * dial that throws, or a socket that fails before it opens, is a transient failure: the
+   * device dials again after its backoff. */
+  dial: () => SocketLike;
+  /** Default: none; the device's state lives as long as the driver. A `MemStore` is one. */
+  store?: DeviceStore;
+  /** Resolves a session's or a terminal's `cwd` (symlinks followed). Default: as given. */
+  resolvePath?: (path: string) => PathResolution | Promise<PathResolution>;
+  /** The device gave up linking (4400, a refused token, an unsupported server). */
+  onStop?: (message: string) => void;
+  /** Effects the driver does not perform itself: attachments, terminals (answer these with
+   * `terminalOpened`, `terminalOutput`, `terminalExit`). */
+  onEffect?: (effect: Effect) => void;
+  /** Milliseconds; default `performance.now()`. */
+  clock?: () => number;
+}
+
+/** A client's undelivered deletes, kept where a reload cannot lose them. */
+export interface KeptDeletes {
+  load(): Promise<{ sessionId: string; refusals: number }[] | undefined>;
+  save(list: { sessionId: string; refusals: number }[]): void | Promise<void>;
+}
+
+/** Unknown members are refused. Undelivered deletes are written (only when they change) to
+ * `storage` or `kept`, not both. */
+export interface ClientDriverOptions {
+  config?: ClientConfig;
+  /** Every event, before the promises of `next` hear it. It may call back into the driver
+   * (`respond` to a card at once). */
+  onEvent?: (event: ClientEvent) => void;
+  /** A localStorage-like object: the deletes are kept in it under `storageKey`. */
+  storage?: { getItem(key: string): string | null | undefined; setItem(key: string, value: string): void };
+  /** Default "lembas.pendingDeletes". */
+  storageKey?: string;
+  /** An asynchronous keeper of them (IndexedDB, `idbKept` of idb.mjs): needs `ClientDriver.open`. */
+  kept?: KeptDeletes;
+  clock?: () => number;
+}

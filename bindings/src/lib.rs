@@ -1,6 +1,8 @@
 //! The JS/TS surface of the LLeMbas link core: the only crate with `#[wasm_bindgen]` exports.
 //!
-//! Four classes, each a thin skin over the sans-IO core with the same run loop in JS terms:
+//! `DeviceDriver` and `ClientDriver` (`drivers.rs`) run a device or a client over a socket,
+//! `setTimeout` and a store handed in from JS (the run loops of `lembas-runtime-wasm`). Beneath
+//! them, four classes, each a thin skin over the sans-IO core with the same run loop in JS terms:
 //!
 //! ```js
 //! const device = new Device({ seed: 1, remote: { enabled: true, roots: ["/w"] } }, 0);
@@ -19,6 +21,7 @@
 //! declared for TypeScript in the custom section below. Time is a number of milliseconds on a
 //! clock the caller picks (`performance.now()`, or virtual time in a test).
 
+mod drivers;
 pub mod transcript;
 
 pub use lembas_runtime_wasm::json;

@@ -26,7 +26,7 @@ const TOKEN = "browser-test-device-token-42";
 const ROOT = normalize(join(dirname(fileURLToPath(import.meta.url)), ".."));
 const TYPES = { ".html": "text/html", ".mjs": "text/javascript", ".js": "text/javascript", ".wasm": "application/wasm" };
 
-/** bindings/ on loopback: the page, the driver, and pkg-web. Nothing outside it is served. */
+/** bindings/ on loopback: the pages, idb.mjs and pkg-web. Nothing outside it is served. */
 async function serve() {
   const server = createServer((req, res) => {
     const path = normalize(join(ROOT, decodeURIComponent(new URL(req.url, "http://x").pathname)));
@@ -62,8 +62,8 @@ function launch(profile) {
 function linkReady(page, want) {
   return page.evaluate(async (want) => {
     const h = await window.harness;
-    for (let i = 0; i < 300 && h.driver.client.isReady() !== want; i++) await new Promise((r) => setTimeout(r, 50));
-    return h.driver.client.isReady();
+    for (let i = 0; i < 300 && h.driver.isReady() !== want; i++) await new Promise((r) => setTimeout(r, 50));
+    return h.driver.isReady();
   }, want);
 }
 
@@ -127,14 +127,14 @@ test("a wasm client in Chromium prompts, answers a card, and keeps a delete acro
     const pending = await page.evaluate(async (s) => {
       const h = await window.harness;
       await h.deleteSession(s);
-      return { client: h.driver.client.pendingDeletes(), stored: await h.kept.load() };
+      return { client: h.driver.pendingDeletes(), stored: await h.kept.load() };
     }, sessionId);
     assert.deepEqual(pending.client, [{ sessionId, refusals: 0 }]);
     assert.deepEqual(pending.stored, [{ sessionId, refusals: 0 }]);
 
     // A reload: a new client, which finds the delete in IndexedDB ...
     await page.reload();
-    const restored = await page.evaluate(async () => (await window.harness).driver.client.pendingDeletes());
+    const restored = await page.evaluate(async () => (await window.harness).driver.pendingDeletes());
     assert.deepEqual(restored, [{ sessionId, refusals: 0 }]);
 
     // ... and delivers it when the device links again.

@@ -3,8 +3,7 @@
 // test runs `phase1` (a session, a turn, then a delete made while unlinked), reloads the page,
 // and runs `phase2` (the device restored from IndexedDB: the kept session's ledger is there, and the pending
 // delete goes out on the next link and is then forgotten).
-import init, * as lembas from "../pkg-web/lembas_bindings.js";
-import { DeviceDriver, ClientDriver } from "../driver.mjs";
+import init, { DeviceDriver, ClientDriver } from "../pkg-web/lembas_bindings.js";
 import { idbStore } from "../idb.mjs";
 
 const ROOT = "/home/dev/work";
@@ -39,7 +38,7 @@ function pair(frames) {
 async function setup() {
   await init();
   const store = await idbStore("lembas-test-device");
-  const client = new ClientDriver({ lembas, config: { seed: 3 } });
+  const client = new ClientDriver({ config: { seed: 3 } });
   const frames = [];
   let online = true;
   let clientEnd;
@@ -50,7 +49,7 @@ async function setup() {
     client.attach(c);
     return d;
   };
-  const device = await DeviceDriver.open({ lembas, config, store, dial });
+  const device = await DeviceDriver.open({ config, store, dial });
   return { store, client, device, frames, setOnline: (v) => (online = v), cut: () => clientEnd?.close(1001) };
 }
 
@@ -61,19 +60,19 @@ window.phase1 = async () => {
   await ready;
   const session = async () => {
     const made = client.next((e) => e.kind === "answer");
-    client.input((c, t) => c.call("session/new", { cwd: ROOT }, t));
+    client.call("session/new", { cwd: ROOT });
     return (await made).result.sessionId;
   };
   const kept = await session();
   const gone = await session();
   const answered = client.next((e) => e.kind === "prompt_answered");
-  client.input((c, t) => c.prompt(kept, [{ type: "text", text: "say kept in IndexedDB" }], "k1", t));
+  client.prompt(kept, [{ type: "text", text: "say kept in IndexedDB" }], "k1");
   await answered;
   // Unlinked: the link is cut and every redial fails; then the device deletes the session.
   setOnline(false);
   cut();
   await sleep(100);
-  device.input((d, t) => d.deleteSession(gone, t));
+  device.deleteSession(gone);
   await sleep(200);
   const tables = (await store.entries()).map((e) => e.table);
   device.stop();
@@ -83,8 +82,8 @@ window.phase1 = async () => {
 window.phase2 = async (kept, gone) => {
   const { store, client, device, frames } = await setup();
   const before = (await store.entries()).map((e) => e.table);
-  const ledger = device.device.turnState(kept, "k1");
-  const sessions = device.device.sessionCount();
+  const ledger = device.turnState(kept, "k1");
+  const sessions = device.sessionCount();
   const ready = client.next((e) => e.kind === "ready");
   device.start();
   await ready;
@@ -92,5 +91,5 @@ window.phase2 = async (kept, gone) => {
   const sent = frames.some((f) => f.includes("_lembas/session/deleted") && f.includes(gone));
   const after = (await store.entries()).map((e) => e.table);
   device.stop();
-  return { before, ledger, sessions, sent, after, unreadable: device.unreadable };
+  return { before, ledger, sessions, sent, after, unreadable: device.unreadable() };
 };

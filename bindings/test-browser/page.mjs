@@ -4,8 +4,7 @@
 // is the test instance's, and the device's own link carries the token). A socket the relay
 // refuses (no device linked) or closes is opened again after a short wait. The test calls
 // `window.harness`.
-import init, * as lembas from "../pkg-web/lembas_bindings.js";
-import { ClientDriver } from "../driver.mjs";
+import init, { ClientDriver } from "../pkg-web/lembas_bindings.js";
 import { idbKept } from "../idb.mjs";
 
 const relay = new URL(location.href).searchParams.get("relay");
@@ -15,7 +14,6 @@ async function start() {
   await init();
   const kept = await idbKept("lembas-test-client");
   const driver = await ClientDriver.open({
-    lembas,
     config: { seed: 7 },
     kept,
     onEvent: (e) => events.push(e),
@@ -43,18 +41,18 @@ async function start() {
       return seen ? Promise.resolve(seen) : driver.next(pred, timeoutMs);
     },
     async call(method, params) {
-      const id = driver.input((c, t) => c.call(method, params, t));
+      const id = driver.call(method, params);
       return driver.next((e) => e.kind === "answer" && e.id === id);
     },
     prompt(sessionId, text, turnId) {
-      const turn = driver.input((c, t) => c.prompt(sessionId, [{ type: "text", text }], turnId, t));
+      const turn = driver.prompt(sessionId, [{ type: "text", text }], turnId);
       return driver.next((e) => e.kind === "prompt_answered" && e.turnId === turn, 20000);
     },
     respond(id, outcome) {
-      driver.input((c, t) => c.respond(id, outcome, t));
+      driver.respond(id, outcome);
     },
     deleteSession(sessionId) {
-      driver.input((c, t) => c.deleteSession(sessionId, t));
+      driver.deleteSession(sessionId);
       return kept.flushed();
     },
   };

@@ -1,24 +1,33 @@
-// Compiled, never run: the typed JS surface (lembas.d.ts through pkg-web, driver.d.mts,
-// idb.d.mts) must accept what a web UI writes against it. `npx tsc -p test-types` in bindings/.
-import { DeviceDriver, ClientDriver, memoryStore } from "../driver.mjs";
+// Compiled, never run: the typed JS surface (lembas.d.ts and the driver classes through
+// pkg-web, idb.d.mts) must accept what a web UI writes against it. `npx tsc -p test-types` in
+// bindings/.
 import { idbStore, idbKept } from "../idb.mjs";
-import * as lembas from "../pkg-web/lembas_bindings.js";
+import { DeviceDriver, ClientDriver, MemStore, type ClientEvent, type Effect } from "../pkg-web/lembas_bindings.js";
 declare const ws: WebSocket;
 async function f() {
   const store = await idbStore("x");
-  const d = await DeviceDriver.open({ lembas, config: { seed: 1, remote: { enabled: true } }, dial: () => ws, store });
+  const effects: Effect[] = [];
+  const d = await DeviceDriver.open({
+    config: { seed: 1, remote: { enabled: true } },
+    dial: () => ws,
+    store,
+    resolvePath: async (path) => ({ path }),
+    onEffect: (e) => effects.push(e),
+  });
   d.start();
-  const n: number = d.device.sessionCount();
-  const c = await ClientDriver.open({ lembas, kept: await idbKept() });
+  const n: number = d.sessionCount();
+  const phase: "queued" | "running" | "done" | undefined = d.turnState("ses_1", "t1");
+  // A MemStore is a store the driver takes.
+  const restarted = new DeviceDriver({ dial: () => ws, store: new MemStore() });
+  const c = await ClientDriver.open({ kept: await idbKept(), onEvent: (e: ClientEvent) => void e });
   c.attach(ws);
   const e = await c.next((e) => e.kind === "ready");
-  const id = c.input((cl, now) => cl.call("session/new", { cwd: "/w" }, now));
-  const m = memoryStore(lembas);
+  const id: number | string = c.call("session/new", { cwd: "/w" });
+  const turn: string = c.prompt("ses_1", [{ type: "text", text: "hi" }]);
   // The event union narrows on `kind`.
   const caps: string[] = e.kind === "ready" ? e.capabilities : [];
-  for (const out of d.device.drain()) {
-    if (out.type === "effect" && out.effect.kind === "persist") await store.apply(out.effect.records);
-  }
-  return [n, caps, id, m];
+  const cards = c.openCards().map((card) => c.respond(card.id, { result: {} }));
+  const kept = new ClientDriver({ storage: localStorage, storageKey: "k" }).pendingDeletes();
+  return [n, phase, restarted, caps, id, turn, cards, kept];
 }
 f();

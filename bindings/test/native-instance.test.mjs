@@ -1,4 +1,4 @@
-// A wasm DEVICE (bindings/pkg-node, run by driver.mjs over the npm `ws` package) against the
+// A wasm DEVICE (bindings/pkg-node's DeviceDriver, over the npm `ws` package) against the
 // native test instance (`lembas test-instance`: the core's client role in Rust behind a real
 // WebSocket listener): the device sends its token in `Authorization`, links, opens a session,
 // answers a prompt with the scripted engine, and puts a permission card the native client
@@ -6,11 +6,10 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createRequire } from "node:module";
-import { DeviceDriver } from "../driver.mjs";
 import { NativeInstance } from "./native.mjs";
 
 const require = createRequire(import.meta.url);
-const lembas = require("../pkg-node/lembas_bindings.js");
+const { DeviceDriver } = require("../pkg-node/lembas_bindings.js");
 const { WebSocket } = require("ws");
 
 const ROOT = "/home/dev/work";
@@ -21,7 +20,6 @@ test("a wasm device links to the native instance, answers a prompt and a card", 
   const url = `ws://127.0.0.1:${instance.port}/api/devices/link`;
   let dials = 0;
   const device = new DeviceDriver({
-    lembas,
     config: {
       seed: 5,
       host: "wasmbox",
@@ -46,7 +44,7 @@ test("a wasm device links to the native instance, answers a prompt and a card", 
     instance.send({ prompt: sessionId, blocks: [{ type: "text", text: "say hello from wasm" }], turnId: "t1" });
     const answered = await instance.event("prompt_answered", (a) => a.turnId === "t1");
     assert.equal(answered.result.stopReason, "end_turn");
-    assert.equal(device.device.turnState(sessionId, "t1"), "done");
+    assert.equal(device.turnState(sessionId, "t1"), "done");
 
     // A card: the device asks, the native client allows once, the turn goes on and ends.
     instance.send({ prompt: sessionId, blocks: [{ type: "text", text: "permit rm -rf build\nsay done" }], turnId: "t2" });

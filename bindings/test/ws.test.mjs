@@ -1,15 +1,14 @@
-// A wasm device run by driver.mjs over the npm `ws` package, dialling a loopback WebSocket
-// server in this test whose accepted sockets are driven by a wasm client: the device sends its
-// token in `Authorization` (which a browser cannot), the link comes up, a session is made and
-// a prompt is answered; then the device process "restarts" from its store and the client's
-// delete made while it was away is delivered on the next link.
+// A wasm DeviceDriver over the npm `ws` package, dialling a loopback WebSocket server in this
+// test whose accepted sockets are driven by a wasm ClientDriver: the device sends its token in
+// `Authorization` (which a browser cannot), the link comes up, a session is made and a prompt
+// is answered; then the device process "restarts" from its store and the client's delete made
+// while it was away is delivered on the next link.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createRequire } from "node:module";
-import { DeviceDriver, ClientDriver, memoryStore } from "../driver.mjs";
 
 const require = createRequire(import.meta.url);
-const lembas = require("../pkg-node/lembas_bindings.js");
+const { DeviceDriver, ClientDriver, MemStore } = require("../pkg-node/lembas_bindings.js");
 const { WebSocket, WebSocketServer } = require("ws");
 
 const ROOT = "/home/dev/work";
@@ -38,11 +37,12 @@ async function server(client) {
 test("a wasm device over ws links, runs a prompt, and keeps its ledger and deletes across a restart", async () => {
   const storage = new Map();
   const localStorage = { getItem: (k) => storage.get(k), setItem: (k, v) => storage.set(k, v) };
-  const client = new ClientDriver({ lembas, config: { seed: 2 }, storage: localStorage });
+  const client = new ClientDriver({ config: { seed: 2 }, storage: localStorage });
   const { wss, url } = await server(client);
-  const store = memoryStore(lembas);
+  // A store in JS that outlives the device (a MemStore is one), so it can restart from it.
+  const store = new MemStore();
   const dial = () => new WebSocket(url, { headers: { Authorization: `Bearer ${TOKEN}` } });
-  let device = new DeviceDriver({ lembas, config, store, dial });
+  let device = new DeviceDriver({ config, store, dial });
   try {
     const ready = client.next((e) => e.kind === "ready");
     device.start();
@@ -50,41 +50,39 @@ test("a wasm device over ws links, runs a prompt, and keeps its ledger and delet
     assert.ok(r.capabilities.includes("turns"));
 
     const made = client.next((e) => e.kind === "answer");
-    client.input((c, t) => c.call("session/new", { cwd: ROOT }, t));
+    client.call("session/new", { cwd: ROOT });
     const sessionId = (await made).result.sessionId;
 
     const answered = client.next((e) => e.kind === "prompt_answered");
-    const turn = client.input((c, t) =>
-      c.prompt(sessionId, [{ type: "text", text: "think about it\nsleep 30\nsay hello from wasm" }], "t1", t),
-    );
+    const turn = client.prompt(sessionId, [{ type: "text", text: "think about it\nsleep 30\nsay hello from wasm" }], "t1");
     const a = await answered;
     assert.equal(a.turnId, turn);
     assert.equal(a.result.stopReason, "end_turn");
-    assert.equal(device.device.turnState(sessionId, "t1"), "done");
+    assert.equal(device.turnState(sessionId, "t1"), "done");
 
     // The device process dies; the client deletes the session meanwhile (kept in storage).
     const down = new Promise((r) => setTimeout(r, 50));
     device.stop();
     await down;
-    client.input((c, t) => c.deleteSession(sessionId, t));
+    client.deleteSession(sessionId);
     assert.deepEqual(JSON.parse(storage.get("lembas.pendingDeletes")), [{ sessionId, refusals: 0 }]);
 
     // A page reload: a new client from the same storage; a new device from the same store.
     client.stop();
-    const reloaded = new ClientDriver({ lembas, config: { seed: 3 }, storage: localStorage });
+    const reloaded = new ClientDriver({ config: { seed: 3 }, storage: localStorage });
     wss.removeAllListeners("connection");
     wss.on("connection", (socket) => reloaded.attach(socket));
-    assert.deepEqual(reloaded.client.pendingDeletes(), [{ sessionId, refusals: 0 }]);
+    assert.deepEqual(reloaded.pendingDeletes(), [{ sessionId, refusals: 0 }]);
     const deleted = reloaded.next((e) => e.kind === "deleted");
-    device = new DeviceDriver({ lembas, config, store, dial });
-    assert.deepEqual(device.unreadable, []);
-    assert.equal(device.device.turnState(sessionId, "t1"), "done", "the ledger survived the restart");
+    device = new DeviceDriver({ config, store, dial });
+    assert.deepEqual(device.unreadable(), []);
+    assert.equal(device.turnState(sessionId, "t1"), "done", "the ledger survived the restart");
     device.start();
     const d = await deleted;
     assert.equal(d.sessionId, sessionId);
     assert.equal(d.existed, true);
     assert.deepEqual(JSON.parse(storage.get("lembas.pendingDeletes")), []);
-    assert.equal(device.device.sessionCount(), 0);
+    assert.equal(device.sessionCount(), 0);
     reloaded.stop();
   } finally {
     device.stop();
@@ -99,7 +97,6 @@ test("a dial the server refuses is a transient failure and the device redials", 
   let dials = 0;
   const url = `ws://127.0.0.1:${wss.address().port}/`;
   const device = new DeviceDriver({
-    lembas,
     config,
     dial: () => (dials++, new WebSocket(url)),
   });

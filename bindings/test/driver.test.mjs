@@ -1,0 +1,199 @@
+// The drivers (bindings/pkg-node's DeviceDriver and ClientDriver, runtime-wasm in Rust) joined
+// by an in-memory pair of WebSocket-like objects: what the Rust shell does beyond the socket
+// itself — a store whose writes are promises, a resolvePath that answers later, effects it
+// leaves to onEffect, an onEvent that calls back into the client, refusals as Errors.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { createRequire } from "node:module";
+
+const require = createRequire(import.meta.url);
+const { DeviceDriver, ClientDriver, MemStore } = require("../pkg-node/lembas_bindings.js");
+
+const ROOT = "/home/dev/work";
+const config = {
+  seed: 21,
+  remote: { enabled: true, roots: [ROOT], trusted: [ROOT] },
+  backoff: { initialMs: 20, maxMs: 100 },
+};
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/** Two connected WebSocket-like ends, opening in a microtask. */
+function pair() {
+  const ends = [new EventTarget(), new EventTarget()];
+  const fire = (t, type, extra) => queueMicrotask(() => t.dispatchEvent(Object.assign(new Event(type), extra)));
+  ends.forEach((x, i) => {
+    const y = ends[1 - i];
+    x.readyState = 0;
+    x.send = (data) => {
+      if (x.readyState === 1) fire(y, "message", { data });
+    };
+    x.close = (code = 1000) => {
+      for (const z of ends) if (z.readyState !== 3) (z.readyState = 3), fire(z, "close", { code });
+    };
+  });
+  queueMicrotask(() => ends.forEach((x) => ((x.readyState = 1), x.dispatchEvent(new Event("open")))));
+  return ends;
+}
+
+/** A device and a client linked in memory. */
+async function linked(deviceOptions = {}, clientOptions = {}) {
+  const client = new ClientDriver({ config: { seed: 3 }, ...clientOptions });
+  const dial = () => {
+    const [d, c] = pair();
+    client.attach(c);
+    return d;
+  };
+  const open = deviceOptions.open ?? false;
+  delete deviceOptions.open;
+  const options = { config, dial, ...deviceOptions };
+  const device = open ? await DeviceDriver.open(options) : new DeviceDriver(options);
+  const ready = client.next((e) => e.kind === "ready");
+  device.start();
+  await ready;
+  return { client, device };
+}
+
+async function newSession(client, cwd = ROOT) {
+  const id = client.call("session/new", { cwd });
+  return client.next((e) => e.kind === "answer" && e.id === id);
+}
+
+test("a store whose writes are promises holds the frames that wait on them, and restores", async () => {
+  const inner = new MemStore();
+  let hold = false;
+  const held = [];
+  const store = {
+    entries: async () => inner.entries(),
+    apply(records) {
+      inner.apply(records);
+      return new Promise((resolve) => (hold ? held.push(resolve) : setTimeout(resolve, 1)));
+    },
+  };
+  const { client, device } = await linked({ store, open: true });
+  try {
+    hold = true;
+    const answered = newSession(client);
+    let answer;
+    answered.then((a) => (answer = a));
+    await sleep(50);
+    assert.equal(answer, undefined, "the new session was answered before its write settled");
+    assert.ok(held.length > 0, "nothing was written");
+    hold = false;
+    held.splice(0).forEach((resolve) => resolve());
+    const sessionId = (await answered).result.sessionId;
+    assert.match(sessionId, /^ses_/);
+    device.stop();
+
+    const restarted = await DeviceDriver.open({ config, store, dial: () => pair()[0] });
+    assert.deepEqual(restarted.unreadable(), []);
+    assert.equal(restarted.sessionCount(), 1);
+    restarted.stop();
+  } finally {
+    device.stop();
+    client.stop();
+  }
+});
+
+test("effects the driver does not perform reach onEffect; the engine's never do", async () => {
+  const effects = [];
+  const { client, device } = await linked({ onEffect: (e) => effects.push(e) });
+  try {
+    const sessionId = (await newSession(client)).result.sessionId;
+    const answered = client.next((e) => e.kind === "prompt_answered");
+    client.prompt(sessionId, [{ type: "text", text: "say hi" }], "t1");
+    assert.equal((await answered).result.stopReason, "end_turn");
+    assert.equal(device.deleteSession(sessionId), true);
+    assert.equal(device.deleteSession(sessionId), false);
+    assert.deepEqual(effects, [{ kind: "remove_attachments", sessionId }]);
+  } finally {
+    device.stop();
+    client.stop();
+  }
+});
+
+test("an onEvent that answers a card at once, from inside the driver", async () => {
+  let client;
+  let device;
+  let responded;
+  ({ client, device } = await linked(
+    {},
+    {
+      onEvent: (e) => {
+        if (e.kind === "request" && e.method === "session/request_permission") {
+          responded = client.respond(e.id, { result: { outcome: { outcome: "selected", optionId: "once" } } });
+        }
+      },
+    },
+  ));
+  const sessionId = (await newSession(client)).result.sessionId;
+  const said = [];
+  const done = client.next((e) => {
+    if (e.kind === "notification" && e.params?.update?.content?.text) said.push(e.params.update.content.text);
+    return e.kind === "prompt_answered";
+  });
+  client.prompt(sessionId, [{ type: "text", text: "permit deploy\nsay shipped" }], "t1");
+  assert.equal((await done).result.stopReason, "end_turn");
+  assert.equal(responded, true);
+  assert.deepEqual(said, ["allowed", "shipped"]);
+  assert.deepEqual(client.openCards(), []);
+  device.stop();
+  client.stop();
+});
+
+test("resolvePath may answer later, or refuse", async () => {
+  const asked = [];
+  const { client, device } = await linked({
+    resolvePath: async (path) => {
+      asked.push(path);
+      return path === `${ROOT}/link` ? { path: `${ROOT}/real` } : { error: "no such directory" };
+    },
+  });
+  try {
+    const made = await newSession(client, `${ROOT}/link`);
+    assert.match(made.result.sessionId, /^ses_/);
+    const refused = await newSession(client, `${ROOT}/missing`);
+    assert.deepEqual(asked, [`${ROOT}/link`, `${ROOT}/missing`]);
+    assert.ok(refused.error, JSON.stringify(refused));
+    assert.match(refused.error.message, /no such directory/);
+  } finally {
+    device.stop();
+    client.stop();
+  }
+});
+
+test("a misused driver says so in an Error", async () => {
+  const dial = () => pair()[0];
+  assert.throws(() => new DeviceDriver({ config, dial, lembas: {} }), /no member `lembas`/);
+  assert.throws(() => new DeviceDriver({ config }), /options\.dial is needed/);
+  assert.throws(
+    () => new DeviceDriver({ config, dial, store: { entries: async () => [], apply() {} } }),
+    /DeviceDriver\.open/,
+  );
+  assert.throws(() => new DeviceDriver({ config: { sed: 1 }, dial }), /sed/);
+  assert.throws(() => new ClientDriver({ kept: { load: async () => [], save() {} } }), /ClientDriver\.open/);
+  await assert.rejects(DeviceDriver.open({ config, dial, onstop() {} }), /no member `onstop`/);
+  await assert.rejects(ClientDriver.open({ kept: { load: async () => [{ id: "x" }], save() {} } }), /pending deletes/);
+  const client = new ClientDriver();
+  assert.throws(() => client.call("session/new", { cwd: ROOT }), /not ready/);
+  assert.throws(() => client.attach({}), /addEventListener/);
+  await assert.rejects(client.next(() => false, 20), /within 20 ms/);
+  client.stop();
+});
+
+test("a dial that throws is retried after the backoff", async () => {
+  let dials = 0;
+  const device = new DeviceDriver({
+    config,
+    dial: () => {
+      dials++;
+      throw new Error("offline");
+    },
+  });
+  device.start();
+  await sleep(250);
+  device.stop();
+  assert.ok(dials >= 3, `dialled ${dials} times`);
+  const after = dials;
+  await sleep(150);
+  assert.equal(dials, after, "a stopped device dialled again");
+});
