@@ -19,6 +19,8 @@ use lembas_core::jsonrpc::{Id, RpcError};
 use lembas_core::store::{Entry, Record, Table};
 use lembas_core::{ClientConfig, DeviceConfig};
 
+use crate::tagged::{TagName, Tagged};
+
 /// A shape that did not fit: the sentence says which and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ShapeError(pub String);
@@ -207,19 +209,25 @@ pub fn conn_kind_name(k: ConnKind) -> &'static str {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum DialFailureJs {
-    Transient,
-    TokenRefused,
+    Transient {},
+    TokenRefused {},
     Unsupported { message: String },
 }
 
+impl TagName for DialFailureJs {
+    const TAG: &'static str = "type";
+}
+
 pub fn dial_failure(v: Value) -> Result<DialFailure, ShapeError> {
-    Ok(match from_value::<DialFailureJs>("dial failure", v)? {
-        DialFailureJs::Transient => DialFailure::Transient,
-        DialFailureJs::TokenRefused => DialFailure::TokenRefused,
-        DialFailureJs::Unsupported { message } => DialFailure::Unsupported(message),
-    })
+    Ok(
+        match from_value::<Tagged<DialFailureJs>>("dial failure", v)?.0 {
+            DialFailureJs::Transient {} => DialFailure::Transient,
+            DialFailureJs::TokenRefused {} => DialFailure::TokenRefused,
+            DialFailureJs::Unsupported { message } => DialFailure::Unsupported(message),
+        },
+    )
 }
 
 pub fn table_name(t: Table) -> &'static str {
@@ -327,7 +335,7 @@ pub fn record(r: &Record) -> Value {
 }
 
 #[derive(Deserialize)]
-#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
 enum RecordJs {
     Put {
         table: String,
@@ -344,10 +352,14 @@ enum RecordJs {
     },
 }
 
+impl TagName for RecordJs {
+    const TAG: &'static str = "op";
+}
+
 pub fn records(v: Value) -> Result<Vec<Record>, ShapeError> {
-    from_value::<Vec<RecordJs>>("records", v)?
+    from_value::<Vec<Tagged<RecordJs>>>("records", v)?
         .into_iter()
-        .map(|r| {
+        .map(|Tagged(r)| {
             Ok(match r {
                 RecordJs::Put {
                     table: t,
@@ -443,7 +455,7 @@ pub fn turn_start_from(v: Value) -> Result<TurnStart, ShapeError> {
 }
 
 #[derive(Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
 enum AskJs {
     #[serde(rename_all = "camelCase")]
     Permission {
@@ -468,8 +480,12 @@ enum AskJs {
     },
 }
 
+impl TagName for AskJs {
+    const TAG: &'static str = "type";
+}
+
 #[derive(Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
 enum EngineEventJs {
     Text {
         text: String,
@@ -502,7 +518,7 @@ enum EngineEventJs {
     #[serde(rename_all = "camelCase")]
     Ask {
         tool_call_id: String,
-        ask: AskJs,
+        ask: Tagged<AskJs>,
     },
     #[serde(rename_all = "camelCase")]
     Done {
@@ -511,6 +527,10 @@ enum EngineEventJs {
     Failed {
         message: String,
     },
+}
+
+impl TagName for EngineEventJs {
+    const TAG: &'static str = "type";
 }
 
 pub fn engine_event(e: &EngineEvent) -> Value {
@@ -536,7 +556,7 @@ pub fn engine_event(e: &EngineEvent) -> Value {
         EngineEvent::Plan(plan) => EngineEventJs::Plan { plan },
         EngineEvent::Ask(Card { tool_call_id, ask }) => EngineEventJs::Ask {
             tool_call_id,
-            ask: match ask {
+            ask: Tagged(match ask {
                 Ask::Permission {
                     title,
                     kind,
@@ -557,71 +577,73 @@ pub fn engine_event(e: &EngineEvent) -> Value {
                 other => {
                     return json!({ "type": "unknown", "debug": format!("{other:?}") });
                 }
-            },
+            }),
         },
         EngineEvent::Done(stop_reason) => EngineEventJs::Done { stop_reason },
         EngineEvent::Failed(message) => EngineEventJs::Failed { message },
         other => return json!({ "type": "unknown", "debug": format!("{other:?}") }),
     };
-    serde_json::to_value(js).unwrap_or(Value::Null)
+    serde_json::to_value(Tagged(js)).unwrap_or(Value::Null)
 }
 
 pub fn engine_event_from(v: Value) -> Result<EngineEvent, ShapeError> {
-    Ok(match from_value::<EngineEventJs>("engine event", v)? {
-        EngineEventJs::Text { text } => EngineEvent::Text(text),
-        EngineEventJs::Thought { text } => EngineEvent::Thought(text),
-        EngineEventJs::ToolCall {
-            id,
-            title,
-            kind,
-            raw_input,
-        } => EngineEvent::ToolCall {
-            id,
-            title,
-            kind,
-            raw_input,
-        },
-        EngineEventJs::ToolCallUpdate { id, status, output } => {
-            EngineEvent::ToolCallUpdate { id, status, output }
-        }
-        EngineEventJs::Steered { ids } => EngineEvent::Steered { ids },
-        EngineEventJs::ModeChanged { mode } => EngineEvent::ModeChanged(mode),
-        EngineEventJs::Plan { plan } => EngineEvent::Plan(plan),
-        EngineEventJs::Ask { tool_call_id, ask } => EngineEvent::Ask(Card {
-            tool_call_id,
-            ask: match ask {
-                AskJs::Permission {
-                    title,
-                    kind,
-                    raw_input,
-                    always_offered,
-                    reason,
-                    purpose,
-                } => Ask::Permission {
-                    title,
-                    kind,
-                    raw_input,
-                    always_offered,
-                    reason,
-                    purpose,
-                },
-                AskJs::Question { why, questions } => Ask::Question { why, questions },
-                AskJs::Plan { path, text, plan } => Ask::Plan { path, text, plan },
+    Ok(
+        match from_value::<Tagged<EngineEventJs>>("engine event", v)?.0 {
+            EngineEventJs::Text { text } => EngineEvent::Text(text),
+            EngineEventJs::Thought { text } => EngineEvent::Thought(text),
+            EngineEventJs::ToolCall {
+                id,
+                title,
+                kind,
+                raw_input,
+            } => EngineEvent::ToolCall {
+                id,
+                title,
+                kind,
+                raw_input,
             },
-        }),
-        EngineEventJs::Done { stop_reason } => EngineEvent::Done(stop_reason),
-        EngineEventJs::Failed { message } => EngineEvent::Failed(message),
-    })
+            EngineEventJs::ToolCallUpdate { id, status, output } => {
+                EngineEvent::ToolCallUpdate { id, status, output }
+            }
+            EngineEventJs::Steered { ids } => EngineEvent::Steered { ids },
+            EngineEventJs::ModeChanged { mode } => EngineEvent::ModeChanged(mode),
+            EngineEventJs::Plan { plan } => EngineEvent::Plan(plan),
+            EngineEventJs::Ask { tool_call_id, ask } => EngineEvent::Ask(Card {
+                tool_call_id,
+                ask: match ask.0 {
+                    AskJs::Permission {
+                        title,
+                        kind,
+                        raw_input,
+                        always_offered,
+                        reason,
+                        purpose,
+                    } => Ask::Permission {
+                        title,
+                        kind,
+                        raw_input,
+                        always_offered,
+                        reason,
+                        purpose,
+                    },
+                    AskJs::Question { why, questions } => Ask::Question { why, questions },
+                    AskJs::Plan { path, text, plan } => Ask::Plan { path, text, plan },
+                },
+            }),
+            EngineEventJs::Done { stop_reason } => EngineEvent::Done(stop_reason),
+            EngineEventJs::Failed { message } => EngineEvent::Failed(message),
+        },
+    )
 }
 
 #[derive(Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
 enum DecisionJs {
     AllowOnce {
         #[serde(default)]
         command: Option<String>,
     },
-    AllowAlways,
+    AllowAlways {},
     #[serde(rename_all = "camelCase")]
     Deny {
         #[serde(default)]
@@ -648,10 +670,14 @@ enum DecisionJs {
         #[serde(default)]
         timed_out: bool,
     },
-    NobodyToAsk,
+    NobodyToAsk {},
     Refused {
         reason: String,
     },
+}
+
+impl TagName for DecisionJs {
+    const TAG: &'static str = "type";
 }
 
 pub fn decision(d: &Decision) -> Value {
@@ -659,7 +685,7 @@ pub fn decision(d: &Decision) -> Value {
         Decision::Permission(PermissionDecision::AllowOnce { command }) => {
             DecisionJs::AllowOnce { command }
         }
-        Decision::Permission(PermissionDecision::AllowAlways) => DecisionJs::AllowAlways,
+        Decision::Permission(PermissionDecision::AllowAlways) => DecisionJs::AllowAlways {},
         Decision::Permission(PermissionDecision::Deny {
             feedback,
             timed_out,
@@ -676,19 +702,19 @@ pub fn decision(d: &Decision) -> Value {
         Decision::Plan(PlanDecision::Dismissed { timed_out }) => {
             DecisionJs::PlanDismissed { timed_out }
         }
-        Decision::NobodyToAsk => DecisionJs::NobodyToAsk,
+        Decision::NobodyToAsk => DecisionJs::NobodyToAsk {},
         Decision::Refused(reason) => DecisionJs::Refused { reason },
         other => return json!({ "type": "unknown", "debug": format!("{other:?}") }),
     };
-    serde_json::to_value(js).unwrap_or(Value::Null)
+    serde_json::to_value(Tagged(js)).unwrap_or(Value::Null)
 }
 
 pub fn decision_from(v: Value) -> Result<Decision, ShapeError> {
-    Ok(match from_value::<DecisionJs>("decision", v)? {
+    Ok(match from_value::<Tagged<DecisionJs>>("decision", v)?.0 {
         DecisionJs::AllowOnce { command } => {
             Decision::Permission(PermissionDecision::AllowOnce { command })
         }
-        DecisionJs::AllowAlways => Decision::Permission(PermissionDecision::AllowAlways),
+        DecisionJs::AllowAlways {} => Decision::Permission(PermissionDecision::AllowAlways),
         DecisionJs::Deny {
             feedback,
             timed_out,
@@ -705,7 +731,7 @@ pub fn decision_from(v: Value) -> Result<Decision, ShapeError> {
         DecisionJs::PlanDismissed { timed_out } => {
             Decision::Plan(PlanDecision::Dismissed { timed_out })
         }
-        DecisionJs::NobodyToAsk => Decision::NobodyToAsk,
+        DecisionJs::NobodyToAsk {} => Decision::NobodyToAsk,
         DecisionJs::Refused { reason } => Decision::Refused(reason),
     })
 }

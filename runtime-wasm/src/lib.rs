@@ -26,6 +26,7 @@ pub mod js;
 pub mod json;
 pub mod queue;
 mod socket;
+pub mod tagged;
 mod timer;
 
 pub use client_driver::ClientDriver;
