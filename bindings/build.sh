@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build the wasm bindings and package them with the pinned wasm-bindgen-cli: bindings/pkg-node
-# (CommonJS for node) and bindings/pkg-web (an ES module for a browser). No wasm-pack. Prints the
-# .wasm size.
+# (CommonJS for node) and bindings/pkg-web (an ES module for a browser), both roles; and
+# bindings/pkg-web-client, the client role alone (`--no-default-features`: Client and
+# ClientDriver), which is what a web UI loads. No wasm-pack. Prints each .wasm's size.
 #
 # `build.sh --opt` also runs `wasm-opt -Oz` from the npm package binaryen pinned in
 # package.json (`npm ci` in bindings/ first; never Debian's wasm-opt 108, which breaks
@@ -16,9 +17,13 @@ if ! wasm-bindgen --version 2>/dev/null | grep -q " $need\$"; then
   exit 1
 fi
 
-cargo build -p lembas-bindings --target wasm32-unknown-unknown --profile wasm-release
 wasm=target/wasm32-unknown-unknown/wasm-release/lembas_bindings.wasm
-rm -rf bindings/pkg-node bindings/pkg-web
+rm -rf bindings/pkg-node bindings/pkg-web bindings/pkg-web-client
+# The client alone first: both builds write the same file, so each is packaged before the next.
+cargo build -p lembas-bindings --target wasm32-unknown-unknown --profile wasm-release \
+  --no-default-features
+wasm-bindgen --remove-name-section --target web --out-dir bindings/pkg-web-client "$wasm"
+cargo build -p lembas-bindings --target wasm32-unknown-unknown --profile wasm-release
 wasm-bindgen --remove-name-section --target nodejs --out-dir bindings/pkg-node "$wasm"
 wasm-bindgen --remove-name-section --target web --out-dir bindings/pkg-web "$wasm"
 
@@ -28,12 +33,16 @@ if [ "${1:-}" = "--opt" ]; then
   # The features rustc's wasm32 target emits by default; wasm-opt must be told of them.
   features=(--enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext
     --enable-mutable-globals --enable-reference-types --enable-multivalue)
-  "$opt" -Oz --strip-debug --strip-producers "${features[@]}" \
-    bindings/pkg-web/lembas_bindings_bg.wasm -o bindings/pkg-web/lembas_bindings_bg.wasm
+  for pkg in pkg-web pkg-web-client; do
+    "$opt" -Oz --strip-debug --strip-producers "${features[@]}" \
+      "bindings/$pkg/lembas_bindings_bg.wasm" -o "bindings/$pkg/lembas_bindings_bg.wasm"
+  done
   cp bindings/pkg-web/lembas_bindings_bg.wasm bindings/pkg-node/lembas_bindings_bg.wasm
 fi
 
-out=bindings/pkg-web/lembas_bindings_bg.wasm
-raw=$(wc -c <"$out")
-gz=$(gzip -9 -c "$out" | wc -c)
-echo "lembas_bindings_bg.wasm: $raw bytes raw, $gz bytes gzipped"
+for pkg in pkg-web pkg-web-client; do
+  out=bindings/$pkg/lembas_bindings_bg.wasm
+  raw=$(wc -c <"$out")
+  gz=$(gzip -9 -c "$out" | wc -c)
+  echo "$pkg/lembas_bindings_bg.wasm: $raw bytes raw, $gz bytes gzipped"
+done

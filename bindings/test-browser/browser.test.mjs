@@ -1,12 +1,12 @@
-// The CLIENT role in headless Chromium (Debian's, driven by playwright-core): the web build in
-// a page served on loopback, over a browser WebSocket to the test instance's relay, to a native
-// `lembas link` device. It completes a prompt, answers a permission card (scripted engine
+// The CLIENT role in headless Chromium (Debian's, driven by playwright-core): the client-only
+// web build (pkg-web-client) in a page served on loopback, over a browser WebSocket to the test
+// instance's relay, to a native `lembas link` device. It completes a prompt, answers a permission card (scripted engine
 // `permit <title>`), and a delete made while the device is unlinked is kept in IndexedDB
 // across a page reload and delivered once the device links again.
 //
 // Needs /usr/bin/chromium (`apt-get install chromium`; .ci/run installs it), bindings/pkg-web
-// (bindings/build.sh) and the lembas binary (`cargo build -p lembas`). Any of them missing
-// fails the test.
+// and pkg-web-client (bindings/build.sh) and the lembas binary (`cargo build -p lembas`). Any
+// of them missing fails the test.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
@@ -26,7 +26,7 @@ const TOKEN = "browser-test-device-token-42";
 const ROOT = normalize(join(dirname(fileURLToPath(import.meta.url)), ".."));
 const TYPES = { ".html": "text/html", ".mjs": "text/javascript", ".js": "text/javascript", ".wasm": "application/wasm" };
 
-/** bindings/ on loopback: the pages, idb.mjs and pkg-web. Nothing outside it is served. */
+/** bindings/ on loopback: the pages, idb.mjs and the web builds. Nothing outside it is served. */
 async function serve() {
   const server = createServer((req, res) => {
     const path = normalize(join(ROOT, decodeURIComponent(new URL(req.url, "http://x").pathname)));
@@ -69,7 +69,7 @@ function linkReady(page, want) {
 
 test("a wasm client in Chromium prompts, answers a card, and keeps a delete across a reload", async () => {
   assert.ok(existsSync(CHROMIUM), `no Chromium at ${CHROMIUM}: apt-get install chromium`);
-  assert.ok(existsSync(join(ROOT, "pkg-web/lembas_bindings_bg.wasm")), "no pkg-web: run bindings/build.sh");
+  assert.ok(existsSync(join(ROOT, "pkg-web-client/lembas_bindings_bg.wasm")), "no pkg-web-client: run bindings/build.sh");
   const instance = await NativeInstance.start({ token: TOKEN, relay: true });
   const home = new NativeHome(TOKEN);
   const server = await serve();

@@ -1,10 +1,10 @@
-// The page the browser test drives: loads the web build, runs a ClientDriver whose
-// undelivered deletes live in IndexedDB, and keeps a browser WebSocket to the relay URL given
-// in the query string (?relay=ws://127.0.0.1:PORT/api/devices/relay; no token in it: the relay
+// The page the browser test drives: loads the client-only web build (pkg-web-client, what a
+// web UI loads), runs a ClientDriver whose undelivered deletes live in IndexedDB, and keeps a
+// browser WebSocket to the relay URL given in the query string (?relay=ws://127.0.0.1:PORT/api/devices/relay; no token in it: the relay
 // is the test instance's, and the device's own link carries the token). A socket the relay
 // refuses (no device linked) or closes is opened again after a short wait. The test calls
 // `window.harness`.
-import init, { ClientDriver } from "../pkg-web/lembas_bindings.js";
+import init, { ClientDriver } from "../pkg-web-client/lembas_bindings.js";
 import { idbKept } from "../idb.mjs";
 
 const relay = new URL(location.href).searchParams.get("relay");
