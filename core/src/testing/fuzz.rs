@@ -1154,7 +1154,6 @@ impl Run {
                     *answers,
                     lossy(frame)
                 );
-                let was_init = self.init_pending.remove(&key);
                 let Ok(result) = r.outcome else { return };
                 if let Ok(Value::Object(o)) = serde_json::from_str::<Value>(result.get()) {
                     if let Some(Value::String(s)) = o.get("sessionId") {
@@ -1162,7 +1161,11 @@ impl Run {
                             self.sessions.push(s.clone());
                         }
                     }
-                    let is_init_answer = was_init && o.contains_key("agentCapabilities");
+                    // A peer may reuse an id while a request is in flight: only the answer that
+                    // is an `initialize` result takes the pending `initialize` of that id (an
+                    // earlier error to another request with the same id must not).
+                    let is_init_answer =
+                        o.contains_key("agentCapabilities") && self.init_pending.remove(&key);
                     if is_init_answer {
                         let n = self.initialized.entry(conn).or_default();
                         *n += 1;
