@@ -18,7 +18,7 @@ use std::io::{BufRead, Write};
 use std::time::Duration;
 
 use futures_lite::future;
-use lembas_core::client::{ClientEvent, Reattach};
+use lembas_core::client::event_json;
 use serde_json::{json, Value};
 
 use crate::instance::{Event, InstanceOptions, TestInstance};
@@ -128,78 +128,6 @@ fn event(e: Event) -> Option<Value> {
         Event::RelayDown => json!({ "event": "relay_down" }),
         Event::Refused(status) => json!({ "event": "refused", "status": status }),
         Event::Frame { .. } => return None,
-        Event::Client(c) => json!({ "event": "client", "client": client_event(c) }),
+        Event::Client(c) => json!({ "event": "client", "client": event_json(&c) }),
     })
-}
-
-fn outcome(v: &mut Value, o: Result<Value, lembas_core::jsonrpc::RpcError>) {
-    match o {
-        Ok(r) => v["result"] = r,
-        Err(e) => v["error"] = json!(e),
-    }
-}
-
-/// The bindings' `ClientEvent` shapes (bindings/lembas.d.ts), for what a test reads.
-fn client_event(e: ClientEvent) -> Value {
-    match e {
-        ClientEvent::Hello(h) => json!({ "kind": "hello", "hello": h }),
-        ClientEvent::Ready { capabilities } => {
-            json!({ "kind": "ready", "capabilities": capabilities })
-        }
-        ClientEvent::Refused { code, reason } => {
-            json!({ "kind": "refused", "code": code, "reason": reason })
-        }
-        ClientEvent::Answer {
-            id,
-            method,
-            outcome: o,
-        } => {
-            let mut v = json!({ "kind": "answer", "id": id, "method": method });
-            outcome(&mut v, o);
-            v
-        }
-        ClientEvent::PromptAnswered {
-            session_id,
-            turn_id,
-            outcome: o,
-        } => {
-            let mut v =
-                json!({ "kind": "prompt_answered", "sessionId": session_id, "turnId": turn_id });
-            outcome(&mut v, o);
-            v
-        }
-        ClientEvent::Reattached {
-            session_id,
-            turn_id,
-            how,
-        } => {
-            let how = match how {
-                Reattach::Following => "following",
-                Reattach::Waiting => "waiting",
-                Reattach::Imported(_) => "imported",
-                Reattach::Resent => "resent",
-                Reattach::Gone => "gone",
-                _ => "unknown",
-            };
-            json!({ "kind": "reattached", "sessionId": session_id, "turnId": turn_id, "how": how })
-        }
-        ClientEvent::Deleted {
-            session_id,
-            existed,
-        } => json!({ "kind": "deleted", "sessionId": session_id, "existed": existed }),
-        ClientEvent::DeleteGivenUp { session_id, reason } => {
-            json!({ "kind": "delete_given_up", "sessionId": session_id, "reason": reason })
-        }
-        ClientEvent::CardSettled {
-            session_id,
-            tool_call_id,
-        } => json!({ "kind": "card_settled", "sessionId": session_id, "toolCallId": tool_call_id }),
-        ClientEvent::Notification { method, params } => {
-            json!({ "kind": "notification", "method": method, "params": params })
-        }
-        ClientEvent::Request { id, method, params } => {
-            json!({ "kind": "request", "id": id, "method": method, "params": params })
-        }
-        _ => json!({ "kind": "unknown" }),
-    }
 }

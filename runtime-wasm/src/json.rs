@@ -8,7 +8,7 @@ use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use lembas_core::client::{ClientEvent, ClientOutput, Reattach};
+use lembas_core::client::{ClientEvent, ClientOutput};
 use lembas_core::config::{Mode, Model};
 use lembas_core::device::{ConnKind, DialFailure, Effect, Output, TurnPhase, Unreadable};
 use lembas_core::engine::{
@@ -834,13 +834,6 @@ pub fn device_output(o: &Output) -> Value {
     }
 }
 
-fn outcome(o: &Result<Value, RpcError>) -> Value {
-    match o {
-        Ok(v) => json!({ "result": v }),
-        Err(e) => json!({ "error": e }),
-    }
-}
-
 /// An `{ result }` or `{ error: { code, message, data? } }` object, as `Client.respond` takes.
 pub fn outcome_from(v: Value) -> Result<Result<Value, RpcError>, ShapeError> {
     #[derive(Deserialize)]
@@ -861,77 +854,8 @@ pub fn outcome_from(v: Value) -> Result<Result<Value, RpcError>, ShapeError> {
     }
 }
 
-fn merge(mut base: Value, extra: Value) -> Value {
-    if let (Value::Object(b), Value::Object(e)) = (&mut base, extra) {
-        b.extend(e);
-    }
-    base
-}
-
 pub fn client_event(e: &ClientEvent) -> Value {
-    match e {
-        ClientEvent::Hello(h) => json!({ "kind": "hello", "hello": h }),
-        ClientEvent::Ready { capabilities } => {
-            json!({ "kind": "ready", "capabilities": capabilities })
-        }
-        ClientEvent::Refused { code, reason } => {
-            json!({ "kind": "refused", "code": code, "reason": reason })
-        }
-        ClientEvent::Answer {
-            id,
-            method,
-            outcome: o,
-        } => merge(
-            json!({ "kind": "answer", "id": id_value(id), "method": method }),
-            outcome(o),
-        ),
-        ClientEvent::PromptAnswered {
-            session_id,
-            turn_id,
-            outcome: o,
-        } => merge(
-            json!({ "kind": "prompt_answered", "sessionId": session_id, "turnId": turn_id }),
-            outcome(o),
-        ),
-        ClientEvent::Reattached {
-            session_id,
-            turn_id,
-            how,
-        } => {
-            let mut v = json!({ "kind": "reattached", "sessionId": session_id, "turnId": turn_id });
-            let (name, turns) = match how {
-                Reattach::Following => ("following", None),
-                Reattach::Waiting => ("waiting", None),
-                Reattach::Imported(t) => ("imported", Some(t.clone())),
-                Reattach::Resent => ("resent", None),
-                Reattach::Gone => ("gone", None),
-                _ => ("unknown", None),
-            };
-            v["how"] = json!(name);
-            if let Some(t) = turns {
-                v["turns"] = Value::Array(t);
-            }
-            v
-        }
-        ClientEvent::Deleted {
-            session_id,
-            existed,
-        } => json!({ "kind": "deleted", "sessionId": session_id, "existed": existed }),
-        ClientEvent::DeleteGivenUp { session_id, reason } => {
-            json!({ "kind": "delete_given_up", "sessionId": session_id, "reason": reason })
-        }
-        ClientEvent::CardSettled {
-            session_id,
-            tool_call_id,
-        } => json!({ "kind": "card_settled", "sessionId": session_id, "toolCallId": tool_call_id }),
-        ClientEvent::Notification { method, params } => {
-            json!({ "kind": "notification", "method": method, "params": params })
-        }
-        ClientEvent::Request { id, method, params } => {
-            json!({ "kind": "request", "id": id_value(id), "method": method, "params": params })
-        }
-        other => json!({ "kind": "unknown", "debug": format!("{other:?}") }),
-    }
+    lembas_core::client::event_json(e)
 }
 
 pub fn client_output(o: &ClientOutput) -> Value {

@@ -3,6 +3,7 @@
 //! call a method the device did not list. It outlives the links it is given, one at a time.
 
 mod deletes;
+mod event_json;
 mod turns;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -17,6 +18,7 @@ use crate::methods::{self, Direction, Kind};
 use crate::rng::Rng;
 use crate::time::{Clock, Time};
 use crate::wire::handshake::{Hello, InitializeRequest, InitializeResult, PROTOCOL};
+pub use event_json::event_json;
 pub use turns::Reattach;
 use turns::{Purpose, Rows};
 
