@@ -532,3 +532,34 @@ fn no_frame_announces_a_change_before_it_is_durable() {
         .iter()
         .any(|f| f["id"] == 2 && f["result"]["stopReason"] == "end_turn"));
 }
+
+/// `_meta.lembas`'s context fields (snake_case, as the spec writes them) from `session/new`,
+/// then a prompt's own over them, reach the turn; `null` is kept ("the device's own").
+#[test]
+fn context_from_session_new_and_the_prompt_reaches_the_turn() {
+    let mut p = linked();
+    let meta = json!({ "lembas": { "system_prompt": "from new", "library": ["a"] } });
+    let s = call(
+        &mut p,
+        "session/new",
+        json!({ "cwd": "/home/dev/work/app", "_meta": meta }),
+    )
+    .unwrap()["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let meta = json!({ "lembas": {
+        "turnId": "t1", "system_prompt": "from prompt", "personalization": null,
+    } });
+    call(
+        &mut p,
+        "session/prompt",
+        json!({ "sessionId": s, "prompt": [{ "type": "text", "text": "hi" }], "_meta": meta }),
+    )
+    .unwrap();
+    let turn = p.started.iter().find(|t| t.turn_id == "t1").unwrap();
+    assert_eq!(turn.context.system_prompt, Some(json!("from prompt")));
+    assert_eq!(turn.context.personalization, Some(Value::Null));
+    assert_eq!(turn.context.library, Some(json!(["a"])));
+    assert_eq!(turn.context.prototypes, None);
+}

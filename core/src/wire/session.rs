@@ -15,9 +15,12 @@ fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
     Value::deserialize(d).map(Some)
 }
 
-/// `_meta.lembas`'s `Context` fields as they arrive.
+/// `_meta.lembas` of `session/new` and `session/prompt`: the `Context` fields (snake_case, as
+/// the spec writes them) and, in a prompt, its `turnId`.
 #[derive(Clone, Debug, Default, Deserialize)]
-pub struct ContextParams {
+pub struct LembasMeta {
+    #[serde(rename = "turnId", default)]
+    pub turn_id: Option<String>,
     #[serde(default, deserialize_with = "present")]
     pub system_prompt: Option<Value>,
     #[serde(default, deserialize_with = "present")]
@@ -28,14 +31,22 @@ pub struct ContextParams {
     pub prototypes: Option<Value>,
 }
 
-impl From<ContextParams> for Context {
-    fn from(c: ContextParams) -> Context {
-        Context {
-            system_prompt: c.system_prompt,
-            personalization: c.personalization,
-            library: c.library,
-            prototypes: c.prototypes,
-        }
+impl LembasMeta {
+    /// The turn id and the context.
+    pub fn into_parts(self) -> (Option<String>, Context) {
+        let context = Context {
+            system_prompt: self.system_prompt,
+            personalization: self.personalization,
+            library: self.library,
+            prototypes: self.prototypes,
+        };
+        (self.turn_id, context)
+    }
+}
+
+impl From<LembasMeta> for Context {
+    fn from(m: LembasMeta) -> Context {
+        m.into_parts().1
     }
 }
 
@@ -50,7 +61,7 @@ pub struct NewSessionMeta {
     #[serde(default)]
     pub effort: Option<String>,
     #[serde(default)]
-    pub lembas: Option<ContextParams>,
+    pub lembas: Option<LembasMeta>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -169,40 +180,10 @@ fn borrowed<'de: 'a, 'a, D: Deserializer<'de>>(d: D) -> Result<Option<Cow<'a, st
     Option::<Borrowed<'a>>::deserialize(d).map(|b| b.map(|b| b.0))
 }
 
-/// `_meta.lembas` of a prompt: its turn id and the `Context` fields (spelled out rather than
-/// `#[serde(flatten)]`ed, which would buffer the object first).
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PromptLembas {
-    #[serde(default)]
-    pub turn_id: Option<String>,
-    #[serde(default, deserialize_with = "present")]
-    pub system_prompt: Option<Value>,
-    #[serde(default, deserialize_with = "present")]
-    pub personalization: Option<Value>,
-    #[serde(default, deserialize_with = "present")]
-    pub library: Option<Value>,
-    #[serde(default, deserialize_with = "present")]
-    pub prototypes: Option<Value>,
-}
-
-impl PromptLembas {
-    /// The turn id and the context.
-    pub fn into_parts(self) -> (Option<String>, Context) {
-        let context = Context {
-            system_prompt: self.system_prompt,
-            personalization: self.personalization,
-            library: self.library,
-            prototypes: self.prototypes,
-        };
-        (self.turn_id, context)
-    }
-}
-
 #[derive(Debug, Default, Deserialize)]
 pub struct PromptMeta {
     #[serde(default)]
-    pub lembas: Option<PromptLembas>,
+    pub lembas: Option<LembasMeta>,
 }
 
 #[derive(Debug, Deserialize)]
