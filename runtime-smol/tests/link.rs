@@ -36,12 +36,7 @@ fn chunks(events: &[Event]) -> Vec<String> {
 #[test]
 fn hello_initialize_and_a_streamed_prompt() {
     smol::block_on(async {
-        let instance = TestInstance::start(InstanceOptions {
-            token: TOKEN.into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+        let instance = common::instance().await;
         let home = Home::new();
         let out = home.login(&instance.url());
         assert!(
@@ -291,6 +286,21 @@ async fn ended(instance: &TestInstance, turn: &str) -> Vec<Event> {
     seen
 }
 
+/// Prompt turn `turn` with a script that says "<turn> started" and then sleeps for a minute;
+/// return once it has started.
+async fn start_long_turn(instance: &TestInstance, session: &str, turn: &str) {
+    let started = format!("{turn} started");
+    let script = format!("say {started}\nsleep 60000\nsay {turn} never said");
+    instance
+        .prompt(session, text(&script), Some(turn))
+        .await
+        .unwrap();
+    let (first, _) = instance
+        .wait_for(T, |e| chunks(std::slice::from_ref(e)) == [started.as_str()])
+        .await;
+    assert!(first.is_some(), "turn {turn} did not start");
+}
+
 async fn prompt_once(
     instance: &TestInstance,
     session: &str,
@@ -303,18 +313,8 @@ async fn prompt_once(
         "_meta": { "lembas": { "turnId": turn } },
     });
     let id = instance.call("session/prompt", params).await.unwrap();
-    let (e, seen) = instance
-        .wait_for(
-            T,
-            |e| matches!(e, Event::Client(ClientEvent::Answer { id: i, .. }) if *i == id),
-        )
-        .await;
-    match e {
-        Some(Event::Client(ClientEvent::Answer { outcome, .. })) => {
-            (outcome.map_err(|e| e.message), seen)
-        }
-        other => panic!("no answer to {turn}: {other:?} after {seen:?}"),
-    }
+    let (outcome, seen) = common::answer(instance, &id).await;
+    (outcome.map_err(|e| e.message), seen)
 }
 
 #[test]
@@ -326,18 +326,7 @@ fn after_sigkill_a_running_turn_is_cancelled_never_rerun_and_a_finished_one_answ
         let (done, seen) = prompt_once(&instance, &session, "msg_done", "say finished once").await;
         assert_eq!(done.unwrap()["stopReason"], "end_turn");
         assert_eq!(chunks(&seen), vec!["finished once"]);
-        instance
-            .prompt(
-                &session,
-                text("say started\nsleep 60000\nsay never said"),
-                Some("msg_long"),
-            )
-            .await
-            .unwrap();
-        let (first, _) = instance
-            .wait_for(T, |e| chunks(std::slice::from_ref(e)) == ["started"])
-            .await;
-        assert!(first.is_some(), "the long turn did not start");
+        start_long_turn(&instance, &session, "msg_long").await;
 
         let first_log = device.sigkill();
         assert_eq!(
@@ -385,7 +374,7 @@ fn after_sigkill_a_running_turn_is_cancelled_never_rerun_and_a_finished_one_answ
         assert!(
             !said
                 .iter()
-                .any(|c| c == "must not run" || c == "never said" || c == "started"),
+                .any(|c| c == "must not run" || c.starts_with("msg_long ")),
             "a turn ran again: {said:?}"
         );
         let log = device.stderr();
@@ -495,18 +484,7 @@ fn after_sigkill_a_queued_turn_runs_exactly_once() {
     smol::block_on(async {
         let (instance, home, mut device, _) = linked(Home::new()).await;
         let session = new_session(&instance, &home.work.join("proj")).await;
-        instance
-            .prompt(
-                &session,
-                text("say a started\nsleep 60000\nsay a never said"),
-                Some("msg_a"),
-            )
-            .await
-            .unwrap();
-        let (first, _) = instance
-            .wait_for(T, |e| chunks(std::slice::from_ref(e)) == ["a started"])
-            .await;
-        assert!(first.is_some(), "turn A did not start");
+        start_long_turn(&instance, &session, "msg_a").await;
         instance
             .prompt(&session, text("say b ran"), Some("msg_b"))
             .await
@@ -565,7 +543,7 @@ fn after_sigkill_a_queued_turn_runs_exactly_once() {
         assert!(
             !said
                 .iter()
-                .any(|c| c == "must not run" || c == "a never said"),
+                .any(|c| c == "must not run" || c == "msg_a never said"),
             "{said:?}"
         );
         let log = device.stderr();
@@ -593,12 +571,7 @@ async fn next_hello(
 #[test]
 fn an_edited_config_restarts_the_link_after_the_running_turn_and_the_new_hello_says_it() {
     smol::block_on(async {
-        let instance = TestInstance::start(InstanceOptions {
-            token: TOKEN.into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+        let instance = common::instance().await;
         let home = Home::new();
         assert!(home.login(&instance.url()).status.success());
         let device = home.link();
@@ -682,12 +655,7 @@ fn an_edited_config_restarts_the_link_after_the_running_turn_and_the_new_hello_s
 #[test]
 fn sighup_reads_the_config_again_and_the_new_hello_carries_the_roots() {
     smol::block_on(async {
-        let instance = TestInstance::start(InstanceOptions {
-            token: TOKEN.into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+        let instance = common::instance().await;
         let home = Home::new();
         // The root is a symlink: the file never changes, only what it resolves to, which
         // only a SIGHUP makes the device look at again.

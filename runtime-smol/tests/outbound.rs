@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lembas::driver::{Disk, Driver};
-use lembas::instance::{Event, InstanceOptions, TestInstance};
+use lembas::instance::Event;
 use lembas::link::{Instance, LinkDialer};
 use lembas_core::client::{ClientEvent, Reattach};
 use lembas_core::device::Device;
@@ -25,12 +25,7 @@ fn a_client_that_stops_reading_is_closed_at_the_bound_and_reattaches() {
     let work = tempfile::tempdir().unwrap();
     let root = std::fs::canonicalize(work.path()).unwrap();
     smol::block_on(async {
-        let instance = TestInstance::start(InstanceOptions {
-            token: TOKEN.into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+        let instance = common::instance().await;
         let url = instance.url();
         let root_s = root.to_str().unwrap().to_string();
         // The device runs on a thread of its own (it is not `Send`), as in `lembas link`.

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use lembas::instance::{Event, InstanceOptions, TestInstance};
 use lembas_core::client::ClientEvent;
+use lembas_core::jsonrpc::{Id, RpcError};
 use serde_json::{json, Value};
 
 /// The device token of these tests: it must appear in no output of the binary.
@@ -205,16 +206,35 @@ pub async fn ready(instance: &TestInstance) -> Vec<String> {
 /// A test instance, and `lembas link` in `home` logged in to it and past the handshake (with
 /// the capabilities it listed).
 pub async fn linked(home: Home) -> (TestInstance, Home, Device, Vec<String>) {
-    let instance = TestInstance::start(InstanceOptions {
-        token: TOKEN.into(),
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    let instance = instance().await;
     assert!(home.login(&instance.url()).status.success());
     let device = home.link();
     let caps = ready(&instance).await;
     (instance, home, device, caps)
+}
+
+/// A test instance on loopback that takes [`TOKEN`].
+pub async fn instance() -> TestInstance {
+    TestInstance::start(InstanceOptions {
+        token: TOKEN.into(),
+        ..Default::default()
+    })
+    .await
+    .unwrap()
+}
+
+/// The answer to the instance client's request `id`, and every event seen until it came.
+pub async fn answer(instance: &TestInstance, id: &Id) -> (Result<Value, RpcError>, Vec<Event>) {
+    let (e, seen) = instance
+        .wait_for(
+            T,
+            |e| matches!(e, Event::Client(ClientEvent::Answer { id: i, .. }) if i == id),
+        )
+        .await;
+    match e {
+        Some(Event::Client(ClientEvent::Answer { outcome, .. })) => (outcome, seen),
+        other => panic!("no answer to {id:?}: {other:?} after {seen:?}"),
+    }
 }
 
 /// A call through the instance's client, and its answer (an error as `"<code> <message>"`).
@@ -223,18 +243,10 @@ pub async fn call(instance: &TestInstance, method: &str, params: Value) -> Resul
         .call(method, params)
         .await
         .map_err(|e| e.to_string())?;
-    let (e, seen) = instance
-        .wait_for(
-            T,
-            |e| matches!(e, Event::Client(ClientEvent::Answer { id: i, .. }) if *i == id),
-        )
-        .await;
-    match e {
-        Some(Event::Client(ClientEvent::Answer { outcome, .. })) => {
-            outcome.map_err(|e| format!("{} {}", e.code, e.message))
-        }
-        other => panic!("{method}: {other:?} after {seen:?}"),
-    }
+    answer(instance, &id)
+        .await
+        .0
+        .map_err(|e| format!("{} {}", e.code, e.message))
 }
 
 /// A new session in `cwd`; its id.
