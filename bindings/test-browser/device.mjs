@@ -5,6 +5,7 @@
 // delete goes out on the next link and is then forgotten).
 import init, { DeviceDriver, ClientDriver } from "../pkg-web/lembas_bindings.js";
 import { idbStore } from "../idb.mjs";
+import { pair } from "../test/socket-pair.mjs";
 
 const ROOT = "/home/dev/work";
 const config = {
@@ -14,26 +15,6 @@ const config = {
   sessions: { deleteConfirmMs: 100 },
 };
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-/** Two connected WebSocket-like ends; `frames` records what reaches the client's end. */
-function pair(frames) {
-  const ends = [new EventTarget(), new EventTarget()];
-  const fire = (t, type, extra) => queueMicrotask(() => t.dispatchEvent(Object.assign(new Event(type), extra)));
-  ends.forEach((x, i) => {
-    const y = ends[1 - i];
-    x.readyState = 0;
-    x.send = (data) => {
-      if (x.readyState !== 1) return;
-      if (i === 0) frames.push(data);
-      fire(y, "message", { data });
-    };
-    x.close = (code = 1000) => {
-      for (const z of ends) if (z.readyState !== 3) (z.readyState = 3), fire(z, "close", { code });
-    };
-  });
-  queueMicrotask(() => ends.forEach((x) => ((x.readyState = 1), x.dispatchEvent(new Event("open")))));
-  return ends;
-}
 
 async function setup() {
   await init();

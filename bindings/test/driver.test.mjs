@@ -6,6 +6,8 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createRequire } from "node:module";
 
+import { pair } from "./socket-pair.mjs";
+
 const require = createRequire(import.meta.url);
 const { DeviceDriver, ClientDriver, MemStore } = require("../pkg-node/lembas_bindings.js");
 
@@ -16,24 +18,6 @@ const config = {
   backoff: { initialMs: 20, maxMs: 100 },
 };
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-/** Two connected WebSocket-like ends, opening in a microtask. */
-function pair() {
-  const ends = [new EventTarget(), new EventTarget()];
-  const fire = (t, type, extra) => queueMicrotask(() => t.dispatchEvent(Object.assign(new Event(type), extra)));
-  ends.forEach((x, i) => {
-    const y = ends[1 - i];
-    x.readyState = 0;
-    x.send = (data) => {
-      if (x.readyState === 1) fire(y, "message", { data });
-    };
-    x.close = (code = 1000) => {
-      for (const z of ends) if (z.readyState !== 3) (z.readyState = 3), fire(z, "close", { code });
-    };
-  });
-  queueMicrotask(() => ends.forEach((x) => ((x.readyState = 1), x.dispatchEvent(new Event("open")))));
-  return ends;
-}
 
 /** A device and a client linked in memory. */
 async function linked(deviceOptions = {}, clientOptions = {}) {
