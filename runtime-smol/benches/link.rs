@@ -382,6 +382,18 @@ where
     (frames, Instant::now())
 }
 
+/// The bench's receiving end: the next loopback connection, as a WebSocket with the link's
+/// settings (the lembas run and both baselines are read the same way).
+async fn accept(
+    listener: &smol::net::TcpListener,
+) -> async_tungstenite::WebSocketStream<smol::net::TcpStream> {
+    let (tcp, _) = listener.accept().await.unwrap();
+    let _ = tcp.set_nodelay(true);
+    async_tungstenite::accept_async_with_config(tcp, Some(lembas::link::ws_config()))
+        .await
+        .unwrap()
+}
+
 /// A dialer that opens a plain WebSocket to the bench's listener (no discovery, no token).
 struct LoopbackDialer(std::net::SocketAddr);
 
@@ -441,12 +453,7 @@ fn websocket() {
     });
     let stop = stop_rx.recv().unwrap();
     let (lembas_best, captured) = smol::block_on(async {
-        let (tcp, _) = listener.accept().await.unwrap();
-        let _ = tcp.set_nodelay(true);
-        let mut ws =
-            async_tungstenite::accept_async_with_config(tcp, Some(lembas::link::ws_config()))
-                .await
-                .unwrap();
+        let mut ws = accept(&listener).await;
         let call = |id: u64, method: &str, params: Value| {
             Message::text(
                 json!({"jsonrpc":"2.0","id":id,"method":method,"params":params}).to_string(),
@@ -563,12 +570,7 @@ fn raw_websocket(frames: &[String], fed: bool) -> Duration {
             })
         });
         let took = smol::block_on(async {
-            let (tcp, _) = listener.accept().await.unwrap();
-            let _ = tcp.set_nodelay(true);
-            let mut ws =
-                async_tungstenite::accept_async_with_config(tcp, Some(lembas::link::ws_config()))
-                    .await
-                    .unwrap();
+            let mut ws = accept(&listener).await;
             let start = Instant::now();
             go_tx.send(()).await.unwrap();
             let (_, end) = receive_until_answer(&mut ws, false).await;
