@@ -163,7 +163,7 @@ impl Device {
             open: false,
             running: None,
             queue: VecDeque::new(),
-            waiters: HashMap::new(),
+            waiters: HashMap::default(),
             holders: BTreeSet::new(),
             history: Vec::new(),
             touched: rec.touched,

@@ -36,7 +36,7 @@ pub(crate) struct Session {
     pub running: Option<Running>,
     pub queue: VecDeque<Queued>,
     /// Prompt requests waiting for a turn's answer: the first and every duplicate.
-    pub waiters: HashMap<String, Vec<(ConnId, Id)>>,
+    pub waiters: HashMap<String, Vec<(ConnId, Id)>, super::ledger::Fixed>,
     /// Connections that hear this session's updates.
     pub holders: BTreeSet<ConnId>,
     pub history: Vec<HistoryTurn>,
@@ -278,7 +278,7 @@ impl Device {
             open: true,
             running: None,
             queue: VecDeque::new(),
-            waiters: HashMap::new(),
+            waiters: HashMap::default(),
             holders: BTreeSet::from([p.conn]),
             history: Vec::new(),
             touched: self.clock.now().0,
