@@ -5,6 +5,8 @@
 use lembas_core::client::{Client, ClientEvent, ClientOutput};
 use lembas_core::Time;
 
+use crate::json;
+
 #[derive(Debug, PartialEq)]
 pub enum ClientAction {
     Send(String),
@@ -34,10 +36,9 @@ impl ClientLoop {
     pub fn pump(&mut self, now: Time, out: &mut Vec<ClientAction>) {
         while let Some(o) = self.client.poll_output() {
             match o {
-                ClientOutput::Send(frame) => out
-                    .push(ClientAction::Send(String::from_utf8(frame).unwrap_or_else(
-                        |e| String::from_utf8_lossy(e.as_bytes()).into_owned(),
-                    ))),
+                ClientOutput::Send(frame) => {
+                    out.push(ClientAction::Send(json::frame_string(frame)))
+                }
                 ClientOutput::Close { code, reason } => {
                     out.push(ClientAction::Close { code, reason });
                     self.client.handle_link_down(now);

@@ -8,6 +8,8 @@ use lembas_core::scripted::ScriptedEngine;
 use lembas_core::store::Record;
 use lembas_core::Time;
 
+use crate::json;
+
 /// Work for the shell, in the order the device asked for it.
 #[derive(Debug, PartialEq)]
 pub enum DeviceAction {
@@ -72,8 +74,7 @@ impl DeviceLoop {
     fn route(&mut self, o: Output, now: Time, out: &mut Vec<DeviceAction>) {
         let effect = match o {
             Output::Send { conn, frame } => {
-                let frame = String::from_utf8(frame)
-                    .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+                let frame = json::frame_string(frame);
                 return out.push(DeviceAction::Send { conn, frame });
             }
             Output::Close { conn, code, reason } => {

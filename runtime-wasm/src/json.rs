@@ -743,6 +743,12 @@ fn frame_text(frame: &[u8]) -> String {
     String::from_utf8_lossy(frame).into_owned()
 }
 
+/// A frame the core made, as the string a socket sends: no copy (the core writes UTF-8 JSON;
+/// anything else would be shown lossily rather than dropped).
+pub fn frame_string(frame: Vec<u8>) -> String {
+    String::from_utf8(frame).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
 pub fn effect(e: &Effect) -> Value {
     match e {
         Effect::Dial => json!({ "kind": "dial" }),
