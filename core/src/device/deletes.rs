@@ -71,6 +71,8 @@ impl Device {
         for conn in links {
             self.send_pending_deletes(conn);
         }
+        // Its turns were the last a restart for new settings waited for, maybe.
+        self.relink_if_idle();
         true
     }
 

@@ -362,6 +362,8 @@ impl Device {
             return Err(Misuse::UnknownConnection(conn));
         }
         self.on_frame(conn, frame);
+        // A delete or a cancel may have ended the last turn a restart waited for.
+        self.relink_if_idle();
         Ok(())
     }
 

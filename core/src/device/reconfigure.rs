@@ -39,7 +39,9 @@ impl Device {
     }
 
     /// Restart the link for new settings if one is pending, no turn runs or waits, and no
-    /// terminal is open on the link.
+    /// terminal is open on the link. Called after every input that can end the last of them: a
+    /// turn's end (engine), a frame (a delete, a cancel), a delete of the device's own, a
+    /// terminal's exit, a timer.
     pub(super) fn relink_if_idle(&mut self) {
         if !self.relink_pending {
             return;
@@ -196,6 +198,50 @@ mod tests {
         assert_eq!(hellos[1], (answer_at, json!("plan")));
         // The client took the new link up: it is ready again, with nothing left to reattach.
         assert!(pair.client.incomplete().is_empty());
+    }
+
+    /// A restart for new settings held by a minute-long turn of a new session; the session.
+    fn held_by_a_running_turn(pair: &mut Pair) -> String {
+        pair.start().unwrap();
+        let session = pair.new_session("/work/p");
+        pair.client
+            .prompt(
+                &session,
+                json!([{ "type": "text", "text": "say one\nsleep 60000\nsay two" }]),
+                Some("msg_1"),
+                pair.now,
+            )
+            .unwrap();
+        pair.advance(1000).unwrap();
+        let mut new = pair.device.config().remote.clone();
+        new.max_mode = Mode::Plan;
+        assert_eq!(pair.device.reconfigure(new, pair.now), Ok(true));
+        pair.drive().unwrap();
+        assert!(pair.device.relink_pending());
+        session
+    }
+
+    /// Any input that leaves the device idle lets the restart go, not only a turn's end: here
+    /// the session whose turn held it is deleted, by the client or by the device's own user.
+    #[test]
+    fn deleting_the_session_of_the_running_turn_lets_the_restart_go_at_once() {
+        for by_client in [true, false] {
+            let mut pair = Pair::default_with_roots(&["/work"]);
+            let session = held_by_a_running_turn(&mut pair);
+            if by_client {
+                pair.call("_lembas/session/delete", json!({ "sessionId": session }))
+                    .unwrap();
+            } else {
+                assert!(pair.device.delete_session(&session, pair.now));
+                pair.drive().unwrap();
+            }
+            assert!(!pair.device.relink_pending(), "by client: {by_client}");
+            assert_eq!(
+                pair.device_closes,
+                vec![(CLOSE_SETTINGS_CHANGED, SETTINGS_CHANGED.to_string())],
+                "by client: {by_client}"
+            );
+        }
     }
 
     #[test]
