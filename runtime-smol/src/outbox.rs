@@ -100,7 +100,7 @@ impl std::fmt::Display for Overflow {
         write!(
             f,
             "the client is not reading: {} bytes wait to be sent, over the bound of {} \
-             (max_outbound_bytes)",
+             (outbound.max_bytes)",
             self.queued, self.max
         )
     }
@@ -163,12 +163,19 @@ mod tests {
         let out = Outbox::new(tx, rx.clone(), 10, 100);
         out.send(vec![b'x'; 60]).unwrap();
         assert_eq!(out.gauge.queued(), 60);
+        let refused = out.send(vec![b'y'; 50]).unwrap_err();
         assert_eq!(
-            out.send(vec![b'y'; 50]),
-            Err(Overflow {
+            refused,
+            Overflow {
                 queued: 110,
                 max: 100
-            })
+            }
+        );
+        // The close reason names the setting that bounds it.
+        let reason = refused.to_string();
+        assert!(
+            reason.contains("over the bound of 100 (outbound.max_bytes)"),
+            "{reason}"
         );
         drop(rx.try_recv().unwrap());
         assert_eq!(out.gauge.queued(), 0);
