@@ -55,6 +55,7 @@ fn entries(turns: usize) -> Vec<Entry> {
             touched: 1_000,
             plan: None,
             given: true,
+            context: Default::default(),
         };
         out.push(Entry {
             table: Table::Sessions,

@@ -34,6 +34,11 @@ pub struct Context {
 }
 
 impl Context {
+    /// Nothing said at all (what a record written without a context reads as).
+    pub fn is_empty(&self) -> bool {
+        *self == Context::default()
+    }
+
     /// The newer replaces the older, field by field.
     pub fn merge(&mut self, newer: &Context) {
         for (mine, theirs) in [

@@ -83,6 +83,10 @@ pub struct SessionRecord {
     /// A client on the link was given it (so it may delete it).
     #[serde(default)]
     pub given: bool,
+    /// The client's `_meta.lembas` Context, kept so a restarted device composes the same prompt
+    /// (a record written before it was kept reads as none said).
+    #[serde(default, skip_serializing_if = "crate::engine::Context::is_empty")]
+    pub context: crate::engine::Context,
 }
 
 /// A turn ledger entry as it is stored.

@@ -1,7 +1,9 @@
 //! Sessions and turns end to end on the Pair: dedup, queueing, cancel, steer, restart, reattach.
 
 use lembas_core::client::{ClientEvent, Reattach};
+use lembas_core::engine::Context;
 use lembas_core::jsonrpc::code;
+use lembas_core::store::{Record, Table};
 use lembas_core::testing::Pair;
 use serde_json::{json, Value};
 
@@ -562,4 +564,68 @@ fn context_from_session_new_and_the_prompt_reaches_the_turn() {
     assert_eq!(turn.context.personalization, Some(Value::Null));
     assert_eq!(turn.context.library, Some(json!(["a"])));
     assert_eq!(turn.context.prototypes, None);
+}
+
+/// The chat's Context lives with the session in the store: after a restart, a prompt that says
+/// nothing of it runs with what `session/new` and the last prompt said.
+#[test]
+fn context_survives_a_device_restart() {
+    let mut p = linked();
+    let personalization =
+        json!({ "personality": "terse", "personality_custom": "", "instructions": "use metric" });
+    let meta =
+        json!({ "lembas": { "system_prompt": "from new", "personalization": personalization } });
+    let s = call(
+        &mut p,
+        "session/new",
+        json!({ "cwd": "/home/dev/work/app", "_meta": meta }),
+    )
+    .unwrap()["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let meta = json!({ "lembas": { "turnId": "t1", "system_prompt": "from prompt" } });
+    call(
+        &mut p,
+        "session/prompt",
+        json!({ "sessionId": s, "prompt": [{ "type": "text", "text": "hi" }], "_meta": meta }),
+    )
+    .unwrap();
+    p.restart_device().unwrap();
+    p.settle().unwrap();
+    let meta = json!({ "lembas": { "turnId": "t2" } });
+    call(
+        &mut p,
+        "session/prompt",
+        json!({ "sessionId": s, "prompt": [{ "type": "text", "text": "again" }], "_meta": meta }),
+    )
+    .unwrap();
+    let turn = p.started.iter().find(|t| t.turn_id == "t2").unwrap();
+    assert_eq!(turn.context.system_prompt, Some(json!("from prompt")));
+    assert_eq!(turn.context.personalization, Some(personalization));
+}
+
+/// A session record written before the Context was kept (no `context` field) still restores,
+/// and its turns run with no Context, as they did.
+#[test]
+fn a_session_record_without_a_context_restores_as_before() {
+    let mut p = linked();
+    let old = r#"{"id":"ses_old","cwd":"/home/dev/work/app","root":"/home/dev/work","title":"old","mode":"edit","model":"lembas/default","effort":null,"instance":true,"touched":0,"given":true}"#;
+    p.store.apply(&[Record::Put {
+        table: Table::Sessions,
+        key: "ses_old".into(),
+        value: old.into(),
+    }]);
+    p.restart_device().unwrap();
+    p.settle().unwrap();
+    let meta = json!({ "lembas": { "turnId": "t1" } });
+    let a = call(
+        &mut p,
+        "session/prompt",
+        json!({ "sessionId": "ses_old", "prompt": [{ "type": "text", "text": "hi" }], "_meta": meta }),
+    )
+    .unwrap();
+    assert_eq!(a["stopReason"], "end_turn");
+    let turn = p.started.iter().find(|t| t.turn_id == "t1").unwrap();
+    assert_eq!(turn.context, Context::default());
 }

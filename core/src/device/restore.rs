@@ -11,7 +11,7 @@ use super::sessions::Session;
 use super::turns::turn_record;
 use super::Device;
 use crate::config::{ConfigError, DeviceConfig};
-use crate::engine::{Context, StopReason};
+use crate::engine::StopReason;
 use crate::store::{self, Entry, Record, SessionRecord, StoredTurnState, Table, TurnRecord};
 use crate::time::Time;
 use crate::wire::session::HistoryTurn;
@@ -158,7 +158,7 @@ impl Device {
             model: rec.model,
             effort: rec.effort,
             instance: rec.instance,
-            context: Context::default(),
+            context: rec.context,
             ledger: Ledger::new(self.config.sessions.ledger_turns),
             open: false,
             running: None,

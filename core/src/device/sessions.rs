@@ -63,6 +63,7 @@ impl Session {
             touched: self.touched,
             plan: self.plan.clone(),
             given: self.given,
+            context: self.context.clone(),
         };
         Record::Put {
             table: Table::Sessions,
