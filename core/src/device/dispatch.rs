@@ -82,7 +82,7 @@ impl Device {
             "session/set_mode" => now(self.set_mode(conn, jsonrpc::parse_params(method, params)?)?),
             "_lembas/steer" => now(self.steer(conn, jsonrpc::parse_params(method, params)?)?),
             "_lembas/session/status" => {
-                now(self.status(conn, jsonrpc::parse_params(method, params)?)?)
+                now(self.status(conn, jsonrpc::parse_params(method, params)?, true)?)
             }
             "_lembas/session/history" => {
                 now(self.history(conn, jsonrpc::parse_params(method, params)?)?)
@@ -113,7 +113,7 @@ impl Device {
         match n.method.as_ref() {
             "session/cancel" => {
                 if let Ok(p) = jsonrpc::parse_params("session/cancel", n.params) {
-                    self.cancel(conn, p);
+                    self.cancel(p);
                 }
             }
             "_lembas/terminal/input" => self.terminal_input(conn, n.params),

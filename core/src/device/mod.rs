@@ -10,6 +10,7 @@ mod deletes;
 mod dispatch;
 mod handshake;
 mod ledger;
+mod limits;
 mod link;
 mod reconfigure;
 mod restore;

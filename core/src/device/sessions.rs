@@ -205,14 +205,7 @@ impl Device {
                 let real = paths::normalize(&real).ok_or_else(|| {
                     RpcError::invalid_params(format!("cwd `{}` did not resolve", pending.cwd))
                 })?;
-                let root = self.check_roots(&real)?.to_string();
-                let remote = &self.config.remote;
-                if remote.require_trust && paths::within(&real, &remote.trusted).is_none() {
-                    return Err(RpcError::invalid_params(format!(
-                        "`{real}` is not in a trusted project (remote.require_trust is on; \
-                         trust it on the device with `lembas trust`)"
-                    )));
-                }
+                let root = self.check_directory(&real)?;
                 Ok((real, root))
             });
         match outcome {
@@ -315,12 +308,19 @@ impl Device {
         })
     }
 
-    /// The session a client names, opened again if it is only in the store; the connection
-    /// becomes one that hears its updates. `-32602` naming an unknown id.
+    /// The session a client names, opened again if it is only in the store, once the limits of
+    /// this moment admit it ([`Device::admit`]); the connection becomes one that hears its
+    /// updates. `-32602` naming an unknown id, or the rule the session fails now.
     pub(super) fn attach(&mut self, conn: ConnId, session: &str) -> Result<&mut Session, RpcError> {
-        let s = self.sessions.get_mut(session).ok_or_else(|| {
-            RpcError::invalid_params(format!("no session `{session}` on this device"))
-        })?;
+        let dir = self
+            .sessions
+            .get(session)
+            .map(|s| s.cwd.clone())
+            .ok_or_else(|| {
+                RpcError::invalid_params(format!("no session `{session}` on this device"))
+            })?;
+        self.admit(conn, session, &dir)?;
+        let s = self.sessions.get_mut(session).expect("looked up above");
         s.open = true;
         let newly = s.holders.insert(conn);
         // A session a client on the link was given may be deleted by it later (the mark lasts).
@@ -389,12 +389,19 @@ impl Device {
     }
 
     /// `_lembas/session/status`. An unknown id is an answer here (`exists: false`), not an
-    /// error: a reattaching client needs to tell "gone" from "failed".
-    pub(super) fn status(&mut self, conn: ConnId, p: SessionIdParams) -> Result<Value, RpcError> {
-        let Some(s) = self.sessions.get_mut(&p.session_id) else {
-            return Ok(serde_json::to_value(StatusResult {
+    /// error: a reattaching client needs to tell "gone" from "failed". A session the limits of
+    /// this moment do not admit ([`Device::admit`]; `admitted` false when its directory failed
+    /// them after symlinks) is said to exist, and nothing of its content is read.
+    pub(super) fn status(
+        &mut self,
+        conn: ConnId,
+        p: SessionIdParams,
+        admitted: bool,
+    ) -> Result<Value, RpcError> {
+        let thin = |exists: bool| {
+            Ok(serde_json::to_value(StatusResult {
                 session_id: &p.session_id,
-                exists: false,
+                exists,
                 held: "none",
                 busy: false,
                 title: None,
@@ -403,8 +410,18 @@ impl Device {
                 last_turn_id: None,
                 plan: None,
             })
-            .expect("status serializes"));
+            .expect("status serializes"))
         };
+        let Some(s) = self.sessions.get(&p.session_id) else {
+            return thin(false);
+        };
+        if !admitted || self.admit(conn, &p.session_id, &s.cwd).is_err() {
+            return thin(true);
+        }
+        let s = self
+            .sessions
+            .get_mut(&p.session_id)
+            .expect("looked up above");
         let newly = s.open && s.holders.insert(conn);
         if newly {
             self.offer_open_cards(conn, &p.session_id);

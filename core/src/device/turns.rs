@@ -353,8 +353,10 @@ impl Device {
     }
 
     /// `session/cancel`: the running turn stops, and its prompt is answered `cancelled`.
-    pub(super) fn cancel(&mut self, conn: ConnId, p: SessionIdParams) {
-        let Ok(s) = self.attach(conn, &p.session_id) else {
+    /// Stopping runs nothing, so it is not held to the limits: a turn that started before they
+    /// changed can still be stopped.
+    pub(super) fn cancel(&mut self, p: SessionIdParams) {
+        let Some(s) = self.sessions.get_mut(&p.session_id) else {
             return;
         };
         let Some(r) = s.running.as_mut() else { return };

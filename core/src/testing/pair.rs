@@ -172,6 +172,16 @@ impl Pair {
     /// The device process dies and starts again from its store: the link drops, the engine's
     /// runs die with it, and the new device links again.
     pub fn restart_device(&mut self) -> Result<(), Livelock> {
+        self.restart_device_with(|_| {})
+    }
+
+    /// [`Pair::restart_device`] with the device's config changed by `tweak` first (config.yaml
+    /// edited while the device was down).
+    pub fn restart_device_with(
+        &mut self,
+        tweak: impl FnOnce(&mut DeviceConfig),
+    ) -> Result<(), Livelock> {
+        tweak(&mut self.device_config);
         if self.link.take().is_some() {
             self.in_flight.clear();
             self.client.handle_link_down(self.now);
