@@ -441,12 +441,14 @@ impl Device {
         .expect("status serializes"))
     }
 
+    /// `_lembas/session/history`. Its `root` is the session's working directory, what `@path`
+    /// mentions resolve against, not the entry of `remote.roots` that holds it.
     pub(super) fn history(&mut self, conn: ConnId, p: SessionIdParams) -> Result<Value, RpcError> {
         let s = self.attach(conn, &p.session_id)?;
         Ok(serde_json::to_value(HistoryResult {
             session_id: &s.id,
             title: s.title.as_deref(),
-            root: &s.root,
+            root: &s.cwd,
             turns: &s.history,
         })
         .expect("history serializes"))

@@ -327,6 +327,7 @@ pub struct StatusResult<'a> {
 pub struct HistoryResult<'a> {
     pub session_id: &'a str,
     pub title: Option<&'a str>,
+    /// The session's working directory (what `@path` mentions resolve against).
     pub root: &'a str,
     pub turns: &'a [HistoryTurn],
 }

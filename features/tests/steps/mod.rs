@@ -9,6 +9,7 @@
 //! - `sessions`: a client with a session, `session/new`'s refusals, a prompt's bounds, and the
 //!   answers to calls made through the client.
 //! - `turns`: prompts and their answers, the engine's starts, queue, cancel, steer, reattach.
+//! - `session_calls`: title, set_mode, history, `steered` ids and attachments, in exact shapes.
 //! - `cards`: approvals, questions and plans on the web, a terminal and an editor.
 //! - `deletes`: deletes from the client and on the device.
 //! - `terminals`: remote terminals on a fake echoing shell.
@@ -18,6 +19,7 @@ mod cards;
 mod deletes;
 mod handshake;
 mod jsonrpc;
+mod session_calls;
 mod sessions;
 mod stdio;
 mod terminals;
