@@ -327,6 +327,9 @@ fn card_params(session: &str, card: &Card, patient: bool) -> Value {
                 vec![json!({ "optionId": "once", "name": "Allow once", "kind": "allow_once" })];
             if *always_offered {
                 options.push(json!({ "optionId": "session", "name": "Allow always", "kind": "allow_always" }));
+                // `always` says so in `_meta.lembas` too; absent, like the option, where
+                // "always" is never offered.
+                lembas.insert("always".into(), Value::Bool(true));
             }
             options.push(json!({ "optionId": "deny", "name": "Deny", "kind": "reject_once" }));
             lembas.insert("reason".into(), json!(reason));
@@ -541,6 +544,53 @@ mod tests {
         assert_eq!(
             d,
             Decision::Question(QuestionDecision::Dismissed { timed_out: false })
+        );
+    }
+
+    fn permission(always_offered: bool) -> Card {
+        Card {
+            tool_call_id: "call_1".into(),
+            ask: Ask::Permission {
+                title: "npm test".into(),
+                kind: "execute".into(),
+                raw_input: json!({ "command": "npm test" }),
+                always_offered,
+                reason: "runs a command".into(),
+                purpose: None,
+            },
+        }
+    }
+
+    /// `session/request_permission`: `session` (allow_always) and `_meta.lembas.always: true`
+    /// together where "always" is offered, neither where it is not.
+    #[test]
+    fn an_approval_says_always_exactly_when_allow_always_is_offered() {
+        let offered = card_params("ses_1", &permission(true), true);
+        assert_eq!(
+            offered,
+            json!({
+                "sessionId": "ses_1",
+                "toolCall": { "toolCallId": "call_1", "title": "npm test", "kind": "execute",
+                              "status": "pending", "rawInput": { "command": "npm test" } },
+                "options": [
+                    { "optionId": "once", "name": "Allow once", "kind": "allow_once" },
+                    { "optionId": "session", "name": "Allow always", "kind": "allow_always" },
+                    { "optionId": "deny", "name": "Deny", "kind": "reject_once" },
+                ],
+                "_meta": { "lembas": { "reason": "runs a command", "always": true, "patient": true } },
+            })
+        );
+        let never = card_params("ses_1", &permission(false), false);
+        assert_eq!(
+            never["options"],
+            json!([
+                { "optionId": "once", "name": "Allow once", "kind": "allow_once" },
+                { "optionId": "deny", "name": "Deny", "kind": "reject_once" },
+            ])
+        );
+        assert_eq!(
+            never["_meta"]["lembas"],
+            json!({ "reason": "runs a command" })
         );
     }
 
