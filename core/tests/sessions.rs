@@ -1,7 +1,8 @@
 //! Sessions and turns end to end on the Pair: dedup, queueing, cancel, steer, restart, reattach.
 
 use lembas_core::client::{ClientEvent, Reattach};
-use lembas_core::engine::Context;
+use lembas_core::config::Mode;
+use lembas_core::engine::{Context, EngineEvent};
 use lembas_core::jsonrpc::code;
 use lembas_core::store::{Record, Table};
 use lembas_core::testing::Pair;
@@ -628,4 +629,102 @@ fn a_session_record_without_a_context_restores_as_before() {
     assert_eq!(a["stopReason"], "end_turn");
     let turn = p.started.iter().find(|t| t.turn_id == "t1").unwrap();
     assert_eq!(turn.context, Context::default());
+}
+
+/// The `session/update`s with `sessionUpdate: "plan"` the client heard for `session`.
+fn plan_updates(p: &Pair, session: &str) -> Vec<Value> {
+    p.client_events
+        .iter()
+        .filter_map(|e| match e {
+            ClientEvent::Notification { method, params }
+                if method == "session/update"
+                    && params["sessionId"] == session
+                    && params["update"]["sessionUpdate"] == "plan" =>
+            {
+                Some(params["update"].clone())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// Spec, `plan`: sent "after a session is opened from the store when it has a plan", to the
+/// connection that opened it; a session without a plan, or one already open, sends none.
+#[test]
+fn a_session_with_a_plan_opened_from_the_store_sends_its_plan() {
+    let mut p = linked();
+    let s = new_session(&mut p);
+    let bare = new_session(&mut p);
+    p.client
+        .prompt(
+            &s,
+            json!([{ "type": "text", "text": "sleep 1000\nsay planned" }]),
+            Some("t1"),
+            p.now,
+        )
+        .unwrap();
+    p.drive().unwrap();
+    let plan = json!({ "version": 1, "title": "Ship it", "phases": [
+        { "title": "Build", "tasks": [{ "title": "compile", "status": "in_progress" }] } ] });
+    p.device
+        .handle_engine(&s, "t1", EngineEvent::Plan(Some(plan.clone())), p.now);
+    p.settle().unwrap();
+    let expected = json!({ "sessionUpdate": "plan",
+        "entries": [{ "content": "compile", "priority": "medium", "status": "in_progress" }],
+        "_meta": { "lembas": { "plan": plan } } });
+    assert_eq!(plan_updates(&p, &s), vec![expected.clone()]);
+    p.advance(1000).unwrap();
+    assert_eq!(answers(&p, "t1").len(), 1);
+    // Already open: asking its history opens nothing, and sends no plan again.
+    call(&mut p, "_lembas/session/history", json!({ "sessionId": s })).unwrap();
+    assert_eq!(plan_updates(&p, &s).len(), 1);
+
+    p.restart_device().unwrap();
+    p.settle().unwrap();
+    call(&mut p, "_lembas/session/history", json!({ "sessionId": s })).unwrap();
+    call(
+        &mut p,
+        "_lembas/session/history",
+        json!({ "sessionId": bare }),
+    )
+    .unwrap();
+    assert_eq!(plan_updates(&p, &s), vec![expected.clone(), expected]);
+    assert_eq!(plan_updates(&p, &bare), Vec::<Value>::new());
+}
+
+/// The plan and the mode are part of the session's record and durable when the engine changes
+/// them, not only when the turn ends: a device that dies mid-turn still has them (`status`'s
+/// `plan`, the next turn's mode).
+#[test]
+fn a_plan_and_a_mode_set_mid_turn_survive_a_restart() {
+    let mut p = linked();
+    let s = new_session(&mut p);
+    p.client
+        .prompt(
+            &s,
+            json!([{ "type": "text", "text": "sleep 60000\nsay late" }]),
+            Some("t1"),
+            p.now,
+        )
+        .unwrap();
+    p.drive().unwrap();
+    let plan = json!({ "version": 1, "title": "Ship it", "phases": [] });
+    p.device
+        .handle_engine(&s, "t1", EngineEvent::Plan(Some(plan.clone())), p.now);
+    p.device
+        .handle_engine(&s, "t1", EngineEvent::ModeChanged(Mode::Plan), p.now);
+    p.drive().unwrap();
+    p.restart_device().unwrap();
+    p.settle().unwrap();
+    let status = call(&mut p, "_lembas/session/status", json!({ "sessionId": s })).unwrap();
+    assert_eq!(status["plan"], plan);
+    let meta = json!({ "lembas": { "turnId": "t2" } });
+    call(
+        &mut p,
+        "session/prompt",
+        json!({ "sessionId": s, "prompt": [{ "type": "text", "text": "next" }], "_meta": meta }),
+    )
+    .unwrap();
+    let turn = p.started.iter().find(|t| t.turn_id == "t2").unwrap();
+    assert_eq!(turn.mode, Mode::Plan);
 }

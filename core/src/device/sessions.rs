@@ -321,8 +321,17 @@ impl Device {
             })?;
         self.admit(conn, session, &dir)?;
         let s = self.sessions.get_mut(session).expect("looked up above");
+        let from_store = !s.open;
         s.open = true;
         let newly = s.holders.insert(conn);
+        // Spec, `plan`: sent "after a session is opened from the store when it has a plan", to
+        // the connection that opened it, so its plan card is drawn without waiting for a change.
+        let plan = s.plan.as_ref().filter(|_| from_store).map(|p| {
+            jsonrpc::encode_notification(
+                "session/update",
+                &json!({ "sessionId": session, "update": super::turns::plan_update(Some(p)) }),
+            )
+        });
         // A session a client on the link was given may be deleted by it later (the mark lasts).
         let on_link = self
             .conns
@@ -332,6 +341,9 @@ impl Device {
             s.given = true;
             let record = s.record();
             self.persist(vec![record]);
+        }
+        if let Some(frame) = plan {
+            self.send(conn, frame);
         }
         if newly {
             self.offer_open_cards(conn, session);

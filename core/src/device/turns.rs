@@ -501,6 +501,9 @@ impl Device {
                     mode
                 };
                 s.mode = mode;
+                // Durable before the frames that announce it, like every change of the record.
+                let record = s.record();
+                self.persist(vec![record]);
                 self.broadcast_update(
                     session,
                     json!({ "sessionUpdate": "current_mode_update", "currentModeId": mode }),
@@ -509,12 +512,9 @@ impl Device {
             }
             EngineEvent::Plan(plan) => {
                 s.plan.clone_from(&plan);
-                let entries = plan.as_ref().map(plan_entries).unwrap_or_default();
-                self.broadcast_update(
-                    session,
-                    json!({ "sessionUpdate": "plan", "entries": entries,
-                            "_meta": { "lembas": { "plan": plan } } }),
-                );
+                let record = s.record();
+                self.persist(vec![record]);
+                self.broadcast_update(session, plan_update(plan.as_ref()));
                 self.broadcast_event(session, json!({ "type": "plan", "plan": plan }));
             }
             EngineEvent::Ask(card) => self.ask(session, turn, card),
@@ -576,6 +576,14 @@ impl Device {
         self.pump(session);
         self.relink_if_idle();
     }
+}
+
+/// The `plan` session update: ACP's flat `entries` and the structure in `_meta.lembas.plan`
+/// (`null`: cleared).
+pub(super) fn plan_update(plan: Option<&Value>) -> Value {
+    let entries = plan.map(plan_entries).unwrap_or_default();
+    json!({ "sessionUpdate": "plan", "entries": entries,
+            "_meta": { "lembas": { "plan": plan } } })
 }
 
 /// ACP's flat list of a structured plan, for an editor: every task of every phase.
