@@ -1,35 +1,38 @@
 //! Interop: the official ACP TypeScript SDK client (npm `@agentclientprotocol/sdk`, installed in
 //! `tests/acp-interop/` by `.ci/run`) drives `lembas serve --stdio` through initialize,
 //! session/new and a prompt with a permission round trip. Skipped, saying so, when `node` or the
-//! installed package is missing (`cd runtime-smol/tests/acp-interop && npm ci`), unless
-//! `LEMBAS_INTEROP_REQUIRED` is set (as `.ci/run` sets it): then that fails the test.
+//! installed package is missing, unless `LEMBAS_TEST_PROGRAMS_REQUIRED` is set (as `.ci/run` sets
+//! it): then that fails the test.
 
 use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
 
+mod common;
+
+use common::programs;
+
 #[test]
 fn the_acp_typescript_sdk_client_drives_serve_stdio_with_a_permission_round_trip() {
+    let Some(node) = programs::require("node", "apt-get install nodejs npm") else {
+        return;
+    };
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/acp-interop");
     if !dir
         .join("node_modules/@agentclientprotocol/sdk/package.json")
         .exists()
     {
-        eprintln!(
-            "skipped: the ACP SDK is not installed (npm ci in {})",
-            dir.display()
+        programs::missing(
+            "the ACP SDK is not installed",
+            &format!("npm ci in {}", dir.display()),
         );
-        return;
-    }
-    if Command::new("node").arg("--version").output().is_err() {
-        eprintln!("skipped: no node");
         return;
     }
     let home = tempfile::tempdir().unwrap();
     let work = home.path().join("work");
     std::fs::create_dir_all(&work).unwrap();
-    let out = Command::new("node")
+    let out = Command::new(node)
         .arg(dir.join("client.mjs"))
         .arg(env!("CARGO_BIN_EXE_lembas"))
         .arg(&work)

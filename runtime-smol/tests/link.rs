@@ -1,7 +1,6 @@
 //! End-to-end over real loopback sockets: the built `lembas` binary links to an in-process test
 //! instance (the core's client role behind a real WebSocket listener).
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use lembas::instance::{Event, InstanceOptions, TestInstance};
@@ -682,11 +681,8 @@ fn sighup_reads_the_config_again_and_the_new_hello_carries_the_roots() {
             })
             .await;
         assert!(down.is_none(), "restarted without a SIGHUP");
-        let hup = Command::new("kill")
-            .args(["-HUP", &device.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(hup.success());
+        let pid = rustix::process::Pid::from_raw(device.child.id().try_into().unwrap()).unwrap();
+        rustix::process::kill_process(pid, rustix::process::Signal::HUP).unwrap();
         let (limits, seen) = next_hello(&instance, T).await;
         let limits = limits.unwrap_or_else(|| panic!("no hello after SIGHUP: {seen:?}"));
         assert_eq!(limits.roots, vec![b.display().to_string()]);

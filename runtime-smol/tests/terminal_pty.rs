@@ -1,6 +1,8 @@
 //! Remote terminals on real PTYs: bash, zsh and fish as login shells with the user's own rc
 //! files, OSC 133 / OSC 7 marks, resize, hangup and exit codes. Every wait is bounded, so a
-//! shell that never answers fails the test instead of hanging it.
+//! shell that never answers fails the test instead of hanging it. A test whose shell is not
+//! installed says so and passes, unless `LEMBAS_TEST_PROGRAMS_REQUIRED` is set (`.ci/run` sets
+//! it and installs bash, zsh and fish).
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -8,6 +10,10 @@ use std::time::{Duration, Instant};
 
 use lembas::terminal::{percent_encode, OpenSpec, Shell, Terminal};
 use tempfile::TempDir;
+
+mod common;
+
+use common::programs;
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 const HOST: &str = "testhost";
@@ -18,12 +24,33 @@ const C: &[u8] = b"\x1b]133;C\x07";
 const D0: &[u8] = b"\x1b]133;D;0\x07";
 const D1: &[u8] = b"\x1b]133;D;1\x07";
 
-fn program(name: &str) -> PathBuf {
-    ["/usr/bin", "/bin", "/usr/local/bin"]
+/// The shells a test runs, found on `PATH`; `None` (the test skips, saying which are missing and
+/// how to install them) unless every one is there.
+fn shells<const N: usize>(names: [&str; N]) -> Option<[PathBuf; N]> {
+    let found = names.map(programs::on_path);
+    let missing: Vec<&str> = names
         .iter()
-        .map(|dir| Path::new(dir).join(name))
-        .find(|path| path.exists())
-        .unwrap_or_else(|| panic!("{name} is not installed (.ci/run installs bash, zsh and fish)"))
+        .zip(&found)
+        .filter(|(_, path)| path.is_none())
+        .map(|(name, _)| *name)
+        .collect();
+    if !missing.is_empty() {
+        // Debian's `sh` is dash; the others are packages of their own name.
+        let packages: Vec<&str> = missing
+            .iter()
+            .map(|&name| if name == "sh" { "dash" } else { name })
+            .collect();
+        programs::missing(
+            &format!(
+                "{} {} not installed",
+                missing.join(" and "),
+                if missing.len() == 1 { "is" } else { "are" }
+            ),
+            &format!("apt-get install {}", packages.join(" ")),
+        );
+        return None;
+    }
+    Some(found.map(|path| path.expect("checked above")))
 }
 
 /// A terminal, everything it has written so far, and how far the test has looked.
@@ -36,13 +63,13 @@ struct Tty {
 
 impl Tty {
     /// `shell` in a fresh HOME that `setup` fills with the user's rc files first.
-    fn open(shell: &str, integration: bool, setup: impl FnOnce(&Path)) -> Tty {
+    fn open(shell: &Path, integration: bool, setup: impl FnOnce(&Path)) -> Tty {
         Tty::open_with(shell, integration, &[], setup)
     }
 
     /// With `extra` variables (`~/` in a value is the test's HOME).
     fn open_with(
-        shell: &str,
+        shell: &Path,
         integration: bool,
         extra: &[(&str, &str)],
         setup: impl FnOnce(&Path),
@@ -52,7 +79,7 @@ impl Tty {
         setup(&home_path);
         let var = |k: &str, v: &Path| (OsString::from(k), v.as_os_str().to_owned());
         let spec = OpenSpec {
-            shell: program(shell),
+            shell: shell.to_path_buf(),
             cwd: home_path.clone(),
             cols: 80,
             rows: 24,
@@ -76,8 +103,9 @@ impl Tty {
             .collect(),
         };
         let term = Terminal::open(&spec).expect("open the terminal");
-        if ["bash", "zsh", "fish"].contains(&shell) {
-            assert_eq!(term.shell().as_str(), shell);
+        let name = shell.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if ["bash", "zsh", "fish"].contains(&name) {
+            assert_eq!(term.shell().as_str(), name);
             assert_eq!(term.integration(), integration);
         }
         Tty {
@@ -193,7 +221,10 @@ fn a_terminal_can_be_shared_between_tasks() {
 
 #[test]
 fn a_command_runs_and_its_output_comes_back() {
-    let mut tty = Tty::open("bash", false, |_| {});
+    let Some([bash]) = shells(["bash"]) else {
+        return;
+    };
+    let mut tty = Tty::open(&bash, false, |_| {});
     assert_eq!(tty.term.shell(), Shell::Bash);
     assert!(!tty.term.integration());
     tty.send("printf '%s-%s\\n' lembas out\r");
@@ -204,7 +235,10 @@ fn a_command_runs_and_its_output_comes_back() {
 
 #[test]
 fn stty_size_follows_a_resize() {
-    let mut tty = Tty::open("bash", false, |_| {});
+    let Some([bash]) = shells(["bash"]) else {
+        return;
+    };
+    let mut tty = Tty::open(&bash, false, |_| {});
     tty.send("stty size\r");
     tty.expect(b"24 80");
     tty.term.resize(100, 30).expect("resize");
@@ -214,7 +248,10 @@ fn stty_size_follows_a_resize() {
 
 #[test]
 fn exit_reports_its_code_and_reads_end() {
-    let mut tty = Tty::open("bash", false, |_| {});
+    let Some([bash]) = shells(["bash"]) else {
+        return;
+    };
+    let mut tty = Tty::open(&bash, false, |_| {});
     tty.send("exit 3\r");
     tty.drain();
     assert_eq!(tty.wait(), 3);
@@ -224,8 +261,11 @@ fn exit_reports_its_code_and_reads_end() {
 /// the follow-up signals must cover.
 #[test]
 fn hangup_ends_the_shell() {
+    let Some([bash]) = shells(["bash"]) else {
+        return;
+    };
     for _ in 0..8 {
-        let mut tty = Tty::open("bash", false, |_| {});
+        let mut tty = Tty::open(&bash, false, |_| {});
         tty.send("printf '%s\\n' ready-$((1+1))\r");
         tty.expect(b"ready-2");
         tty.term.hangup().expect("hangup");
@@ -250,7 +290,10 @@ fn a_missing_shell_is_an_error_not_a_panic() {
 
 #[test]
 fn other_shells_run_without_a_wrapper() {
-    let mut tty = Tty::open("sh", true, |_| {});
+    let Some([sh]) = shells(["sh"]) else {
+        return;
+    };
+    let mut tty = Tty::open(&sh, true, |_| {});
     assert_eq!(tty.term.shell(), Shell::Other);
     assert_eq!(Shell::Other.as_str(), "other");
     assert!(!tty.term.integration());
@@ -263,7 +306,10 @@ fn other_shells_run_without_a_wrapper() {
 
 #[test]
 fn dropping_a_running_terminal_reaps_the_shell_and_removes_the_wrapper() {
-    let mut tty = Tty::open("bash", true, |_| {});
+    let Some([bash]) = shells(["bash"]) else {
+        return;
+    };
+    let mut tty = Tty::open(&bash, true, |_| {});
     tty.expect(B);
     let pid = tty.term.pid();
     let environ = std::fs::read(format!("/proc/{pid}/environ")).expect("the shell's environment");
@@ -353,7 +399,10 @@ fn integration_marks(tty: &mut Tty) {
 
 #[test]
 fn bash_reads_the_login_files_and_marks_prompts() {
-    let mut tty = Tty::open("bash", true, |home| {
+    let Some([bash]) = shells(["bash"]) else {
+        return;
+    };
+    let mut tty = Tty::open(&bash, true, |home| {
         // Debian's layout: ~/.profile reads ~/.bashrc.
         write(
             &home.join(".profile"),
@@ -371,7 +420,10 @@ fn bash_reads_the_login_files_and_marks_prompts() {
 
 #[test]
 fn bash_stays_a_login_shell_without_traces_of_the_wrapper() {
-    let mut tty = Tty::open("bash", true, |home| {
+    let Some([bash]) = shells(["bash"]) else {
+        return;
+    };
+    let mut tty = Tty::open(&bash, true, |home| {
         write(&home.join(".bash_profile"), "LEMBAS_PROFILE=bash_profile\n");
         // Not read: ~/.bash_profile comes first.
         write(&home.join(".profile"), "LEMBAS_PROFILE=profile\n");
@@ -404,7 +456,10 @@ fn bash_stays_a_login_shell_without_traces_of_the_wrapper() {
 
 #[test]
 fn zsh_follows_the_users_zdotdir_and_marks_prompts() {
-    let mut tty = Tty::open("zsh", true, |home| {
+    let Some([zsh]) = shells(["zsh"]) else {
+        return;
+    };
+    let mut tty = Tty::open(&zsh, true, |home| {
         write(&home.join(".zshenv"), "export ZDOTDIR=\"$HOME/zdot\"\n");
         write(
             &home.join("zdot/.zshrc"),
@@ -426,7 +481,10 @@ fn zsh_follows_the_users_zdotdir_and_marks_prompts() {
 
 #[test]
 fn fish_reads_its_config_and_marks_prompts() {
-    let mut tty = Tty::open("fish", true, |home| {
+    let Some([fish]) = shells(["fish"]) else {
+        return;
+    };
+    let mut tty = Tty::open(&fish, true, |home| {
         write(
             &home.join(".config/fish/config.fish"),
             "set -gx LEMBAS_TEST_RC from-rc\n\
@@ -440,7 +498,10 @@ fn fish_reads_its_config_and_marks_prompts() {
 
 #[test]
 fn fish_keeps_b_after_the_prompt_is_redefined() {
-    let mut tty = Tty::open("fish", true, |home| {
+    let Some([fish]) = shells(["fish"]) else {
+        return;
+    };
+    let mut tty = Tty::open(&fish, true, |home| {
         write(
             &home.join(".config/fish/config.fish"),
             "set -g fish_greeting\n",
@@ -457,8 +518,12 @@ fn fish_keeps_b_after_the_prompt_is_redefined() {
 
 #[test]
 fn integration_off_gives_no_marks() {
-    for shell in ["bash", "zsh", "fish"] {
-        let mut tty = Tty::open(shell, false, |home| {
+    let names = ["bash", "zsh", "fish"];
+    let Some(paths) = shells(names) else {
+        return;
+    };
+    for (shell, path) in names.into_iter().zip(paths) {
+        let mut tty = Tty::open(&path, false, |home| {
             write(&home.join(".zshrc"), "PS1='plain> '\n");
             write(
                 &home.join(".config/fish/config.fish"),
@@ -484,7 +549,10 @@ fn integration_off_gives_no_marks() {
 #[test]
 fn options_and_environment_match_a_plain_login_shell() {
     let env = "env | grep -v '^_=' | sort | sed \"s#$HOME#~#g\"";
-    for (shell, probe) in [
+    let Some(paths) = shells(["bash", "zsh", "fish"]) else {
+        return;
+    };
+    for ((shell, probe), path) in [
         (
             "bash",
             format!("printf '%s=%s\\n' sum \"$({{ shopt -p; set +o; {env}; }} | cksum)\"\r"),
@@ -494,11 +562,14 @@ fn options_and_environment_match_a_plain_login_shell() {
             format!("printf '%s=%s\\n' sum \"$({{ setopt; {env}; }} | cksum)\"\r"),
         ),
         ("fish", format!("printf '%s=%s\\n' sum ({env} | cksum)\r")),
-    ] {
+    ]
+    .into_iter()
+    .zip(paths)
+    {
         let sums: Vec<String> = [false, true]
             .into_iter()
             .map(|integration| {
-                let mut tty = Tty::open(shell, integration, |home| {
+                let mut tty = Tty::open(&path, integration, |home| {
                     write(&home.join(".profile"), "export LEMBAS_TEST_RC=from-rc\n");
                     write(&home.join(".zshrc"), "LEMBAS_TEST_RC=from-rc\n");
                     write(
@@ -522,13 +593,16 @@ fn options_and_environment_match_a_plain_login_shell() {
 /// user had them.
 #[test]
 fn the_users_env_and_zdotdir_are_given_back() {
-    let mut tty = Tty::open_with("bash", true, &[("ENV", "~/env.sh")], |home| {
+    let Some([bash, zsh]) = shells(["bash", "zsh"]) else {
+        return;
+    };
+    let mut tty = Tty::open_with(&bash, true, &[("ENV", "~/env.sh")], |home| {
         write(&home.join(".profile"), "LEMBAS_TEST_RC=from-rc\n");
     });
     tty.send("printf '<%s>\\n' \"${ENV#$HOME}:$LEMBAS_TEST_RC:$(env | grep -c __LEMBAS_)\"\r");
     tty.expect(b"</env.sh:from-rc:0>");
 
-    let mut tty = Tty::open_with("zsh", true, &[("ZDOTDIR", "~/zd")], |home| {
+    let mut tty = Tty::open_with(&zsh, true, &[("ZDOTDIR", "~/zd")], |home| {
         write(
             &home.join("zd/.zshrc"),
             "ZSHRC_SAW=\"${__LEMBAS_ZDOTDIR-gone}:${ZDOTDIR#$HOME}\"\n",
@@ -541,7 +615,10 @@ fn the_users_env_and_zdotdir_are_given_back() {
 /// A caller that gives up on `wait` (a dropped future) still leaves no zombie behind.
 #[test]
 fn the_shell_is_reaped_even_when_waiting_is_abandoned() {
-    let mut tty = Tty::open("bash", false, |_| {});
+    let Some([bash]) = shells(["bash"]) else {
+        return;
+    };
+    let mut tty = Tty::open(&bash, false, |_| {});
     let pid = tty.term.pid();
     assert!(smol::block_on(smol::future::poll_once(tty.term.wait())).is_none());
     tty.send("exit\r");
@@ -557,14 +634,20 @@ fn the_shell_is_reaped_even_when_waiting_is_abandoned() {
 /// gets B put back after it from the next prompt on.
 #[test]
 fn b_follows_a_prompt_hook_added_later() {
-    for (shell, add_hook) in [
+    let Some(paths) = shells(["bash", "zsh"]) else {
+        return;
+    };
+    for ((shell, add_hook), path) in [
         ("bash", "PROMPT_COMMAND+=('PS1=\"$((6*7))> \"')\r"),
         (
             "zsh",
             "late() { PS1=\"$((6*7))> \" }; precmd_functions+=(late)\r",
         ),
-    ] {
-        let mut tty = Tty::open(shell, true, |home| {
+    ]
+    .into_iter()
+    .zip(paths)
+    {
+        let mut tty = Tty::open(&path, true, |home| {
             write(&home.join(".zshrc"), "PS1='plain> '\n");
         });
         tty.expect(B);
@@ -584,7 +667,10 @@ fn b_follows_a_prompt_hook_added_later() {
 /// the shell's last output still comes through first.
 #[test]
 fn the_terminal_ends_with_the_shell_despite_a_background_job() {
-    let mut tty = Tty::open("bash", false, |_| {});
+    let Some([bash]) = shells(["bash"]) else {
+        return;
+    };
+    let mut tty = Tty::open(&bash, false, |_| {});
     tty.send("sleep 12 & printf '%s-%s' last words; exit 4\r");
     tty.drain();
     assert!(contains(&tty.out, b"last-words"), "{}", show(&tty.out));
@@ -594,7 +680,10 @@ fn the_terminal_ends_with_the_shell_despite_a_background_job() {
 /// A device started without TERM (a service) gives its shells xterm-256color.
 #[test]
 fn term_defaults_to_xterm_256color() {
-    let mut tty = Tty::open_with("bash", false, &[("TERM", "")], |_| {});
+    let Some([bash]) = shells(["bash"]) else {
+        return;
+    };
+    let mut tty = Tty::open_with(&bash, false, &[("TERM", "")], |_| {});
     tty.send("printf '<%s>\\n' \"$TERM\"\r");
     tty.expect(b"<xterm-256color>");
 }

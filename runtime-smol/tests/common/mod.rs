@@ -11,6 +11,8 @@ use lembas_core::client::ClientEvent;
 use lembas_core::jsonrpc::{Id, RpcError};
 use serde_json::{json, Value};
 
+pub mod programs;
+
 /// The device token of these tests: it must appear in no output of the binary.
 pub const TOKEN: &str = "tok-S3CRET-e2e-0123456789abcdef";
 
@@ -69,7 +71,10 @@ impl Home {
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("HOME", self.path())
-            .env("SHELL", "/bin/bash")
+            .env(
+                "SHELL",
+                programs::on_path("bash").unwrap_or_else(|| "/bin/bash".into()),
+            )
             .env("XDG_CONFIG_HOME", self.path().join("config"))
             .env("XDG_STATE_HOME", self.path().join("state"))
             .env("LEMBAS_LOG", self.log_level);
