@@ -137,6 +137,10 @@ pub struct SessionLimits {
     /// A delete made on the device is forgotten once the link it was sent on stayed up this
     /// long afterwards (a link that drops sooner may have lost it: it is sent again).
     pub delete_confirm_ms: u64,
+    /// Bytes a link may send while one of its session requests waits for its directory check
+    /// (symlinks resolved by the shell); they wait behind it, in order. Past it the link is
+    /// closed with 1008. At least one whole frame (`frames.max_frame_bytes`).
+    pub max_held_bytes: usize,
 }
 
 impl Default for SessionLimits {
@@ -151,6 +155,8 @@ impl Default for SessionLimits {
             max_title_chars: 200,
             max_steer: 64,
             delete_confirm_ms: 10_000,
+            // Two whole frames of the default 48 MiB: the request waits, one more may.
+            max_held_bytes: 96 * 1024 * 1024,
         }
     }
 }
@@ -286,6 +292,13 @@ impl DeviceConfig {
                 s.max_block_bytes, s.max_prompt_bytes
             )));
         }
+        if s.max_held_bytes < self.frames.max_frame_bytes {
+            return Err(ConfigError(format!(
+                "sessions: max_held_bytes ({}) is under frames.max_frame_bytes ({}): a whole \
+                 frame must fit behind a waiting request",
+                s.max_held_bytes, self.frames.max_frame_bytes
+            )));
+        }
         let t = &self.terminals;
         let (cols, rows) = t.default_size;
         if t.cols.0 > t.cols.1
@@ -395,5 +408,8 @@ mod tests {
         let mut c = DeviceConfig::default();
         c.remote.roots = vec!["work".into()];
         assert!(c.validate().unwrap_err().0.contains("`work`"));
+        let mut c = DeviceConfig::default();
+        c.sessions.max_held_bytes = c.frames.max_frame_bytes - 1;
+        assert!(c.validate().unwrap_err().0.contains("max_held_bytes"));
     }
 }

@@ -262,6 +262,8 @@ fn run(command: Command, seed: Option<u64>) -> Result<(), String> {
             let mut dc = device_config(&config, None);
             if let Some(m) = max_frame_bytes {
                 dc.frames.max_frame_bytes = m;
+                // A whole frame must still fit behind a request waiting for its check.
+                dc.sessions.max_held_bytes = dc.sessions.max_held_bytes.max(m.saturating_mul(2));
             }
             let device = Device::new(dc, Time(0)).map_err(|e| e.to_string())?;
             let mut driver =

@@ -1,7 +1,7 @@
 //! One connection to the device (the instance link, or an editor on stdio): its handshake
 //! phase, what its client said about itself, and the requests the device sent it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 use crate::jsonrpc::Id;
 use crate::wire::handshake::ClientSaid;
@@ -45,6 +45,11 @@ pub(crate) struct Connection {
     /// treated as protocol 1 for the rest of the connection.
     pub downgraded: bool,
     pub pending: BTreeMap<Id, Pending>,
+    /// A session request waiting for its directory check (the `ResolvePath` request number):
+    /// every frame after it waits in `held`, so requests keep their order.
+    pub gate: Option<u64>,
+    pub held: VecDeque<Vec<u8>>,
+    pub held_bytes: usize,
 }
 
 impl Connection {
@@ -55,6 +60,9 @@ impl Connection {
             said: ClientSaid::default(),
             downgraded: false,
             pending: BTreeMap::new(),
+            gate: None,
+            held: VecDeque::new(),
+            held_bytes: 0,
         }
     }
 

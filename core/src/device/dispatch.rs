@@ -15,16 +15,37 @@ pub(super) type Reply = Option<Vec<u8>>;
 
 impl Device {
     pub(super) fn on_frame(&mut self, conn: ConnId, frame: &[u8]) {
+        // Behind a session request waiting for its directory check, everything waits.
+        if self.hold(conn, frame) {
+            return;
+        }
+        self.run_frame(conn, frame, None);
+    }
+
+    /// Handle one frame. `checked` is the verdict on a session request that waited for its
+    /// directory check (limits.rs), `None` for a frame not checked yet.
+    pub(super) fn run_frame(
+        &mut self,
+        conn: ConnId,
+        frame: &[u8],
+        checked: Option<Result<(), RpcError>>,
+    ) {
         match jsonrpc::decode(frame, &self.config.frames) {
             Err(e) => self.send(conn, e.response()),
-            Ok(Message::Request(req)) => self.on_request(conn, req),
+            Ok(Message::Request(req)) => self.on_request(conn, req, frame, checked),
             Ok(Message::Notification(n)) => self.on_notification(conn, n),
             Ok(Message::Response(r)) => self.on_response(conn, r),
         }
     }
 
-    fn on_request(&mut self, conn: ConnId, req: Request<'_>) {
-        match self.route(conn, &req) {
+    fn on_request(
+        &mut self,
+        conn: ConnId,
+        req: Request<'_>,
+        frame: &[u8],
+        checked: Option<Result<(), RpcError>>,
+    ) {
+        match self.route(conn, &req, frame, checked) {
             Ok(Some(frame)) => {
                 self.send(conn, frame);
                 if req.method == "initialize" && self.conns[&conn].kind == ConnKind::Link {
@@ -39,7 +60,13 @@ impl Device {
         }
     }
 
-    fn route(&mut self, conn: ConnId, req: &Request<'_>) -> Result<Reply, RpcError> {
+    fn route(
+        &mut self,
+        conn: ConnId,
+        req: &Request<'_>,
+        frame: &[u8],
+        checked: Option<Result<(), RpcError>>,
+    ) -> Result<Reply, RpcError> {
         let method = req.method.as_ref();
         let phase = self.conns[&conn].phase;
         if phase == Phase::AwaitingInitialize && method != "initialize" {
@@ -58,7 +85,18 @@ impl Device {
                 ));
             }
         }
-        self.handle_request(conn, &req.id, spec.name, req.params)
+        let admitted = match checked {
+            Some(verdict) => verdict,
+            None if self.gate(conn, spec.name, req.params, frame)? => return Ok(None),
+            None => Ok(()),
+        };
+        let admitted = match admitted {
+            // `status` says a refused session exists, and no more.
+            Err(_) if spec.name == "_lembas/session/status" => false,
+            Err(e) => return Err(e),
+            Ok(()) => true,
+        };
+        self.handle_request(conn, &req.id, spec.name, req.params, admitted)
     }
 
     /// The method handlers. Each returns its answer frame, or `None` when it answers later.
@@ -68,6 +106,7 @@ impl Device {
         id: &Id,
         method: &'static str,
         params: Option<&RawValue>,
+        admitted: bool,
     ) -> Result<Reply, RpcError> {
         let now = |v: Value| Ok(Some(jsonrpc::encode_result(id, &v)));
         match method {
@@ -82,7 +121,7 @@ impl Device {
             "session/set_mode" => now(self.set_mode(conn, jsonrpc::parse_params(method, params)?)?),
             "_lembas/steer" => now(self.steer(conn, jsonrpc::parse_params(method, params)?)?),
             "_lembas/session/status" => {
-                now(self.status(conn, jsonrpc::parse_params(method, params)?, true)?)
+                now(self.status(conn, jsonrpc::parse_params(method, params)?, admitted)?)
             }
             "_lembas/session/history" => {
                 now(self.history(conn, jsonrpc::parse_params(method, params)?)?)

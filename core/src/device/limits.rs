@@ -47,3 +47,332 @@ impl Device {
         Ok(root)
     }
 }
+
+/// Requests that run, change or read a session's content: over the link, each waits for the
+/// session's directory to be resolved (symlinks followed) and checked again before it runs.
+/// `status` is among them, and is answered `exists: true` alone when refused. Delete keeps the
+/// spec's own rule, and cancel runs nothing: neither is here.
+const GATED: &[&str] = &[
+    "session/prompt",
+    "session/set_mode",
+    "_lembas/steer",
+    "_lembas/session/title",
+    "_lembas/session/history",
+    "_lembas/session/status",
+    "_lembas/configure",
+    "_lembas/session/compact",
+    "_lembas/session/rewind",
+    "_lembas/files/search",
+    "_lembas/commands",
+    "_lembas/jobs",
+    "_lembas/job/output",
+    "_lembas/job/stop",
+    "_lembas/job/send",
+    "_lembas/job/transcript",
+];
+
+/// The close code for a client that sent more than `sessions.max_held_bytes` while a request
+/// waited for its directory check (WebSocket's "policy violation").
+pub const CLOSE_HELD_OVERFLOW: u16 = 1008;
+
+/// A session request waiting for the shell to resolve its session's directory.
+#[derive(Debug)]
+pub(crate) struct Gate {
+    conn: ConnId,
+    session: String,
+    dir: String,
+    /// The request itself, run once the directory passes.
+    frame: Vec<u8>,
+}
+
+impl Gate {
+    pub fn conn(&self) -> ConnId {
+        self.conn
+    }
+}
+
+/// The session a request names, if any (`files/search` and `commands` may name a `cwd`
+/// instead; that one is checked as `session/new`'s is).
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Named {
+    session_id: Option<String>,
+}
+
+impl Device {
+    /// A request of `method` on `conn` about to run: when it is a session request over the
+    /// link, the session's directory is checked lexically now (`Err`: refused), then resolved by
+    /// the shell; `Ok(true)` means the request waits for that ([`Device::gate_resolved`]) and
+    /// every frame after it on `conn` waits behind it, so requests keep their order.
+    pub(super) fn gate(
+        &mut self,
+        conn: ConnId,
+        method: &str,
+        params: Option<&serde_json::value::RawValue>,
+        frame: &[u8],
+    ) -> Result<bool, RpcError> {
+        let on_link = self.conns.get(&conn).map(|c| c.kind) == Some(ConnKind::Link);
+        if !on_link || !GATED.contains(&method) {
+            return Ok(false);
+        }
+        let named = params.and_then(|p| serde_json::from_str::<Named>(p.get()).ok());
+        let Some(session) = named.and_then(|n| n.session_id) else {
+            return Ok(false);
+        };
+        let Some(dir) = self.sessions.get(&session).map(|s| s.cwd.clone()) else {
+            // Unknown: the handler says so.
+            return Ok(false);
+        };
+        if let Err(e) = self.admit(conn, &session, &dir) {
+            // `status` answers a refused session itself.
+            return if method == "_lembas/session/status" {
+                Ok(false)
+            } else {
+                Err(e)
+            };
+        }
+        let request = self.next_resolve;
+        self.next_resolve += 1;
+        self.resolving.insert(
+            request,
+            super::Resolving::Gate(Box::new(Gate {
+                conn,
+                session,
+                dir: dir.clone(),
+                frame: frame.to_vec(),
+            })),
+        );
+        self.conns.get_mut(&conn).expect("checked above").gate = Some(request);
+        self.effect(super::Effect::ResolvePath { request, path: dir });
+        Ok(true)
+    }
+
+    /// The shell resolved a gated request's session directory: the request runs if the
+    /// directory, symlinks followed, still passes the limits of this moment; then the frames
+    /// held behind it run in order.
+    pub(super) fn gate_resolved(&mut self, gate: Gate, resolved: Result<String, String>) {
+        let Some(c) = self.conns.get_mut(&gate.conn) else {
+            return;
+        };
+        c.gate = None;
+        let admitted = resolved
+            .map_err(|why| {
+                RpcError::invalid_params(format!(
+                    "session `{}` cannot be used over the link now: its directory `{}` cannot be \
+                     checked: {why}",
+                    gate.session, gate.dir
+                ))
+            })
+            .and_then(|real| {
+                let real = paths::normalize(&real).ok_or_else(|| {
+                    RpcError::invalid_params(format!(
+                        "session `{}`: its directory `{}` did not resolve",
+                        gate.session, gate.dir
+                    ))
+                })?;
+                self.admit(gate.conn, &gate.session, &real)
+            });
+        self.run_frame(gate.conn, &gate.frame, Some(admitted));
+        self.release_held(gate.conn);
+    }
+
+    /// Hold `frame` behind a request waiting for its directory check, if one waits on `conn`.
+    /// Past `sessions.max_held_bytes` the client is flooding: the connection is closed.
+    pub(super) fn hold(&mut self, conn: ConnId, frame: &[u8]) -> bool {
+        let max = self.config.sessions.max_held_bytes;
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return false;
+        };
+        if c.gate.is_none() {
+            return false;
+        }
+        if c.held_bytes.saturating_add(frame.len()) > max {
+            self.close_connection(
+                conn,
+                CLOSE_HELD_OVERFLOW,
+                format!(
+                    "over {max} bytes arrived while a request waited for its directory check \
+                     (sessions.max_held_bytes)"
+                ),
+            );
+            return true;
+        }
+        c.held_bytes += frame.len();
+        c.held.push_back(frame.to_vec());
+        true
+    }
+
+    /// Run the frames held on `conn`, in order, until one waits again.
+    fn release_held(&mut self, conn: ConnId) {
+        loop {
+            let Some(c) = self.conns.get_mut(&conn) else {
+                return;
+            };
+            if c.gate.is_some() {
+                return;
+            }
+            let Some(frame) = c.held.pop_front() else {
+                return;
+            };
+            c.held_bytes -= frame.len();
+            self.run_frame(conn, &frame, None);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{json, Value};
+
+    use super::*;
+    use crate::config::{DeviceConfig, Remote};
+    use crate::device::{Effect, Output};
+    use crate::time::Time;
+
+    /// A linked device over `/w` whose shell answers nothing but persists: what it sent, and
+    /// the paths it was asked to resolve.
+    struct Bare {
+        d: Device,
+        link: ConnId,
+        sent: Vec<Value>,
+        resolves: Vec<(u64, String)>,
+        closes: Vec<(u16, String)>,
+    }
+
+    impl Bare {
+        fn new(tweak: impl FnOnce(&mut DeviceConfig)) -> Bare {
+            let mut c = DeviceConfig {
+                remote: Remote {
+                    enabled: true,
+                    roots: vec!["/w".into()],
+                    require_trust: false,
+                    ..Remote::default()
+                },
+                ..DeviceConfig::default()
+            };
+            tweak(&mut c);
+            let mut d = Device::new(c, Time(0)).unwrap();
+            d.start_link(Time(0));
+            let mut b = Bare {
+                link: ConnId(0),
+                d,
+                sent: Vec::new(),
+                resolves: Vec::new(),
+                closes: Vec::new(),
+            };
+            b.drain();
+            b.link = b.d.handle_open(ConnKind::Link, Time(0)).unwrap();
+            b.frame(json!({ "jsonrpc": "2.0", "id": 0, "method": "initialize",
+                            "params": { "protocolVersion": 1 } }));
+            b
+        }
+
+        fn drain(&mut self) {
+            while let Some(o) = self.d.poll_output() {
+                match o {
+                    Output::Send { frame, .. } => {
+                        self.sent.push(serde_json::from_slice(&frame).unwrap())
+                    }
+                    Output::Close { code, reason, .. } => self.closes.push((code, reason)),
+                    Output::Effect(Effect::Persist { seq, .. }) => {
+                        self.d.handle_persisted(seq, Time(0))
+                    }
+                    Output::Effect(Effect::ResolvePath { request, path }) => {
+                        self.resolves.push((request, path))
+                    }
+                    Output::Effect(_) => {}
+                }
+            }
+        }
+
+        fn frame(&mut self, v: Value) {
+            let bytes = serde_json::to_vec(&v).unwrap();
+            self.d.handle_frame(self.link, &bytes, Time(0)).unwrap();
+            self.drain();
+        }
+
+        /// Answer the oldest path the device asked about with `to`.
+        fn resolve(&mut self, to: &str) {
+            let (request, _) = self.resolves.remove(0);
+            self.d.handle_path_resolved(request, Ok(to.into()), Time(0));
+            self.drain();
+        }
+
+        fn answer(&self, id: u64) -> Option<&Value> {
+            self.sent.iter().find(|f| f["id"] == id)
+        }
+
+        fn session(&mut self) -> String {
+            self.frame(json!({ "jsonrpc": "2.0", "id": 1, "method": "session/new",
+                               "params": { "cwd": "/w/p" } }));
+            self.resolve("/w/p");
+            self.answer(1).unwrap()["result"]["sessionId"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        }
+    }
+
+    #[test]
+    fn requests_behind_one_waiting_for_its_check_keep_their_order() {
+        let mut b = Bare::new(|_| {});
+        let s = b.session();
+        b.frame(
+            json!({ "jsonrpc": "2.0", "id": 2, "method": "session/set_mode",
+                        "params": { "sessionId": s, "modeId": "plan" } }),
+        );
+        // Not a session request, but it waits behind one all the same.
+        b.frame(
+            json!({ "jsonrpc": "2.0", "id": 3, "method": "_lembas/session/delete",
+                        "params": { "sessionId": "ses_unknown" } }),
+        );
+        b.frame(
+            json!({ "jsonrpc": "2.0", "id": 4, "method": "_lembas/session/title",
+                        "params": { "sessionId": s, "title": "t" } }),
+        );
+        assert_eq!(b.resolves, vec![(1, "/w/p".to_string())]);
+        assert!(b.answer(2).is_none() && b.answer(3).is_none() && b.answer(4).is_none());
+        b.resolve("/w/p");
+        assert_eq!(b.answer(2).unwrap()["result"], json!({}));
+        assert_eq!(b.answer(3).unwrap()["result"]["deleted"], false);
+        // The title waits for its own check.
+        assert!(b.answer(4).is_none());
+        // Re-pointed meanwhile: refused, with the resolved path and the roots.
+        b.resolve("/etc");
+        let e = &b.answer(4).unwrap()["error"];
+        assert_eq!(e["code"], -32602);
+        let m = e["message"].as_str().unwrap();
+        assert!(
+            m.contains("`/etc` is outside the device's roots (/w)"),
+            "{m}"
+        );
+        let ids: Vec<&Value> = b.sent.iter().map(|f| &f["id"]).collect();
+        let pos = |n: u64| ids.iter().position(|i| **i == n).unwrap();
+        assert!(pos(2) < pos(3) && pos(3) < pos(4), "{ids:?}");
+    }
+
+    #[test]
+    fn a_link_that_floods_while_a_request_waits_is_closed_naming_the_bound() {
+        let mut b = Bare::new(|c| {
+            c.frames.max_frame_bytes = 2048;
+            c.sessions.max_held_bytes = 4096;
+        });
+        let s = b.session();
+        b.frame(
+            json!({ "jsonrpc": "2.0", "id": 2, "method": "_lembas/session/history",
+                        "params": { "sessionId": s } }),
+        );
+        let filler = "x".repeat(1500);
+        for id in 3..6 {
+            assert!(b.closes.is_empty(), "closed after {} frames", id - 3);
+            b.frame(
+                json!({ "jsonrpc": "2.0", "id": id, "method": "_lembas/session/title",
+                            "params": { "sessionId": s, "title": filler } }),
+            );
+        }
+        assert_eq!(b.closes.len(), 1, "{:?}", b.closes);
+        assert_eq!(b.closes[0].0, CLOSE_HELD_OVERFLOW);
+        assert!(b.closes[0].1.contains("4096") && b.closes[0].1.contains("max_held_bytes"));
+        assert_eq!(b.d.connections().count(), 0);
+    }
+}

@@ -22,6 +22,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 pub use connection::{ConnId, ConnKind};
 pub use ledger::Answer;
+pub use limits::CLOSE_HELD_OVERFLOW;
 pub use link::CLOSE_PROTOCOL;
 pub use reconfigure::{CLOSE_SETTINGS_CHANGED, SETTINGS_CHANGED};
 pub use restore::{Unreadable, RESTARTED};
@@ -185,6 +186,8 @@ impl std::error::Error for Misuse {}
 enum Resolving {
     Session(Box<PendingNew>),
     Terminal(String),
+    /// A session request over the link (limits.rs).
+    Gate(Box<limits::Gate>),
 }
 
 /// An entry of the output queue.
@@ -510,6 +513,23 @@ impl Device {
     fn persist_after_send(&mut self, records: Vec<Record>) {
         self.out
             .push_back((self.persist_issued, Queued::PersistAfter(records)));
+    }
+
+    /// Close a connection on the device's own account, behind what is already queued for it,
+    /// and let go of it at once (the shell reports no close for it). A link is dialled again
+    /// after its backoff, as after any drop.
+    fn close_connection(&mut self, conn: ConnId, code: u16, reason: String) {
+        self.out.push_back((
+            self.persist_issued,
+            Queued::Out(Output::Close { conn, code, reason }),
+        ));
+        let Some(c) = self.let_go(conn) else { return };
+        if c.kind == ConnKind::Link {
+            if let LinkState::Up { attempt } = self.link.state {
+                let now = self.clock.now();
+                self.link.schedule_redial(attempt, now, &mut self.rng);
+            }
+        }
     }
 
     fn reply_error(&mut self, conn: ConnId, id: &Id, error: &RpcError) {

@@ -56,7 +56,8 @@ impl Device {
             .sessions
             .values()
             .any(|s| s.running.is_some() || !s.queue.is_empty())
-            || self.terminals().any(|(_, c)| Some(c) == link);
+            || self.terminals().any(|(_, c)| Some(c) == link)
+            || self.conns.values().any(|c| c.gate.is_some());
         if busy {
             return;
         }

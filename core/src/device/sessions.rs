@@ -179,7 +179,8 @@ impl Device {
         })
     }
 
-    /// The shell resolved the `cwd` of a `session/new` (symlinks followed), or could not.
+    /// The shell resolved a path it was asked to (`Effect::ResolvePath`; symlinks followed): a
+    /// `session/new`'s `cwd`, a terminal's, or a session request's directory (limits.rs).
     pub fn handle_path_resolved(
         &mut self,
         request: u64,
@@ -191,6 +192,12 @@ impl Device {
             Some(super::Resolving::Session(pending)) => *pending,
             Some(super::Resolving::Terminal(terminal_id)) => {
                 return self.terminal_path_resolved(terminal_id, resolved)
+            }
+            Some(super::Resolving::Gate(gate)) => {
+                self.gate_resolved(*gate, resolved);
+                // The request it held may have been the last a restart for new settings
+                // waited for.
+                return self.relink_if_idle();
             }
             None => return,
         };
@@ -515,8 +522,11 @@ impl Device {
 
     /// A connection went away: it hears nothing more, and waits for nothing.
     pub(super) fn forget_connection(&mut self, conn: ConnId) {
-        self.resolving
-            .retain(|_, r| !matches!(r, super::Resolving::Session(p) if p.conn == conn));
+        self.resolving.retain(|_, r| match r {
+            super::Resolving::Session(p) => p.conn != conn,
+            super::Resolving::Gate(g) => g.conn() != conn,
+            super::Resolving::Terminal(_) => true,
+        });
         for s in self.sessions.values_mut() {
             s.holders.remove(&conn);
             for waiting in s.waiters.values_mut() {
