@@ -5,6 +5,7 @@
 //! session's mode lowered to `max_mode` as it is when the turn starts.
 
 use lembas_core::client::ClientEvent;
+use lembas_core::config::Mode;
 use lembas_core::jsonrpc::{code, RpcError};
 use lembas_core::testing::Pair;
 use serde_json::{json, Value};
@@ -213,4 +214,94 @@ fn a_session_directory_that_no_longer_resolves_is_refused_with_the_reason() {
     let s = session_with_a_turn(&mut p);
     p.links.insert(APP.into(), None);
     every_session_request_is_refused(&mut p, &s, "cannot be checked: no such directory");
+}
+
+/// The mode of every turn the engine was asked to start in `session`, in order.
+fn turn_modes(p: &Pair, session: &str) -> Vec<Mode> {
+    p.started
+        .iter()
+        .filter(|t| t.session_id == session)
+        .map(|t| t.mode)
+        .collect()
+}
+
+#[test]
+fn a_lowered_max_mode_lowers_the_next_turn_of_an_open_session() {
+    let mut p = Pair::default_with(&[ROOT], |d| d.remote.max_mode = Mode::Auto);
+    p.start().unwrap();
+    let s = p.new_session(APP);
+    p.call(
+        "session/set_mode",
+        json!({ "sessionId": s, "modeId": "auto" }),
+    )
+    .unwrap();
+    prompt(&mut p, &s, "t1").unwrap();
+    // While linked: the link restarts for the new limits, the session stays open.
+    let mut remote = p.device.config().remote.clone();
+    remote.max_mode = Mode::Manual;
+    assert_eq!(p.device.reconfigure(remote, p.now), Ok(true));
+    p.settle().unwrap();
+    prompt(&mut p, &s, "t2").unwrap();
+    // Across a restart with a lower max_mode still.
+    p.restart_device_with(|d| d.remote.max_mode = Mode::Plan)
+        .unwrap();
+    prompt(&mut p, &s, "t3").unwrap();
+    assert_eq!(
+        turn_modes(&p, &s),
+        vec![Mode::Auto, Mode::Manual, Mode::Plan]
+    );
+    // The session's own mode was lowered, and the client told.
+    let updates: Vec<Value> = p
+        .frames_to_client()
+        .into_iter()
+        .filter(|f| f["params"]["update"]["sessionUpdate"] == "current_mode_update")
+        .map(|f| f["params"]["update"]["currentModeId"].clone())
+        .collect();
+    assert_eq!(updates, vec![json!("auto"), json!("manual"), json!("plan")]);
+}
+
+#[test]
+fn an_approved_plan_sets_the_sessions_mode_lowered() {
+    let mut p = Pair::default_with(&[ROOT], |d| d.remote.max_mode = Mode::Manual);
+    p.start().unwrap();
+    let s = p.new_session(APP);
+    p.call(
+        "session/set_mode",
+        json!({ "sessionId": s, "modeId": "plan" }),
+    )
+    .unwrap();
+    p.client
+        .prompt(
+            &s,
+            json!([{ "type": "text", "text": "plan Ship it" }]),
+            Some("t1"),
+            p.now,
+        )
+        .unwrap();
+    p.drive().unwrap();
+    let id = p
+        .client_events
+        .iter()
+        .find_map(|e| match e {
+            ClientEvent::Request { id, method, .. } if method == "_lembas/plan" => Some(id.clone()),
+            _ => None,
+        })
+        .expect("a plan card");
+    let now = p.now;
+    assert!(p.client.respond(
+        &id,
+        Ok(json!({ "outcome": "approve", "mode": "edit" })),
+        now
+    ));
+    p.settle().unwrap();
+    // The next turn runs in the approved mode, lowered to max_mode.
+    prompt(&mut p, &s, "t2").unwrap();
+    assert_eq!(turn_modes(&p, &s), vec![Mode::Plan, Mode::Manual]);
+    let modes: Vec<Value> = p
+        .frames_to_client()
+        .into_iter()
+        .filter(|f| f["params"]["event"]["type"] == "mode")
+        .map(|f| f["params"]["event"]["mode"].clone())
+        .collect();
+    assert_eq!(modes, vec![json!("plan"), json!("manual")]);
 }

@@ -181,6 +181,11 @@ impl Device {
         let Some(open) = self.cards.remove(key) else {
             return;
         };
+        // An approved plan sets the session's mode (lowered already when the session is
+        // capped), not only what the engine is told.
+        if let Decision::Plan(PlanDecision::Approve { mode }) = decision {
+            self.change_mode(&key.0, mode);
+        }
         self.decide_engine(&key.0, &open.turn_id, &key.1, decision);
         self.settle(key, open, answered_by);
     }

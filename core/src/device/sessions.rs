@@ -344,6 +344,8 @@ impl Device {
             .conns
             .get(&conn)
             .is_some_and(|c| c.kind == ConnKind::Link);
+        // Used from the link, the session is remote work: its modes are lowered from now on.
+        s.capped |= on_link;
         if on_link && !s.given {
             s.given = true;
             let record = s.record();
@@ -374,16 +376,24 @@ impl Device {
         } else {
             requested
         };
-        s.mode = mode;
         s.touched = now;
+        self.change_mode(&p.session_id, mode);
+        Ok(json!({}))
+    }
+
+    /// The session's mode is now `mode`: durable, then announced to its holders.
+    pub(super) fn change_mode(&mut self, session: &str, mode: Mode) {
+        let Some(s) = self.sessions.get_mut(session) else {
+            return;
+        };
+        s.mode = mode;
         let record = s.record();
         self.persist(vec![record]);
         self.broadcast_update(
-            &p.session_id,
+            session,
             json!({ "sessionUpdate": "current_mode_update", "currentModeId": mode }),
         );
-        self.broadcast_event(&p.session_id, json!({ "type": "mode", "mode": mode }));
-        Ok(json!({}))
+        self.broadcast_event(session, json!({ "type": "mode", "mode": mode }));
     }
 
     pub(super) fn set_title(&mut self, conn: ConnId, p: TitleParams) -> Result<Value, RpcError> {

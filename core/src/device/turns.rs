@@ -307,7 +307,15 @@ impl Device {
         let Some(next) = s.queue.pop_front() else {
             return;
         };
-        let start = next.start;
+        let mut start = next.start;
+        // The turn runs at the session's mode as it is now, lowered to `remote.max_mode` as it
+        // is now: a lowered max_mode reaches every open session's next turn.
+        let max = self.config.remote.max_mode;
+        if s.capped && s.mode > max {
+            self.change_mode(session, max);
+        }
+        let s = self.sessions.get_mut(session).expect("looked up above");
+        start.mode = s.mode;
         let turn_id = start.turn_id.clone();
         s.ledger.set(&turn_id, TurnState::Running);
         let order = s.ledger.order_of(&turn_id).unwrap_or_default();
