@@ -15,7 +15,7 @@ use crate::wire::handshake::{
 pub const AGENT_NAME: &str = "LLeMbas CLI";
 
 impl Device {
-    fn limits(&self) -> Limits {
+    pub(super) fn limits(&self) -> Limits {
         let remote = &self.config.remote;
         Limits {
             roots: remote.advertised_roots().to_vec(),

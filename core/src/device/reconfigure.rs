@@ -1,13 +1,16 @@
-//! New `remote:` settings while the device runs (config.yaml edited, or SIGHUP). The client
-//! learns a device's limits only in `_lembas/hello` and `initialize`, so the device closes the
-//! instance link once no session works (no turn running or waiting) and dials again at once:
-//! the new handshake carries the new limits. A turn in progress, or a remote terminal open on
-//! the link, is never cut for it.
+//! New `remote:` settings while the device runs (config.yaml edited, or SIGHUP). They apply to
+//! the next request at once (limits.rs). The client learns a device's limits only in
+//! `_lembas/hello` and `initialize`, so when what those say changed (the advertised roots,
+//! `max_mode`, `require_trust`, the capabilities) the device closes the instance link once no
+//! session works (no turn running or waiting) and dials again at once: the new handshake carries
+//! the new limits. A change they do not show (`approval_timeout`, the trusted list) keeps the
+//! link. A turn in progress, or a remote terminal open on the link, is never cut for it.
 
 use super::link::LinkState;
 use super::{ConnKind, Device, Effect, Output, Queued};
 use crate::config::{ConfigError, Remote};
 use crate::time::Time;
+use crate::wire::handshake::Limits;
 
 /// The close code of a link the device restarts itself (RFC 6455 "service restart").
 pub const CLOSE_SETTINGS_CHANGED: u16 = 1012;
@@ -17,8 +20,9 @@ pub const SETTINGS_CHANGED: &str = "the device's settings changed; it links agai
 
 impl Device {
     /// Take new `remote:` settings. A config that fails validation is refused and the old one
-    /// kept. Returns whether anything changed; when it did and a link is up, the link is
-    /// restarted (closed with 1012, then dialled at once) as soon as no session works.
+    /// kept. Returns whether anything changed; when what the hello and `initialize` say changed
+    /// and a link is up, the link is restarted (closed with 1012, then dialled at once) as soon
+    /// as no session works.
     pub fn reconfigure(&mut self, remote: Remote, now: Time) -> Result<bool, ConfigError> {
         self.clock.advance(now);
         if remote == self.config.remote {
@@ -27,10 +31,18 @@ impl Device {
         let mut next = self.config.clone();
         next.remote = remote;
         next.validate()?;
+        let before = self.announced();
         self.config = next;
-        self.relink_pending = true;
-        self.relink_if_idle();
+        if self.announced() != before {
+            self.relink_pending = true;
+            self.relink_if_idle();
+        }
         Ok(true)
+    }
+
+    /// What a link's hello and `initialize` say that the settings decide.
+    fn announced(&self) -> (Limits, Vec<&'static str>) {
+        (self.limits(), self.capabilities().collect())
     }
 
     /// Whether a link restart for new settings waits for the sessions to go idle.
@@ -274,5 +286,38 @@ mod tests {
         );
         assert_eq!(pair.dials, dials + 1);
         assert_eq!(hellos(&pair).last().unwrap().1, "plan");
+    }
+
+    /// A change the hello and `initialize` do not show keeps the link (it used to close it
+    /// with 1012); one they show restarts it.
+    #[test]
+    fn only_a_change_the_handshake_shows_restarts_the_link() {
+        let mut pair = Pair::default_with_roots(&["/work"]);
+        pair.start().unwrap();
+        let (link, dials) = (pair.link(), pair.dials);
+        let mut quiet = pair.device.config().remote.clone();
+        quiet.approval_timeout_ms = 5_000;
+        quiet.trusted.push("/work/other".into());
+        assert_eq!(pair.device.reconfigure(quiet.clone(), pair.now), Ok(true));
+        pair.settle().unwrap();
+        assert!(!pair.device.relink_pending());
+        assert_eq!((pair.link(), pair.dials), (link, dials));
+        assert!(pair.device_closes.is_empty());
+        assert_eq!(pair.device.config().remote.approval_timeout_ms, 5_000);
+        // Each of these is in the hello or `initialize`.
+        let changes: [fn(&mut Remote); 4] = [
+            |r| r.roots.push("/srv".into()),
+            |r| r.require_trust = !r.require_trust,
+            |r| r.terminal = !r.terminal,
+            |r| r.enabled = false,
+        ];
+        for (i, change) in changes.into_iter().enumerate() {
+            let mut next = pair.device.config().remote.clone();
+            change(&mut next);
+            assert_eq!(pair.device.reconfigure(next, pair.now), Ok(true));
+            pair.settle().unwrap();
+            assert_eq!(pair.device_closes.len(), i + 1, "change {i}");
+            assert_eq!(pair.dials, dials + i + 1, "change {i}");
+        }
     }
 }
