@@ -13,12 +13,14 @@
 //! - `cards`: approvals, questions and plans on the web, a terminal and an editor.
 //! - `deletes`: deletes from the client and on the device.
 //! - `terminals`: remote terminals on a fake echoing shell.
+//! - `limits`: the `remote:` limits of the moment (restarts, reloads, symlinks, max_mode).
 
 mod capabilities;
 mod cards;
 mod deletes;
 mod handshake;
 mod jsonrpc;
+mod limits;
 mod session_calls;
 mod sessions;
 mod stdio;
