@@ -39,8 +39,15 @@ export interface DeviceConfig {
     maxSteer?: number;
     /** A delete made on the device is forgotten once the link that carried it stayed up this long. */
     deleteConfirmMs?: number;
+    /** Sessions kept in memory at once; past it the least recently used idle one is set aside
+     * (read back with a `load_session` effect when named), or with none `session/new` is
+     * refused. */
+    maxLive?: number;
   };
   models?: { id: string; instance?: boolean }[];
+  /** Whether the shell answers `load_session` from a store (default true). Without one no
+   * session is set aside. A `DeviceDriver` sets it from its `store` option. */
+  hasStore?: boolean;
 }
 
 export interface FrameLimits {
@@ -75,6 +82,9 @@ export type Effect =
   | { kind: "persist"; seq: number; records: StoreRecord[] }
   /** Resolve `path` (symlinks followed); answer with `pathResolved(request, ...)`. */
   | { kind: "resolve_path"; request: number; path: string }
+  /** Read back a session set aside from memory (`sessions.max_live`): its entries in the store,
+   * then `sessionLoaded(request, entries)`. Asked for once the persists before it are durable. */
+  | { kind: "load_session"; request: number; sessionId: string }
   | { kind: "write_attachment"; sessionId: string; fileName: string; base64: string }
   | { kind: "remove_attachments"; sessionId: string }
   /** Run a turn on the engine; report with `engine(sessionId, turnId, event)`. */

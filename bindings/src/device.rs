@@ -116,6 +116,24 @@ impl JsDevice {
         Ok(())
     }
 
+    /// The answer to a `load_session` effect: the session's entries in the store (its record,
+    /// turns and history; others are ignored; none: the store does not have it). Entries it
+    /// could not read are kept out and added to `unreadable()`.
+    #[wasm_bindgen(js_name = sessionLoaded)]
+    pub fn session_loaded(
+        &mut self,
+        request: f64,
+        #[wasm_bindgen(unchecked_param_type = "StoreEntry[]")] entries: JsValue,
+        now: f64,
+    ) -> Result<(), JsError> {
+        let entries = json::entries(from_js(&entries)?).map_err(err)?;
+        let bad = self
+            .inner
+            .handle_session_loaded(whole("request", request)?, entries, time(now)?);
+        self.unreadable.extend(bad);
+        Ok(())
+    }
+
     /// The answer to a `resolve_path` effect: `{ path }` (resolved) or `{ error }`.
     #[wasm_bindgen(js_name = pathResolved)]
     pub fn path_resolved(

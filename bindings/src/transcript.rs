@@ -15,7 +15,8 @@
 //! Device inputs (`input.type`): `start_link`, `open {kind}`, `dial_failed {failure}`,
 //! `frame {conn, frame}`, `closed {conn, code}`, `tick`, `persisted {seq}`,
 //! `path_resolved {request, path | error}`, `engine {sessionId, turnId, event}`,
-//! `delete_session {sessionId}`, and `restart` (the process dies and comes back:
+//! `delete_session {sessionId}`, `session_loaded {request, sessionId}` (a `load_session`
+//! effect answered from the transcript's store), and `restart` (the process dies and comes back:
 //! `Device.restore` from every record its `persist` effects wrote so far).
 //! Client inputs: `link_up`, `link_down`, `frame {frame}`, `tick`, `call {method, params}`,
 //! `notify {method, params}`, `respond {id, result | error}`, `prompt {sessionId, blocks,
@@ -130,6 +131,14 @@ impl DeviceRunner {
                 now,
             ),
             "delete_session" => returns = Some(json!(d.delete_session(&s("sessionId"), now))),
+            // The answer to a `load_session` effect, read from the transcript's store.
+            "session_loaded" => {
+                let entries = self.store.session_entries(&s("sessionId"));
+                let bad = d.handle_session_loaded(u("request")?, entries, now);
+                if !bad.is_empty() {
+                    return Err(ShapeError(format!("unreadable store entries: {bad:?}")));
+                }
+            }
             "restart" => {
                 let (device, unreadable) =
                     Device::restore(self.config.clone(), self.store.entries(), now)

@@ -141,6 +141,10 @@ pub struct SessionLimits {
     /// (symlinks resolved by the shell); they wait behind it, in order. Past it the link is
     /// closed with 1008. At least one whole frame (`frames.max_frame_bytes`).
     pub max_held_bytes: usize,
+    /// Sessions kept in memory at once. Past it the least recently used idle one is set aside
+    /// (it stays in the store and is read back when named again); when none can be, a
+    /// `session/new` is refused.
+    pub max_live: usize,
 }
 
 impl Default for SessionLimits {
@@ -157,6 +161,9 @@ impl Default for SessionLimits {
             delete_confirm_ms: 10_000,
             // Two whole frames of the default 48 MiB: the request waits, one more may.
             max_held_bytes: 96 * 1024 * 1024,
+            // A few MiB of sessions; the link's idle ones are set aside, so only busy or
+            // terminal-held sessions count against it in practice.
+            max_live: 1_000,
         }
     }
 }
@@ -248,6 +255,10 @@ pub struct DeviceConfig {
     /// The models this device can speak to; the first is the default for a session that
     /// names none.
     pub models: Vec<Model>,
+    /// The shell keeps a store it reads a session back from (`Effect::LoadSession`). Without
+    /// one (`serve --stdio`, a wasm driver given no store) no session is set aside: past
+    /// `sessions.max_live`, `session/new` is refused.
+    pub has_store: bool,
 }
 
 impl Default for DeviceConfig {
@@ -265,6 +276,7 @@ impl Default for DeviceConfig {
             terminals: TerminalLimits::default(),
             outbound: OutboundLimits::default(),
             models: Vec::new(),
+            has_store: true,
         }
     }
 }
@@ -285,6 +297,11 @@ impl DeviceConfig {
                  so a waiting turn is never forgotten",
                 s.max_queued, s.ledger_turns
             )));
+        }
+        if s.max_live == 0 {
+            return Err(ConfigError(
+                "sessions: max_live must be at least 1 (got 0)".into(),
+            ));
         }
         if s.max_block_bytes > s.max_prompt_bytes {
             return Err(ConfigError(format!(

@@ -152,6 +152,19 @@ pub fn session_prefix(session: &str) -> String {
     format!("{session}/")
 }
 
+/// Whether `entry` is part of session `session`: its record, or one of its turns or history
+/// entries (what a shell hands back for `Effect::LoadSession`).
+pub fn belongs_to(entry: &Entry, session: &str) -> bool {
+    match entry.table {
+        Table::Sessions => entry.key == session,
+        Table::Turns | Table::History => entry
+            .key
+            .strip_prefix(session)
+            .is_some_and(|rest| rest.starts_with('/')),
+        _ => false,
+    }
+}
+
 /// An in-memory store that applies records as a real one would: the Pair's disk, and the
 /// reference the runtimes' stores are tested against.
 #[derive(Clone, Debug, Default)]
@@ -185,6 +198,33 @@ impl MemStore {
                 value: value.clone(),
             })
             .collect()
+    }
+
+    /// The entries of one session (its record, turns and history), as `Effect::LoadSession`
+    /// asks for them.
+    pub fn session_entries(&self, session: &str) -> Vec<Entry> {
+        let prefix = session_prefix(session);
+        let mut out = Vec::new();
+        if let Some(v) = self.map.get(&(Table::Sessions, session.to_string())) {
+            out.push(Entry {
+                table: Table::Sessions,
+                key: session.to_string(),
+                value: v.clone(),
+            });
+        }
+        for table in [Table::Turns, Table::History] {
+            out.extend(
+                self.map
+                    .range((table, prefix.clone())..)
+                    .take_while(|((t, k), _)| *t == table && k.starts_with(prefix.as_str()))
+                    .map(|((t, k), v)| Entry {
+                        table: *t,
+                        key: k.clone(),
+                        value: v.clone(),
+                    }),
+            );
+        }
+        out
     }
 
     pub fn len(&self) -> usize {

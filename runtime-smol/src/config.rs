@@ -1,5 +1,5 @@
-//! `config.yaml`: the `remote:` block (what a client on the link may do on this device) and the
-//! `trusted:` list. Other top-level keys belong to the rest of LLeMbas CLI and are ignored here;
+//! `config.yaml`: the `remote:` block (what a client on the link may do on this device), the
+//! `trusted:` list and the `sessions:` block (`max_live`, read at start-up). Other top-level keys belong to the rest of LLeMbas CLI and are ignored here;
 //! inside `remote:` an unknown key is refused, since a misspelt limit must not pass silently.
 //! A malformed file is refused with the file, the line and the key. Roots and trusted
 //! directories are resolved (`~` expanded, symlinks followed) at load.
@@ -16,6 +16,16 @@ struct File {
     remote: Option<RemoteBlock>,
     #[serde(default)]
     trusted: Option<Vec<Spanned<String>>>,
+    #[serde(default)]
+    sessions: Option<SessionsBlock>,
+}
+
+/// The `sessions:` block: how many the device keeps in memory.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SessionsBlock {
+    #[serde(default)]
+    max_live: Option<Spanned<usize>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -43,6 +53,9 @@ struct RemoteBlock {
 pub struct Config {
     pub remote: Remote,
     pub terminal_integration: bool,
+    /// `sessions.max_live`: sessions kept in memory at once (idle ones past it are set aside in
+    /// the store). Read at start-up.
+    pub max_live_sessions: usize,
     /// Where it came from (`None`: no file, the defaults).
     pub file: Option<PathBuf>,
 }
@@ -52,6 +65,7 @@ impl Default for Config {
         Config {
             remote: Remote::default(),
             terminal_integration: true,
+            max_live_sessions: lembas_core::config::SessionLimits::default().max_live,
             file: None,
         }
     }
@@ -166,6 +180,16 @@ pub fn parse(text: &str, path: &Path, home: Option<&Path>) -> Result<Config, Con
             config.terminal_integration = v;
         }
     }
+    if let Some(max) = file.sessions.and_then(|s| s.max_live) {
+        if max.value == 0 {
+            return Err(ConfigError(format!(
+                "{}:{}: key `sessions.max_live`: must be at least 1 (got 0)",
+                path.display(),
+                max.referenced.line()
+            )));
+        }
+        config.max_live_sessions = max.value;
+    }
     if let Some(trusted) = file.trusted {
         config.remote.trusted = trusted
             .iter()
@@ -197,7 +221,8 @@ mod tests {
         std::os::unix::fs::symlink(&work, dir.path().join("link")).unwrap();
         let text = "model: something/else\nremote:\n  enabled: true\n  roots: [~/link]\n  \
                     max_mode: manual\n  approval_timeout: 12\n  terminal: true\n  \
-                    terminal_integration: false\ntrusted:\n  - ~/work/proj\n";
+                    terminal_integration: false\ntrusted:\n  - ~/work/proj\nsessions:\n  \
+                    max_live: 50\n";
         let c = parse(text, Path::new("/x/config.yaml"), Some(dir.path())).unwrap();
         let real = std::fs::canonicalize(&work).unwrap();
         assert!(c.remote.enabled);
@@ -207,6 +232,7 @@ mod tests {
         assert_eq!(c.remote.approval_timeout_ms, 12_000);
         assert!(c.remote.terminal);
         assert!(!c.terminal_integration);
+        assert_eq!(c.max_live_sessions, 50);
         assert_eq!(
             c.remote.trusted,
             vec![real.join("proj").to_str().unwrap().to_string()]
@@ -240,6 +266,13 @@ mod tests {
             e.0.starts_with("/etc/lembas/config.yaml:3: key `remote.roots`"),
             "{e}"
         );
+        let e = parse("sessions:\n  max_live: 0\n", p, None).unwrap_err();
+        assert!(
+            e.0.starts_with("/etc/lembas/config.yaml:2: key `sessions.max_live`"),
+            "{e}"
+        );
+        let e = parse("sessions:\n  max_lives: 3\n", p, None).unwrap_err();
+        assert!(e.0.contains(":2:") && e.0.contains("max_lives"), "{e}");
         let e = parse("remote: [\n", p, None).unwrap_err();
         assert!(e.0.starts_with("/etc/lembas/config.yaml:"), "{e}");
     }

@@ -29,5 +29,6 @@ pub fn device_config(config: &Config, connection: Option<String>) -> DeviceConfi
     d.platform = std::env::consts::OS.to_string();
     d.connection = connection;
     d.remote = config.remote.clone();
+    d.sessions.max_live = config.max_live_sessions;
     d
 }

@@ -12,7 +12,7 @@ use futures_lite::future;
 use lembas_core::device::{ConnId, ConnKind, Device, DialFailure, Effect, Output};
 use lembas_core::jsonrpc::{self, RpcError};
 use lembas_core::scripted::ScriptedEngine;
-use lembas_core::store::{MemStore, Record};
+use lembas_core::store::{Entry, MemStore, Record};
 use lembas_core::Time;
 use smol::channel::{self, Receiver, Sender};
 use smol::{Task, Timer};
@@ -44,6 +44,11 @@ pub enum Input {
     PathResolved {
         request: u64,
         result: Result<String, String>,
+    },
+    /// A session set aside was read back from the store (`Effect::LoadSession`).
+    SessionLoaded {
+        request: u64,
+        result: Result<Vec<Entry>, String>,
     },
     /// A terminal's shell wrote this (counted in its link's queue gauge until handed over).
     TerminalOutput {
@@ -344,6 +349,17 @@ impl Driver {
             Input::PathResolved { request, result } => {
                 self.device.handle_path_resolved(request, result, now)
             }
+            Input::SessionLoaded { request, result } => match result {
+                Ok(entries) => self.session_loaded(request, entries, now),
+                Err(why) => {
+                    // Answering "none" would lose the session: stop, as a failed write does.
+                    log::error!("{why}");
+                    self.exit = Some(Exit {
+                        code: 1,
+                        message: Some(format!("could not read the store: {why}")),
+                    });
+                }
+            },
             Input::TerminalOutput { id, bytes, _held } => {
                 self.device.handle_terminal_output(&id, &bytes, now);
             }
@@ -383,6 +399,17 @@ impl Driver {
             ),
             Ok(true) => log::info!("config.yaml changed: the new settings are in force"),
             Err(e) => log::error!("config.yaml not taken, the settings in force stay: {e}"),
+        }
+    }
+
+    fn session_loaded(&mut self, request: u64, entries: Vec<Entry>, now: Time) {
+        for u in self.device.handle_session_loaded(request, entries, now) {
+            log::warn!(
+                "store entry {}/{} unreadable: {}",
+                u.table.name(),
+                u.key,
+                u.why
+            );
         }
     }
 
@@ -530,6 +557,26 @@ impl Driver {
                     let _ = tx.send(Input::PathResolved { request, result }).await;
                 }));
             }
+            Effect::LoadSession {
+                request,
+                session_id,
+            } => match &self.disk {
+                Disk::Mem(mem) => {
+                    let entries = mem.session_entries(&session_id);
+                    self.session_loaded(request, entries, now);
+                }
+                Disk::Redb(store) => {
+                    let store = store.clone();
+                    let tx = self.tx.clone();
+                    self.reap();
+                    self.tasks.push(smol::spawn(async move {
+                        let result = blocking::unblock(move || store.session_entries(&session_id))
+                            .await
+                            .map_err(|e| e.to_string());
+                        let _ = tx.send(Input::SessionLoaded { request, result }).await;
+                    }));
+                }
+            },
             Effect::WriteAttachment {
                 session_id,
                 file_name,

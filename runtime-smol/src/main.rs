@@ -265,6 +265,9 @@ fn run(command: Command, seed: Option<u64>) -> Result<(), String> {
                 // A whole frame must still fit behind a request waiting for its check.
                 dc.sessions.max_held_bytes = dc.sessions.max_held_bytes.max(m.saturating_mul(2));
             }
+            // Sessions live in memory only: none is set aside (it would be lost), so past
+            // `sessions.max_live` a `session/new` is refused.
+            dc.has_store = false;
             let device = Device::new(dc, Time(0)).map_err(|e| e.to_string())?;
             let mut driver =
                 Driver::new(device, Disk::Mem(MemStore::default()), dirs.attachments());

@@ -93,6 +93,40 @@ impl RedbStore {
         Ok(out)
     }
 
+    /// The entries of one session (its record, turns and history), for `Effect::LoadSession`:
+    /// a point read and two prefix ranges, not a scan of the store.
+    pub fn session_entries(&self, session: &str) -> Result<Vec<Entry>, StoreError> {
+        let other = |e: &dyn std::fmt::Display| StoreError::Other(self.path.clone(), e.to_string());
+        let txn = self.db.begin_read().map_err(|e| other(&e))?;
+        let mut out = Vec::new();
+        let t = txn
+            .open_table(def(Table::Sessions))
+            .map_err(|e| other(&e))?;
+        if let Some(v) = t.get(session).map_err(|e| other(&e))? {
+            out.push(Entry {
+                table: Table::Sessions,
+                key: session.to_string(),
+                value: v.value().to_string(),
+            });
+        }
+        let prefix = lembas_core::store::session_prefix(session);
+        for table in [Table::Turns, Table::History] {
+            let t = txn.open_table(def(table)).map_err(|e| other(&e))?;
+            for item in t.range(prefix.as_str()..).map_err(|e| other(&e))? {
+                let (k, v) = item.map_err(|e| other(&e))?;
+                if !k.value().starts_with(prefix.as_str()) {
+                    break;
+                }
+                out.push(Entry {
+                    table,
+                    key: k.value().to_string(),
+                    value: v.value().to_string(),
+                });
+            }
+        }
+        Ok(out)
+    }
+
     /// Apply `records` in order, in one durable write transaction.
     pub fn commit(&self, records: &[Record]) -> Result<(), StoreError> {
         let other = |e: &dyn std::fmt::Display| StoreError::Other(self.path.clone(), e.to_string());
@@ -184,6 +218,13 @@ mod tests {
         let store = RedbStore::open(&path).unwrap();
         assert_eq!(store.entries().unwrap(), mem.entries());
         assert_eq!(mem.len(), 4);
+        for session in ["ses_a", "ses_ab", "ses_none"] {
+            assert_eq!(
+                store.session_entries(session).unwrap(),
+                mem.session_entries(session)
+            );
+        }
+        assert_eq!(store.session_entries("ses_a").unwrap().len(), 3);
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! `DeviceDriver`: a device and the scripted engine (routed to each other in Rust, see
 //! [`DeviceLoop`]) over the instance link a JS `dial()` makes, with one `setTimeout`, and a
 //! store in JS (`{ entries(), apply(records) }`, IndexedDB in a browser) or none (the device's
-//! own state, acknowledged at once).
+//! own state, acknowledged at once). With a store, a session set aside from memory
+//! (`sessions.max_live`) is read back through `entries()` when a client names it again; without
+//! one, no session is set aside and `session/new` is refused past the bound.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -168,8 +170,9 @@ impl DeviceDriver {
         Ok(js::when_settled(&read, build, &JsValue::UNDEFINED))
     }
 
-    fn build(o: Options, entries: Vec<Entry>) -> Result<DeviceDriver, JsValue> {
+    fn build(mut o: Options, entries: Vec<Entry>) -> Result<DeviceDriver, JsValue> {
         let now = o.clock.now();
+        o.config.has_store = o.hooks.store.is_some();
         let (device, unreadable) = Device::restore(o.config, entries, now).map_err(err)?;
         let run = DeviceLoop::new(
             device,
@@ -344,6 +347,10 @@ impl Shared {
             }
             DeviceAction::Persist { seq, records } => self.persist(seq, &records),
             DeviceAction::ResolvePath { request, path } => self.resolve_path(request, &path),
+            DeviceAction::LoadSession {
+                request,
+                session_id,
+            } => self.load_session(request, session_id),
             DeviceAction::Stop(message) => {
                 if let Some(f) = &self.hooks.on_stop {
                     if let Err(e) = f.call1(&JsValue::UNDEFINED, &message.into()) {
@@ -493,6 +500,36 @@ impl Shared {
                 });
                 // A write that failed is not acknowledged: what waits on it is not sent.
                 js::on_settled(&done, durable, &js::once(js::report));
+            }
+            Err(e) => js::report(e),
+        }
+    }
+
+    /// Read a session set aside back from the JS store: its `entries()` (sync or a promise),
+    /// of which the device keeps the session's own. A read that fails is reported and the
+    /// frames waiting for the session stay waiting (the store is the only copy).
+    fn load_session(self: &Rc<Self>, request: u64, session_id: String) {
+        let Some(store) = &self.hooks.store else {
+            return;
+        };
+        match store.entries.call0(&store.object) {
+            Ok(read) => {
+                let me = self.clone();
+                let loaded = js::once(move |v| match entries(&v) {
+                    Ok(all) => {
+                        let mine = all
+                            .into_iter()
+                            .filter(|e| lembas_core::store::belongs_to(e, &session_id))
+                            .collect();
+                        let bad = me
+                            .input(|s, now| s.run.device.handle_session_loaded(request, mine, now));
+                        if let Some(bad) = bad.filter(|b| !b.is_empty()) {
+                            me.state.borrow_mut().unreadable.extend(bad);
+                        }
+                    }
+                    Err(e) => js::report(e),
+                });
+                js::on_settled(&read, loaded, &js::once(js::report));
             }
             Err(e) => js::report(e),
         }

@@ -33,6 +33,12 @@ pub enum DeviceAction {
         request: u64,
         path: String,
     },
+    /// Only with a store in JS: read back this session's entries, then
+    /// `handle_session_loaded(request)`.
+    LoadSession {
+        request: u64,
+        session_id: String,
+    },
     Stop(String),
     /// What neither the loop nor the shell performs (attachments, terminals): `onEffect`.
     Effect(Effect),
@@ -94,6 +100,17 @@ impl DeviceLoop {
                 out.push(DeviceAction::Persist { seq, records })
             }
             Effect::Persist { seq, .. } => self.device.handle_persisted(seq, now),
+            Effect::LoadSession {
+                request,
+                session_id,
+            } if self.store_in_js => out.push(DeviceAction::LoadSession {
+                request,
+                session_id,
+            }),
+            // Without a store nothing is set aside (`has_store: false`): nothing to read.
+            Effect::LoadSession { request, .. } => {
+                self.device.handle_session_loaded(request, Vec::new(), now);
+            }
             Effect::ResolvePath { request, path } if self.resolve_in_js => {
                 out.push(DeviceAction::ResolvePath { request, path })
             }

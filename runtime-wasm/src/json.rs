@@ -77,6 +77,7 @@ struct SessionsJs {
     max_title_chars: Option<usize>,
     max_steer: Option<usize>,
     delete_confirm_ms: Option<u64>,
+    max_live: Option<usize>,
 }
 
 #[derive(Deserialize)]
@@ -100,6 +101,7 @@ struct DeviceConfigJs {
     backoff: Option<BackoffJs>,
     sessions: Option<SessionsJs>,
     models: Option<Vec<ModelJs>>,
+    has_store: Option<bool>,
 }
 
 #[derive(Deserialize, Default)]
@@ -158,6 +160,8 @@ pub fn device_config(v: Value) -> Result<DeviceConfig, ShapeError> {
     set(&mut c.sessions.max_title_chars, s.max_title_chars);
     set(&mut c.sessions.max_steer, s.max_steer);
     set(&mut c.sessions.delete_confirm_ms, s.delete_confirm_ms);
+    set(&mut c.sessions.max_live, s.max_live);
+    set(&mut c.has_store, js.has_store);
     if let Some(models) = js.models {
         c.models = models
             .into_iter()
@@ -761,6 +765,10 @@ pub fn effect(e: &Effect) -> Value {
         Effect::ResolvePath { request, path } => {
             json!({ "kind": "resolve_path", "request": request, "path": path })
         }
+        Effect::LoadSession {
+            request,
+            session_id,
+        } => json!({ "kind": "load_session", "request": request, "sessionId": session_id }),
         Effect::WriteAttachment {
             session_id,
             file_name,

@@ -45,8 +45,9 @@ pub(crate) struct Connection {
     /// treated as protocol 1 for the rest of the connection.
     pub downgraded: bool,
     pub pending: BTreeMap<Id, Pending>,
-    /// A session request waiting for its directory check (the `ResolvePath` request number):
-    /// every frame after it waits in `held`, so requests keep their order.
+    /// A session request waiting for its directory check (the `ResolvePath` request number,
+    /// limits.rs) or for its session to be read back from the store (the `LoadSession` one,
+    /// live.rs): every frame after it waits in `held`, so requests keep their order.
     pub gate: Option<u64>,
     pub held: VecDeque<Vec<u8>>,
     pub held_bytes: usize,

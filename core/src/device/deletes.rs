@@ -52,7 +52,7 @@ impl Device {
     /// Returns whether there was such a session.
     pub fn delete_session(&mut self, session_id: &str, now: Time) -> bool {
         self.clock.advance(now);
-        if !self.sessions.contains_key(session_id) {
+        if !self.has_session(session_id) {
             return false;
         }
         self.remove_session(session_id);
@@ -137,9 +137,33 @@ impl Device {
     }
 
     /// Take a session out of the device and its store: its turn stops and every prompt waiting
-    /// on it is answered `cancelled`; its cards come down; its attachments go.
+    /// on it is answered `cancelled`; its cards come down; its attachments go. One set aside
+    /// (idle, held by no one) only leaves the store.
     fn remove_session(&mut self, session_id: &str) {
-        let Some(mut s) = self.sessions.remove(session_id) else {
+        let s = self.take_live(session_id);
+        if s.is_none() && !self.stored.remove(session_id) {
+            return;
+        }
+        let prefix = store::session_prefix(session_id);
+        let removal = vec![
+            Record::Delete {
+                table: Table::Sessions,
+                key: session_id.to_string(),
+            },
+            Record::DeletePrefix {
+                table: Table::Turns,
+                prefix: prefix.clone(),
+            },
+            Record::DeletePrefix {
+                table: Table::History,
+                prefix,
+            },
+        ];
+        let Some(mut s) = s else {
+            self.persist(removal);
+            self.effect(Effect::RemoveAttachments {
+                session_id: session_id.to_string(),
+            });
             return;
         };
         if let Some(r) = s.running.take() {
@@ -161,21 +185,7 @@ impl Device {
                 }
             }
         }
-        let prefix = store::session_prefix(session_id);
-        self.persist(vec![
-            Record::Delete {
-                table: Table::Sessions,
-                key: session_id.to_string(),
-            },
-            Record::DeletePrefix {
-                table: Table::Turns,
-                prefix: prefix.clone(),
-            },
-            Record::DeletePrefix {
-                table: Table::History,
-                prefix,
-            },
-        ]);
+        self.persist(removal);
         self.effect(Effect::RemoveAttachments {
             session_id: session_id.to_string(),
         });

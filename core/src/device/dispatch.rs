@@ -32,7 +32,13 @@ impl Device {
     ) {
         match jsonrpc::decode(frame, &self.config.frames) {
             Err(e) => self.send(conn, e.response()),
-            Ok(Message::Request(req)) => self.on_request(conn, req, frame, checked),
+            Ok(Message::Request(req)) => {
+                // A session set aside is read back first; the request runs after.
+                if checked.is_none() && self.park(conn, frame, req.params) {
+                    return;
+                }
+                self.on_request(conn, req, frame, checked)
+            }
             Ok(Message::Notification(n)) => self.on_notification(conn, n),
             Ok(Message::Response(r)) => self.on_response(conn, r),
         }

@@ -203,7 +203,7 @@ impl Device {
     }
 
     /// Run the frames held on `conn`, in order, until one waits again.
-    fn release_held(&mut self, conn: ConnId) {
+    pub(super) fn release_held(&mut self, conn: ConnId) {
         loop {
             let Some(c) = self.conns.get_mut(&conn) else {
                 return;

@@ -12,6 +12,7 @@ mod handshake;
 mod ledger;
 mod limits;
 mod link;
+mod live;
 mod reconfigure;
 mod restore;
 mod sessions;
@@ -93,6 +94,10 @@ pub enum Effect {
     Persist { seq: u64, records: Vec<Record> },
     /// Resolve `path` on disk (symlinks followed); answer with `handle_path_resolved`.
     ResolvePath { request: u64, path: String },
+    /// Read back a session set aside from memory: its entries in every table (its record, its
+    /// `<id>/` turns and history), or none; answer with `handle_session_loaded`. It is asked
+    /// for only once every persist before it is acknowledged, so the store is up to date.
+    LoadSession { request: u64, session_id: String },
     /// Write a prompt's attachment under the session's attachment directory, before the turn
     /// that names it starts.
     WriteAttachment {
@@ -212,7 +217,17 @@ pub struct Device {
     out: VecDeque<(u64, Queued)>,
     persist_issued: u64,
     persist_acked: u64,
+    /// The sessions in memory (at most `sessions.max_live`).
     sessions: Sessions,
+    /// Ids of the sessions set aside: in the store only, read back when named (live.rs).
+    stored: std::collections::HashSet<Box<str>, ledger::Fixed>,
+    /// Sessions being read back, by id, with the requests waiting for them (one a connection:
+    /// the frames after it wait in the connection's `held`).
+    loading: BTreeMap<String, live::Loading>,
+    next_load: u64,
+    /// Sessions in memory by last use (oldest first), for setting one aside.
+    lru: BTreeMap<u64, String>,
+    next_use: u64,
     resolving: BTreeMap<u64, Resolving>,
     terminals: terminals::Terminals,
     cards: cards::Cards,
@@ -244,6 +259,11 @@ impl Device {
             persist_issued: 0,
             persist_acked: 0,
             sessions: Sessions::default(),
+            stored: Default::default(),
+            loading: BTreeMap::new(),
+            next_load: 0,
+            lru: BTreeMap::new(),
+            next_use: 0,
             resolving: BTreeMap::new(),
             terminals: Default::default(),
             cards: cards::Cards::new(),
@@ -437,7 +457,8 @@ impl Device {
         self.conns.iter().map(|(id, c)| (*id, c.kind))
     }
 
-    /// What the ledger of `session` knows of `turn`: the dedup check a prompt makes.
+    /// What the ledger of `session` knows of `turn`: the dedup check a prompt makes (for a
+    /// session in memory; one set aside answers `None` until it is named again).
     pub fn turn_state(&self, session: &str, turn: &str) -> Option<TurnPhase> {
         let state = self.sessions.get(session)?.ledger.get(turn)?;
         Some(match state {
@@ -449,6 +470,11 @@ impl Device {
 
     /// Sessions the device has (open or only in its store).
     pub fn session_count(&self) -> usize {
+        self.sessions.len() + self.stored.len()
+    }
+
+    /// Sessions in memory now (at most `sessions.max_live`).
+    pub fn live_session_count(&self) -> usize {
         self.sessions.len()
     }
 

@@ -1,4 +1,5 @@
-//! Rebuilding a device from its store at start-up. A turn that was running when the process
+//! Rebuilding a device from its store at start-up, and a session from its entries (at start-up,
+//! and when one set aside is read back, see `live.rs`). A turn that was running when the process
 //! died is finished as `cancelled` (never run again); a queued one is forgotten, so the
 //! client's resend runs it once; ledgers untouched past their time are pruned.
 
@@ -28,19 +29,25 @@ pub struct Unreadable {
 pub const RESTARTED: &str =
     "the device restarted while this turn ran; it was stopped and will not run again";
 
-impl Device {
-    /// A device rebuilt from every entry of its store. Records it had to write to make the store
-    /// consistent (cut turns finished, queued ones forgotten, old ledgers pruned) come out as the
-    /// first `Effect::Persist`; entries it could not read are returned, not fatal.
-    pub fn restore(
-        config: DeviceConfig,
-        entries: Vec<Entry>,
-        now: Time,
-    ) -> Result<(Device, Vec<Unreadable>), ConfigError> {
-        let mut device = Device::new(config, now)?;
-        let mut bad = Vec::new();
-        let mut turns: BTreeMap<String, Vec<(String, TurnRecord)>> = BTreeMap::new();
-        let mut history: BTreeMap<String, Vec<(String, HistoryTurn)>> = BTreeMap::new();
+/// One session's entries as read from the store, before it is rebuilt.
+#[derive(Default)]
+pub(super) struct StoredSession {
+    pub record: Option<SessionRecord>,
+    pub turns: Vec<(String, TurnRecord)>,
+    pub history: Vec<(String, HistoryTurn)>,
+}
+
+/// Store entries grouped by session; the deletes kept; what could not be read.
+#[derive(Default)]
+pub(super) struct Grouped {
+    pub sessions: BTreeMap<String, StoredSession>,
+    pub deletes: Vec<String>,
+    pub bad: Vec<Unreadable>,
+}
+
+impl Grouped {
+    pub fn read(entries: Vec<Entry>) -> Grouped {
+        let mut g = Grouped::default();
         for e in entries {
             let unreadable = |why: String| Unreadable {
                 table: e.table,
@@ -50,102 +57,168 @@ impl Device {
             match e.table {
                 Table::Sessions => match serde_json::from_str::<SessionRecord>(&e.value) {
                     Ok(rec) => {
-                        let s = device.session_from(rec);
-                        device.sessions.insert(s.id.clone(), s);
+                        let id = rec.id.clone();
+                        g.sessions.entry(id).or_default().record = Some(rec);
                     }
-                    Err(err) => bad.push(unreadable(err.to_string())),
+                    Err(err) => g.bad.push(unreadable(err.to_string())),
                 },
                 Table::Turns => match (
                     e.key.split_once('/'),
                     serde_json::from_str::<TurnRecord>(&e.value),
                 ) {
-                    (Some((session, turn)), Ok(rec)) => turns
+                    (Some((session, turn)), Ok(rec)) => g
+                        .sessions
                         .entry(session.to_string())
                         .or_default()
+                        .turns
                         .push((turn.to_string(), rec)),
-                    (None, _) => bad.push(unreadable("key has no session part".into())),
-                    (_, Err(err)) => bad.push(unreadable(err.to_string())),
+                    (None, _) => g.bad.push(unreadable("key has no session part".into())),
+                    (_, Err(err)) => g.bad.push(unreadable(err.to_string())),
                 },
-                Table::Deletes => {
-                    device.pending_deletes.insert(e.key.clone());
-                }
+                Table::Deletes => g.deletes.push(e.key.clone()),
                 Table::History => match (
                     e.key.split_once('/'),
                     serde_json::from_str::<HistoryTurn>(&e.value),
                 ) {
-                    (Some((session, _)), Ok(turn)) => history
+                    (Some((session, _)), Ok(turn)) => g
+                        .sessions
                         .entry(session.to_string())
                         .or_default()
+                        .history
                         .push((e.key.clone(), turn)),
-                    (None, _) => bad.push(unreadable("key has no session part".into())),
-                    (_, Err(err)) => bad.push(unreadable(err.to_string())),
+                    (None, _) => g.bad.push(unreadable("key has no session part".into())),
+                    (_, Err(err)) => g.bad.push(unreadable(err.to_string())),
                 },
             }
         }
+        g
+    }
+}
+
+impl Device {
+    /// A device rebuilt from every entry of its store. Records it had to write to make the store
+    /// consistent (cut turns finished, queued ones forgotten, old ledgers pruned) come out as the
+    /// first `Effect::Persist`; entries it could not read are returned, not fatal. At most
+    /// `sessions.max_live` sessions (the most recently touched) are kept in memory; the others
+    /// stay in the store and are read back when a client names them.
+    pub fn restore(
+        config: DeviceConfig,
+        entries: Vec<Entry>,
+        now: Time,
+    ) -> Result<(Device, Vec<Unreadable>), ConfigError> {
+        let mut device = Device::new(config, now)?;
+        let Grouped {
+            sessions,
+            deletes,
+            bad,
+        } = Grouped::read(entries);
+        device.pending_deletes.extend(deletes);
+        let mut newest: Vec<(u64, &str)> = sessions
+            .iter()
+            .filter_map(|(id, s)| Some((s.record.as_ref()?.touched, id.as_str())))
+            .collect();
+        newest.sort_unstable_by(|a, b| b.cmp(a));
+        let keep = if device.config.has_store {
+            device.config.sessions.max_live
+        } else {
+            usize::MAX
+        };
+        let live: BTreeSet<String> = newest
+            .iter()
+            .take(keep)
+            .map(|(_, id)| id.to_string())
+            .collect();
         let mut records = Vec::new();
-        for (session, mut list) in history {
-            list.sort_by(|a, b| a.0.cmp(&b.0));
-            if let Some(s) = device.sessions.get_mut(&session) {
-                s.history = list.into_iter().map(|(_, t)| t).collect();
-            }
-        }
-        let ttl = device.config.sessions.ledger_ttl_ms;
-        for (session, list) in turns {
-            let Some(s) = device.sessions.get_mut(&session) else {
-                // Turns of a session the store no longer has: clean them up.
-                records.push(Record::DeletePrefix {
-                    table: Table::Turns,
-                    prefix: store::session_prefix(&session),
-                });
-                continue;
-            };
-            let newest = list.iter().map(|(_, r)| r.touched).max().unwrap_or(0);
-            if newest.max(s.touched).saturating_add(ttl) < now.0 {
-                records.push(Record::DeletePrefix {
-                    table: Table::Turns,
-                    prefix: store::session_prefix(&session),
-                });
-                continue;
-            }
-            for (turn, rec) in list {
-                let state = match rec.state {
-                    StoredTurnState::Done { answer } => TurnState::Done(answer),
-                    StoredTurnState::Running => {
-                        let mut extra = Map::new();
-                        extra.insert("message".into(), json!(RESTARTED));
-                        let answer = Answer::stopped(StopReason::Cancelled, extra);
-                        records.push(turn_record(
-                            &session,
-                            &turn,
-                            rec.order,
-                            StoredTurnState::Done {
-                                answer: answer.clone(),
-                            },
-                            now.0,
-                        ));
-                        TurnState::Done(answer)
-                    }
-                    StoredTurnState::Queued => {
-                        records.push(Record::Delete {
-                            table: Table::Turns,
-                            key: store::turn_key(&session, &turn),
-                        });
-                        continue;
-                    }
-                };
-                s.ledger.restore(&turn, rec.order, state);
-            }
-            for forgotten in s.ledger.finish_restore() {
-                records.push(Record::Delete {
-                    table: Table::Turns,
-                    key: store::turn_key(&session, &forgotten),
-                });
+        for (id, stored) in sessions {
+            // Each one is rebuilt (its cut turns finished, its old ledger pruned) whether or not
+            // it stays in memory, so the store is consistent for a later read.
+            match device.rebuild(&id, stored, now, &mut records) {
+                Some(s) if live.contains(&id) => device.insert_live(s),
+                Some(_) => {
+                    device.stored.insert(id.into_boxed_str());
+                }
+                None => {}
             }
         }
         if !records.is_empty() {
             device.persist(records);
         }
         Ok((device, bad))
+    }
+
+    /// A session from its stored entries (`None` without its record; its turns are then
+    /// cleaned up). A turn that was running is finished as cut by a restart, a queued one is
+    /// forgotten, and a ledger untouched past `ledger_ttl_ms` is pruned: the records that make
+    /// the store say so are added to `records`.
+    pub(super) fn rebuild(
+        &self,
+        id: &str,
+        stored: StoredSession,
+        now: Time,
+        records: &mut Vec<Record>,
+    ) -> Option<Session> {
+        let Some(rec) = stored.record else {
+            if !stored.turns.is_empty() {
+                // Turns of a session the store no longer has: clean them up.
+                records.push(Record::DeletePrefix {
+                    table: Table::Turns,
+                    prefix: store::session_prefix(id),
+                });
+            }
+            return None;
+        };
+        let mut s = self.session_from(rec);
+        let mut history = stored.history;
+        history.sort_by(|a, b| a.0.cmp(&b.0));
+        s.history = history.into_iter().map(|(_, t)| t).collect();
+        let list = stored.turns;
+        if list.is_empty() {
+            return Some(s);
+        }
+        let ttl = self.config.sessions.ledger_ttl_ms;
+        let newest = list.iter().map(|(_, r)| r.touched).max().unwrap_or(0);
+        if newest.max(s.touched).saturating_add(ttl) < now.0 {
+            records.push(Record::DeletePrefix {
+                table: Table::Turns,
+                prefix: store::session_prefix(id),
+            });
+            return Some(s);
+        }
+        for (turn, rec) in list {
+            let state = match rec.state {
+                StoredTurnState::Done { answer } => TurnState::Done(answer),
+                StoredTurnState::Running => {
+                    let mut extra = Map::new();
+                    extra.insert("message".into(), json!(RESTARTED));
+                    let answer = Answer::stopped(StopReason::Cancelled, extra);
+                    records.push(turn_record(
+                        id,
+                        &turn,
+                        rec.order,
+                        StoredTurnState::Done {
+                            answer: answer.clone(),
+                        },
+                        now.0,
+                    ));
+                    TurnState::Done(answer)
+                }
+                StoredTurnState::Queued => {
+                    records.push(Record::Delete {
+                        table: Table::Turns,
+                        key: store::turn_key(id, &turn),
+                    });
+                    continue;
+                }
+            };
+            s.ledger.restore(&turn, rec.order, state);
+        }
+        for forgotten in s.ledger.finish_restore() {
+            records.push(Record::Delete {
+                table: Table::Turns,
+                key: store::turn_key(id, &forgotten),
+            });
+        }
+        Some(s)
     }
 
     fn session_from(&self, rec: SessionRecord) -> Session {
@@ -170,6 +243,7 @@ impl Device {
             plan: rec.plan,
             given: rec.given,
             capped: true,
+            used: 0,
         }
     }
 }

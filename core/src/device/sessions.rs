@@ -47,6 +47,9 @@ pub(crate) struct Session {
     pub given: bool,
     /// Whether the session is on a link (so its mode is capped).
     pub capped: bool,
+    /// When it was last named (the device's use counter), for setting the least recently used
+    /// idle session aside (live.rs).
+    pub used: u64,
 }
 
 impl Session {
@@ -115,6 +118,7 @@ impl Device {
         params: NewSessionParams,
     ) -> Result<Option<Value>, RpcError> {
         let kind = self.conns[&conn].kind;
+        self.make_room()?;
         let cwd = paths::normalize(&params.cwd).ok_or_else(|| {
             RpcError::invalid_params(format!(
                 "cwd `{}` is not an absolute path",
@@ -145,8 +149,7 @@ impl Device {
         };
         if kind == ConnKind::Stdio {
             // An editor works where it is: no roots, no trust, nothing to resolve.
-            let result = self.create_session(pending);
-            return Ok(Some(result));
+            return self.create_session(pending).map(Some);
         }
         pending.root = self.check_roots(&pending.cwd)?.to_string();
         let request = self.next_resolve;
@@ -218,12 +221,14 @@ impl Device {
         match outcome {
             Ok((real, root)) => {
                 let (conn, id) = (pending.conn, pending.id.clone());
-                let result = self.create_session(PendingNew {
+                match self.create_session(PendingNew {
                     cwd: real,
                     root,
                     ..pending
-                });
-                self.send(conn, jsonrpc::encode_result(&id, &result));
+                }) {
+                    Ok(result) => self.send(conn, jsonrpc::encode_result(&id, &result)),
+                    Err(e) => self.reply_error(conn, &id, &e),
+                }
             }
             Err(e) => self.reply_error(pending.conn, &pending.id, &e),
         }
@@ -261,7 +266,9 @@ impl Device {
         Ok(models.first().map(|m| (m.id.clone(), m.instance)))
     }
 
-    fn create_session(&mut self, p: PendingNew) -> Value {
+    /// A new session in memory (room made for it first, see live.rs).
+    fn create_session(&mut self, p: PendingNew) -> Result<Value, RpcError> {
+        self.make_room()?;
         let id = format!("ses_{}", self.rng.token(20));
         let kind = self.conns[&p.conn].kind;
         let (model, instance) = p.model.map_or((None, false), |(m, i)| (Some(m), i));
@@ -286,12 +293,13 @@ impl Device {
             plan: None,
             given: kind == ConnKind::Link,
             capped: kind == ConnKind::Link,
+            used: 0,
         };
         let record = session.record();
         let result = self.session_result(&session, kind);
-        self.sessions.insert(id, session);
+        self.insert_live(session);
         self.persist(vec![record]);
-        result
+        Ok(result)
     }
 
     fn session_result(&self, s: &Session, kind: ConnKind) -> Value {
@@ -319,6 +327,7 @@ impl Device {
     /// this moment admit it ([`Device::admit`]); the connection becomes one that hears its
     /// updates. `-32602` naming an unknown id, or the rule the session fails now.
     pub(super) fn attach(&mut self, conn: ConnId, session: &str) -> Result<&mut Session, RpcError> {
+        self.mark_used(session);
         let dir = self
             .sessions
             .get(session)
@@ -452,6 +461,7 @@ impl Device {
             .get_mut(&p.session_id)
             .expect("looked up above");
         let newly = s.open && s.holders.insert(conn);
+        self.mark_used(&p.session_id);
         if newly {
             self.offer_open_cards(conn, &p.session_id);
         }

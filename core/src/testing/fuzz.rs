@@ -635,6 +635,8 @@ pub fn device(data: &[u8]) {
     if setup.small_limits {
         config.frames = SMALL_LIMITS;
         config.terminals.max_output_frame_bytes = SMALL_LIMITS.max_frame_bytes;
+        // Sessions are set aside and read back from the store all the time.
+        config.sessions.max_live = 2;
     }
     if setup.remote {
         config.remote.enabled = true;
@@ -1089,6 +1091,20 @@ impl Run {
                 };
                 self.device
                     .handle_path_resolved(request, resolved, self.now);
+            }
+            // Asked for only once every persist before it is acknowledged: the store is current.
+            Output::Effect(Effect::LoadSession {
+                request,
+                session_id,
+            }) => {
+                let entries = self.store.session_entries(&session_id);
+                let unreadable = self
+                    .device
+                    .handle_session_loaded(request, entries, self.now);
+                assert!(
+                    unreadable.is_empty(),
+                    "a session read back holds records the device could not read: {unreadable:?}"
+                );
             }
             // A shell that echoes what it is sent and ends when hung up.
             Output::Effect(Effect::OpenTerminal { terminal_id, .. }) => {

@@ -82,6 +82,8 @@ pub struct Pair {
     pub hangups: Vec<String>,
     /// When set, starting a shell fails with this reason.
     pub shell_fails: Option<String>,
+    /// Sessions the device asked to read back from the store (`LoadSession`), in order.
+    pub loads: Vec<String>,
     /// Every card decision the engine was told, in order: (toolCallId, decision).
     pub decisions: Vec<(String, crate::engine::Decision)>,
     device_config: DeviceConfig,
@@ -122,6 +124,7 @@ impl Pair {
             shell_fails: None,
             restarts: 0,
             decisions: Vec::new(),
+            loads: Vec::new(),
             device_config: device,
             client: Client::new(client, Time::ZERO).expect("test client config is valid"),
             now: Time::ZERO,
@@ -483,6 +486,20 @@ impl Pair {
                 let resolved = self.resolve(&path);
                 self.device
                     .handle_path_resolved(request, resolved, self.now);
+            }
+            Output::Effect(Effect::LoadSession {
+                request,
+                session_id,
+            }) => {
+                self.loads.push(session_id.clone());
+                let entries = self.store.session_entries(&session_id);
+                let unreadable = self
+                    .device
+                    .handle_session_loaded(request, entries, self.now);
+                assert!(
+                    unreadable.is_empty(),
+                    "the store holds unreadable entries: {unreadable:?}"
+                );
             }
             Output::Effect(Effect::WriteAttachment {
                 session_id,

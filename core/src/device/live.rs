@@ -1,0 +1,238 @@
+//! Sessions in memory are bounded (`sessions.max_live`). An idle session — no turn running or
+//! waiting, no prompt waiting for an answer, held by no editor or terminal (the link attaches
+//! again by naming it) — can be set aside: it leaves memory, only its id is kept (`stored`, a
+//! few dozen bytes), and its record, ledger and history stay in the store. A frame that names it
+//! waits while the shell reads it back (`Effect::LoadSession`, answered with
+//! [`Device::handle_session_loaded`]), then runs through the same handlers as if the session had
+//! never left (so a duplicate turn id is answered from its ledger, and `attach`'s checks apply).
+//! Past the bound the least recently used idle session is set aside; with none, `session/new`
+//! is refused. Without a store (`has_store: false`) nothing is set aside.
+
+use std::borrow::Cow;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::connection::Phase;
+use super::restore::{Grouped, Unreadable};
+use super::sessions::Session;
+use super::{ConnId, ConnKind, Device, Effect};
+use crate::jsonrpc::{self, Message, RpcError};
+use crate::store::{self, Entry};
+use crate::time::Time;
+
+/// A session being read back, and the frames that named it meanwhile (in arrival order).
+#[derive(Debug)]
+pub(super) struct Loading {
+    request: u64,
+    parked: Vec<(ConnId, Vec<u8>)>,
+}
+
+/// The one member every session method's params share.
+#[derive(Deserialize)]
+struct Names<'a> {
+    #[serde(rename = "sessionId", borrow, default)]
+    session_id: Option<Cow<'a, str>>,
+}
+
+impl Device {
+    /// Keep `s` in memory, as the most recently used.
+    pub(super) fn insert_live(&mut self, mut s: Session) {
+        self.next_use += 1;
+        s.used = self.next_use;
+        self.lru.insert(s.used, s.id.clone());
+        self.sessions.insert(s.id.clone(), s);
+    }
+
+    /// The session was named: it is the last one an eviction picks.
+    pub(super) fn mark_used(&mut self, id: &str) {
+        if let Some(s) = self.sessions.get_mut(id) {
+            self.lru.remove(&s.used);
+            self.next_use += 1;
+            s.used = self.next_use;
+            self.lru.insert(s.used, s.id.clone());
+        }
+    }
+
+    /// Take a session out of memory (deleted, or set aside).
+    pub(super) fn take_live(&mut self, id: &str) -> Option<Session> {
+        let s = self.sessions.remove(id)?;
+        self.lru.remove(&s.used);
+        Some(s)
+    }
+
+    /// Whether a session may leave memory now: nothing of it lives only here.
+    fn evictable(&self, s: &Session) -> bool {
+        s.running.is_none()
+            && s.queue.is_empty()
+            && s.waiters.is_empty()
+            && s.holders
+                .iter()
+                .all(|c| self.conns.get(c).is_none_or(|c| c.kind == ConnKind::Link))
+    }
+
+    /// Room for one more session in memory: at the bound, the least recently used idle one is
+    /// set aside. The refusal names the limit and its value.
+    pub(super) fn make_room(&mut self) -> Result<(), RpcError> {
+        let max = self.config.sessions.max_live;
+        while self.sessions.len() >= max {
+            let victim = self.config.has_store.then(|| {
+                self.lru
+                    .values()
+                    .find(|id| self.sessions.get(*id).is_some_and(|s| self.evictable(s)))
+                    .cloned()
+            });
+            let Some(id) = victim.flatten() else {
+                let why = if self.config.has_store {
+                    "every one of them has a turn running or waiting, or is held by an editor \
+                     or a terminal"
+                } else {
+                    "and without a store none can be set aside"
+                };
+                return Err(RpcError::invalid_params(format!(
+                    "this device has {} sessions in memory, the limit of {max} \
+                     (sessions.max_live), {why}",
+                    self.sessions.len()
+                ))
+                .with_data(serde_json::json!({ "limit": max })));
+            };
+            self.take_live(&id);
+            self.stored.insert(id.into_boxed_str());
+        }
+        Ok(())
+    }
+
+    /// A request that names a session set aside (or being read back) waits for it: the read is
+    /// asked for, and the request runs once it is done. Like a request waiting for its
+    /// directory check (limits.rs), every frame after it on its connection waits behind it in
+    /// order (bounded by `sessions.max_held_bytes`). Returns whether it was parked.
+    pub(super) fn park(&mut self, conn: ConnId, frame: &[u8], params: Option<&RawValue>) -> bool {
+        if self.stored.is_empty() && self.loading.is_empty() {
+            return false;
+        }
+        if self
+            .conns
+            .get(&conn)
+            .is_none_or(|c| c.phase != Phase::Ready)
+        {
+            return false;
+        }
+        let Some(Names {
+            session_id: Some(session),
+        }) = params.and_then(|p| serde_json::from_str::<Names>(p.get()).ok())
+        else {
+            return false;
+        };
+        let loading = self.loading.contains_key(session.as_ref());
+        if !loading && !self.stored.contains(session.as_ref()) {
+            return false;
+        }
+        let request = match self.loading.get(session.as_ref()) {
+            Some(l) => l.request,
+            None => {
+                let request = self.next_load;
+                self.next_load += 1;
+                // Queued behind every persist issued so far: the shell reads what was written.
+                self.effect(Effect::LoadSession {
+                    request,
+                    session_id: session.to_string(),
+                });
+                self.loading.insert(
+                    session.to_string(),
+                    Loading {
+                        request,
+                        parked: Vec::new(),
+                    },
+                );
+                request
+            }
+        };
+        self.conns.get_mut(&conn).expect("checked above").gate = Some(request);
+        self.loading
+            .get_mut(session.as_ref())
+            .expect("inserted above")
+            .parked
+            .push((conn, frame.to_vec()));
+        true
+    }
+
+    /// The shell read back the session `Effect::LoadSession { request }` asked for: `entries`
+    /// are its record, turns and history (others are ignored; none: the store does not have
+    /// it). It is back in memory, and the requests that waited for it run now, then the frames
+    /// held behind them. Entries that could not be read are returned (and left out).
+    pub fn handle_session_loaded(
+        &mut self,
+        request: u64,
+        entries: Vec<Entry>,
+        now: Time,
+    ) -> Vec<Unreadable> {
+        let now = self.clock.advance(now);
+        let Some(session) = self
+            .loading
+            .iter()
+            .find(|(_, l)| l.request == request)
+            .map(|(s, _)| s.clone())
+        else {
+            return Vec::new();
+        };
+        let loading = self.loading.remove(&session).expect("found above");
+        let mut grouped = Grouped::read(
+            entries
+                .into_iter()
+                .filter(|e| store::belongs_to(e, &session))
+                .collect(),
+        );
+        let bad = std::mem::take(&mut grouped.bad);
+        let mut refused = None;
+        // Deleted on the device meanwhile: it stays gone.
+        if self.stored.contains(session.as_str()) {
+            let mut records = Vec::new();
+            let rebuilt = grouped
+                .sessions
+                .remove(&session)
+                .and_then(|s| self.rebuild(&session, s, now, &mut records));
+            if !records.is_empty() {
+                self.persist(records);
+            }
+            match rebuilt {
+                Some(s) => match self.make_room() {
+                    Ok(()) => {
+                        self.stored.remove(session.as_str());
+                        self.insert_live(s);
+                    }
+                    Err(e) => refused = Some(e),
+                },
+                // The store does not have it (any more): it is gone.
+                None => {
+                    self.stored.remove(session.as_str());
+                }
+            }
+        }
+        for (conn, frame) in loading.parked {
+            let Some(c) = self.conns.get_mut(&conn) else {
+                continue;
+            };
+            c.gate = None;
+            match &refused {
+                Some(e) => self.refuse_parked(conn, &frame, e),
+                None => self.run_frame(conn, &frame, None),
+            }
+            self.release_held(conn);
+        }
+        self.relink_if_idle();
+        bad
+    }
+
+    /// Answer a parked request with `e`.
+    fn refuse_parked(&mut self, conn: ConnId, frame: &[u8], e: &RpcError) {
+        if let Ok(Message::Request(req)) = jsonrpc::decode(frame, &self.config.frames) {
+            let id = req.id.clone();
+            self.reply_error(conn, &id, e);
+        }
+    }
+
+    /// Whether the device has the session, in memory or set aside in its store.
+    pub(super) fn has_session(&self, id: &str) -> bool {
+        self.sessions.contains_key(id) || self.stored.contains(id)
+    }
+}

@@ -1,0 +1,331 @@
+//! Sessions in memory are bounded (`sessions.max_live`): an idle session is set aside and read
+//! back from the store when named again, with its ledger, status and delete working as if it
+//! had never left; where none can be set aside, `session/new` is refused naming the limit.
+
+use lembas_core::client::{ClientEvent, Reattach};
+use lembas_core::device::ConnId;
+use lembas_core::jsonrpc::code;
+use lembas_core::store::Table;
+use lembas_core::testing::Pair;
+use serde_json::{json, Value};
+
+/// A linked pair whose device keeps at most `max_live` sessions in memory.
+fn linked(max_live: usize) -> Pair {
+    let mut p = Pair::default_with(&["/home/dev/work"], |d| d.sessions.max_live = max_live);
+    p.start().unwrap();
+    assert!(p.client.is_ready());
+    p
+}
+
+fn answers(p: &Pair, turn: &str) -> Vec<Result<Value, lembas_core::jsonrpc::RpcError>> {
+    p.client_events
+        .iter()
+        .filter_map(|e| match e {
+            ClientEvent::PromptAnswered {
+                turn_id, outcome, ..
+            } if turn_id == turn => Some(outcome.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn starts(p: &Pair, turn: &str) -> usize {
+    p.started.iter().filter(|t| t.turn_id == turn).count()
+}
+
+fn prompt(p: &mut Pair, s: &str, text: &str, turn: &str) {
+    p.client
+        .prompt(
+            s,
+            json!([{ "type": "text", "text": text }]),
+            Some(turn),
+            p.now,
+        )
+        .unwrap();
+}
+
+/// Two more sessions than fit beside `s` with `max_live: 2`: `s`, the least recently used, is
+/// set aside.
+fn set_aside(p: &mut Pair, s: &str) {
+    p.new_session("/home/dev/work/b");
+    p.new_session("/home/dev/work/c");
+    assert_eq!(p.device.live_session_count(), 2);
+    assert_eq!(p.device.session_count(), 3);
+    assert!(
+        p.device.turn_state(s, "t1").is_none(),
+        "the session is no longer in memory"
+    );
+}
+
+fn stdio_line(p: &mut Pair, conn: ConnId, line: Value) -> Value {
+    let out = p.stdio(conn, line.to_string().as_bytes()).unwrap();
+    serde_json::from_slice(out.last().expect("an answer on stdio")).unwrap()
+}
+
+fn editor(p: &mut Pair) -> ConnId {
+    let e = p.open_stdio();
+    stdio_line(
+        p,
+        e,
+        json!({ "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": { "protocolVersion": 1 } }),
+    );
+    e
+}
+
+#[test]
+fn a_session_set_aside_and_prompted_again_answers_a_duplicate_from_its_ledger() {
+    let mut p = linked(2);
+    let s = p.new_session("/home/dev/work/a");
+    prompt(&mut p, &s, "hello", "t1");
+    p.settle().unwrap();
+    set_aside(&mut p, &s);
+    assert!(p.loads.is_empty());
+    // The client sends t1 again (it missed the answer, say): read back, not run again.
+    prompt(&mut p, &s, "hello", "t1");
+    p.settle().unwrap();
+    assert_eq!(p.loads, vec![s.clone()]);
+    let a = answers(&p, "t1");
+    assert_eq!(a.len(), 2, "{a:?}");
+    assert_eq!(a[0], a[1]);
+    assert_eq!(starts(&p, "t1"), 1);
+    // It is in memory again, and still bounded: another idle one went out for it.
+    assert_eq!(p.device.live_session_count(), 2);
+    assert_eq!(p.device.session_count(), 3);
+    // A new turn runs in it, after its history.
+    prompt(&mut p, &s, "again", "t2");
+    p.settle().unwrap();
+    assert_eq!(starts(&p, "t2"), 1);
+    let h = p
+        .call("_lembas/session/history", json!({ "sessionId": s }))
+        .unwrap();
+    assert_eq!(h["turns"].as_array().unwrap().len(), 4, "{h}");
+}
+
+#[test]
+fn status_and_reattach_of_a_session_set_aside_read_it_back() {
+    let mut p = linked(2);
+    let s = p.new_session("/home/dev/work/a");
+    p.call(
+        "_lembas/session/title",
+        json!({ "sessionId": s, "title": "first" }),
+    )
+    .unwrap();
+    prompt(&mut p, &s, "sleep 1000\nsay end", "t1");
+    p.drive().unwrap();
+    // The link drops and stays down while the turn ends and an editor makes two sessions.
+    p.reachable = false;
+    p.cut().unwrap();
+    p.advance(1_000).unwrap();
+    let e = editor(&mut p);
+    for (id, cwd) in [(1, "/srv/x"), (2, "/srv/y")] {
+        let v = stdio_line(
+            &mut p,
+            e,
+            json!({ "jsonrpc": "2.0", "id": id, "method": "session/new", "params": { "cwd": cwd } }),
+        );
+        assert!(v["result"]["sessionId"].is_string(), "{v}");
+    }
+    assert_eq!(p.device.live_session_count(), 2);
+    assert_eq!(p.device.session_count(), 3);
+    assert!(p.device.turn_state(&s, "t1").is_none());
+    // The editor goes (its sessions can be set aside now, to make room for `s`).
+    p.device.handle_closed(e, None, p.now).unwrap();
+    // The link comes back: the client reattaches the unanswered t1 through status and history.
+    p.reachable = true;
+    p.advance(120_000).unwrap();
+    assert!(p.client.is_ready());
+    assert_eq!(p.loads, vec![s.clone()]);
+    let how: Vec<&Reattach> = p
+        .client_events
+        .iter()
+        .filter_map(|e| match e {
+            ClientEvent::Reattached { how, .. } => Some(how),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        matches!(how.as_slice(), [Reattach::Imported(turns)] if turns.len() == 2),
+        "{how:?}"
+    );
+    assert_eq!(starts(&p, "t1"), 1);
+    let st = p
+        .call("_lembas/session/status", json!({ "sessionId": s }))
+        .unwrap();
+    assert_eq!(st["exists"], true, "{st}");
+    assert_eq!(st["title"], "first");
+    assert_eq!(st["lastTurnId"], "t1");
+    assert_eq!(st["busy"], false);
+}
+
+#[test]
+fn a_session_set_aside_is_deleted_by_the_client_and_on_the_device() {
+    let mut p = linked(2);
+    let a = p.new_session("/home/dev/work/a");
+    prompt(&mut p, &a, "hello", "t1");
+    p.settle().unwrap();
+    let b = p.new_session("/home/dev/work/b");
+    p.new_session("/home/dev/work/c");
+    p.new_session("/home/dev/work/d");
+    assert_eq!(p.device.session_count(), 4);
+    assert_eq!(p.device.live_session_count(), 2);
+    // `a` and `b` are set aside: the client deletes one, the device the other.
+    let r = p
+        .call("_lembas/session/delete", json!({ "sessionId": a }))
+        .unwrap();
+    assert_eq!(r["deleted"], true, "{r}");
+    assert!(p.device.delete_session(&b, p.now));
+    p.settle().unwrap();
+    assert_eq!(p.device.session_count(), 2);
+    for gone in [&a, &b] {
+        assert!(
+            !p.store
+                .entries()
+                .iter()
+                .any(|e| e.table != Table::Deletes && e.key.starts_with(gone.as_str())),
+            "{gone} is still in the store"
+        );
+        let st = p
+            .call("_lembas/session/status", json!({ "sessionId": gone }))
+            .unwrap();
+        assert_eq!(st["exists"], false, "{st}");
+    }
+    assert!(
+        p.client_events.iter().any(|e| matches!(e,
+            ClientEvent::Notification { method, params }
+                if method == "_lembas/session/deleted" && params["sessionId"] == b.as_str())),
+        "the client heard the device-side delete"
+    );
+    // Deleting twice is done as well.
+    let r = p
+        .call("_lembas/session/delete", json!({ "sessionId": a }))
+        .unwrap();
+    assert_eq!(r["deleted"], false);
+}
+
+#[test]
+fn session_new_is_refused_at_the_bound_when_none_can_be_set_aside() {
+    let mut p = linked(2);
+    for (i, cwd) in ["/home/dev/work/a", "/home/dev/work/b"].iter().enumerate() {
+        let s = p.new_session(cwd);
+        prompt(&mut p, &s, "sleep 60000", &format!("t{i}"));
+    }
+    p.drive().unwrap();
+    let e = p
+        .call("session/new", json!({ "cwd": "/home/dev/work/c" }))
+        .unwrap_err();
+    assert_eq!(e.code, code::INVALID_PARAMS);
+    assert!(
+        e.message.contains("sessions.max_live") && e.message.contains('2'),
+        "{}",
+        e.message
+    );
+    assert_eq!(p.device.session_count(), 2);
+    // Once a turn ends its session is idle, and the next one takes its place.
+    p.advance(60_000).unwrap();
+    p.new_session("/home/dev/work/c");
+    assert_eq!(p.device.session_count(), 3);
+    assert_eq!(p.device.live_session_count(), 2);
+}
+
+#[test]
+fn an_editors_sessions_are_never_set_aside() {
+    let mut p = linked(2);
+    let e = editor(&mut p);
+    for id in 1..=2 {
+        let v = stdio_line(
+            &mut p,
+            e,
+            json!({ "jsonrpc": "2.0", "id": id, "method": "session/new", "params": { "cwd": "/srv/x" } }),
+        );
+        assert!(v["result"]["sessionId"].is_string(), "{v}");
+    }
+    let v = stdio_line(
+        &mut p,
+        e,
+        json!({ "jsonrpc": "2.0", "id": 3, "method": "session/new", "params": { "cwd": "/srv/x" } }),
+    );
+    assert_eq!(v["error"]["code"], code::INVALID_PARAMS, "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("the limit of 2 (sessions.max_live)"),
+        "{v}"
+    );
+    assert_eq!(p.device.session_count(), 2);
+}
+
+#[test]
+fn without_a_store_nothing_is_set_aside() {
+    let mut p = Pair::default_with(&["/home/dev/work"], |d| {
+        d.sessions.max_live = 2;
+        d.has_store = false;
+    });
+    p.start().unwrap();
+    p.new_session("/home/dev/work/a");
+    p.new_session("/home/dev/work/b");
+    let e = p
+        .call("session/new", json!({ "cwd": "/home/dev/work/c" }))
+        .unwrap_err();
+    assert!(
+        e.message.contains("sessions.max_live") && e.message.contains("without a store"),
+        "{}",
+        e.message
+    );
+    assert_eq!(p.device.session_count(), 2);
+    assert!(p.loads.is_empty());
+}
+
+#[test]
+fn a_restart_keeps_the_most_recent_sessions_in_memory_and_reads_the_others_back() {
+    let mut p = linked(2);
+    let a = p.new_session("/home/dev/work/a");
+    prompt(&mut p, &a, "hello", "t1");
+    p.settle().unwrap();
+    p.advance(10).unwrap();
+    p.new_session("/home/dev/work/b");
+    p.advance(10).unwrap();
+    p.new_session("/home/dev/work/c");
+    p.restart_device().unwrap();
+    p.settle().unwrap();
+    assert_eq!(p.device.session_count(), 3);
+    assert_eq!(p.device.live_session_count(), 2);
+    prompt(&mut p, &a, "hello", "t1");
+    p.settle().unwrap();
+    assert_eq!(p.loads, vec![a.clone()]);
+    let got = answers(&p, "t1");
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert_eq!(got[0], got[1]);
+    assert_eq!(starts(&p, "t1"), 1);
+}
+
+#[test]
+fn a_session_read_back_passes_the_limits_of_the_moment() {
+    let mut p = linked(2);
+    let s = p.new_session("/home/dev/work/a");
+    prompt(&mut p, &s, "hello", "t1");
+    p.settle().unwrap();
+    set_aside(&mut p, &s);
+    let mut remote = p.device.config().remote.clone();
+    remote.roots = vec!["/home/dev/other".into()];
+    remote.trusted = remote.roots.clone();
+    p.device.reconfigure(remote, p.now).unwrap();
+    p.settle().unwrap();
+    assert!(p.client.is_ready());
+    let e = p
+        .call(
+            "session/prompt",
+            json!({ "sessionId": s, "prompt": [{ "type": "text", "text": "again" }],
+                    "_meta": { "lembas": { "turnId": "t2" } } }),
+        )
+        .unwrap_err();
+    assert_eq!(p.loads, vec![s.clone()]);
+    assert_eq!(e.code, code::INVALID_PARAMS);
+    assert!(
+        e.message.contains("cannot be used over the link now")
+            && e.message.contains("/home/dev/other"),
+        "{}",
+        e.message
+    );
+    assert_eq!(starts(&p, "t2"), 0);
+}
