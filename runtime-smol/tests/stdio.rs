@@ -26,7 +26,17 @@ fn lembas(home: &std::path::Path, args: &[&str]) -> Command {
 
 impl Editor {
     fn start(extra: &[&str]) -> Editor {
+        Editor::start_with_config(None, extra)
+    }
+
+    /// [`Editor::start`] with this `config.yaml`.
+    fn start_with_config(config: Option<&str>, extra: &[&str]) -> Editor {
         let home = tempfile::tempdir().unwrap();
+        if let Some(text) = config {
+            let dir = home.path().join("config/lembas");
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join("config.yaml"), text).unwrap();
+        }
         let mut args = vec!["serve", "--stdio", "--seed", "7"];
         args.extend_from_slice(extra);
         let mut child = lembas(home.path(), &args)
@@ -289,4 +299,35 @@ fn eof_mid_turn_cancels_it_and_exits_cleanly() {
     let (code, took) = e.close_and_wait();
     assert_eq!(code, 0);
     assert!(took < Duration::from_secs(5), "took {took:?}");
+}
+
+/// Sessions on stdio live in memory only: past `sessions.max_live` none is set aside (it would
+/// be lost), so `session/new` is refused naming the limit.
+#[test]
+fn past_max_live_session_new_is_refused_since_stdio_keeps_no_store() {
+    let cwd = tempfile::tempdir().unwrap();
+    let cwd = cwd.path().to_str().unwrap();
+    let mut e = Editor::start_with_config(Some("sessions:\n  max_live: 2\n"), &[]);
+    e.send(&initialize());
+    e.until_response(0);
+    for id in 1..=2 {
+        e.send(&new_session(id, cwd));
+        let answer = e.until_response(id);
+        assert!(
+            answer.last().unwrap()["result"]["sessionId"].is_string(),
+            "{answer:?}"
+        );
+    }
+    e.send(&new_session(3, cwd));
+    let answer = e.until_response(3);
+    let error = &answer.last().unwrap()["error"];
+    assert_eq!(error["code"], json!(-32602), "{answer:?}");
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.contains("the limit of 2 (sessions.max_live)")
+            && message.contains("without a store"),
+        "{message}"
+    );
+    let (code, _) = e.close_and_wait();
+    assert_eq!(code, 0);
 }

@@ -21,6 +21,7 @@ mod deletes;
 mod handshake;
 mod jsonrpc;
 mod limits;
+mod live;
 mod session_calls;
 mod sessions;
 mod stdio;

@@ -1,0 +1,94 @@
+//! `lembas link` with `sessions: { max_live: 1 }` in config.yaml: the idle session is set aside
+//! and read back from the redb store when named again (its ledger with it), and where nothing
+//! can be set aside `session/new` is refused naming the limit.
+
+use lembas::instance::{Event, TestInstance};
+use lembas_core::client::ClientEvent;
+use serde_json::{json, Value};
+
+mod common;
+
+use common::{linked, new_session, Home};
+
+/// A prompt of turn `turn` through the instance's client: its answer and the events until it.
+async fn prompt(
+    instance: &TestInstance,
+    session: &str,
+    turn: &str,
+    script: &str,
+) -> (Result<Value, String>, Vec<Event>) {
+    let params = json!({
+        "sessionId": session,
+        "prompt": [{ "type": "text", "text": script }],
+        "_meta": { "lembas": { "turnId": turn } },
+    });
+    let id = instance.call("session/prompt", params).await.unwrap();
+    let (outcome, seen) = common::answer(instance, &id).await;
+    (
+        outcome.map_err(|e| format!("{} {}", e.code, e.message)),
+        seen,
+    )
+}
+
+fn said(events: &[Event]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Client(ClientEvent::Notification { method, params })
+                if method == "session/update"
+                    && params["update"]["sessionUpdate"] == "agent_message_chunk" =>
+            {
+                params["update"]["content"]["text"]
+                    .as_str()
+                    .map(str::to_string)
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn an_idle_session_is_set_aside_in_redb_and_read_back_and_the_bound_refuses_new_ones() {
+    smol::block_on(async {
+        let home = Home::new();
+        home.write_config(&format!(
+            "remote:\n  enabled: true\n  roots: [{w}]\ntrusted: [{w}]\nsessions:\n  max_live: 1\n",
+            w = home.work.display()
+        ));
+        let (instance, home, _device, _) = linked(home).await;
+        let a = new_session(&instance, &home.work.join("proj")).await;
+        let (first, seen) = prompt(&instance, &a, "t1", "say one").await;
+        assert_eq!(first.as_ref().unwrap()["stopReason"], "end_turn");
+        assert_eq!(said(&seen), vec!["one"]);
+        // A second session: `a`, idle, leaves memory for it.
+        let b = new_session(&instance, &home.work.join("proj")).await;
+        assert_ne!(a, b);
+        // `a` named again: read back from the store, its ledger answers the duplicate.
+        let (again, seen) = prompt(&instance, &a, "t1", "say one").await;
+        assert_eq!(again, first);
+        assert!(said(&seen).is_empty(), "turn t1 ran again: {seen:?}");
+        // `a` busy: nothing can be set aside, so a third session is refused.
+        let params = json!({
+            "sessionId": a,
+            "prompt": [{ "type": "text", "text": "say long\nsleep 60000" }],
+            "_meta": { "lembas": { "turnId": "t2" } },
+        });
+        instance.call("session/prompt", params).await.unwrap();
+        let (started, _) = instance
+            .wait_for(common::T, |e| said(std::slice::from_ref(e)) == ["long"])
+            .await;
+        assert!(started.is_some(), "turn t2 did not start");
+        let refused = common::call(
+            &instance,
+            "session/new",
+            json!({ "cwd": home.work.join("proj"), "mcpServers": [] }),
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            refused.starts_with("-32602 ")
+                && refused.contains("the limit of 1 (sessions.max_live)"),
+            "{refused}"
+        );
+    });
+}
