@@ -222,6 +222,48 @@ impl Default for OutboundLimits {
     }
 }
 
+/// How a link's liveness is decided, with time as the core's input like every other timer. TCP
+/// alone never notices a network that drops a link's packets while the socket stays open (a
+/// NAT that forgot the connection, a laptop waking from sleep): a link quiet for
+/// `ping_after_ms` (nothing received) is pinged, and one from which nothing at all arrives for
+/// `dead_after_ms` (no message, no pong) is dead: it is closed, and the device dials again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Liveness {
+    pub ping_after_ms: u64,
+    pub dead_after_ms: u64,
+}
+
+impl Default for Liveness {
+    fn default() -> Self {
+        // Three pings' worth of silence: one lost or late pong is not a dead link.
+        Liveness {
+            ping_after_ms: 15_000,
+            dead_after_ms: 45_000,
+        }
+    }
+}
+
+impl Liveness {
+    pub fn new(ping_after_ms: u64, dead_after_ms: u64) -> Liveness {
+        Liveness {
+            ping_after_ms,
+            dead_after_ms,
+        }
+    }
+
+    /// The ping must go out before the bound, or a healthy quiet link would be declared dead.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.ping_after_ms == 0 || self.ping_after_ms >= self.dead_after_ms {
+            return Err(ConfigError(format!(
+                "link: ping_after_ms must be at least 1 and under dead_after_ms (got {} and {})",
+                self.ping_after_ms, self.dead_after_ms
+            )));
+        }
+        Ok(())
+    }
+}
+
 /// Why a configuration was refused (never silently clamped).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConfigError(pub String);
@@ -252,6 +294,9 @@ pub struct DeviceConfig {
     pub sessions: SessionLimits,
     pub terminals: TerminalLimits,
     pub outbound: OutboundLimits,
+    /// When the instance link is pinged and when it is given up as dead. `None`: never (a shell
+    /// whose sockets can neither ping nor report pongs, as a browser's).
+    pub liveness: Option<Liveness>,
     /// The models this device can speak to; the first is the default for a session that
     /// names none.
     pub models: Vec<Model>,
@@ -275,6 +320,7 @@ impl Default for DeviceConfig {
             sessions: SessionLimits::default(),
             terminals: TerminalLimits::default(),
             outbound: OutboundLimits::default(),
+            liveness: Some(Liveness::default()),
             models: Vec::new(),
             has_store: true,
         }
@@ -341,6 +387,9 @@ impl DeviceConfig {
                 o.pause_bytes, o.max_bytes
             )));
         }
+        if let Some(l) = &self.liveness {
+            l.validate()?;
+        }
         if let Some(root) = self.remote.roots.iter().find(|r| !r.starts_with('/')) {
             return Err(ConfigError(format!(
                 "remote.roots: `{root}` is not an absolute path"
@@ -361,6 +410,9 @@ pub struct ClientConfig {
     /// How long a request that must be delivered (a delete) waits for its answer before it
     /// counts as undelivered and waits for the next link.
     pub request_timeout_ms: u64,
+    /// When the link is pinged and when it is given up as dead (closed; the device dials
+    /// again). `None`: never (a browser's socket can neither ping nor report pongs).
+    pub liveness: Option<Liveness>,
 }
 
 impl Default for ClientConfig {
@@ -370,13 +422,18 @@ impl Default for ClientConfig {
             frames: FrameLimits::default(),
             show: false,
             request_timeout_ms: 30_000,
+            liveness: Some(Liveness::default()),
         }
     }
 }
 
 impl ClientConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
-        validate_frames(&self.frames)
+        validate_frames(&self.frames)?;
+        match &self.liveness {
+            Some(l) => l.validate(),
+            None => Ok(()),
+        }
     }
 }
 
@@ -428,5 +485,19 @@ mod tests {
         let mut c = DeviceConfig::default();
         c.sessions.max_held_bytes = c.frames.max_frame_bytes - 1;
         assert!(c.validate().unwrap_err().0.contains("max_held_bytes"));
+        let c = DeviceConfig {
+            liveness: Some(Liveness::new(5_000, 5_000)),
+            ..DeviceConfig::default()
+        };
+        let e = c.validate().unwrap_err().0;
+        assert!(
+            e.contains("ping_after_ms") && e.contains("5000 and 5000"),
+            "{e}"
+        );
+        let c = ClientConfig {
+            liveness: Some(Liveness::new(0, 1_000)),
+            ..ClientConfig::default()
+        };
+        assert!(c.validate().unwrap_err().0.contains("got 0 and 1000"));
     }
 }

@@ -37,6 +37,7 @@ pub mod engine;
 mod error_path;
 pub mod framing;
 pub mod jsonrpc;
+pub mod liveness;
 pub mod methods;
 pub mod paths;
 pub mod rng;
@@ -48,7 +49,9 @@ pub mod wire;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use config::{ClientConfig, DeviceConfig, Mode, OutboundLimits, Remote, TerminalLimits};
+pub use config::{
+    ClientConfig, DeviceConfig, Liveness, Mode, OutboundLimits, Remote, TerminalLimits,
+};
 pub use time::Time;
 
 /// This build's version, as the device reports it.

@@ -1,12 +1,14 @@
 //! `config.yaml`: the `remote:` block (what a client on the link may do on this device), the
-//! `trusted:` list and the `sessions:` block (`max_live`, read at start-up). Other top-level keys belong to the rest of LLeMbas CLI and are ignored here;
+//! `trusted:` list, the `sessions:` block (`max_live`, read at start-up) and the `link:` block
+//! (when a quiet link is pinged and a silent one given up; read at start-up). Other top-level
+//! keys belong to the rest of LLeMbas CLI and are ignored here;
 //! inside `remote:` an unknown key is refused, since a misspelt limit must not pass silently.
 //! A malformed file is refused with the file, the line and the key. Roots and trusted
 //! directories are resolved (`~` expanded, symlinks followed) at load.
 
 use std::path::{Path, PathBuf};
 
-use lembas_core::{Mode, Remote};
+use lembas_core::{Liveness, Mode, Remote};
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 
@@ -18,6 +20,8 @@ struct File {
     trusted: Option<Vec<Spanned<String>>>,
     #[serde(default)]
     sessions: Option<SessionsBlock>,
+    #[serde(default)]
+    link: Option<Spanned<LinkBlock>>,
 }
 
 /// The `sessions:` block: how many the device keeps in memory.
@@ -26,6 +30,16 @@ struct File {
 struct SessionsBlock {
     #[serde(default)]
     max_live: Option<Spanned<usize>>,
+}
+
+/// The `link:` block: the link's heartbeat.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LinkBlock {
+    #[serde(default)]
+    ping_after_ms: Option<u64>,
+    #[serde(default)]
+    dead_after_ms: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -56,6 +70,8 @@ pub struct Config {
     /// `sessions.max_live`: sessions kept in memory at once (idle ones past it are set aside in
     /// the store). Read at start-up.
     pub max_live_sessions: usize,
+    /// `link.ping_after_ms` and `link.dead_after_ms`.
+    pub liveness: Liveness,
     /// Where it came from (`None`: no file, the defaults).
     pub file: Option<PathBuf>,
 }
@@ -66,6 +82,7 @@ impl Default for Config {
             remote: Remote::default(),
             terminal_integration: true,
             max_live_sessions: lembas_core::config::SessionLimits::default().max_live,
+            liveness: Liveness::default(),
             file: None,
         }
     }
@@ -190,6 +207,23 @@ pub fn parse(text: &str, path: &Path, home: Option<&Path>) -> Result<Config, Con
         }
         config.max_live_sessions = max.value;
     }
+    if let Some(block) = file.link {
+        let l = &mut config.liveness;
+        if let Some(v) = block.value.ping_after_ms {
+            l.ping_after_ms = v;
+        }
+        if let Some(v) = block.value.dead_after_ms {
+            l.dead_after_ms = v;
+        }
+        l.validate().map_err(|e| {
+            ConfigError(format!(
+                "{}:{}: key `link`: {}",
+                path.display(),
+                block.referenced.line(),
+                e.0.trim_start_matches("link: ")
+            ))
+        })?;
+    }
     if let Some(trusted) = file.trusted {
         config.remote.trusted = trusted
             .iter()
@@ -240,11 +274,39 @@ mod tests {
     }
 
     #[test]
+    fn the_link_block_sets_the_heartbeat_and_a_bad_one_is_refused() {
+        let p = Path::new("/x/config.yaml");
+        let c = parse(
+            "link:\n  ping_after_ms: 300\n  dead_after_ms: 1000\n",
+            p,
+            None,
+        )
+        .unwrap();
+        assert_eq!(c.liveness, Liveness::new(300, 1000));
+        let c = parse("link:\n  dead_after_ms: 60000\n", p, None).unwrap();
+        assert_eq!(c.liveness, Liveness::new(15_000, 60_000));
+        let e = parse(
+            "remote:\n  enabled: true\nlink:\n  ping_after_ms: 50000\n",
+            p,
+            None,
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.0,
+            "/x/config.yaml:4: key `link`: ping_after_ms must be at least 1 and under \
+             dead_after_ms (got 50000 and 45000)"
+        );
+        let e = parse("link:\n  ping_every: 5\n", p, None).unwrap_err();
+        assert!(e.0.contains("ping_every"), "{e}");
+    }
+
+    #[test]
     fn defaults_without_a_file() {
         let c = load(Path::new("/nonexistent/lembas/config.yaml"), None).unwrap();
         assert!(!c.remote.enabled);
         assert_eq!(c.remote.approval_timeout_ms, 300_000);
         assert_eq!(c.remote.max_mode, Mode::Edit);
+        assert_eq!(c.liveness, Liveness::default());
     }
 
     #[test]

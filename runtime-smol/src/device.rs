@@ -30,5 +30,6 @@ pub fn device_config(config: &Config, connection: Option<String>) -> DeviceConfi
     d.connection = connection;
     d.remote = config.remote.clone();
     d.sessions.max_live = config.max_live_sessions;
+    d.liveness = Some(config.liveness);
     d
 }

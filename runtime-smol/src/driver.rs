@@ -34,6 +34,8 @@ pub enum Input {
         size: usize,
         limit: usize,
     },
+    /// A ping or pong arrived on a connection: it is alive.
+    Heard { conn: ConnId },
     /// A connection ended (EOF on stdin; a WebSocket closed, with its close code when it sent one).
     Closed { conn: ConnId, code: Option<u16> },
     /// A group of persists is durable (or failed to be).
@@ -72,6 +74,8 @@ pub enum Input {
 pub enum Outgoing {
     /// A frame, and its count in the queue's gauge (released once written).
     Frame(Vec<u8>, Option<crate::outbox::Sent>),
+    /// A WebSocket ping (the link has been quiet).
+    Ping,
     Close {
         code: u16,
         reason: String,
@@ -310,6 +314,11 @@ impl Driver {
                     }
                 }
             }
+            Input::Heard { conn } => {
+                if self.conns.contains_key(&conn) {
+                    let _ = self.device.handle_activity(conn, now);
+                }
+            }
             Input::TooLong { conn, size, limit } => {
                 log::warn!("a line of {size} bytes is over the limit of {limit} bytes; skipped");
                 let error = RpcError::invalid_request(format!(
@@ -502,6 +511,12 @@ impl Driver {
                 if let Some(c) = self.conns.remove(&conn) {
                     log::info!("closing a connection: {code} {reason}");
                     c.out.close_with(code, reason);
+                }
+            }
+            Output::Ping { conn } => {
+                if let Some(c) = self.conns.get(&conn) {
+                    log::debug!("the link is quiet: ping");
+                    c.out.ping();
                 }
             }
             Output::Effect(effect) => self.effect(effect, now).await,

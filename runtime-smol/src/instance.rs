@@ -19,7 +19,7 @@ use futures_lite::{future, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use futures_rustls::rustls::ServerConfig;
 use lembas_core::client::{CallError, Client, ClientEvent, ClientOutput};
 use lembas_core::jsonrpc::{Id, RpcError};
-use lembas_core::ClientConfig;
+use lembas_core::{ClientConfig, Liveness};
 use serde_json::Value;
 use smol::channel::{self, Receiver, Sender};
 use smol::net::TcpListener;
@@ -41,6 +41,8 @@ pub struct InstanceOptions {
     /// running the core's client here: how a client in a browser page, which cannot be a
     /// server, reaches a native device in the tests.
     pub relay: bool,
+    /// The client role's heartbeat: when it pings a quiet link and gives up a silent one.
+    pub liveness: Option<Liveness>,
 }
 
 impl Default for InstanceOptions {
@@ -51,6 +53,7 @@ impl Default for InstanceOptions {
             version: "2.0.0".into(),
             tls: None,
             relay: false,
+            liveness: Some(Liveness::default()),
         }
     }
 }
@@ -151,6 +154,8 @@ pub(crate) enum Internal {
     RelayAccepted(Box<Socket>),
     Refused(u16),
     Frame(u64, Vec<u8>),
+    /// A ping or pong on link `gen`.
+    Heard(u64),
     Closed(u64),
     RelayFrame(u64, Vec<u8>),
     RelayClosed(u64),
@@ -187,11 +192,12 @@ impl TestInstance {
         let tls = options.tls.is_some();
         let linked = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let relay = options.relay;
+        let liveness = options.liveness;
         let accept = smol::spawn(accept_loop(listener, options, itx.clone(), linked.clone()));
         let main = if relay {
             smol::spawn(crate::relay::run(irx, etx, linked))
         } else {
-            smol::spawn(run_client(irx, etx))
+            smol::spawn(run_client(irx, etx, liveness))
         };
         Ok(TestInstance {
             addr,
@@ -477,21 +483,42 @@ struct Link {
     _tasks: (Task<()>, Task<()>),
 }
 
-async fn run_client(rx: Receiver<Internal>, events: Sender<Event>) {
+async fn run_client(rx: Receiver<Internal>, events: Sender<Event>, liveness: Option<Liveness>) {
     let mut clock = Clock::new();
-    let mut client = Client::new(ClientConfig::default(), clock.now())
-        .expect("the default client config is valid");
+    let mut config = ClientConfig::default();
+    config.liveness = liveness;
+    let Ok(mut client) = Client::new(config, clock.now()) else {
+        log::error!("test instance: the client config is refused");
+        return;
+    };
     let mut link: Option<Link> = None;
     let mut gen = 0u64;
     // Bounded, so a stalled client stops reading its socket and the device feels it.
     let (frames_tx, frames_rx) = channel::bounded::<Internal>(64);
     loop {
-        let input = future::or(async { rx.recv().await.ok() }, async {
-            frames_rx.recv().await.ok()
-        })
+        let deadline = client.poll_timeout();
+        let when = deadline.map(|at| clock.instant_of(at));
+        let input = future::or(
+            future::or(async { rx.recv().await.ok().map(Some) }, async {
+                frames_rx.recv().await.ok().map(Some)
+            }),
+            async {
+                match when {
+                    Some(when) => smol::Timer::at(when).await,
+                    None => future::pending().await,
+                };
+                // A deadline passed: no input, only the clock.
+                Some(None)
+            },
+        )
         .await;
         let Some(input) = input else { return };
         let now = clock.now();
+        client.handle_timeout(now);
+        let Some(input) = input else {
+            drain(&mut client, &mut link, &mut clock, &events).await;
+            continue;
+        };
         match input {
             Internal::Accepted(ws) => {
                 if link.take().is_some() {
@@ -505,6 +532,7 @@ async fn run_client(rx: Receiver<Internal>, events: Sender<Event>) {
                     *ws,
                     frames_tx.clone(),
                     move |b| Internal::Frame(g, b),
+                    move || Some(Internal::Heard(g)),
                     move |_| Internal::Closed(g),
                     out_rx,
                 );
@@ -531,6 +559,11 @@ async fn run_client(rx: Receiver<Internal>, events: Sender<Event>) {
                         })
                         .await;
                     client.handle_frame(&bytes, now);
+                }
+            }
+            Internal::Heard(g) => {
+                if link.as_ref().is_some_and(|l| l.gen == g) {
+                    client.handle_activity(now);
                 }
             }
             Internal::Closed(g) => {
@@ -584,6 +617,18 @@ async fn run_client(rx: Receiver<Internal>, events: Sender<Event>) {
                 }
             }
         }
+        drain(&mut client, &mut link, &mut clock, &events).await;
+    }
+}
+
+/// Carry out what the client asks, until it asks nothing more.
+async fn drain(
+    client: &mut Client,
+    link: &mut Option<Link>,
+    clock: &mut Clock,
+    events: &Sender<Event>,
+) {
+    {
         while let Some(out) = client.poll_output() {
             match out {
                 ClientOutput::Send(frame) => {
@@ -604,6 +649,11 @@ async fn run_client(rx: Receiver<Internal>, events: Sender<Event>) {
                         smol::Timer::after(Duration::from_millis(50)).await;
                         client.handle_link_down(clock.now());
                         let _ = events.send(Event::LinkDown).await;
+                    }
+                }
+                ClientOutput::Ping => {
+                    if let Some(l) = &link {
+                        let _ = l.out.try_send(Outgoing::Ping);
                     }
                 }
                 ClientOutput::Event(e) => {

@@ -307,17 +307,24 @@ where
         ws,
         tx,
         move |bytes| Input::Frame { conn, bytes },
+        move || Some(Input::Heard { conn }),
         move |code| Input::Closed { conn, code },
         out,
     )
 }
 
-/// Carry one socket: each message becomes `frame(bytes)` on `tx`, its end `closed(code)`;
-/// what arrives on `out` is written.
+/// How long a socket's reader outlives its writer: time for the peer's answer to our close
+/// frame. A peer that never answers (a black-holed link) must not hold the socket open.
+const CLOSE_GRACE: Duration = Duration::from_secs(2);
+
+/// Carry one socket: each message becomes `frame(bytes)` on `tx`, a ping or pong `heard()`
+/// (when it gives something: proof the link is alive), its end `closed(code)`; what arrives
+/// on `out` is written. Pings are answered by tungstenite as it reads.
 pub fn carry<S, T>(
     ws: WebSocketStream<S>,
     tx: Sender<T>,
     frame: impl Fn(Vec<u8>) -> T + Send + 'static,
+    heard: impl Fn() -> Option<T> + Send + 'static,
     closed: impl FnOnce(Option<u16>) -> T + Send + 'static,
     out: Receiver<Outgoing>,
 ) -> (Task<()>, Task<()>)
@@ -326,15 +333,40 @@ where
     T: Send + 'static,
 {
     let (mut sink, mut stream) = ws.split();
+    // Closed (dropped) when the writer ends: sent our close, or gave up on the socket.
+    let (writer_alive, writer_ended) = smol::channel::bounded::<()>(1);
     let reader = smol::spawn(async move {
         let mut code = None;
-        while let Some(msg) = stream.next().await {
+        let mut grace = std::pin::pin!(async move {
+            let _ = writer_ended.recv().await;
+            smol::Timer::after(CLOSE_GRACE).await;
+        });
+        loop {
+            let next = future::or(async { Some(stream.next().await) }, async {
+                (&mut grace).await;
+                None
+            })
+            .await;
+            let Some(Some(msg)) = next else {
+                if next.is_none() {
+                    log::debug!("socket: no close answer within {CLOSE_GRACE:?}; dropped");
+                }
+                break;
+            };
             let bytes = match msg {
                 Ok(Message::Text(t)) => t.as_bytes().to_vec(),
                 Ok(Message::Binary(b)) => b.to_vec(),
                 Ok(Message::Close(f)) => {
                     code = f.map(|f| u16::from(f.code));
                     break;
+                }
+                Ok(Message::Ping(_) | Message::Pong(_)) => {
+                    if let Some(input) = heard() {
+                        if tx.send(input).await.is_err() {
+                            return;
+                        }
+                    }
+                    continue;
                 }
                 Ok(_) => continue,
                 Err(e) => {
@@ -349,6 +381,7 @@ where
         let _ = tx.send(closed(code)).await;
     });
     let writer = smol::spawn(async move {
+        let _alive = writer_alive;
         // What is queued goes out as one burst: each frame fed, one flush (socket write) when
         // the queue runs dry or every 64 KiB. The frames' gauge tokens are held until then.
         let mut held = Vec::new();
@@ -368,14 +401,30 @@ where
                             return;
                         }
                     }
+                    Outgoing::Ping => {
+                        if let Err(e) = sink.feed(Message::Ping(Default::default())).await {
+                            log::debug!("socket write: {e}");
+                            return;
+                        }
+                    }
                     Outgoing::Close { code, reason } => {
-                        let _ = SinkExt::flush(&mut sink).await;
-                        let _ = sink
-                            .close(Some(CloseFrame {
-                                code: CloseCode::from(code),
-                                reason: reason.into(),
-                            }))
-                            .await;
+                        // Bounded: a peer that reads nothing (a black hole with full buffers)
+                        // must not hold the writer.
+                        future::or(
+                            async {
+                                let _ = SinkExt::flush(&mut sink).await;
+                                let _ = sink
+                                    .close(Some(CloseFrame {
+                                        code: CloseCode::from(code),
+                                        reason: reason.into(),
+                                    }))
+                                    .await;
+                            },
+                            async {
+                                smol::Timer::after(CLOSE_GRACE).await;
+                            },
+                        )
+                        .await;
                         return;
                     }
                 }

@@ -137,6 +137,11 @@ impl Outbox {
         Ok(())
     }
 
+    /// Queue a WebSocket ping (uncounted: it is a few bytes, and a pong answers it).
+    pub fn ping(&self) {
+        let _ = self.tx.try_send(Outgoing::Ping);
+    }
+
     pub fn close_with(&self, code: u16, reason: String) {
         let _ = self.tx.try_send(Outgoing::Close { code, reason });
         self.tx.close();

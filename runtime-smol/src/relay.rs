@@ -165,6 +165,8 @@ pub(crate) async fn run(rx: Receiver<Internal>, events: Sender<Event>, linked: A
             Internal::Closed(g) if is(&relay.device, g) => relay.device_gone(None).await,
             Internal::RelayClosed(g) if is(&relay.client, g) => relay.client_gone().await,
             Internal::Closed(_) | Internal::RelayClosed(_) => {}
+            // The relay keeps no heartbeat (its carry reports none).
+            Internal::Heard(_) => {}
             Internal::Refused(status) => {
                 let _ = relay.events.send(Event::Refused(status)).await;
             }
@@ -202,6 +204,8 @@ fn carry(
         ws,
         tx.clone(),
         move |b| frame(gen, b),
+        // The relay answers pings itself (tungstenite does); it keeps no heartbeat.
+        || None,
         move |_| closed(gen),
         out_rx,
     );

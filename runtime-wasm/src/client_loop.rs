@@ -44,6 +44,9 @@ impl ClientLoop {
                     self.client.handle_link_down(now);
                 }
                 ClientOutput::Event(e) => out.push(ClientAction::Event(e)),
+                // Never asked for: the wasm client runs without liveness
+                // (`json::client_config`), since a JS socket cannot ping.
+                ClientOutput::Ping => {}
                 // Outputs are non-exhaustive; this build routes every kind there is.
                 _ => {}
             }

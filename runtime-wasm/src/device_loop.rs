@@ -87,6 +87,9 @@ impl DeviceLoop {
                 return out.push(DeviceAction::Close { conn, code, reason })
             }
             Output::Effect(e) => e,
+            // Never asked for: the wasm device runs without liveness (`json::device_config`),
+            // since a JS socket cannot ping.
+            Output::Ping { .. } => return,
             // Outputs are non-exhaustive; this build routes every kind there is.
             _ => return,
         };

@@ -134,6 +134,10 @@ pub fn device_config(v: Value) -> Result<DeviceConfig, ShapeError> {
         from_value("device config", v)?
     };
     let mut c = DeviceConfig::default();
+    // A JS socket (a browser's WebSocket, npm `ws` through `addEventListener`) can neither send
+    // a ping nor report a pong, so the core's heartbeat would give up every quiet link: off
+    // here; the socket's own `close`/`error` events are the only way a link is seen to die.
+    c.liveness = None;
     set(&mut c.seed, js.seed);
     set(&mut c.version, js.version);
     set(&mut c.host, js.host);
@@ -182,6 +186,8 @@ pub fn client_config(v: Value) -> Result<ClientConfig, ShapeError> {
         from_value("client config", v)?
     };
     let mut c = ClientConfig::default();
+    // As for the device: a JS socket cannot ping or report pongs.
+    c.liveness = None;
     set(&mut c.seed, js.seed);
     set(&mut c.show, js.show);
     set(&mut c.request_timeout_ms, js.request_timeout_ms);

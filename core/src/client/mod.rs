@@ -14,6 +14,7 @@ use serde_json::Value;
 use crate::config::{ClientConfig, ConfigError};
 use crate::device::CLOSE_PROTOCOL;
 use crate::jsonrpc::{self, Id, Message, RpcError};
+use crate::liveness::{Beat, Heartbeat, CLOSE_DEAD_LINK};
 use crate::methods::{self, Direction, Kind};
 use crate::rng::Rng;
 use crate::time::{Clock, Time};
@@ -28,11 +29,15 @@ use turns::{Purpose, Rows};
 pub enum ClientOutput {
     /// Send one message on the link.
     Send(Vec<u8>),
-    /// Close the link with this code and reason.
+    /// Close the link with this code and reason; then report [`Client::handle_link_down`].
     Close {
         code: u16,
         reason: String,
     },
+    /// Send a WebSocket ping: nothing has arrived on the link for `liveness.ping_after_ms`.
+    /// Report the pong (and any ping) with [`Client::handle_activity`]. Only asked for with
+    /// `ClientConfig::liveness` set; a browser's socket cannot ping, so its shell sets `None`.
+    Ping,
     Event(ClientEvent),
 }
 
@@ -145,6 +150,8 @@ pub struct Client {
     rng: Rng,
     next_id: u64,
     out: VecDeque<ClientOutput>,
+    /// The current link's heartbeat (with liveness on), until it is down or given up.
+    beat: Option<Heartbeat>,
 }
 
 impl Client {
@@ -164,6 +171,7 @@ impl Client {
             pending: BTreeMap::new(),
             next_id: 0,
             out: VecDeque::new(),
+            beat: None,
         })
     }
 
@@ -173,12 +181,14 @@ impl Client {
         self.phase = Phase::AwaitingHello;
         self.capabilities.clear();
         self.pending.clear();
+        self.beat = self.config.liveness.map(|l| Heartbeat::new(l, now));
     }
 
     /// The link is gone (closed by either side, or cut).
     pub fn handle_link_down(&mut self, now: Time) {
         self.clock.advance(now);
         self.phase = Phase::Down;
+        self.beat = None;
         self.pending.clear();
         self.purposes.clear();
         self.cards.clear();
@@ -188,9 +198,12 @@ impl Client {
     }
 
     pub fn handle_frame(&mut self, frame: &[u8], now: Time) {
-        self.clock.advance(now);
+        let now = self.clock.advance(now);
         if matches!(self.phase, Phase::Down | Phase::Refused) {
             return;
+        }
+        if let Some(beat) = &mut self.beat {
+            beat.heard(now);
         }
         match jsonrpc::decode(frame, &self.config.frames) {
             Err(e) => self.send(e.response()),
@@ -269,9 +282,38 @@ impl Client {
         }
     }
 
+    /// Something that is not a message arrived on the link (a WebSocket pong or ping): it is
+    /// alive.
+    pub fn handle_activity(&mut self, now: Time) {
+        let now = self.clock.advance(now);
+        if let Some(beat) = &mut self.beat {
+            beat.heard(now);
+        }
+    }
+
     pub fn handle_timeout(&mut self, now: Time) {
         let now = self.clock.advance(now);
+        self.check_link_alive(now);
         self.expire_deletes(now);
+    }
+
+    /// Ping a quiet link; close a silent one (the device dials again; its prompts are
+    /// reattached on the next link).
+    fn check_link_alive(&mut self, now: Time) {
+        let Some(beat) = &mut self.beat else { return };
+        match beat.poll(now) {
+            Beat::Nothing => {}
+            Beat::Ping => self.out.push_back(ClientOutput::Ping),
+            Beat::Dead => {
+                let silent_ms = beat.silent_ms(now);
+                // Given up: no more pings, and the shell reports the link down.
+                self.beat = None;
+                self.out.push_back(ClientOutput::Close {
+                    code: CLOSE_DEAD_LINK,
+                    reason: format!("nothing arrived for {silent_ms} ms (link.dead_after_ms)"),
+                });
+            }
+        }
     }
 
     /// Send a request to the device. Refused, with nothing sent, when the link is not ready or
@@ -354,7 +396,10 @@ impl Client {
 
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Time> {
-        self.deletes_deadline()
+        [self.deletes_deadline(), self.beat.map(|b| b.deadline())]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// Cards open now: toolCallId and the request to answer.
@@ -424,6 +469,7 @@ impl Client {
 
     fn refuse(&mut self, code: u16, reason: String) {
         self.phase = Phase::Refused;
+        self.beat = None;
         self.out.push_back(ClientOutput::Close {
             code,
             reason: reason.clone(),

@@ -1,7 +1,10 @@
-//! The instance link's lifecycle on the device: dial, up, dropped and waiting to redial (with
-//! backoff and jitter), or stopped for good (a server that closed with 4400, a refused token).
+//! The instance link's lifecycle on the device: dial, up (watched by its heartbeat), dropped and
+//! waiting to redial (with backoff and jitter), or stopped for good (a server that closed with
+//! 4400, a refused token).
 
-use crate::config::Backoff;
+use super::ConnId;
+use crate::config::{Backoff, Liveness};
+use crate::liveness::{Beat, Heartbeat};
 use crate::rng::Rng;
 use crate::time::Time;
 
@@ -34,14 +37,47 @@ pub(crate) enum LinkState {
 pub(crate) struct Link {
     pub state: LinkState,
     backoff: Backoff,
+    liveness: Option<Liveness>,
+    /// The link's connection and its heartbeat, while it is up (and liveness is on).
+    beat: Option<(ConnId, Heartbeat)>,
 }
 
 impl Link {
-    pub fn new(backoff: Backoff) -> Self {
+    pub fn new(backoff: Backoff, liveness: Option<Liveness>) -> Self {
         Link {
             state: LinkState::Off,
             backoff,
+            liveness,
+            beat: None,
         }
+    }
+
+    /// The dialled link opened as `conn`: its heartbeat starts now.
+    pub fn opened(&mut self, conn: ConnId, now: Time) {
+        self.beat = self.liveness.map(|l| (conn, Heartbeat::new(l, now)));
+    }
+
+    /// Something arrived on `conn`; only the link's own connection counts.
+    pub fn heard(&mut self, conn: ConnId, now: Time) {
+        if let Some((c, beat)) = &mut self.beat {
+            if *c == conn {
+                beat.heard(now);
+            }
+        }
+    }
+
+    /// `conn` is gone: when it was the link, its heartbeat stops.
+    pub fn let_go(&mut self, conn: ConnId) {
+        if self.beat.is_some_and(|(c, _)| c == conn) {
+            self.beat = None;
+        }
+    }
+
+    /// What the heartbeat asks for at `now`, with the link's connection and how long it has
+    /// been silent.
+    pub fn beat(&mut self, now: Time) -> Option<(ConnId, Beat, u64)> {
+        let (conn, beat) = self.beat.as_mut()?;
+        Some((*conn, beat.poll(now), beat.silent_ms(now)))
     }
 
     /// The link is told what to do next after it was lost: wait `delay` then redial.
@@ -59,7 +95,7 @@ impl Link {
     pub fn deadline(&self) -> Option<Time> {
         match self.state {
             LinkState::Waiting { at, .. } => Some(at),
-            _ => None,
+            _ => self.beat.map(|(_, b)| b.deadline()),
         }
     }
 

@@ -21,6 +21,7 @@ mod turns;
 
 use std::collections::{BTreeMap, VecDeque};
 
+pub use crate::liveness::CLOSE_DEAD_LINK;
 pub use connection::{ConnId, ConnKind};
 pub use ledger::Answer;
 pub use limits::CLOSE_HELD_OVERFLOW;
@@ -32,6 +33,7 @@ pub use terminals::ShellInfo;
 use crate::config::{ConfigError, DeviceConfig};
 use crate::engine::{Decision, TurnStart};
 use crate::jsonrpc::{self, Id, RpcError};
+use crate::liveness::Beat;
 use crate::rng::Rng;
 use crate::store::Record;
 use crate::time::{Clock, Time};
@@ -76,6 +78,13 @@ pub enum Output {
         conn: ConnId,
         code: u16,
         reason: String,
+    },
+    /// Send a WebSocket ping on the link: nothing has arrived on it for
+    /// `liveness.ping_after_ms`. Report the pong (and any ping) with
+    /// [`Device::handle_activity`]. Only asked for with `DeviceConfig::liveness` set; a shell
+    /// that cannot ping (a browser's socket) sets it to `None` and never sees this.
+    Ping {
+        conn: ConnId,
     },
     Effect(Effect),
 }
@@ -250,7 +259,7 @@ impl Device {
         config.validate()?;
         Ok(Device {
             rng: Rng::new(config.seed),
-            link: Link::new(config.backoff),
+            link: Link::new(config.backoff, config.liveness),
             config,
             clock: Clock::new(now),
             conns: BTreeMap::new(),
@@ -315,6 +324,9 @@ impl Device {
         }
         let conn = ConnId(self.next_conn);
         self.next_conn += 1;
+        if kind == ConnKind::Link {
+            self.link.opened(conn, now);
+        }
         self.conns.insert(conn, Connection::new(kind));
         if kind == ConnKind::Link {
             self.send_hello(conn);
@@ -372,6 +384,7 @@ impl Device {
     /// link). Frames already queued for it are left to the caller.
     fn let_go(&mut self, conn: ConnId) -> Option<Connection> {
         let c = self.conns.remove(&conn)?;
+        self.link.let_go(conn);
         self.forget_connection(conn);
         self.forget_card_requests(conn);
         self.close_terminals_of(conn);
@@ -381,18 +394,31 @@ impl Device {
 
     /// One message arrived on a connection.
     pub fn handle_frame(&mut self, conn: ConnId, frame: &[u8], now: Time) -> Result<(), Misuse> {
-        self.clock.advance(now);
+        let now = self.clock.advance(now);
         if !self.conns.contains_key(&conn) {
             return Err(Misuse::UnknownConnection(conn));
         }
+        self.link.heard(conn, now);
         self.on_frame(conn, frame);
         // A delete or a cancel may have ended the last turn a restart waited for.
         self.relink_if_idle();
         Ok(())
     }
 
+    /// Something that is not a message arrived on a connection (a WebSocket pong or ping): the
+    /// link is alive.
+    pub fn handle_activity(&mut self, conn: ConnId, now: Time) -> Result<(), Misuse> {
+        let now = self.clock.advance(now);
+        if !self.conns.contains_key(&conn) {
+            return Err(Misuse::UnknownConnection(conn));
+        }
+        self.link.heard(conn, now);
+        Ok(())
+    }
+
     pub fn handle_timeout(&mut self, now: Time) {
         let now = self.clock.advance(now);
+        self.check_link_alive(now);
         self.expire_cards(now);
         self.prune_stale_ledgers(now);
         self.confirm_deletes(now);
@@ -508,6 +534,41 @@ impl Device {
     fn request_id(&mut self) -> Id {
         self.next_request_id += 1;
         Id::number(self.next_request_id)
+    }
+
+    /// Ping a quiet link; close a silent one and dial again with the usual backoff (a
+    /// reattaching client then recovers what was in flight).
+    fn check_link_alive(&mut self, now: Time) {
+        let Some((conn, beat, silent_ms)) = self.link.beat(now) else {
+            return;
+        };
+        match beat {
+            Beat::Nothing => {}
+            Beat::Ping => self
+                .out
+                .push_back((self.persist_issued, Queued::Out(Output::Ping { conn }))),
+            Beat::Dead => {
+                // Nothing queued for it can arrive now.
+                self.out.retain(|(_, q)| {
+                    !matches!(q, Queued::Out(Output::Send { conn: c, .. } | Output::Ping { conn: c }) if *c == conn)
+                });
+                // First, past any persist: the connection is gone for the device now, and
+                // nothing this close announces needs to be durable first.
+                self.out.push_front((
+                    0,
+                    Queued::Out(Output::Close {
+                        conn,
+                        code: CLOSE_DEAD_LINK,
+                        reason: format!("nothing arrived for {silent_ms} ms (link.dead_after_ms)"),
+                    }),
+                ));
+                // The device lets go of a connection it closes (the shell reports no close).
+                self.let_go(conn);
+                if let LinkState::Up { attempt } = self.link.state {
+                    self.link.schedule_redial(attempt, now, &mut self.rng);
+                }
+            }
+        }
     }
 
     fn stop_link(&mut self, message: String) {

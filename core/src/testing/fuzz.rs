@@ -1052,6 +1052,12 @@ impl Run {
                 // The device has let go of a connection it closes.
                 self.closed.insert(conn);
             }
+            // Pings go unanswered here (a silent network): the link is given up in time.
+            Output::Ping { conn } => assert_eq!(
+                self.open.get(&conn),
+                Some(&ConnKind::Link),
+                "a ping was asked for on {conn:?}, which is not an open link"
+            ),
             Output::Effect(Effect::Dial) => {
                 d.dials += 1;
                 assert!(!self.stopped, "a dial was asked for after Stop");

@@ -104,6 +104,11 @@ pub struct Pair {
     /// Frames the device wrote on each stdio connection.
     pub stdio_out: BTreeMap<ConnId, Vec<Vec<u8>>>,
     pub dials: usize,
+    /// Pings sent on the link: by the device, by the client.
+    pub pings: (usize, usize),
+    /// The link's network drops everything, pings and pongs too, while neither end hears it
+    /// close (a NAT that forgot the connection). A new link is not affected.
+    black_hole: bool,
     link: Option<ConnId>,
     in_flight: Vec<InFlight>,
     seq: u64,
@@ -138,6 +143,8 @@ impl Pair {
             device_closes: Vec::new(),
             stdio_out: BTreeMap::new(),
             dials: 0,
+            pings: (0, 0),
+            black_hole: false,
             link: None,
             in_flight: Vec::new(),
             seq: 0,
@@ -233,6 +240,13 @@ impl Pair {
             self.client.handle_link_down(self.now);
         }
         self.drive()
+    }
+
+    /// From now on the link's network drops everything it carries (frames in flight too),
+    /// while neither end hears it close. The next link is carried again.
+    pub fn black_hole(&mut self) {
+        self.black_hole = true;
+        self.in_flight.clear();
     }
 
     /// Hand the client raw bytes as if the device had sent them (a fake device of another
@@ -395,7 +409,7 @@ impl Pair {
     }
 
     fn put_in_flight(&mut self, dir: Dir, frame: Vec<u8>) {
-        if self.link.is_none() {
+        if self.link.is_none() || self.black_hole {
             return;
         }
         let f = self.faults;
@@ -447,7 +461,12 @@ impl Pair {
             }
             // The device has already let go of a connection it closes.
             Output::Close { conn, code, reason } => {
-                if Some(conn) == self.link {
+                if Some(conn) == self.link && self.black_hole {
+                    // The close frame is lost too: only the client's own heartbeat (or the
+                    // next link) tells it.
+                    self.device_closes.push((code, reason));
+                    self.link = None;
+                } else if Some(conn) == self.link {
                     self.device_closes.push((code, reason));
                     // The close frame follows what the device sent before it on the same
                     // stream: those frames still reach the client, in order.
@@ -463,6 +482,19 @@ impl Pair {
                     self.client.handle_link_down(self.now);
                 }
             }
+            // A ping and its pong cross at once (control frames are small and go first), unless
+            // the network is a black hole; each end hears the other.
+            Output::Ping { conn } => {
+                if Some(conn) == self.link {
+                    self.pings.0 += 1;
+                    if !self.black_hole {
+                        self.client.handle_activity(self.now);
+                        self.device
+                            .handle_activity(conn, self.now)
+                            .expect("the pair tracks the link");
+                    }
+                }
+            }
             Output::Effect(Effect::Dial) => {
                 self.dials += 1;
                 self.device_effects.push(Effect::Dial);
@@ -471,6 +503,12 @@ impl Pair {
                         .device
                         .handle_open(ConnKind::Link, self.now)
                         .expect("the device asked to dial");
+                    if self.black_hole {
+                        // The old link's client side never heard it go: the new one replaces
+                        // it, as an instance does.
+                        self.black_hole = false;
+                        self.client.handle_link_down(self.now);
+                    }
                     self.link = Some(conn);
                     self.client.handle_link_up(self.now);
                 } else {
@@ -578,6 +616,22 @@ impl Pair {
     fn route_client(&mut self, out: ClientOutput) {
         match out {
             ClientOutput::Send(frame) => self.put_in_flight(Dir::ToDevice, frame),
+            ClientOutput::Ping => {
+                if let Some(conn) = self.link {
+                    self.pings.1 += 1;
+                    if !self.black_hole {
+                        self.device
+                            .handle_activity(conn, self.now)
+                            .expect("the pair tracks the link");
+                        self.client.handle_activity(self.now);
+                    }
+                }
+            }
+            ClientOutput::Close { code, reason } if self.black_hole => {
+                // Lost on the way: the device does not hear it; the client side is down.
+                self.client_closes.push((code, reason));
+                self.client.handle_link_down(self.now);
+            }
             ClientOutput::Close { code, reason } => {
                 self.client_closes.push((code, reason));
                 if let Some(conn) = self.link.take() {
