@@ -280,7 +280,7 @@ mod tests {
                     Output::Effect(Effect::ResolvePath { request, path }) => {
                         self.resolves.push((request, path))
                     }
-                    Output::Effect(_) => {}
+                    Output::Effect(_) | Output::Ping { .. } => {}
                 }
             }
         }
