@@ -302,7 +302,8 @@ pub struct DeviceConfig {
     pub models: Vec<Model>,
     /// The shell keeps a store it reads a session back from (`Effect::LoadSession`). Without
     /// one (`serve --stdio`, a wasm driver given no store) no session is set aside: past
-    /// `sessions.max_live`, `session/new` is refused.
+    /// `sessions.max_live`, `session/new` is refused; and no connection lists the capability
+    /// `sessions` ("a session id lasts"), since none outlives the process.
     pub has_store: bool,
 }
 

@@ -25,3 +25,25 @@ Feature: Plain ACP on stdio
     And the editor sends: not json
     Then the device has written 4 lines on stdio
     And no frame the device wrote on stdio has a method starting with "_lembas/"
+
+  Scenario: An editor is listed exactly what works on stdio: terminals open over the link alone
+    Given the device allows terminals
+    And the device and the client have completed the handshake
+    Then the device listed the capabilities "terminal" and "shell"
+    When an editor opens stdio
+    And the editor sends: {"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}
+    Then the editor's initialize does not list "terminal"
+    And the editor's initialize does not list "shell"
+    And the editor's initialize lists "status"
+    When the editor sends: {"jsonrpc":"2.0","id":1,"method":"_lembas/terminal/open","params":{}}
+    Then the device answers with error -32602 and id 1
+
+  Scenario: Where sessions live in memory only (serve --stdio), no connection lists "sessions"
+    Given a device whose remote work is on over "/home/dev/work"
+    And the device keeps its sessions in memory only
+    And the device and the client have completed the handshake
+    Then the client was not listed "sessions"
+    When an editor opens stdio
+    And the editor sends: {"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}
+    Then the editor's initialize does not list "sessions"
+    And the editor's initialize lists "status"

@@ -266,7 +266,8 @@ fn run(command: Command, seed: Option<u64>) -> Result<(), String> {
                 dc.sessions.max_held_bytes = dc.sessions.max_held_bytes.max(m.saturating_mul(2));
             }
             // Sessions live in memory only: none is set aside (it would be lost), so past
-            // `sessions.max_live` a `session/new` is refused.
+            // `sessions.max_live` a `session/new` is refused; and no id outlives the process,
+            // so `sessions` is not listed.
             dc.has_store = false;
             let device = Device::new(dc, Time(0)).map_err(|e| e.to_string())?;
             let mut driver =

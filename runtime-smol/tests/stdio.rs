@@ -10,7 +10,7 @@ struct Editor {
     child: Child,
     stdin: Option<ChildStdin>,
     stdout: BufReader<ChildStdout>,
-    _home: tempfile::TempDir,
+    _home: Option<tempfile::TempDir>,
 }
 
 fn lembas(home: &std::path::Path, args: &[&str]) -> Command {
@@ -37,9 +37,16 @@ impl Editor {
             std::fs::create_dir_all(&dir).unwrap();
             std::fs::write(dir.join("config.yaml"), text).unwrap();
         }
+        let mut e = Editor::start_in(home.path(), extra);
+        e._home = Some(home);
+        e
+    }
+
+    /// [`Editor::start`] in a HOME the test keeps (a `config.yaml` in it, a second process).
+    fn start_in(home: &std::path::Path, extra: &[&str]) -> Editor {
         let mut args = vec!["serve", "--stdio", "--seed", "7"];
         args.extend_from_slice(extra);
-        let mut child = lembas(home.path(), &args)
+        let mut child = lembas(home, &args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -49,7 +56,7 @@ impl Editor {
             stdin: child.stdin.take(),
             stdout: BufReader::new(child.stdout.take().unwrap()),
             child,
-            _home: home,
+            _home: None,
         }
     }
 
@@ -329,5 +336,66 @@ fn past_max_live_session_new_is_refused_since_stdio_keeps_no_store() {
         "{message}"
     );
     let (code, _) = e.close_and_wait();
+    assert_eq!(code, 0);
+}
+
+/// `serve --stdio` lists exactly what works on it: no `terminal` or `shell` (terminals open over
+/// the instance link alone), even with `remote.terminal: true`, and no `sessions` (its sessions
+/// live in memory: the next process does not know them).
+#[test]
+fn initialize_lists_what_works_on_stdio_and_nothing_else() {
+    let home = tempfile::tempdir().unwrap();
+    let work = std::fs::canonicalize(home.path()).unwrap().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let w = work.display();
+    std::fs::create_dir_all(home.path().join("config/lembas")).unwrap();
+    std::fs::write(
+        home.path().join("config/lembas/config.yaml"),
+        format!("remote:\n  enabled: true\n  terminal: true\n  roots: [{w}]\ntrusted: [{w}]\n"),
+    )
+    .unwrap();
+    let mut e = Editor::start_in(home.path(), &[]);
+    e.send(&initialize());
+    let init = e.until_response(0);
+    let caps: Vec<String> = serde_json::from_value(
+        init.last().unwrap()["result"]["_meta"]["lembas"]["capabilities"].clone(),
+    )
+    .unwrap();
+    for absent in ["terminal", "shell", "sessions"] {
+        assert!(!caps.iter().any(|c| c == absent), "{absent} in {caps:?}");
+    }
+    for present in ["status", "turns", "steer", "title"] {
+        assert!(
+            caps.iter().any(|c| c == present),
+            "{present} not in {caps:?}"
+        );
+    }
+    // What is not listed does not work here.
+    e.send(&json!({"jsonrpc":"2.0","id":1,"method":"_lembas/terminal/open","params":{}}));
+    let open = e.until_response(1);
+    assert_eq!(open.last().unwrap()["error"]["code"], -32602, "{open:?}");
+    // A session of this process is unknown to the next one in the same HOME.
+    e.send(&new_session(2, &w.to_string()));
+    let s = e.until_response(2);
+    let session = s.last().unwrap()["result"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (code, _) = e.close_and_wait();
+    assert_eq!(code, 0);
+    let mut next = Editor::start_in(home.path(), &[]);
+    next.send(&initialize());
+    next.until_response(0);
+    next.send(
+        &json!({"jsonrpc":"2.0","id":1,"method":"_lembas/session/status",
+                      "params":{"sessionId": session}}),
+    );
+    let status = next.until_response(1);
+    assert_eq!(
+        status.last().unwrap()["result"]["exists"],
+        false,
+        "{status:?}"
+    );
+    let (code, _) = next.close_and_wait();
     assert_eq!(code, 0);
 }

@@ -80,7 +80,7 @@ impl Device {
                     harness_spec: HARNESS_SPEC.into(),
                     limits,
                     connection,
-                    capabilities: self.capabilities().map(str::to_string).collect(),
+                    capabilities: self.capabilities_for(kind).map(str::to_string).collect(),
                 },
             }),
         };

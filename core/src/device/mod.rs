@@ -41,9 +41,9 @@ use connection::Connection;
 use link::{Link, LinkState};
 use sessions::{PendingNew, Sessions};
 
-/// The capability strings this build implements: exactly these are listed in `initialize`,
-/// and a method gated by any other is answered -32601. A capability joins this list in the
-/// same change that makes its feature work.
+/// The capability strings this build implements: `initialize` lists those of them that work on
+/// its connection ([`Device::capabilities_for`]), and a method gated by any other is answered
+/// -32601. A capability joins this list in the same change that makes its feature work.
 pub const CAPABILITIES: &[&str] = &[
     "sessions",
     "status",
@@ -59,10 +59,6 @@ pub const CAPABILITIES: &[&str] = &[
     "terminal",
     "shell",
 ];
-
-/// Capabilities listed only when a setting turns their feature on: `terminal` and `shell` with
-/// `remote.terminal: true`.
-const TERMINAL_CAPABILITIES: &[&str] = &["terminal", "shell"];
 
 /// What the device asks of its shell.
 #[derive(Debug, PartialEq)]
@@ -294,13 +290,19 @@ impl Device {
         &self.config
     }
 
-    /// The capabilities `initialize` lists now: those this build implements that the settings
-    /// turn on.
-    pub fn capabilities(&self) -> impl Iterator<Item = &'static str> + '_ {
-        CAPABILITIES
-            .iter()
-            .copied()
-            .filter(|c| self.config.remote.terminal || !TERMINAL_CAPABILITIES.contains(c))
+    /// The capabilities `initialize` lists now on a connection of `kind`: exactly those this
+    /// build implements that work there under the settings. A method whose feature a
+    /// connection lacks is refused by its handler with -32602 naming the rule.
+    pub fn capabilities_for(&self, kind: ConnKind) -> impl Iterator<Item = &'static str> + '_ {
+        CAPABILITIES.iter().copied().filter(move |c| match *c {
+            // Terminals open over the instance link alone, and only with `remote.terminal`.
+            "terminal" | "shell" => kind == ConnKind::Link && self.config.remote.terminal,
+            // The spec: only on the link, an error on `serve --stdio`.
+            "directories" => kind == ConnKind::Link,
+            // A session id lasts only where the store outlives the process.
+            "sessions" => self.config.has_store,
+            _ => true,
+        })
     }
 
     /// Start keeping a link to the instance up: asks for a dial now.

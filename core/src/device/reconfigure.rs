@@ -42,7 +42,10 @@ impl Device {
 
     /// What a link's hello and `initialize` say that the settings decide.
     fn announced(&self) -> (Limits, Vec<&'static str>) {
-        (self.limits(), self.capabilities().collect())
+        (
+            self.limits(),
+            self.capabilities_for(ConnKind::Link).collect(),
+        )
     }
 
     /// Whether a link restart for new settings waits for the sessions to go idle.

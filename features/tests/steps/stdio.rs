@@ -1,6 +1,6 @@
 //! An editor on `lembas serve --stdio`: plain ACP, one message a line.
 
-use cucumber::{then, when};
+use cucumber::{given, then, when};
 
 use super::{method_of, parse};
 use crate::LinkWorld;
@@ -57,4 +57,33 @@ fn no_method_prefix(w: &mut LinkWorld, prefix: String) {
             "the device wrote {method} on stdio: {line}"
         );
     }
+}
+
+#[given("the device keeps its sessions in memory only")]
+fn sessions_in_memory(w: &mut LinkWorld) {
+    w.config_mut().has_store = false;
+}
+
+/// The capabilities the device's answer to the editor's `initialize` (id 0) listed.
+fn editor_capabilities(w: &LinkWorld) -> Vec<String> {
+    let init = stdio_lines(w)
+        .iter()
+        .map(|l| parse(l))
+        .find(|f| f["id"] == 0 && f.get("result").is_some())
+        .expect("the editor's initialize (id 0) was answered");
+    serde_json::from_value(init["result"]["_meta"]["lembas"]["capabilities"].clone())
+        .unwrap_or_else(|e| panic!("no capability list ({e}): {init}"))
+}
+
+#[then(regex = r#"^the editor's initialize (lists|does not list) "([^"]*)"$"#)]
+fn editor_listed(w: &mut LinkWorld, verb: String, capability: String) {
+    let caps = editor_capabilities(w);
+    let listed = caps.contains(&capability);
+    assert_eq!(listed, verb == "lists", "`{capability}` in {caps:?}");
+}
+
+#[then(regex = r#"^the client was not listed "([^"]*)"$"#)]
+fn client_not_listed(w: &mut LinkWorld, capability: String) {
+    let caps = w.built().client.capabilities();
+    assert!(!caps.contains(&capability), "`{capability}` in {caps:?}");
 }
