@@ -22,6 +22,7 @@ mod handshake;
 mod jsonrpc;
 mod limits;
 mod live;
+mod liveness;
 mod session_calls;
 mod sessions;
 mod stdio;
