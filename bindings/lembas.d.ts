@@ -7,7 +7,7 @@ export type RequestId = number | string;
 export type Mode = "plan" | "manual" | "edit" | "auto";
 export type ConnKind = "link" | "stdio" | "terminal";
 export type TurnPhase = "queued" | "running" | "done";
-export type StoreTable = "sessions" | "turns" | "history" | "deletes";
+export type StoreTable = "sessions" | "turns" | "history" | "deletes" | "device";
 
 /** Every member is optional: what is left out takes the core's default. Unknown members are refused. */
 export interface DeviceConfig {

@@ -16,14 +16,21 @@ pub enum Table {
     History,
     /// Session id → `""`: a delete made on the device, not yet sent to a client.
     Deletes,
+    /// [`EPOCH_KEY`] → the number of the device's latest start on this store (decimal), the
+    /// prefix of every request id it sends, so no id repeats across restarts.
+    Device,
 }
 
+/// The key in [`Table::Device`] of the device's start number.
+pub const EPOCH_KEY: &str = "epoch";
+
 impl Table {
-    pub const ALL: [Table; 4] = [
+    pub const ALL: [Table; 5] = [
         Table::Sessions,
         Table::Turns,
         Table::History,
         Table::Deletes,
+        Table::Device,
     ];
 
     pub fn name(self) -> &'static str {
@@ -32,6 +39,7 @@ impl Table {
             Table::Turns => "turns",
             Table::History => "history",
             Table::Deletes => "deletes",
+            Table::Device => "device",
         }
     }
 }

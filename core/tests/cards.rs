@@ -348,3 +348,115 @@ fn five_refusals_give_a_delete_up() {
     assert!(p.client.pending_deletes().is_empty());
     assert_eq!(p.device.session_count(), 1);
 }
+
+// ----- an answer decides only the card it was asked for ------------------------------------
+
+fn permit(p: &mut Pair, s: &str, turn: &str, what: &str) {
+    let text = json!([{ "type": "text", "text": format!("permit {what}") }]);
+    p.client.prompt(s, text, Some(turn), p.now).unwrap();
+    p.drive().unwrap();
+}
+
+fn tool_call_id(params: &Value) -> String {
+    params["toolCall"]["toolCallId"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// An answer that names, in `_meta.lembas.toolCallId`, another card than the one its request
+/// asked is not sent by the client; the right one still is.
+#[test]
+fn the_client_does_not_send_an_answer_naming_another_card() {
+    let (mut p, s) = linked();
+    permit(&mut p, &s, "t1", "deploy");
+    let (id, params) = requests(&p, "session/request_permission").remove(0);
+    let card = tool_call_id(&params);
+    let named = |t: &str| {
+        json!({ "outcome": { "outcome": "selected", "optionId": "once" },
+                "_meta": { "lembas": { "toolCallId": t } } })
+    };
+    assert!(!p.client.respond(&id, Ok(named("call_elsewhere")), p.now));
+    p.settle().unwrap();
+    assert!(p.decisions.is_empty(), "{:?}", p.decisions);
+    assert_eq!(p.client.open_cards().count(), 1, "the card is still open");
+    assert!(p.client.respond(&id, Ok(named(&card)), p.now));
+    p.settle().unwrap();
+    assert_eq!(
+        p.decisions,
+        vec![(
+            card,
+            Decision::Permission(PermissionDecision::AllowOnce { command: None })
+        )]
+    );
+}
+
+/// The device does not count an answer naming another card (here from a terminal, which has
+/// no client role in front of it): the request still waits for its own answer, which decides.
+#[test]
+fn the_device_does_not_count_an_answer_naming_another_card() {
+    let (mut p, s) = linked();
+    let t = terminal(&mut p, &s);
+    permit(&mut p, &s, "t1", "deploy");
+    let ask = terminal_frames(&p, t)
+        .into_iter()
+        .find(|f| f["method"] == "session/request_permission")
+        .unwrap();
+    let card = tool_call_id(&ask["params"]);
+    let deny = |named: &str| {
+        json!({ "jsonrpc": "2.0", "id": ask["id"],
+                "result": { "outcome": { "outcome": "selected", "optionId": "deny" },
+                            "_meta": { "lembas": { "toolCallId": named, "feedback": named } } } })
+    };
+    p.stdio(t, deny("call_elsewhere").to_string().as_bytes())
+        .unwrap();
+    p.settle().unwrap();
+    assert!(p.decisions.is_empty(), "{:?}", p.decisions);
+    assert_eq!(
+        p.client.open_cards().count(),
+        1,
+        "the web's card is still up"
+    );
+    p.stdio(t, deny(&card).to_string().as_bytes()).unwrap();
+    p.settle().unwrap();
+    assert_eq!(
+        p.decisions,
+        vec![(
+            card.clone(),
+            Decision::Permission(PermissionDecision::Deny {
+                feedback: Some(card),
+                timed_out: false
+            })
+        )]
+    );
+}
+
+/// Seed 420 of `cards_deletes_property`'s stale answers, cut down: a card is asked on a link,
+/// the device restarts from its store, and on the next link another card is asked. The web's
+/// late answer to the first card (its UI had not taken it down), sent with the id it was asked
+/// under and naming no card, must decide nothing. The restarted device's ids once started where
+/// the first start's had, so the second card was asked under the first one's id, and the
+/// answer meant for one decided the other.
+#[test]
+fn an_answer_to_a_card_asked_before_a_restart_decides_no_card_after_it() {
+    let (mut p, s) = linked();
+    permit(&mut p, &s, "t1", "rm -rf build");
+    let (old, _) = requests(&p, "session/request_permission").remove(0);
+    p.restart_device().unwrap();
+    p.advance(120_000).unwrap();
+    assert!(p.client.is_ready(), "linked again");
+    permit(&mut p, &s, "t2", "deploy to production");
+    let (new, params) = requests(&p, "session/request_permission").pop().unwrap();
+    let second = tool_call_id(&params);
+    let deny = json!({ "outcome": { "outcome": "selected", "optionId": "deny" },
+                       "_meta": { "lembas": { "feedback": "not the build" } } });
+    p.client.respond(&old, Ok(deny), p.now);
+    p.settle().unwrap();
+    assert!(
+        p.decisions.is_empty(),
+        "{second} (deploy to production) was decided by the answer to the card before the \
+         restart: {:?}",
+        p.decisions
+    );
+    assert_ne!(old, new, "request ids are unique across restarts");
+}

@@ -11,6 +11,8 @@ use lembas_core::testing::{Faults, Pair};
 use lembas_core::{ClientConfig, DeviceConfig};
 use serde_json::{json, Value};
 
+mod property;
+
 fn session(p: &mut Pair) -> String {
     let id = p
         .client
@@ -124,13 +126,11 @@ fn run(seed: u64) {
     }
 }
 
+/// 200 seeds, or as `property::seeds` says (`LEMBAS_PROPERTY_SEEDS`, `LEMBAS_PROPERTY_SEED_OFFSET`,
+/// `LEMBAS_PROPERTY_SEED`).
 #[test]
 fn turns_run_at_most_once_and_retries_get_the_original_answer() {
-    let seeds: u64 = std::env::var("LEMBAS_PROPERTY_SEEDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(200);
-    for seed in 0..seeds {
+    if let Some(seed) = property::seeds(&[], 200, run) {
         run(seed);
     }
 }

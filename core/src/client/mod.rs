@@ -374,12 +374,25 @@ impl Client {
 
     /// Answer a request the device sent on the current link. An answer to a request of an
     /// earlier link (or one already answered) is not sent: it would reach a device that never
-    /// asked it on this link. Returns whether it was sent.
+    /// asked it on this link. Nor is a card's answer that names, in `_meta.lembas.toolCallId`,
+    /// another card than the one this request asked (the request stays open). Returns whether
+    /// it was sent.
     pub fn respond(&mut self, id: &Id, outcome: Result<Value, RpcError>, now: Time) -> bool {
         self.clock.advance(now);
-        if !self.incoming.remove(id) {
+        if !self.incoming.contains(id) {
             return false;
         }
+        if let Ok(answer) = &outcome {
+            let asked = self
+                .cards
+                .iter()
+                .find(|(_, card)| *card == id)
+                .map(|((_, tool_call_id), _)| tool_call_id);
+            if asked.is_some_and(|t| crate::wire::card::names_another_card(answer, t)) {
+                return false;
+            }
+        }
+        self.incoming.remove(id);
         self.cards.retain(|_, card| card != id);
         let frame = match outcome {
             Ok(result) => jsonrpc::encode_result(id, &result),

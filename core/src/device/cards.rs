@@ -3,7 +3,9 @@
 //! answer decides; every other copy is taken down with `_lembas/permission/settled`; a later
 //! answer changes nothing. No answer by `remote.approval_timeout` denies or dismisses. A card
 //! still open when its link drops is offered again, same `toolCallId`, to the next connection
-//! that holds the session.
+//! that holds the session. An answer counts only on the connection its request went to, under
+//! an id never used before (see `Device::request_id`), and not when it names another card
+//! (`wire::card`).
 
 use std::collections::BTreeMap;
 
@@ -148,7 +150,7 @@ impl Device {
         &mut self,
         conn: ConnId,
         key: CardKey,
-        outcome: Result<&serde_json::value::RawValue, RpcError>,
+        outcome: Result<Value, RpcError>,
     ) {
         let Some(open) = self.cards.get_mut(&key) else {
             // Decided already, or taken down: a late answer changes nothing.
@@ -164,14 +166,11 @@ impl Device {
                 return;
             }
             Err(_) => refusal(&open.card),
-            Ok(raw) => {
-                let value: Value = serde_json::from_str(raw.get()).unwrap_or(Value::Null);
-                read_answer(
-                    &open.card,
-                    &value,
-                    open.capped.then_some(self.config.remote.max_mode),
-                )
-            }
+            Ok(value) => read_answer(
+                &open.card,
+                &value,
+                open.capped.then_some(self.config.remote.max_mode),
+            ),
         };
         self.close_card(&key, decision, Some(conn));
     }

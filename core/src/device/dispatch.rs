@@ -174,10 +174,23 @@ impl Device {
             return;
         };
         // An answer to nothing we asked (or asked and already heard) changes nothing.
-        let Some(pending) = c.pending.remove(&id) else {
+        let Some(pending) = c.pending.get(&id) else {
             return;
         };
-        if let Err(e) = &r.outcome {
+        let outcome = match (&pending.card, r.outcome) {
+            (Some((_, tool_call_id)), Ok(raw)) => {
+                let answer: Value = serde_json::from_str(raw.get()).unwrap_or(Value::Null);
+                if crate::wire::card::names_another_card(&answer, tool_call_id) {
+                    // Meant for another card: not this request's answer, which may still come.
+                    return;
+                }
+                Ok(answer)
+            }
+            (_, Ok(_)) => Ok(Value::Null),
+            (_, Err(e)) => Err(e),
+        };
+        let pending = c.pending.remove(&id).expect("looked up above");
+        if let Err(e) = &outcome {
             if e.code == code::METHOD_NOT_FOUND
                 && matches!(pending.method, "_lembas/question" | "_lembas/plan")
             {
@@ -185,7 +198,7 @@ impl Device {
             }
         }
         if let Some(key) = pending.card {
-            self.card_answered(conn, key, r.outcome);
+            self.card_answered(conn, key, outcome);
         }
     }
 }

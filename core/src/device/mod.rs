@@ -242,7 +242,12 @@ pub struct Device {
     next_steer: u64,
     /// When to look for stale ledgers next.
     next_prune: Time,
-    next_request_id: u64,
+    /// This start's number on its store (0 for a device made with [`Device::new`], which has
+    /// none; [`Device::restore`] takes the stored one plus one and stores it): the first part of
+    /// every request id, so ids never repeat across restarts.
+    epoch: u64,
+    /// Requests sent since this start: the second part of the next request id.
+    requests_sent: u64,
     /// Deletes sent on a link and not yet forgotten: forgotten once that link stayed up
     /// `delete_confirm_ms` after sending; sent again on the next link if it dropped before.
     unconfirmed_deletes: BTreeMap<String, (ConnId, Time)>,
@@ -276,13 +281,10 @@ impl Device {
             next_resolve: 0,
             next_steer: 0,
             next_prune: now,
-            next_request_id: 0,
+            epoch: 0,
+            requests_sent: 0,
             unconfirmed_deletes: BTreeMap::new(),
             relink_pending: false,
-        })
-        .map(|mut d: Device| {
-            d.next_request_id = d.rng.below(1 << 40);
-            d
         })
     }
 
@@ -530,12 +532,13 @@ impl Device {
         true
     }
 
-    /// An id for a request the device sends: unique across connections and (from a random
-    /// start) across restarts, so an answer that arrives late, on another link, to a request
-    /// of an earlier one can never be taken for the answer to a new request.
+    /// An id for a request the device sends, `"<epoch>-<n>"`: unique across connections (`n`
+    /// counts every request of this start) and across restarts on the same store (the epoch is
+    /// stored before any frame of this start leaves), so an answer that arrives late, on
+    /// another link, to a request of an earlier one is never taken for the answer to a new one.
     fn request_id(&mut self) -> Id {
-        self.next_request_id += 1;
-        Id::number(self.next_request_id)
+        self.requests_sent += 1;
+        Id::string(&format!("{}-{}", self.epoch, self.requests_sent))
     }
 
     /// Ping a quiet link; close a silent one and dial again with the usual backoff (a

@@ -1,7 +1,8 @@
 //! Rebuilding a device from its store at start-up, and a session from its entries (at start-up,
 //! and when one set aside is read back, see `live.rs`). A turn that was running when the process
 //! died is finished as `cancelled` (never run again); a queued one is forgotten, so the
-//! client's resend runs it once; ledgers untouched past their time are pruned.
+//! client's resend runs it once; ledgers untouched past their time are pruned. Each start
+//! stores its number (the epoch of its request ids) before anything it sends leaves.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
@@ -37,11 +38,13 @@ pub(super) struct StoredSession {
     pub history: Vec<(String, HistoryTurn)>,
 }
 
-/// Store entries grouped by session; the deletes kept; what could not be read.
+/// Store entries grouped by session; the deletes kept; the last start's epoch; what could not
+/// be read.
 #[derive(Default)]
 pub(super) struct Grouped {
     pub sessions: BTreeMap<String, StoredSession>,
     pub deletes: Vec<String>,
+    pub epoch: u64,
     pub bad: Vec<Unreadable>,
 }
 
@@ -76,6 +79,13 @@ impl Grouped {
                     (_, Err(err)) => g.bad.push(unreadable(err.to_string())),
                 },
                 Table::Deletes => g.deletes.push(e.key.clone()),
+                Table::Device if e.key == store::EPOCH_KEY => match e.value.parse::<u64>() {
+                    Ok(epoch) => g.epoch = epoch,
+                    Err(err) => g
+                        .bad
+                        .push(unreadable(format!("epoch `{}`: {err}", e.value))),
+                },
+                Table::Device => g.bad.push(unreadable("not a key the device keeps".into())),
                 Table::History => match (
                     e.key.split_once('/'),
                     serde_json::from_str::<HistoryTurn>(&e.value),
@@ -110,9 +120,18 @@ impl Device {
         let Grouped {
             sessions,
             deletes,
+            epoch,
             bad,
         } = Grouped::read(entries);
         device.pending_deletes.extend(deletes);
+        // A new start: its number is durable before any of its request ids leaves (every frame
+        // waits for the persists issued before it).
+        device.epoch = epoch + 1;
+        let mut records = vec![Record::Put {
+            table: Table::Device,
+            key: store::EPOCH_KEY.into(),
+            value: device.epoch.to_string(),
+        }];
         let mut newest: Vec<(u64, &str)> = sessions
             .iter()
             .filter_map(|(id, s)| Some((s.record.as_ref()?.touched, id.as_str())))
@@ -128,7 +147,6 @@ impl Device {
             .take(keep)
             .map(|(_, id)| id.to_string())
             .collect();
-        let mut records = Vec::new();
         for (id, stored) in sessions {
             // Each one is rebuilt (its cut turns finished, its old ledger pruned) whether or not
             // it stays in memory, so the store is consistent for a later read.
@@ -140,9 +158,7 @@ impl Device {
                 None => {}
             }
         }
-        if !records.is_empty() {
-            device.persist(records);
-        }
+        device.persist(records);
         Ok((device, bad))
     }
 
@@ -274,5 +290,50 @@ impl Device {
         if !records.is_empty() {
             self.persist(records);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::{Effect, Output};
+    use crate::store::{Entry, EPOCH_KEY};
+
+    fn epoch(value: &str) -> Entry {
+        Entry {
+            table: Table::Device,
+            key: EPOCH_KEY.into(),
+            value: value.into(),
+        }
+    }
+
+    /// The epoch the first persist of a restored device stores.
+    fn stored_epoch(entries: Vec<Entry>) -> (String, Vec<Unreadable>) {
+        let (mut d, bad) = Device::restore(DeviceConfig::default(), entries, Time(0)).unwrap();
+        let Some(Output::Effect(Effect::Persist { records, .. })) = d.poll_output() else {
+            panic!("a restored device persists its start first");
+        };
+        let value = records
+            .iter()
+            .find_map(|r| match r {
+                Record::Put { table, key, value }
+                    if *table == Table::Device && key == EPOCH_KEY =>
+                {
+                    Some(value.clone())
+                }
+                _ => None,
+            })
+            .expect("the epoch is stored");
+        (value, bad)
+    }
+
+    #[test]
+    fn each_start_stores_the_next_epoch_and_an_unreadable_one_is_reported() {
+        assert_eq!(stored_epoch(Vec::new()), ("1".into(), Vec::new()));
+        assert_eq!(stored_epoch(vec![epoch("41")]), ("42".into(), Vec::new()));
+        let (value, bad) = stored_epoch(vec![epoch("many")]);
+        assert_eq!(value, "1");
+        assert_eq!(bad.len(), 1, "{bad:?}");
+        assert!(bad[0].why.contains("epoch `many`"), "{bad:?}");
     }
 }
