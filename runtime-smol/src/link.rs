@@ -317,6 +317,11 @@ where
 /// frame. A peer that never answers (a black-holed link) must not hold the socket open.
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
 
+/// How long the writer may take to flush what is left and send the close frame: long enough
+/// for the last burst on a slow link, bounded so a peer that reads nothing (a black hole with
+/// full buffers) cannot hold the writer, and the socket, for ever.
+const CLOSE_WRITE_BOUND: Duration = Duration::from_secs(10);
+
 /// Carry one socket: each message becomes `frame(bytes)` on `tx`, a ping or pong `heard()`
 /// (when it gives something: proof the link is alive), its end `closed(code)`; what arrives
 /// on `out` is written. Pings are answered by tungstenite as it reads.
@@ -408,8 +413,6 @@ where
                         }
                     }
                     Outgoing::Close { code, reason } => {
-                        // Bounded: a peer that reads nothing (a black hole with full buffers)
-                        // must not hold the writer.
                         future::or(
                             async {
                                 let _ = SinkExt::flush(&mut sink).await;
@@ -421,7 +424,7 @@ where
                                     .await;
                             },
                             async {
-                                smol::Timer::after(CLOSE_GRACE).await;
+                                smol::Timer::after(CLOSE_WRITE_BOUND).await;
                             },
                         )
                         .await;
@@ -447,6 +450,46 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A socket whose peer went silent (reads nothing, answers nothing, never closes): after
+    /// our close, the reader lets go within its grace and reports the end, so the socket is
+    /// not held open for ever.
+    #[test]
+    fn a_socket_whose_peer_never_answers_our_close_is_let_go() {
+        smol::block_on(async {
+            let listener = smol::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            let peer = smol::spawn(async move {
+                let (tcp, _) = listener.accept().await.unwrap();
+                let ws = async_tungstenite::accept_async(tcp).await.unwrap();
+                // Black hole: hold the socket, read nothing.
+                smol::Timer::after(Duration::from_secs(60)).await;
+                drop(ws);
+            });
+            let tcp = TcpStream::connect(addr).await.unwrap();
+            let (ws, _) = async_tungstenite::client_async(format!("ws://{addr}/"), tcp)
+                .await
+                .unwrap();
+            let (tx, rx) = smol::channel::unbounded::<Option<Option<u16>>>();
+            let (out_tx, out_rx) = smol::channel::unbounded();
+            let (_reader, _writer) = carry(ws, tx, |_| None, || None, Some, out_rx);
+            let start = std::time::Instant::now();
+            out_tx
+                .try_send(Outgoing::Close {
+                    code: 1001,
+                    reason: "gone".into(),
+                })
+                .unwrap();
+            let ended = future::or(async { rx.recv().await.ok() }, async {
+                smol::Timer::after(Duration::from_secs(20)).await;
+                None
+            })
+            .await;
+            assert_eq!(ended, Some(Some(None)), "the reader never let go");
+            assert!(start.elapsed() >= CLOSE_GRACE, "{:?}", start.elapsed());
+            drop(peer);
+        });
+    }
 
     #[test]
     fn instance_urls() {
