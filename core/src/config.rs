@@ -201,14 +201,17 @@ impl Default for TerminalLimits {
 }
 
 /// Bounds on what waits to be sent on one connection, enforced by the shell (the core hands
-/// frames over at once).
+/// frames over at once; [`crate::device::Device::holders`] says whose queue holds a session).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct OutboundLimits {
-    /// Past this many bytes waiting, terminals stop reading their PTYs until the writer
-    /// catches up (their shells block; nothing is dropped).
+    /// Past this many bytes waiting, the sources wait until the writer catches up: terminals
+    /// stop reading their PTYs (their shells block) and the engine events of the sessions the
+    /// connection holds are not taken (their turns wait). Nothing is dropped.
     pub pause_bytes: usize,
-    /// Past this many, the client is not reading at all: the connection is closed.
+    /// A safety bound: with the sources waiting, only answers to the client's own requests
+    /// can queue past `pause_bytes`. Past this many, a link's client is not reading at all and
+    /// the link is closed (1008); stdio is never closed for it, its stdin is not read instead.
     pub max_bytes: usize,
 }
 

@@ -4,13 +4,18 @@
 //!
 //! A prompt without directive lines is answered `echo: <text>`. Otherwise each line is a step:
 //! `say <text>`, `think <text>`, `sleep <ms>`, `tool <title>` (a tool call, then its completed
-//! update), `chunks <n> <bytes>` (n text chunks of that many bytes), `fail <message>`,
+//! update), `chunks <n> <bytes>` (n text chunks of that many bytes, each beginning with its
+//! 0-based number in ten digits, then `x`s), `fail <message>`,
 //! `permit <title>` (an approval card; then says `allowed`, `allowed always`,
 //! `allowed with: <command>`, `denied`, `denied: <feedback>` or `dismissed`),
 //! `ask <question> | <option> | <option> …` (a question card; then says `answer: <labels or text>`
 //! or `dismissed`), `plan <title>` (a plan card; then says `approved <mode>`, `revise: <feedback>`
 //! or `dismissed`); any other line is said as it is. While a card is open the turn waits.
 //! Steered messages are taken in between steps and said as `steered: <text>`.
+//!
+//! Like a model streaming its answer, the engine makes a chunk only when it is polled for one:
+//! a shell that stops polling a session (`poll_event_unless`, while a holder of the session is
+//! not reading) holds its turn where it is, and nothing piles up in between.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -27,7 +32,12 @@ enum Step {
     Think(String),
     Sleep(u64),
     Tool(String),
-    Chunks(u32, usize),
+    /// `n` chunks of `bytes`, the next numbered `next`.
+    Chunks {
+        next: u32,
+        n: u32,
+        bytes: usize,
+    },
     Fail(String),
     Permit(String),
     Ask(String, Vec<String>),
@@ -69,9 +79,11 @@ fn parse(text: &str) -> VecDeque<Step> {
                 "chunks" => {
                     let mut it = rest.split_whitespace().map(str::parse::<usize>);
                     match (it.next(), it.next()) {
-                        (Some(Ok(n)), Some(Ok(b))) => {
-                            Step::Chunks(n.min(100_000) as u32, b.min(65_536))
-                        }
+                        (Some(Ok(n)), Some(Ok(b))) => Step::Chunks {
+                            next: 0,
+                            n: n.min(100_000) as u32,
+                            bytes: b.min(65_536),
+                        },
                         _ => Step::Say(line.to_string()),
                     }
                 }
@@ -91,6 +103,13 @@ struct Run {
     waiting: Option<String>,
 }
 
+impl Run {
+    /// Whether it has a step to take at `now` (so a poll makes its next event).
+    fn ready(&self, now: Time) -> bool {
+        self.waiting.is_none() && self.next_at <= now
+    }
+}
+
 /// Events the engine reports, for the session and turn they belong to.
 pub type Report = (String, String, EngineEvent);
 
@@ -98,6 +117,8 @@ pub type Report = (String, String, EngineEvent);
 pub struct ScriptedEngine {
     runs: BTreeMap<(String, String), Run>,
     out: VecDeque<Report>,
+    /// The latest time given: a run ready by then makes its next step when polled.
+    now: Time,
 }
 
 impl ScriptedEngine {
@@ -106,6 +127,7 @@ impl ScriptedEngine {
     }
 
     pub fn start(&mut self, turn: &TurnStart, now: Time) {
+        self.now = self.now.max(now);
         let key = (turn.session_id.clone(), turn.turn_id.clone());
         self.runs.insert(
             key,
@@ -117,7 +139,6 @@ impl ScriptedEngine {
                 waiting: None,
             },
         );
-        self.handle_timeout(now);
     }
 
     /// Stop a turn at once: it reports `Done(Cancelled)`.
@@ -144,6 +165,7 @@ impl ScriptedEngine {
         decision: &Decision,
         now: Time,
     ) {
+        self.now = self.now.max(now);
         let key = (session.to_string(), turn.to_string());
         let Some(run) = self.runs.get_mut(&key) else {
             return;
@@ -154,9 +176,7 @@ impl ScriptedEngine {
         run.waiting = None;
         run.next_at = now;
         let said = say_decision(decision);
-        self.out
-            .push_back((key.0.clone(), key.1.clone(), EngineEvent::Text(said)));
-        self.advance(&key, now);
+        self.out.push_back((key.0, key.1, EngineEvent::Text(said)));
     }
 
     /// Stop every running turn (the shell is shutting down): each reports `Done(Cancelled)`.
@@ -200,11 +220,9 @@ impl ScriptedEngine {
         self.out.clear();
     }
 
+    /// Time passed: sleeping runs that are due take their next step when polled.
     pub fn handle_timeout(&mut self, now: Time) {
-        let keys: Vec<(String, String)> = self.runs.keys().cloned().collect();
-        for key in keys {
-            self.advance(&key, now);
-        }
+        self.now = self.now.max(now);
     }
 
     fn advance(&mut self, key: &(String, String), now: Time) {
@@ -263,10 +281,23 @@ impl ScriptedEngine {
                         },
                     );
                 }
-                Step::Chunks(n, bytes) => {
-                    for _ in 0..n {
-                        report(&mut self.out, EngineEvent::Text("x".repeat(bytes)));
+                Step::Chunks { next, n, bytes } => {
+                    if next >= n {
+                        continue;
                     }
+                    report(
+                        &mut self.out,
+                        EngineEvent::Text(numbered_chunk(next, bytes)),
+                    );
+                    if next + 1 < n {
+                        run.steps.push_front(Step::Chunks {
+                            next: next + 1,
+                            n,
+                            bytes,
+                        });
+                    }
+                    // One chunk a poll: the next is made when it is asked for.
+                    return;
                 }
                 Step::Permit(_) | Step::Ask(..) | Step::Plan(_) => {
                     run.tools += 1;
@@ -318,17 +349,40 @@ impl ScriptedEngine {
         }
     }
 
+    /// The next event of any session.
     #[must_use]
     pub fn poll_event(&mut self) -> Option<Report> {
-        self.out.pop_front()
+        self.poll_event_unless(|_| false)
     }
 
+    /// The next event of a session that is not `paused` (a holder of it is not reading):
+    /// a paused session's turn stays where it is, its events in order, until it is polled
+    /// again; other sessions go on.
+    #[must_use]
+    pub fn poll_event_unless(&mut self, mut paused: impl FnMut(&str) -> bool) -> Option<Report> {
+        loop {
+            if let Some(i) = self.out.iter().position(|(s, _, _)| !paused(s)) {
+                return self.out.remove(i);
+            }
+            // Nothing made yet: a ready run takes its next step (which reports something,
+            // sleeps, waits on a card, or ends).
+            let now = self.now;
+            let key = self
+                .runs
+                .iter()
+                .find(|((session, _), run)| run.ready(now) && !paused(session))
+                .map(|(key, _)| key.clone())?;
+            self.advance(&key, now);
+        }
+    }
+
+    /// When a sleeping run wakes. A run ready now needs no timer (a poll makes its next
+    /// event), and one waiting on a card has nothing to do until it is decided.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Time> {
-        // A run waiting on a card has nothing to do until it is decided.
         self.runs
             .values()
-            .filter(|r| r.waiting.is_none())
+            .filter(|r| r.waiting.is_none() && r.next_at > self.now)
             .map(|r| r.next_at)
             .min()
     }
@@ -337,6 +391,15 @@ impl ScriptedEngine {
     pub fn running(&self) -> usize {
         self.runs.len()
     }
+}
+
+/// Chunk `index` of `bytes`: its number in ten digits (the last ones, in a smaller chunk),
+/// then `x`s, so a reader can tell that every chunk came, in order.
+fn numbered_chunk(index: u32, bytes: usize) -> String {
+    let number = format!("{index:010}");
+    let mut text = number[number.len().saturating_sub(bytes)..].to_string();
+    text.extend(std::iter::repeat_n('x', bytes - text.len()));
+    text
 }
 
 /// What the script says about a decided card.
@@ -389,8 +452,89 @@ mod tests {
                 Step::Say("a".into()),
                 Step::Sleep(50),
                 Step::Think("b".into()),
-                Step::Chunks(2, 3)
+                Step::Chunks {
+                    next: 0,
+                    n: 2,
+                    bytes: 3
+                }
             ])
         );
+    }
+
+    fn turn(session: &str, text: &str) -> TurnStart {
+        TurnStart {
+            session_id: session.into(),
+            turn_id: "t".into(),
+            text: text.into(),
+            attachments: Vec::new(),
+            context: Default::default(),
+            mode: crate::config::Mode::Edit,
+            model: None,
+            effort: None,
+            cwd: "/".into(),
+        }
+    }
+
+    fn text(event: &EngineEvent) -> &str {
+        match event {
+            EngineEvent::Text(t) => t,
+            other => panic!("not text: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn chunks_are_numbered_and_made_one_a_poll() {
+        let mut engine = ScriptedEngine::new();
+        engine.start(&turn("s", "chunks 3 12\nsay end"), Time(0));
+        let first = engine.poll_event().unwrap();
+        assert_eq!(text(&first.2), "0000000000xx");
+        assert!(
+            engine.out.is_empty(),
+            "nothing is made before it is asked for"
+        );
+        let said: Vec<String> = std::iter::from_fn(|| engine.poll_event())
+            .map(|(_, _, e)| match e {
+                EngineEvent::Done(_) => "done".to_string(),
+                e => text(&e).to_string(),
+            })
+            .collect();
+        assert_eq!(said, ["0000000001xx", "0000000002xx", "end", "done"]);
+        assert_eq!(numbered_chunk(12345, 3), "345");
+        assert_eq!(engine.poll_timeout(), None, "nothing left to wake for");
+    }
+
+    #[test]
+    fn a_paused_session_waits_where_it_is_and_the_others_go_on() {
+        let mut engine = ScriptedEngine::new();
+        engine.start(&turn("a", "chunks 1000 8"), Time(0));
+        engine.start(&turn("b", "chunks 2 8"), Time(0));
+        let first = engine.poll_event_unless(|s| s == "a").unwrap();
+        assert_eq!(first.0, "b");
+        let second = engine.poll_event_unless(|s| s == "a").unwrap();
+        assert_eq!((second.0.as_str(), text(&second.2)), ("b", "00000001"));
+        assert!(matches!(
+            engine.poll_event_unless(|s| s == "a"),
+            Some((s, _, EngineEvent::Done(StopReason::EndTurn))) if s == "b"
+        ));
+        // Only `a` is left, paused: nothing comes, nothing is made, and no timer spins.
+        assert!(engine.poll_event_unless(|s| s == "a").is_none());
+        assert!(
+            engine.out.is_empty(),
+            "{} events made while paused",
+            engine.out.len()
+        );
+        assert_eq!(engine.poll_timeout(), None);
+        // Resumed: `a`'s chunks come whole and in order.
+        let numbers: Vec<String> = std::iter::from_fn(|| engine.poll_event())
+            .filter_map(|(_, _, e)| match e {
+                EngineEvent::Text(t) => Some(t),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(numbers.len(), 1000);
+        assert!(numbers
+            .iter()
+            .enumerate()
+            .all(|(i, t)| *t == format!("{:08}", i)));
     }
 }

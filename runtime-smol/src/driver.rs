@@ -3,6 +3,11 @@
 //! one channel. After every input it drains `poll_output()` and the engine's events, performs
 //! the effects (as the core's `testing::Pair` routes them), writes the persists of the iteration
 //! in one transaction (group commit), and sleeps until `poll_timeout()` or the next input.
+//!
+//! Backpressure reaches the engine: a session's engine events are not taken while the queue of
+//! a connection that holds it is past `outbound.pause_bytes`. The engine makes its next event
+//! only when asked, so the turn waits where it is (as a shell behind a full PTY does), the
+//! driver sleeps until that queue drains, and memory stays at the mark plus one event's frames.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -18,7 +23,7 @@ use smol::channel::{self, Receiver, Sender};
 use smol::{Task, Timer};
 
 use crate::clock::Clock;
-use crate::outbox::Outbox;
+use crate::outbox::{Gauge, Outbox};
 use crate::store::RedbStore;
 use crate::terminal_host::{TerminalHost, TerminalOptions};
 
@@ -38,6 +43,8 @@ pub enum Input {
     Heard { conn: ConnId },
     /// A connection ended (EOF on stdin; a WebSocket closed, with its close code when it sent one).
     Closed { conn: ConnId, code: Option<u16> },
+    /// stdout could not be written (the editor closed it): what was not written is lost.
+    OutputLost { conn: ConnId, error: String },
     /// A group of persists is durable (or failed to be).
     Persisted {
         seq: u64,
@@ -119,6 +126,12 @@ pub struct Driver {
     tasks: Vec<Task<()>>,
     /// Connection writers: awaited at the end so what was sent is flushed.
     writers: Vec<Task<()>>,
+    /// stdout's writer, awaited to its end: the process never exits with a frame written in
+    /// part.
+    stdio_writer: Option<Task<()>>,
+    /// The queue that holds a session's engine events back, when one does: the driver wakes
+    /// when it drains.
+    blocked: Option<Arc<Gauge>>,
     disk: Disk,
     batch: Vec<Record>,
     batch_seq: u64,
@@ -146,6 +159,8 @@ impl Driver {
             conns: BTreeMap::new(),
             tasks: Vec::new(),
             writers: Vec::new(),
+            stdio_writer: None,
+            blocked: None,
             disk,
             batch: Vec::new(),
             batch_seq: 0,
@@ -165,10 +180,13 @@ impl Driver {
         self.terminal_options = options;
     }
 
-    /// A queue for a new connection, bounded as the device's config says.
-    fn outbox(&self, tx: Sender<Outgoing>, rx: &Receiver<Outgoing>) -> Outbox {
+    /// A queue for a new connection, bounded as the device's config says. A link past
+    /// `max_bytes` is closed (its client sends requests and reads no answers); stdio is never
+    /// closed for it (its reader stops reading stdin instead).
+    fn outbox(&self, tx: Sender<Outgoing>, rx: &Receiver<Outgoing>, kind: ConnKind) -> Outbox {
         let limits = self.device.config().outbound;
-        Outbox::new(tx, rx.clone(), limits.pause_bytes, limits.max_bytes)
+        let max = (kind != ConnKind::Stdio).then_some(limits.max_bytes);
+        Outbox::new(tx, rx.clone(), limits.pause_bytes, max)
     }
 
     /// A sender for inputs (to stop the driver from outside, say).
@@ -195,8 +213,10 @@ impl Driver {
             .handle_open(ConnKind::Stdio, now)
             .expect("a stdio connection opens at any time");
         let limit = self.device.config().frames.max_frame_bytes;
+        let max_queued = self.device.config().outbound.max_bytes;
         let (out_tx, out_rx) = channel::unbounded();
-        let out = self.outbox(out_tx, &out_rx);
+        let out = self.outbox(out_tx, &out_rx, ConnKind::Stdio);
+        let gauge = out.gauge.clone();
         self.conns.insert(
             conn,
             Conn {
@@ -208,10 +228,14 @@ impl Driver {
         self.tasks.push(smol::spawn(crate::stdio::read_stdin(
             conn,
             limit,
+            (gauge, max_queued),
             self.tx.clone(),
         )));
-        self.writers
-            .push(smol::spawn(crate::stdio::write_stdout(out_rx)));
+        self.stdio_writer = Some(smol::spawn(crate::stdio::write_stdout(
+            conn,
+            out_rx,
+            self.tx.clone(),
+        )));
     }
 
     /// Run until the device stops linking, stdin ends, or [`Input::Shutdown`].
@@ -236,16 +260,30 @@ impl Driver {
                 .into_iter()
                 .flatten()
                 .min();
+            let drained = {
+                let blocked = self.blocked.clone();
+                async move {
+                    match blocked {
+                        Some(gauge) => gauge.below_pause().await,
+                        None => future::pending().await,
+                    }
+                    None
+                }
+            };
             let input = match deadline {
                 Some(at) => {
                     let when = self.clock.instant_of(at);
-                    future::or(async { self.rx.recv().await.ok() }, async {
+                    let timer = async {
                         Timer::at(when).await;
                         None
-                    })
+                    };
+                    future::or(
+                        async { self.rx.recv().await.ok() },
+                        future::or(timer, drained),
+                    )
                     .await
                 }
-                None => self.rx.recv().await.ok(),
+                None => future::or(async { self.rx.recv().await.ok() }, drained).await,
             };
             let now = self.clock.now();
             if let Some(input) = input {
@@ -260,9 +298,14 @@ impl Driver {
         for (_, c) in std::mem::take(&mut self.conns) {
             c.out.close();
         }
-        // Readers and helpers are dropped (cancelled); writers flush what they were given and
-        // end, within a bound so a stuck peer does not hold the process.
+        // Readers and helpers are dropped (cancelled); link writers flush what they were given
+        // and end, within a bound so a stuck peer does not hold the process (a reattaching
+        // client finds its turns in the ledger). stdout is written to its end, however slowly
+        // it is read: a frame cut by the exit would be lost output that nothing recovers.
         self.tasks.clear();
+        if let Some(stdout) = self.stdio_writer.take() {
+            stdout.await;
+        }
         let writers = std::mem::take(&mut self.writers);
         future::or(
             async {
@@ -284,7 +327,7 @@ impl Driver {
                 Ok(conn) => {
                     log::info!("linked to the instance");
                     let (out_tx, out_rx) = channel::unbounded();
-                    let out = self.outbox(out_tx, &out_rx);
+                    let out = self.outbox(out_tx, &out_rx, ConnKind::Link);
                     self.conns.insert(
                         conn,
                         Conn {
@@ -341,6 +384,19 @@ impl Driver {
                     );
                     self.ended(conn, code, now);
                 }
+            }
+            Input::OutputLost { conn, error } => {
+                log::error!("could not write stdout: {error}");
+                if let Some(c) = self.conns.remove(&conn) {
+                    c.out.close();
+                    self.ended(conn, None, now);
+                }
+                self.exit = Some(Exit {
+                    code: 1,
+                    message: Some(format!(
+                        "could not write stdout ({error}): output from then on was lost"
+                    )),
+                });
             }
             Input::Persisted { seq, result } => {
                 self.writing = false;
@@ -431,7 +487,21 @@ impl Driver {
                 self.route(out, now).await;
                 continue;
             }
-            if let Some((session, turn, event)) = self.engine.poll_event() {
+            // A session whose holder has a full queue is skipped: its turn waits.
+            let (device, conns) = (&self.device, &self.conns);
+            let mut blocked = None;
+            let event = self.engine.poll_event_unless(|session| {
+                let full = device
+                    .holders(session)
+                    .filter_map(|c| conns.get(&c))
+                    .find(|c| c.out.gauge.paused());
+                if let Some(c) = full {
+                    blocked = Some(c.out.gauge.clone());
+                }
+                full.is_some()
+            });
+            self.blocked = blocked;
+            if let Some((session, turn, event)) = event {
                 self.device.handle_engine(&session, &turn, event, now);
                 continue;
             }
@@ -484,7 +554,9 @@ impl Driver {
         };
         log::trace!("-> {}", String::from_utf8_lossy(&frame));
         if let Err(overflow) = c.out.send(frame) {
-            // The client stopped reading: close rather than grow without bound.
+            // A link client sends requests and reads no answers (the engine's output waits at
+            // the pause mark, so only these grow the queue): close rather than grow without
+            // bound.
             log::warn!("closing a connection: {overflow}");
             let c = self.conns.remove(&conn).expect("looked up above");
             c.out.abandon(CLOSE_OVERFLOW, overflow.to_string());

@@ -1,9 +1,12 @@
 //! A connection's outbound queue, bounded in bytes. Frames wait here between the driver and the
 //! connection's writer; the [`Gauge`] counts their bytes (and a terminal's output on its way to
-//! the core). Past `pause_at`, terminals stop reading their PTYs until the writer catches up
-//! (their shells block; nothing is dropped). Past `max`, the client is not reading at all and
-//! the driver closes the connection rather than grow without bound: a reattaching client finds
-//! its turns in the ledger.
+//! the core). Past `pause_at` the sources stop until the writer catches up, so nothing is
+//! dropped and the queue stays near `pause_at`: terminals stop reading their PTYs (their shells
+//! block), and the driver stops taking the engine events of every session this connection
+//! holds (the turn waits). What is left to grow the queue is the client's own requests, whose
+//! answers it does not read: past `max` the driver closes a link rather than grow without bound
+//! (a reattaching client finds its turns in the ledger). stdio has no `max`: there the driver
+//! stops reading stdin instead, as a pipe would, and a slow editor is never disconnected.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -42,15 +45,25 @@ impl Gauge {
         }
     }
 
+    /// Whether its sources should wait: `pause_at` bytes or more are queued.
+    pub fn paused(&self) -> bool {
+        self.queued() >= self.pause_at
+    }
+
     /// Wait until the queue is under `pause_at`.
     pub async fn below_pause(&self) {
+        self.below(self.pause_at).await
+    }
+
+    /// Wait until fewer than `limit` bytes are queued.
+    pub async fn below(&self, limit: usize) {
         loop {
-            if self.queued() < self.pause_at {
+            if self.queued() < limit {
                 return;
             }
             let listener = self.drained.listen();
             // Drained between the check and the listen: the notification was missed.
-            if self.queued() < self.pause_at {
+            if self.queued() < limit {
                 return;
             }
             listener.await;
@@ -58,10 +71,9 @@ impl Gauge {
     }
 
     fn release(&self, bytes: usize) {
-        let before = self.queued.fetch_sub(bytes, Ordering::AcqRel);
-        if before.saturating_sub(bytes) < self.pause_at {
-            self.drained.notify(usize::MAX);
-        }
+        self.queued.fetch_sub(bytes, Ordering::AcqRel);
+        // Waiters wait for different marks (`pause_at`, stdio's `max`); each checks its own.
+        self.drained.notify(usize::MAX);
     }
 }
 
@@ -85,7 +97,8 @@ pub struct Outbox {
     /// The writer's end too, to throw away what waits when the connection is abandoned.
     rx: Receiver<Outgoing>,
     pub gauge: Arc<Gauge>,
-    max: usize,
+    /// `None`: never refused (stdio, whose reader waits instead).
+    max: Option<usize>,
 }
 
 /// The queue is over its bound: the connection must close.
@@ -111,7 +124,7 @@ impl Outbox {
         tx: Sender<Outgoing>,
         rx: Receiver<Outgoing>,
         pause_at: usize,
-        max: usize,
+        max: Option<usize>,
     ) -> Outbox {
         Outbox {
             tx,
@@ -125,10 +138,13 @@ impl Outbox {
     /// is never refused on its own.
     pub fn send(&self, frame: Vec<u8>) -> Result<(), Overflow> {
         let queued = self.gauge.queued();
-        if queued > 0 && queued + frame.len() > self.max {
+        if let Some(max) = self
+            .max
+            .filter(|max| queued > 0 && queued + frame.len() > *max)
+        {
             return Err(Overflow {
                 queued: queued + frame.len(),
-                max: self.max,
+                max,
             });
         }
         let sent = self.gauge.hold(frame.len());
@@ -165,7 +181,7 @@ mod tests {
     #[test]
     fn a_frame_is_counted_until_written_and_the_bound_refuses_the_next() {
         let (tx, rx) = smol::channel::unbounded();
-        let out = Outbox::new(tx, rx.clone(), 10, 100);
+        let out = Outbox::new(tx, rx.clone(), 10, Some(100));
         out.send(vec![b'x'; 60]).unwrap();
         assert_eq!(out.gauge.queued(), 60);
         let refused = out.send(vec![b'y'; 50]).unwrap_err();
@@ -210,6 +226,30 @@ mod tests {
             drop(held);
             waiter.await;
             assert_eq!(gauge.queued(), 0);
+        });
+    }
+
+    #[test]
+    fn without_a_bound_nothing_is_refused() {
+        let (tx, rx) = smol::channel::unbounded();
+        let out = Outbox::new(tx, rx.clone(), 10, None);
+        for _ in 0..100 {
+            out.send(vec![b'x'; 60]).unwrap();
+        }
+        assert_eq!(out.gauge.queued(), 6000);
+        assert!(out.gauge.paused());
+        smol::block_on(async {
+            let waiter = smol::spawn({
+                let gauge = out.gauge.clone();
+                async move { gauge.below(100).await }
+            });
+            for _ in 0..98 {
+                drop(rx.recv().await.unwrap());
+            }
+            smol::Timer::after(std::time::Duration::from_millis(20)).await;
+            assert!(!waiter.is_finished(), "120 bytes still wait");
+            drop(rx.recv().await.unwrap());
+            waiter.await;
         });
     }
 }

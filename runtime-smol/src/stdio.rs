@@ -1,20 +1,30 @@
 //! `lembas serve --stdio`: plain ACP on stdin/stdout, one message a line. stdin is read in
 //! pieces through the core's `LineReader` (bounded by the device's frame limit); stdout carries
 //! nothing but protocol (logs go to stderr).
+//!
+//! A slow editor is waited for, never disconnected: the engine waits at `outbound.pause_bytes`
+//! (see the driver), and stdin is not read while `outbound.max_bytes` of answers wait for the
+//! editor, so an editor that writes requests and reads nothing blocks on its own pipe instead
+//! of growing the device.
 
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use lembas_core::device::ConnId;
 use lembas_core::framing::{Line, LineReader};
 use smol::channel::{Receiver, Sender};
+use std::sync::Arc;
 
 use crate::driver::{Input, Outgoing};
+use crate::outbox::Gauge;
 
-/// Read stdin until EOF, handing the driver each line.
-pub async fn read_stdin(conn: ConnId, limit: usize, tx: Sender<Input>) {
+/// Read stdin until EOF, handing the driver each line; while `queue` (stdout's gauge and its
+/// bound) is full, read nothing.
+pub async fn read_stdin(conn: ConnId, limit: usize, queue: (Arc<Gauge>, usize), tx: Sender<Input>) {
+    let (gauge, max_queued) = queue;
     let mut stdin = blocking::Unblock::new(std::io::stdin());
     let mut reader = LineReader::new(limit);
     let mut buf = vec![0u8; 64 * 1024];
     loop {
+        gauge.below(max_queued).await;
         let n = match stdin.read(&mut buf).await {
             Ok(0) => break,
             Ok(n) => n,
@@ -47,7 +57,15 @@ pub async fn read_stdin(conn: ConnId, limit: usize, tx: Sender<Input>) {
 /// Write each frame as one line on stdout. What is queued is gathered into one buffer and
 /// written at once (one pipe write for a burst of streamed chunks, not one a line), then
 /// flushed when the queue runs dry. The frames' gauge tokens are held until their write.
-pub async fn write_stdout(rx: Receiver<Outgoing>) {
+/// A failed write (the editor closed stdout) is told to the driver: output was lost.
+pub async fn write_stdout(conn: ConnId, rx: Receiver<Outgoing>, tx: Sender<Input>) {
+    if let Err(e) = write_lines(rx).await {
+        let error = e.to_string();
+        let _ = tx.send(Input::OutputLost { conn, error }).await;
+    }
+}
+
+async fn write_lines(rx: Receiver<Outgoing>) -> std::io::Result<()> {
     // Room for the pipe's whole buffer: a bigger burst is written in several writes.
     let mut stdout = blocking::Unblock::with_capacity(256 * 1024, std::io::stdout());
     let mut buf: Vec<u8> = Vec::with_capacity(64 * 1024);
@@ -65,15 +83,12 @@ pub async fn write_stdout(rx: Receiver<Outgoing>) {
             }
             next = rx.try_recv().ok();
         }
-        if let Err(e) = stdout.write_all(&buf).await {
-            log::warn!("writing stdout: {e}");
-            return;
-        }
+        stdout.write_all(&buf).await?;
         buf.clear();
         held.clear();
-        if rx.is_empty() && stdout.flush().await.is_err() {
-            return;
+        if rx.is_empty() {
+            stdout.flush().await?;
         }
     }
-    let _ = stdout.flush().await;
+    stdout.flush().await
 }

@@ -1,99 +1,107 @@
-//! The outbound queue's hard bound, end to end: a client that stops reading while a turn streams
-//! is disconnected with 1008 once more than `outbound.max_bytes` wait, instead of the device
-//! growing; the device redials and the reattaching client gets the turn's answer once.
+//! Backpressure on the link, end to end with the built `lembas link`: a client that stops
+//! reading while a turn streams is not disconnected; the engine waits at `outbound.pause_bytes`
+//! so the device's memory stays bounded, and once the client reads again every chunk arrives,
+//! in order, then the answer.
 
-use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use lembas::driver::{Disk, Driver};
 use lembas::instance::Event;
-use lembas::link::{Instance, LinkDialer};
-use lembas_core::client::{ClientEvent, Reattach};
-use lembas_core::device::Device;
-use lembas_core::store::MemStore;
-use lembas_core::{DeviceConfig, Time};
+use lembas_core::client::ClientEvent;
 use serde_json::json;
 
 mod common;
 
-use common::TOKEN;
+use common::Home;
 
-const T: Duration = Duration::from_secs(30);
+/// ~48 MB of text (twice that on the wire: a `session/update` and an `_lembas/event` a chunk):
+/// far past the socket's buffers and the default 64 MiB `outbound.max_bytes`, which closed the
+/// link with 1008 before the engine waited.
+const CHUNKS: usize = 12_000;
+const CHUNK_BYTES: usize = 4000;
+/// What the device may grow by while the client stalls: the 1 MiB pause mark, the socket
+/// writer's buffers and the allocator's slack; far under the turn.
+const STALL_GROWTH_KIB: u64 = 32 * 1024;
+
+/// A chunk's text, when `e` is an `agent_message_chunk`.
+fn chunk(e: &Event) -> Option<&str> {
+    match e {
+        Event::Client(ClientEvent::Notification { method, params })
+            if method == "session/update"
+                && params["update"]["sessionUpdate"] == "agent_message_chunk" =>
+        {
+            params["update"]["content"]["text"].as_str()
+        }
+        _ => None,
+    }
+}
 
 #[test]
-fn a_client_that_stops_reading_is_closed_at_the_bound_and_reattaches() {
-    let work = tempfile::tempdir().unwrap();
-    let root = std::fs::canonicalize(work.path()).unwrap();
+fn a_client_that_stops_reading_is_waited_for_and_gets_every_chunk_in_order() {
+    let mut home = Home::new();
+    // Not a log line a frame: this turn is ~100 MB of them.
+    home.log_level = "info";
     smol::block_on(async {
-        let instance = common::instance().await;
-        let url = instance.url();
-        let root_s = root.to_str().unwrap().to_string();
-        // The device runs on a thread of its own (it is not `Send`), as in `lembas link`.
-        let attachments = work.path().join("attachments");
-        std::thread::spawn(move || {
-            let mut config = DeviceConfig::default();
-            config.remote.enabled = true;
-            config.remote.roots = vec![root_s.clone()];
-            config.remote.trusted = vec![root_s];
-            config.outbound.pause_bytes = 64 * 1024;
-            config.outbound.max_bytes = 1024 * 1024;
-            config.backoff.initial_ms = 50;
-            config.backoff.max_ms = 200;
-            let device = Device::new(config, Time(0)).unwrap();
-            let mut driver = Driver::new(device, Disk::Mem(MemStore::default()), attachments);
-            let dialer = LinkDialer::new(Instance::parse(&url).unwrap(), TOKEN.into(), None);
-            driver.start_link(Arc::new(dialer));
-            smol::block_on(driver.run());
-        });
-        common::ready(&instance).await;
-        let session = common::new_session(&instance, &root).await;
-        // ~40 MB of updates: far past the socket's buffers and the 1 MiB bound.
+        let (instance, home, device, _) = common::linked(home).await;
+        let session = common::new_session(&instance, &home.work).await;
+        smol::Timer::after(Duration::from_millis(300)).await;
+        let idle = device.rss_kib();
         instance
             .prompt(
                 &session,
-                json!([{ "type": "text", "text": "chunks 20000 2000\nsay finished" }]),
+                json!([{ "type": "text",
+                         "text": format!("chunks {CHUNKS} {CHUNK_BYTES}\nsay finished") }]),
                 Some("t-flood"),
             )
             .await
             .unwrap();
+        let (first, _) = instance.wait_for(common::T, |e| chunk(e).is_some()).await;
+        let first = first.expect("the turn streams");
+        assert!(chunk(&first).unwrap().starts_with("0000000000"));
+
+        // The client reads nothing for four seconds.
         instance.stall(Duration::from_secs(4)).await;
-        let (down, seen) = instance.wait_for(T, |e| matches!(e, Event::LinkDown)).await;
+        let stalled = Instant::now();
+        let mut peak = idle;
+        while stalled.elapsed() < Duration::from_secs(4) {
+            peak = peak.max(device.rss_kib());
+            smol::Timer::after(Duration::from_millis(25)).await;
+        }
+        eprintln!("idle {idle} KiB, peak while stalled {peak} KiB");
         assert!(
-            down.is_some(),
-            "the link was not closed: {} events",
-            seen.len()
+            peak <= idle + STALL_GROWTH_KIB,
+            "the device grew from {idle} KiB to {peak} KiB while the client stalled \
+             (bound: {STALL_GROWTH_KIB} KiB above idle)"
         );
-        // The client reattaches and finds the turn exactly once: answered on the new link if
-        // it was still running, or imported from history if it finished meanwhile.
-        let is_flood = |e: &Event| match e {
-            Event::Client(ClientEvent::PromptAnswered { turn_id, .. }) => turn_id == "t-flood",
-            Event::Client(ClientEvent::Reattached { turn_id, how, .. }) => {
-                turn_id == "t-flood" && matches!(how, Reattach::Imported(_))
-            }
-            _ => false,
-        };
-        let (found, seen) = instance.wait_for(Duration::from_secs(120), is_flood).await;
-        match found {
-            Some(Event::Client(ClientEvent::PromptAnswered { outcome, .. })) => {
+
+        // It reads again: the same link carries every chunk, in order, then the answer.
+        let mut next = 1usize;
+        let mut link_down = false;
+        let (answer, _) = instance
+            .wait_for(Duration::from_secs(120), |e| {
+                link_down |= matches!(e, Event::LinkDown);
+                if let Some(text) = chunk(e) {
+                    if next < CHUNKS {
+                        assert_eq!(&text[..10], format!("{next:010}"), "chunk out of order");
+                        assert_eq!(text.len(), CHUNK_BYTES);
+                    } else {
+                        assert_eq!(text, "finished");
+                    }
+                    next += 1;
+                }
+                matches!(e, Event::Client(ClientEvent::PromptAnswered { .. }))
+            })
+            .await;
+        assert!(!link_down, "the link was closed");
+        assert_eq!(next, CHUNKS + 1, "chunks and the closing line received");
+        match answer {
+            Some(Event::Client(ClientEvent::PromptAnswered {
+                turn_id, outcome, ..
+            })) => {
+                assert_eq!(turn_id, "t-flood");
                 assert_eq!(outcome.unwrap()["stopReason"], "end_turn");
             }
-            Some(Event::Client(ClientEvent::Reattached {
-                how: Reattach::Imported(turns),
-                ..
-            })) => {
-                let answer = turns.last().unwrap()["text"].as_str().unwrap_or("");
-                assert!(
-                    answer.ends_with("finished"),
-                    "{}",
-                    &answer[answer.len() - 40..]
-                );
-            }
-            other => panic!(
-                "the turn was not found after the reattach: {other:?} ({} events)",
-                seen.len()
-            ),
+            other => panic!("no answer: {other:?}"),
         }
-        let again = instance.wait_for(Duration::from_secs(2), is_flood).await.0;
-        assert!(again.is_none(), "the turn came back twice: {again:?}");
+        assert!(!device.stderr().contains("1008"), "{}", device.stderr());
     });
 }

@@ -487,6 +487,15 @@ impl Device {
         self.conns.iter().map(|(id, c)| (*id, c.kind))
     }
 
+    /// The connections that hear `session`'s updates: while one of them is not reading, the
+    /// shell stops taking the session's engine events, so its turn waits (backpressure).
+    pub fn holders(&self, session: &str) -> impl Iterator<Item = ConnId> + '_ {
+        self.sessions
+            .get(session)
+            .into_iter()
+            .flat_map(|s| s.holders.iter().copied())
+    }
+
     /// What the ledger of `session` knows of `turn`: the dedup check a prompt makes (for a
     /// session in memory; one set aside answers `None` until it is named again).
     pub fn turn_state(&self, session: &str, turn: &str) -> Option<TurnPhase> {
