@@ -185,6 +185,7 @@ fn a_black_holed_link_is_noticed_redialled_and_the_prompt_in_flight_recovered() 
                 )
             })
             .await;
+        let reattached = went.elapsed();
         // Following: the answer comes to the re-sent prompt. Imported: it was in the history.
         match re {
             Some(Event::Client(ClientEvent::Reattached { how, .. })) => match how {
@@ -194,18 +195,27 @@ fn a_black_holed_link_is_noticed_redialled_and_the_prompt_in_flight_recovered() 
             },
             other => panic!("no reattach: {other:?} after {seen:?}"),
         }
-        let reattached = went.elapsed();
+        let answered_at = went.elapsed();
         let log = device.stderr();
         assert!(
             log.contains("closing a connection: 1001 nothing arrived for"),
             "the device closed the dead link itself: {log}"
         );
+        let silence: String = log
+            .split("closing a connection: 1001 nothing arrived for ")
+            .nth(1)
+            .unwrap_or("")
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        println!("the device gave up the link after {silence} ms of silence");
         println!(
             "black hole at t=0: instance noticed at {} ms, device linked again at {} ms, \
-             prompt reattached at {} ms (ping_after_ms {}, dead_after_ms {})",
+             prompt reattached at {} ms and answered at {} ms (ping_after_ms {}, dead_after_ms {})",
             instance_noticed.as_millis(),
             relinked.as_millis(),
             reattached.as_millis(),
+            answered_at.as_millis(),
             bounds.ping_after_ms,
             bounds.dead_after_ms
         );
