@@ -14,6 +14,12 @@
 //!   sending the identical frames, one `send` each, to the same receiver. Target: at least 0.7.
 //!   Also printed: the ratio to a raw client that feeds every frame and flushes once (the
 //!   fewest socket writes; the device's writer flushes whenever its queue runs dry).
+//! - sessions (issue 12): resident memory after 100,000 `session/new`, each left idle, against
+//!   the same process before the first (the baseline, same run): `lembas link` (redb store:
+//!   every one made, at most `sessions.max_live` = 1,000 kept in memory, the rest set aside) and
+//!   `lembas serve --stdio` (no store: past 1,000 refused). Target: growth within the bound,
+//!   1,000 sessions in memory plus the ids of those set aside — at most 32 MB over the baseline
+//!   (before: 576 MiB on stdio).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Command, Stdio};
@@ -47,6 +53,255 @@ fn main() {
     if want("websocket") {
         websocket();
     }
+    if want("sessions") {
+        sessions();
+    }
+}
+
+const SESSIONS: usize = 100_000;
+const SESSION_BATCH: usize = 1_000;
+
+/// A process's threads now.
+fn threads_of(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// A process's resident memory now and its peak, in KiB.
+fn rss_of(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .map(|l| l.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap())
+            .unwrap_or(0)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+fn mb(kib: u64) -> f64 {
+    kib as f64 / 1024.0
+}
+
+fn sessions() {
+    sessions_in_the_device();
+    sessions_over_the_link();
+    if std::env::var_os("SESSIONS_LINK_ONLY").is_none() {
+        sessions_on_stdio();
+    }
+}
+
+/// The device alone, in this process: 100,000 `session/new` on a link (paths resolved as given,
+/// persists acknowledged at once), against this process's memory before the first.
+fn sessions_in_the_device() {
+    let mut config = DeviceConfig::default();
+    config.remote.enabled = true;
+    config.remote.roots = vec!["/w".into()];
+    config.remote.require_trust = false;
+    let mut d = Device::new(config, Time(0)).unwrap();
+    let settle = |d: &mut Device| {
+        while let Some(o) = d.poll_output() {
+            match o {
+                Output::Effect(Effect::ResolvePath { request, path }) => {
+                    d.handle_path_resolved(request, Ok(path), Time(0))
+                }
+                Output::Effect(Effect::Persist { seq, .. }) => d.handle_persisted(seq, Time(0)),
+                _ => {}
+            }
+        }
+    };
+    d.start_link(Time(0));
+    settle(&mut d);
+    let link = d.handle_open(ConnKind::Link, Time(0)).unwrap();
+    let init = json!({"jsonrpc":"2.0","id":0,"method":"initialize",
+                      "params":{"protocolVersion":1}});
+    d.handle_frame(link, init.to_string().as_bytes(), Time(0))
+        .unwrap();
+    settle(&mut d);
+    let (before, _) = rss_of(std::process::id());
+    let start = Instant::now();
+    for i in 0..SESSIONS {
+        let new = json!({"jsonrpc":"2.0","id":i + 1,"method":"session/new",
+                         "params":{"cwd":"/w/p","mcpServers":[]}});
+        d.handle_frame(link, new.to_string().as_bytes(), Time(0))
+            .unwrap();
+        settle(&mut d);
+    }
+    let took = start.elapsed();
+    let (after, _) = rss_of(std::process::id());
+    println!(
+        "sessions, the device alone: {} made, {} in memory, in {:.2} s; this process's RSS \
+         +{:.1} MB ({:.0} bytes a session); target: at most +32 MB",
+        d.session_count(),
+        d.live_session_count(),
+        took.as_secs_f64(),
+        mb(after.saturating_sub(before)),
+        (after.saturating_sub(before) * 1024) as f64 / SESSIONS as f64,
+    );
+}
+
+/// 100,000 `session/new` from the instance's client over the link, in batches answered before
+/// the next; every one is made and left idle.
+fn sessions_over_the_link() {
+    smol::block_on(async {
+        use lembas::instance::{Event, InstanceOptions, TestInstance};
+        use lembas_core::client::ClientEvent;
+        let instance = TestInstance::start(InstanceOptions::default())
+            .await
+            .unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let work = home.path().join("work");
+        std::fs::create_dir_all(&work).unwrap();
+        let work = std::fs::canonicalize(work).unwrap();
+        let config = home.path().join("config/lembas");
+        std::fs::create_dir_all(&config).unwrap();
+        std::fs::write(
+            config.join("config.yaml"),
+            format!(
+                "remote:\n  enabled: true\n  roots: [{w}]\ntrusted: [{w}]\n",
+                w = work.display()
+            ),
+        )
+        .unwrap();
+        let token = home.path().join("token");
+        std::fs::write(&token, "test-token").unwrap();
+        let mut c = Command::new(env!("CARGO_BIN_EXE_lembas"));
+        c.args([
+            "login",
+            &instance.url(),
+            "--token-file",
+            token.to_str().unwrap(),
+        ])
+        .stdout(Stdio::null());
+        scratch_env(&mut c, home.path());
+        assert!(c.status().unwrap().success());
+        let mut c = Command::new(env!("CARGO_BIN_EXE_lembas"));
+        c.arg("link").stderr(Stdio::null());
+        scratch_env(&mut c, home.path());
+        let mut child = c.spawn().unwrap();
+        let (ready, _) = instance
+            .wait_for(Duration::from_secs(10), |e| {
+                matches!(e, Event::Client(ClientEvent::Ready { .. }))
+            })
+            .await;
+        assert!(ready.is_some(), "the device never linked");
+        smol::Timer::after(Duration::from_secs(1)).await;
+        let (before, _) = rss_of(child.id());
+        let start = Instant::now();
+        let mut made = 0usize;
+        let mut refused = 0usize;
+        let count: usize = std::env::var("SESSIONS_COUNT")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(SESSIONS);
+        for _ in 0..count / SESSION_BATCH {
+            for _ in 0..SESSION_BATCH {
+                instance
+                    .call("session/new", json!({ "cwd": work, "mcpServers": [] }))
+                    .await
+                    .unwrap();
+            }
+            let mut answered = 0;
+            while answered < SESSION_BATCH {
+                match instance.next_event(Duration::from_secs(60)).await {
+                    Some(Event::Client(ClientEvent::Answer { outcome, .. })) => {
+                        answered += 1;
+                        match outcome {
+                            Ok(_) => made += 1,
+                            Err(_) => refused += 1,
+                        }
+                    }
+                    Some(_) => {}
+                    None => panic!("no answer for 60 s after {made} sessions"),
+                }
+            }
+        }
+        let took = start.elapsed();
+        smol::Timer::after(Duration::from_secs(1)).await;
+        let (after, peak) = rss_of(child.id());
+        let threads = threads_of(child.id());
+        println!(
+            "sessions, lembas link (redb): {made} made and idle, {refused} refused, in {:.1} s; \
+             RSS {:.1} MB after against {:.1} MB before (+{:.1} MB, ratio {:.2}; peak {:.1} MB; \
+             {threads} threads); target: at most +32 MB (1,000 in memory, the rest set aside)",
+            took.as_secs_f64(),
+            mb(after),
+            mb(before),
+            mb(after.saturating_sub(before)),
+            after as f64 / before as f64,
+            mb(peak),
+        );
+        let _ = child.kill();
+        let _ = child.wait();
+    });
+}
+
+/// 100,000 `session/new` from an editor on `serve --stdio`, in batches answered before the
+/// next: with no store, the first 1,000 are made and the rest refused.
+fn sessions_on_stdio() {
+    let home = tempfile::tempdir().unwrap();
+    let mut c = Command::new(env!("CARGO_BIN_EXE_lembas"));
+    c.args(["serve", "--stdio"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    scratch_env(&mut c, home.path());
+    let mut child = c.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    let init = json!({"jsonrpc":"2.0","id":0,"method":"initialize",
+                      "params":{"protocolVersion":1,"clientCapabilities":{}}});
+    writeln!(stdin, "{init}").unwrap();
+    stdin.flush().unwrap();
+    lines.read_line(&mut line).unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let (before, _) = rss_of(child.id());
+    let start = Instant::now();
+    let (mut made, mut refused) = (0usize, 0usize);
+    let mut batch = String::new();
+    for b in 0..SESSIONS / SESSION_BATCH {
+        batch.clear();
+        for i in 0..SESSION_BATCH {
+            let id = 1 + b * SESSION_BATCH + i;
+            let new = json!({"jsonrpc":"2.0","id":id,"method":"session/new",
+                             "params":{"cwd": home.path(), "mcpServers": []}});
+            batch.push_str(&new.to_string());
+            batch.push('\n');
+        }
+        stdin.write_all(batch.as_bytes()).unwrap();
+        stdin.flush().unwrap();
+        for _ in 0..SESSION_BATCH {
+            line.clear();
+            lines.read_line(&mut line).unwrap();
+            if line.contains("\"sessionId\"") {
+                made += 1;
+            } else {
+                refused += 1;
+            }
+        }
+    }
+    let took = start.elapsed();
+    let (after, peak) = rss_of(child.id());
+    println!(
+        "sessions, serve --stdio (no store): {made} made, {refused} refused (sessions.max_live), \
+         in {:.1} s; RSS {:.1} MB after against {:.1} MB before (+{:.1} MB, ratio {:.2}; peak \
+         {:.1} MB); target: at most +32 MB",
+        took.as_secs_f64(),
+        mb(after),
+        mb(before),
+        mb(after.saturating_sub(before)),
+        after as f64 / before as f64,
+        mb(peak),
+    );
+    drop(stdin);
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 /// Wait for one byte on stdin, then write the file's lines to stdout, one write each.

@@ -94,7 +94,20 @@ enum SessionsCommand {
     },
 }
 
+/// glibc gives every thread that allocates an arena of its own (up to 8 a core), and each keeps
+/// what was freed in it. The store's commits and path checks run on `blocking`'s pool, so a
+/// burst of them (100,000 `session/new`) left ~65 MB resident in arenas; two are plenty for a
+/// process whose work is one driver task.
+fn bound_malloc_arenas() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets an allocator parameter; called before any other thread exists.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 2);
+    }
+}
+
 fn main() -> ExitCode {
+    bound_malloc_arenas();
     let cli = Cli::parse();
     if matches!(cli.command, Command::Demo) && cli.verbose == 0 {
         lembas::logger::init_level(log::LevelFilter::Warn);

@@ -130,7 +130,9 @@ pub struct Ledger {
 impl Ledger {
     pub fn new(capacity: usize) -> Ledger {
         Ledger {
-            slots: HashMap::with_capacity_and_hasher(capacity.min(256) + 1, Fixed::default()),
+            // Grown as turns come: a session that never prompts (most of those a device keeps
+            // in memory at once) costs nothing here.
+            slots: HashMap::with_hasher(Fixed::default()),
             order: VecDeque::new(),
             next_order: 0,
             capacity: capacity.max(1),
