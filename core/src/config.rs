@@ -145,6 +145,12 @@ pub struct SessionLimits {
     /// (it stays in the store and is read back when named again); when none can be, a
     /// `session/new` is refused.
     pub max_live: usize,
+    /// Of a turn's answer (and, apart, of its reasoning), the bytes the device keeps for the
+    /// session's history; the stream itself is never cut. Past it the rest is streamed and
+    /// not kept, and the history's text ends saying how much was left out and naming this
+    /// bound: a device's memory does not grow with an answer's length, and a history stays
+    /// under the frame limit.
+    pub max_answer_bytes: usize,
 }
 
 impl Default for SessionLimits {
@@ -164,6 +170,7 @@ impl Default for SessionLimits {
             // A few MiB of sessions; the link's idle ones are set aside, so only busy or
             // terminal-held sessions count against it in practice.
             max_live: 1_000,
+            max_answer_bytes: 4 * 1024 * 1024,
         }
     }
 }

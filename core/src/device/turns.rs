@@ -28,9 +28,51 @@ pub(crate) struct Running {
     pub cancelling: bool,
     /// Steered messages the engine has not taken in yet.
     pub steer: Vec<Steered>,
-    pub text: String,
-    pub reasoning: String,
+    /// The answer and the reasoning so far, as the history keeps them (their first
+    /// `sessions.max_answer_bytes` each), and the bytes streamed past that.
+    pub text: Kept,
+    pub reasoning: Kept,
     pub tools: Vec<ToolRecord>,
+}
+
+/// A stream's text as the history keeps it: its first `max` bytes, and how many came after.
+#[derive(Debug, Default)]
+pub(crate) struct Kept {
+    pub text: String,
+    pub left_out: usize,
+}
+
+impl Kept {
+    fn push(&mut self, more: &str, max: usize) {
+        let room = max.saturating_sub(self.text.len());
+        if self.left_out == 0 && more.len() <= room {
+            self.text.push_str(more);
+            return;
+        }
+        let mut cut = room.min(more.len());
+        while !more.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        if self.left_out == 0 {
+            self.text.push_str(&more[..cut]);
+        } else {
+            cut = 0;
+        }
+        self.left_out += more.len() - cut;
+    }
+
+    /// The kept text, ending with a note of what was left out, if anything was.
+    fn into_history(self, max: usize) -> String {
+        let mut text = self.text;
+        if self.left_out > 0 {
+            text.push_str(&format!(
+                "\n\n[{} more bytes were streamed and not kept: the history keeps the first {max} \
+                 (sessions.max_answer_bytes)]",
+                self.left_out
+            ));
+        }
+        text
+    }
 }
 
 #[derive(Debug)]
@@ -339,8 +381,8 @@ impl Device {
             turn_id: turn_id.clone(),
             cancelling: false,
             steer: Vec::new(),
-            text: String::new(),
-            reasoning: String::new(),
+            text: Kept::default(),
+            reasoning: Kept::default(),
             tools: Vec::new(),
         });
         let records = vec![
@@ -423,6 +465,7 @@ impl Device {
     ) {
         self.clock.advance(now);
         let max_mode = self.config.remote.max_mode;
+        let max_answer = self.config.sessions.max_answer_bytes;
         let Some(s) = self.sessions.get_mut(session) else {
             return;
         };
@@ -431,11 +474,11 @@ impl Device {
         };
         match event {
             EngineEvent::Text(text) => {
-                r.text.push_str(&text);
+                r.text.push(&text, max_answer);
                 self.broadcast_chunk(session, Chunk::Message, &text);
             }
             EngineEvent::Thought(text) => {
-                r.reasoning.push_str(&text);
+                r.reasoning.push(&text, max_answer);
                 self.broadcast_chunk(session, Chunk::Thought, &text);
             }
             EngineEvent::ToolCall {
@@ -534,6 +577,7 @@ impl Device {
     /// The running turn ended: its answer is made durable, then every waiting prompt gets it.
     fn finish(&mut self, session: &str, outcome: Result<StopReason, String>) {
         let now = self.clock.now().0;
+        let max_answer = self.config.sessions.max_answer_bytes;
         let Some(s) = self.sessions.get_mut(session) else {
             return;
         };
@@ -551,8 +595,8 @@ impl Device {
         let order = s.ledger.order_of(&r.turn_id).unwrap_or_default();
         let index = s.history.len();
         let assistant = HistoryTurn::Assistant {
-            text: r.text,
-            reasoning: r.reasoning,
+            text: r.text.into_history(max_answer),
+            reasoning: r.reasoning.into_history(max_answer),
             tools: r.tools,
         };
         s.history.push(assistant.clone());
