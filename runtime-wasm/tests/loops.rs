@@ -7,6 +7,7 @@ use serde_json::{json, Value};
 use lembas_core::client::{Client, ClientEvent};
 use lembas_core::device::{ConnId, ConnKind, Device};
 use lembas_core::jsonrpc::Id;
+use lembas_core::store::MemStore;
 use lembas_core::{ClientConfig, Time};
 use lembas_runtime_wasm::client_loop::{ClientAction, ClientLoop};
 use lembas_runtime_wasm::device_loop::{DeviceAction, DeviceLoop};
@@ -25,13 +26,21 @@ struct Pair {
     /// Persists not yet acknowledged (a store in JS still writing).
     unacked: Vec<u64>,
     kept: Vec<Vec<(String, u32)>>,
+    /// The JS store: what the persists carried.
+    store: MemStore,
 }
 
 impl Pair {
     fn new(store_in_js: bool) -> Pair {
+        Pair::with_sessions(store_in_js, json!({}))
+    }
+
+    /// A pair whose device config has this `sessions` block.
+    fn with_sessions(store_in_js: bool, sessions: Value) -> Pair {
         let config = json::device_config(json!({
             "seed": 4,
             "remote": { "enabled": true, "roots": [ROOT], "trusted": [ROOT] },
+            "sessions": sessions,
         }))
         .unwrap();
         let device = Device::new(config, Time(0)).unwrap();
@@ -45,6 +54,7 @@ impl Pair {
             shell: Vec::new(),
             unacked: Vec::new(),
             kept: Vec::new(),
+            store: MemStore::default(),
         }
     }
 
@@ -77,7 +87,8 @@ impl Pair {
             DeviceAction::Send { conn, frame } if Some(conn) == self.link => {
                 self.client.client.handle_frame(frame.as_bytes(), self.now)
             }
-            DeviceAction::Persist { seq, .. } => {
+            DeviceAction::Persist { seq, records } => {
+                self.store.apply(&records);
                 self.unacked.push(seq);
                 self.shell.push(DeviceAction::Persist {
                     seq,
@@ -229,6 +240,70 @@ fn with_a_store_in_js_a_frame_waits_for_its_persist() {
         .shell
         .iter()
         .all(|a| matches!(a, DeviceAction::Persist { .. })));
+}
+
+#[test]
+fn with_a_store_in_js_a_session_set_aside_is_read_back_through_the_shell() {
+    let mut p = Pair::with_sessions(true, json!({ "maxLive": 1 }));
+    p.device.device.start_link(p.now);
+    p.drive();
+    p.ack();
+    let a = p.new_session();
+    let prompt = |p: &mut Pair| {
+        p.client
+            .client
+            .prompt(
+                &a,
+                json!([{ "type": "text", "text": "say once" }]),
+                Some("t1"),
+                p.now,
+            )
+            .unwrap();
+        p.drive();
+        p.ack();
+        p.ack();
+    };
+    prompt(&mut p);
+    // A second session: `a`, idle, is set aside (one in memory).
+    p.new_session();
+    assert_eq!(p.device.device.live_session_count(), 1);
+    assert_eq!(p.device.device.session_count(), 2);
+    p.shell.clear();
+    prompt(&mut p);
+    let load = p.shell.iter().find_map(|x| match x {
+        DeviceAction::LoadSession {
+            request,
+            session_id,
+        } => Some((*request, session_id.clone())),
+        _ => None,
+    });
+    let (request, session_id) = load.expect("the shell was asked to read the session back");
+    assert_eq!(session_id, a);
+    let entries = p.store.session_entries(&a);
+    let bad = p
+        .device
+        .device
+        .handle_session_loaded(request, entries, p.now);
+    assert!(bad.is_empty(), "{bad:?}");
+    p.drive();
+    p.ack();
+    p.ack();
+    let answers: Vec<&Value> = p
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            ClientEvent::PromptAnswered {
+                turn_id,
+                outcome: Ok(v),
+                ..
+            } if turn_id == "t1" => Some(v),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(answers.len(), 2, "{:?}", p.events);
+    assert_eq!(answers[0], answers[1]);
+    // The duplicate was answered from the ledger read back: the turn said its line once.
+    assert_eq!(p.said(), "once");
 }
 
 #[test]
