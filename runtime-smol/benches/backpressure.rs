@@ -1,0 +1,234 @@
+//! `cargo bench -p lembas --bench backpressure`: the resident memory of `lembas serve --stdio`
+//! while its editor stalls for 5 s during an 800 MB turn (`chunks 100000 8192`), then reads
+//! everything; against the same turn read at full speed by a fresh process, in the same run.
+//! Targets: every chunk arrives, in order; peak RSS at most 64 MiB above idle.
+//!
+//! Printed for each: idle RSS, peak RSS while stalled and over the whole turn, the chunks
+//! received, and the time (the stalled run's time less its 5 s, as a ratio to the baseline's).
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+const CHUNKS: usize = 100_000;
+const CHUNK_BYTES: usize = 8192;
+const STALL: Duration = Duration::from_secs(5);
+const TARGET_GROWTH_KIB: u64 = 64 * 1024;
+
+fn main() {
+    // `cargo bench` passes `--bench`; a filter word (`cargo bench -p lembas -- stdio`) that is
+    // not part of this bench's name skips it.
+    let only = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+    if only.is_some_and(|o| !"backpressure".contains(o.as_str())) {
+        return;
+    }
+    let fast = run(None);
+    let slow = run(Some(STALL));
+    let mb = (CHUNKS * CHUNK_BYTES) as f64 / 1e6;
+    println!("backpressure: a {mb:.0} MB turn ({CHUNKS} chunks of {CHUNK_BYTES} B) on stdio");
+    for (name, r) in [
+        ("read at full speed", &fast),
+        ("stalled 5 s, then read", &slow),
+    ] {
+        println!(
+            "  {name:<24} idle {:>7} KiB, peak while stalled {:>7} KiB, peak {:>7} KiB \
+             (+{} KiB), {}/{CHUNKS} chunks in order, {:.2} s",
+            r.idle_kib,
+            r.stalled_peak_kib
+                .map_or("-".to_string(), |k| k.to_string()),
+            r.peak_kib,
+            r.peak_kib.saturating_sub(r.idle_kib),
+            r.chunks,
+            r.took.as_secs_f64()
+        );
+    }
+    let slow_work = slow.took.saturating_sub(STALL).as_secs_f64();
+    println!(
+        "  time less the stall / full speed: {:.2}; the stalled run's peak above idle: {} KiB \
+         (target <= {TARGET_GROWTH_KIB} KiB: {}), every chunk in order: {}",
+        slow_work / fast.took.as_secs_f64(),
+        slow.peak_kib.saturating_sub(slow.idle_kib),
+        if slow.peak_kib.saturating_sub(slow.idle_kib) <= TARGET_GROWTH_KIB {
+            "met"
+        } else {
+            "NOT met"
+        },
+        if slow.chunks == CHUNKS && fast.chunks == CHUNKS {
+            "yes"
+        } else {
+            "NO"
+        }
+    );
+}
+
+struct Figures {
+    idle_kib: u64,
+    stalled_peak_kib: Option<u64>,
+    peak_kib: u64,
+    /// Chunks received whole and in order.
+    chunks: usize,
+    /// From the prompt to its answer.
+    took: Duration,
+}
+
+fn rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+/// Samples a process's RSS every few milliseconds, keeping the highest.
+struct Sampler {
+    peak: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Sampler {
+    fn start(pid: u32) -> Sampler {
+        let peak = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = std::thread::spawn({
+            let (peak, stop) = (peak.clone(), stop.clone());
+            move || {
+                while !stop.load(Ordering::Relaxed) {
+                    if let Some(kib) = rss_kib(pid) {
+                        peak.fetch_max(kib, Ordering::Relaxed);
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            }
+        });
+        Sampler { peak, stop, thread }
+    }
+
+    fn peak(&self) -> u64 {
+        self.peak.load(Ordering::Relaxed)
+    }
+
+    fn finish(self) -> u64 {
+        self.stop.store(true, Ordering::Relaxed);
+        let peak = self.peak();
+        self.thread.join().unwrap();
+        peak.max(self.peak.load(Ordering::Relaxed))
+    }
+}
+
+struct Editor {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    line: String,
+}
+
+impl Editor {
+    fn send(&mut self, v: Value) {
+        writeln!(self.stdin, "{v}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    fn read(&mut self) -> Value {
+        self.line.clear();
+        assert!(
+            self.stdout.read_line(&mut self.line).unwrap() > 0,
+            "stdout ended"
+        );
+        serde_json::from_str(&self.line).expect("a whole JSON line")
+    }
+
+    fn until(&mut self, id: u64) -> Value {
+        loop {
+            let v = self.read();
+            if v["id"] == id && v.get("method").is_none() {
+                return v;
+            }
+        }
+    }
+}
+
+/// A chunk's number, when `v` is an `agent_message_chunk` of the turn.
+fn chunk_number(v: &Value) -> Option<usize> {
+    if v["params"]["update"]["sessionUpdate"] != "agent_message_chunk" {
+        return None;
+    }
+    let text = v["params"]["update"]["content"]["text"].as_str()?;
+    assert_eq!(text.len(), CHUNK_BYTES, "a chunk of another size");
+    text.get(..10)?.parse().ok()
+}
+
+fn run(stall: Option<Duration>) -> Figures {
+    let home = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lembas"))
+        .args(["serve", "--stdio"])
+        .env("HOME", home.path())
+        .env("XDG_CONFIG_HOME", home.path().join("config"))
+        .env("XDG_STATE_HOME", home.path().join("state"))
+        .env_remove("LEMBAS_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut e = Editor {
+        stdin: child.stdin.take().unwrap(),
+        stdout: BufReader::with_capacity(256 * 1024, child.stdout.take().unwrap()),
+        child,
+        line: String::new(),
+    };
+    e.send(json!({"jsonrpc":"2.0","id":0,"method":"initialize",
+                  "params":{"protocolVersion":1,"clientCapabilities":{}}}));
+    e.until(0);
+    e.send(json!({"jsonrpc":"2.0","id":1,"method":"session/new",
+                  "params":{"cwd": home.path(), "mcpServers": []}}));
+    let session = e.until(1)["result"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    std::thread::sleep(Duration::from_millis(300));
+    let pid = e.child.id();
+    let idle_kib = rss_kib(pid).unwrap();
+    let sampler = Sampler::start(pid);
+
+    let start = Instant::now();
+    e.send(
+        json!({"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{
+        "sessionId": session,
+        "prompt":[{"type":"text","text":format!("chunks {CHUNKS} {CHUNK_BYTES}")}]}}),
+    );
+    let mut chunks = 0usize;
+    let mut stalled_peak_kib = None;
+    loop {
+        let v = e.read();
+        if let Some(n) = chunk_number(&v) {
+            if n == chunks {
+                chunks += 1;
+            }
+            if n == 0 {
+                if let Some(stall) = stall {
+                    std::thread::sleep(stall);
+                    stalled_peak_kib = Some(sampler.peak());
+                }
+            }
+        } else if v["id"] == 2 {
+            assert_eq!(v["result"]["stopReason"], "end_turn", "{v}");
+            break;
+        }
+    }
+    let took = start.elapsed();
+    let peak_kib = sampler.finish();
+    drop(e.stdin);
+    let _ = e.child.wait();
+    Figures {
+        idle_kib,
+        stalled_peak_kib,
+        peak_kib,
+        chunks,
+        took,
+    }
+}
