@@ -78,6 +78,50 @@ test("a store whose writes are promises holds the frames that wait on them, and 
   }
 });
 
+test("past sessions.maxLive a session is set aside and read back from the store's entries()", async () => {
+  const inner = new MemStore();
+  const store = {
+    entries: async () => inner.entries(),
+    apply(records) {
+      inner.apply(records);
+      return new Promise((resolve) => setTimeout(resolve, 1));
+    },
+  };
+  const bounded = { ...config, sessions: { maxLive: 1 } };
+  const { client, device } = await linked({ store, open: true, config: bounded });
+  try {
+    const first = (await newSession(client)).result.sessionId;
+    const title = client.call("_lembas/session/title", { sessionId: first, title: "kept" });
+    await client.next((e) => e.kind === "answer" && e.id === title);
+    await newSession(client);
+    assert.equal(device.sessionCount(), 2);
+    // The first left memory; its status reads it back through entries().
+    const status = client.call("_lembas/session/status", { sessionId: first });
+    const answer = await client.next((e) => e.kind === "answer" && e.id === status);
+    assert.equal(answer.result.exists, true, JSON.stringify(answer));
+    assert.equal(answer.result.title, "kept");
+    assert.deepEqual(device.unreadable(), []);
+  } finally {
+    device.stop();
+    client.stop();
+  }
+});
+
+test("without a store no session is set aside: past sessions.maxLive session/new is refused", async () => {
+  const bounded = { ...config, sessions: { maxLive: 1 } };
+  const { client, device } = await linked({ config: bounded });
+  try {
+    await newSession(client);
+    const refused = await newSession(client);
+    assert.equal(refused.error?.code, -32602, JSON.stringify(refused));
+    assert.match(refused.error.message, /the limit of 1 \(sessions\.max_live\), and without a store/);
+    assert.equal(device.sessionCount(), 1);
+  } finally {
+    device.stop();
+    client.stop();
+  }
+});
+
 test("effects the driver does not perform reach onEffect; the engine's never do", async () => {
   const effects = [];
   const { client, device } = await linked({ onEffect: (e) => effects.push(e) });
