@@ -79,11 +79,7 @@ fn parse(text: &str) -> VecDeque<Step> {
                 "chunks" => {
                     let mut it = rest.split_whitespace().map(str::parse::<usize>);
                     match (it.next(), it.next()) {
-                        (Some(Ok(n)), Some(Ok(b))) => Step::Chunks {
-                            next: 0,
-                            n: n.min(100_000) as u32,
-                            bytes: b.min(65_536),
-                        },
+                        (Some(Ok(n)), Some(Ok(b))) => chunks(n, b),
                         _ => Step::Say(line.to_string()),
                     }
                 }
@@ -91,6 +87,27 @@ fn parse(text: &str) -> VecDeque<Step> {
             }
         })
         .collect()
+}
+
+/// The largest chunk `chunks` makes: one chunk is one frame, well inside every frame limit.
+/// The count needs no bound of its own: chunks are made one a poll, as the reader takes them.
+const MAX_CHUNK_BYTES: usize = 65_536;
+
+/// A `chunks <n> <bytes>` step, or a failed turn naming the bound it is over (never a silent
+/// clamp: a test asking for 200,000 chunks gets them or is told why not).
+fn chunks(n: usize, bytes: usize) -> Step {
+    if bytes > MAX_CHUNK_BYTES {
+        return Step::Fail(format!(
+            "chunks: {bytes} bytes a chunk is over the scripted engine's limit of {MAX_CHUNK_BYTES}"
+        ));
+    }
+    match u32::try_from(n) {
+        Ok(n) => Step::Chunks { next: 0, n, bytes },
+        Err(_) => Step::Fail(format!(
+            "chunks: {n} chunks is over the scripted engine's limit of {}",
+            u32::MAX
+        )),
+    }
 }
 
 #[derive(Debug)]
@@ -459,6 +476,31 @@ mod tests {
                 }
             ])
         );
+    }
+
+    #[test]
+    fn chunks_past_a_bound_fail_the_turn_naming_it_instead_of_clamping() {
+        assert_eq!(
+            parse("chunks 200000 4096"),
+            VecDeque::from([Step::Chunks {
+                next: 0,
+                n: 200_000,
+                bytes: 4096
+            }])
+        );
+        let steps = Vec::from(parse("chunks 2 70000"));
+        let [Step::Fail(message)] = steps.as_slice() else {
+            panic!("a chunk over the limit is not a failed turn: {steps:?}");
+        };
+        assert!(
+            message.contains("70000") && message.contains("65536"),
+            "{message}"
+        );
+        let steps = Vec::from(parse("chunks 5000000000 8"));
+        let [Step::Fail(message)] = steps.as_slice() else {
+            panic!("a count over the limit is not a failed turn: {steps:?}");
+        };
+        assert!(message.contains("5000000000"), "{message}");
     }
 
     fn turn(session: &str, text: &str) -> TurnStart {
