@@ -232,6 +232,25 @@ impl Default for OutboundLimits {
     }
 }
 
+/// Bounds on what a connection's reader has read that the device has not handled yet, enforced
+/// by the shell: past `pause_bytes` the reader reads no more (the peer's writes block, as a
+/// pipe's would) until the device catches up. Without it a peer faster than the device would
+/// grow the shell's input queue without bound. At most `pause_bytes` plus one whole frame
+/// (`frames.max_frame_bytes`) waits a connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct InboundLimits {
+    pub pause_bytes: usize,
+}
+
+impl Default for InboundLimits {
+    fn default() -> Self {
+        InboundLimits {
+            pause_bytes: 1024 * 1024,
+        }
+    }
+}
+
 /// How a link's liveness is decided, with time as the core's input like every other timer. TCP
 /// alone never notices a network that drops a link's packets while the socket stays open (a
 /// NAT that forgot the connection, a laptop waking from sleep): a link quiet for
@@ -304,6 +323,7 @@ pub struct DeviceConfig {
     pub sessions: SessionLimits,
     pub terminals: TerminalLimits,
     pub outbound: OutboundLimits,
+    pub inbound: InboundLimits,
     /// When the instance link is pinged and when it is given up as dead. `None`: never (a shell
     /// whose sockets can neither ping nor report pongs, as a browser's).
     pub liveness: Option<Liveness>,
@@ -331,6 +351,7 @@ impl Default for DeviceConfig {
             sessions: SessionLimits::default(),
             terminals: TerminalLimits::default(),
             outbound: OutboundLimits::default(),
+            inbound: InboundLimits::default(),
             liveness: Some(Liveness::default()),
             models: Vec::new(),
             has_store: true,

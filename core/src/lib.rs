@@ -50,7 +50,8 @@ pub mod wire;
 pub mod testing;
 
 pub use config::{
-    ClientConfig, DeviceConfig, Liveness, Mode, OutboundLimits, Remote, TerminalLimits,
+    ClientConfig, DeviceConfig, InboundLimits, Liveness, Mode, OutboundLimits, Remote,
+    TerminalLimits,
 };
 pub use time::Time;
 

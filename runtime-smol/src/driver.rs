@@ -23,7 +23,7 @@ use smol::channel::{self, Receiver, Sender};
 use smol::{Task, Timer};
 
 use crate::clock::Clock;
-use crate::outbox::{Gauge, Outbox};
+use crate::outbox::{Gauge, Outbox, Sent};
 use crate::store::RedbStore;
 use crate::terminal_host::{TerminalHost, TerminalOptions};
 
@@ -31,8 +31,12 @@ use crate::terminal_host::{TerminalHost, TerminalOptions};
 pub enum Input {
     /// A dial asked for by `Effect::Dial` ended.
     Dialed(Result<Box<crate::link::LinkSocket>, DialFailure>),
-    /// One message on a connection.
-    Frame { conn: ConnId, bytes: Vec<u8> },
+    /// One message on a connection, counted in its reader's inbound gauge until handled.
+    Frame {
+        conn: ConnId,
+        bytes: Vec<u8>,
+        held: Sent,
+    },
     /// A stdio line over the frame limit was skipped.
     TooLong {
         conn: ConnId,
@@ -189,6 +193,11 @@ impl Driver {
         Outbox::new(tx, rx.clone(), limits.pause_bytes, max)
     }
 
+    /// A gauge for what a new connection's reader has read and the device not yet handled.
+    fn inbound(&self) -> Arc<Gauge> {
+        Gauge::new(self.device.config().inbound.pause_bytes)
+    }
+
     /// A sender for inputs (to stop the driver from outside, say).
     pub fn sender(&self) -> Sender<Input> {
         self.tx.clone()
@@ -228,6 +237,7 @@ impl Driver {
         self.tasks.push(smol::spawn(crate::stdio::read_stdin(
             conn,
             limit,
+            self.inbound(),
             (gauge, max_queued),
             self.tx.clone(),
         )));
@@ -335,8 +345,13 @@ impl Driver {
                             kind: ConnKind::Link,
                         },
                     );
-                    let (reader, writer) =
-                        crate::link::spawn_socket(*socket, conn, self.tx.clone(), out_rx);
+                    let (reader, writer) = crate::link::spawn_socket(
+                        *socket,
+                        conn,
+                        self.tx.clone(),
+                        self.inbound(),
+                        out_rx,
+                    );
                     self.tasks.push(reader);
                     self.writers.retain(|t| !t.is_finished());
                     self.writers.push(writer);
@@ -349,12 +364,14 @@ impl Driver {
                 }
                 self.device.handle_dial_failed(failure, now);
             }
-            Input::Frame { conn, bytes } => {
+            Input::Frame { conn, bytes, held } => {
                 if self.conns.contains_key(&conn) {
                     log::trace!("<- {}", String::from_utf8_lossy(&bytes));
                     if let Err(e) = self.device.handle_frame(conn, &bytes, now) {
                         log::warn!("frame on an unknown connection: {e}");
                     }
+                    // Handled: its reader may read on.
+                    drop(held);
                 }
             }
             Input::Heard { conn } => {

@@ -27,6 +27,7 @@ use smol::Task;
 
 use crate::clock::Clock;
 use crate::driver::Outgoing;
+use crate::outbox::Gauge;
 
 /// How the test instance presents itself.
 #[derive(Clone, Debug)]
@@ -531,7 +532,9 @@ async fn run_client(rx: Receiver<Internal>, events: Sender<Event>, liveness: Opt
                 let tasks = crate::link::carry(
                     *ws,
                     frames_tx.clone(),
-                    move |b| Internal::Frame(g, b),
+                    // The test instance keeps no inbound bound: each token is dropped at once.
+                    Gauge::new(usize::MAX),
+                    move |b, _| Internal::Frame(g, b),
                     move || Some(Internal::Heard(g)),
                     move |_| Internal::Closed(g),
                     out_rx,

@@ -23,6 +23,7 @@ use smol::net::TcpStream;
 use smol::Task;
 
 use crate::driver::{Dialer, Input, Outgoing};
+use crate::outbox::{Gauge, Sent};
 
 /// The device's end of a link.
 pub type LinkSocket = WebSocketStream<async_tungstenite::smol::ClientStream<TcpStream>>;
@@ -294,10 +295,12 @@ fn tls_connector(pem: &[u8]) -> Result<futures_rustls::TlsConnector, String> {
 }
 
 /// Carry one socket for the driver: a reader task feeding it, a writer task draining `out`.
+/// The reader stops reading while `inbound`'s mark of what it read waits for the driver.
 pub fn spawn_socket<S>(
     ws: WebSocketStream<S>,
     conn: ConnId,
     tx: Sender<Input>,
+    inbound: Arc<Gauge>,
     out: Receiver<Outgoing>,
 ) -> (Task<()>, Task<()>)
 where
@@ -306,7 +309,8 @@ where
     carry(
         ws,
         tx,
-        move |bytes| Input::Frame { conn, bytes },
+        inbound,
+        move |bytes, held| Input::Frame { conn, bytes, held },
         move || Some(Input::Heard { conn }),
         move |code| Input::Closed { conn, code },
         out,
@@ -322,13 +326,17 @@ const CLOSE_GRACE: Duration = Duration::from_secs(2);
 /// full buffers) cannot hold the writer, and the socket, for ever.
 const CLOSE_WRITE_BOUND: Duration = Duration::from_secs(10);
 
-/// Carry one socket: each message becomes `frame(bytes)` on `tx`, a ping or pong `heard()`
+/// Carry one socket: each message becomes `frame(bytes, held)` on `tx`, a ping or pong `heard()`
 /// (when it gives something: proof the link is alive), its end `closed(code)`; what arrives
-/// on `out` is written. Pings are answered by tungstenite as it reads.
+/// on `out` is written. Pings are answered by tungstenite as it reads. `held` counts the
+/// message in `inbound` until it is dropped (handled): past `inbound`'s mark the reader reads
+/// no more, so a peer faster than its consumer blocks instead of growing `tx`'s queue. A
+/// consumer that keeps no bound drops `held` at once.
 pub fn carry<S, T>(
     ws: WebSocketStream<S>,
     tx: Sender<T>,
-    frame: impl Fn(Vec<u8>) -> T + Send + 'static,
+    inbound: Arc<Gauge>,
+    frame: impl Fn(Vec<u8>, Sent) -> T + Send + 'static,
     heard: impl Fn() -> Option<T> + Send + 'static,
     closed: impl FnOnce(Option<u16>) -> T + Send + 'static,
     out: Receiver<Outgoing>,
@@ -347,10 +355,16 @@ where
             smol::Timer::after(CLOSE_GRACE).await;
         });
         loop {
-            let next = future::or(async { Some(stream.next().await) }, async {
-                (&mut grace).await;
-                None
-            })
+            let next = future::or(
+                async {
+                    inbound.below_pause().await;
+                    Some(stream.next().await)
+                },
+                async {
+                    (&mut grace).await;
+                    None
+                },
+            )
             .await;
             let Some(Some(msg)) = next else {
                 if next.is_none() {
@@ -379,7 +393,8 @@ where
                     break;
                 }
             };
-            if tx.send(frame(bytes)).await.is_err() {
+            let held = inbound.hold(bytes.len());
+            if tx.send(frame(bytes, held)).await.is_err() {
                 return;
             }
         }
@@ -472,7 +487,15 @@ mod tests {
                 .unwrap();
             let (tx, rx) = smol::channel::unbounded::<Option<Option<u16>>>();
             let (out_tx, out_rx) = smol::channel::unbounded();
-            let (_reader, _writer) = carry(ws, tx, |_| None, || None, Some, out_rx);
+            let (_reader, _writer) = carry(
+                ws,
+                tx,
+                Gauge::new(usize::MAX),
+                |_, _| None,
+                || None,
+                Some,
+                out_rx,
+            );
             let start = std::time::Instant::now();
             out_tx
                 .try_send(Outgoing::Close {
@@ -487,6 +510,64 @@ mod tests {
             .await;
             assert_eq!(ended, Some(Some(None)), "the reader never let go");
             assert!(start.elapsed() >= CLOSE_GRACE, "{:?}", start.elapsed());
+            drop(peer);
+        });
+    }
+
+    /// A peer that writes faster than the device handles: the reader stops at its inbound mark
+    /// (plus the one message it was reading), so what waits for the driver stays bounded; once
+    /// the driver takes them, every message arrives, in order.
+    #[test]
+    fn a_reader_waits_at_its_inbound_mark_and_loses_nothing() {
+        const FRAME: usize = 256 * 1024;
+        const FRAMES: usize = 40;
+        const MARK: usize = 1024 * 1024;
+        smol::block_on(async {
+            let listener = smol::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            let peer = smol::spawn(async move {
+                let (tcp, _) = listener.accept().await.unwrap();
+                let mut ws = async_tungstenite::accept_async(tcp).await.unwrap();
+                for i in 0..FRAMES {
+                    let mut text = format!("{i:08}");
+                    text.push_str(&"x".repeat(FRAME - text.len()));
+                    ws.send(Message::text(text)).await.unwrap();
+                }
+                smol::Timer::after(Duration::from_secs(60)).await;
+            });
+            let tcp = TcpStream::connect(addr).await.unwrap();
+            let (ws, _) = async_tungstenite::client_async(format!("ws://{addr}/"), tcp)
+                .await
+                .unwrap();
+            let (tx, rx) = smol::channel::unbounded::<Result<(Vec<u8>, Sent), Option<u16>>>();
+            let (_out_tx, out_rx) = smol::channel::unbounded();
+            let inbound = Gauge::new(MARK);
+            let (_reader, _writer) = carry(
+                ws,
+                tx,
+                inbound.clone(),
+                |bytes, held| Ok((bytes, held)),
+                || None,
+                Err,
+                out_rx,
+            );
+            // The driver is busy: nothing is taken while the peer writes all it has.
+            smol::Timer::after(Duration::from_millis(500)).await;
+            let waiting = inbound.queued();
+            assert!(
+                (MARK..=MARK + FRAME).contains(&waiting),
+                "{waiting} bytes read ahead of the driver, past the mark of {MARK} and one frame"
+            );
+            assert_eq!(rx.len(), MARK / FRAME, "messages waiting");
+            for i in 0..FRAMES {
+                let Ok((bytes, held)) = rx.recv().await.unwrap() else {
+                    panic!("the socket ended at message {i}");
+                };
+                assert_eq!(bytes.len(), FRAME);
+                assert_eq!(&bytes[..8], format!("{i:08}").as_bytes(), "order");
+                drop(held);
+            }
+            assert_eq!(inbound.queued(), 0);
             drop(peer);
         });
     }

@@ -17,14 +17,21 @@ use crate::driver::{Input, Outgoing};
 use crate::outbox::Gauge;
 
 /// Read stdin until EOF, handing the driver each line; while `queue` (stdout's gauge and its
-/// bound) is full, read nothing.
-pub async fn read_stdin(conn: ConnId, limit: usize, queue: (Arc<Gauge>, usize), tx: Sender<Input>) {
+/// bound) is full, or `inbound`'s mark of lines not yet handled is reached, read nothing.
+pub async fn read_stdin(
+    conn: ConnId,
+    limit: usize,
+    inbound: Arc<Gauge>,
+    queue: (Arc<Gauge>, usize),
+    tx: Sender<Input>,
+) {
     let (gauge, max_queued) = queue;
     let mut stdin = blocking::Unblock::new(std::io::stdin());
     let mut reader = LineReader::new(limit);
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         gauge.below(max_queued).await;
+        inbound.below_pause().await;
         let n = match stdin.read(&mut buf).await {
             Ok(0) => break,
             Ok(n) => n,
@@ -37,7 +44,11 @@ pub async fn read_stdin(conn: ConnId, limit: usize, queue: (Arc<Gauge>, usize), 
         reader.push(&buf[..n]);
         while let Some(line) = reader.next_line() {
             let input = match line {
-                Line::Frame(bytes) => Input::Frame { conn, bytes },
+                Line::Frame(bytes) => Input::Frame {
+                    conn,
+                    held: inbound.hold(bytes.len()),
+                    bytes,
+                },
                 Line::TooLong { size, limit } => Input::TooLong { conn, size, limit },
             };
             if tx.send(input).await.is_err() {
