@@ -22,76 +22,11 @@ use lembas_core::Time;
 use smol::channel::{self, Receiver, Sender};
 use smol::{Task, Timer};
 
+pub use crate::channels::{Dialer, Input, Outgoing};
 use crate::clock::Clock;
-use crate::outbox::{Gauge, Outbox, Sent};
+use crate::outbox::{Gauge, Outbox};
 use crate::store::RedbStore;
 use crate::terminal_host::{TerminalHost, TerminalOptions};
-
-/// What the driver hears from the tasks around it.
-pub enum Input {
-    /// A dial asked for by `Effect::Dial` ended.
-    Dialed(Result<Box<crate::link::LinkSocket>, DialFailure>),
-    /// One message on a connection, counted in its reader's inbound gauge until handled.
-    Frame {
-        conn: ConnId,
-        bytes: Vec<u8>,
-        held: Sent,
-    },
-    /// A stdio line over the frame limit was skipped.
-    TooLong {
-        conn: ConnId,
-        size: usize,
-        limit: usize,
-    },
-    /// A ping or pong arrived on a connection: it is alive.
-    Heard { conn: ConnId },
-    /// A connection ended (EOF on stdin; a WebSocket closed, with its close code when it sent one).
-    Closed { conn: ConnId, code: Option<u16> },
-    /// stdout could not be written (the editor closed it): what was not written is lost.
-    OutputLost { conn: ConnId, error: String },
-    /// A group of persists is durable (or failed to be).
-    Persisted {
-        seq: u64,
-        result: Result<(), String>,
-    },
-    PathResolved {
-        request: u64,
-        result: Result<String, String>,
-    },
-    /// A session set aside was read back from the store (`Effect::LoadSession`).
-    SessionLoaded {
-        request: u64,
-        result: Result<Vec<Entry>, String>,
-    },
-    /// A terminal's shell wrote this (counted in its link's queue gauge until handed over).
-    TerminalOutput {
-        id: String,
-        bytes: Vec<u8>,
-        _held: crate::outbox::Sent,
-    },
-    /// A terminal's shell ended (after all its output).
-    TerminalExit { id: String, code: i32 },
-    /// config.yaml was read again (see `reload`): its `remote:` block, and
-    /// `remote.terminal_integration` (the runtime's own, for terminals opened from now on).
-    Reconfigure {
-        remote: lembas_core::Remote,
-        terminal_integration: bool,
-    },
-    /// Stop now (the demo's end).
-    Shutdown,
-}
-
-/// What a connection's writer task is told.
-pub enum Outgoing {
-    /// A frame, and its count in the queue's gauge (released once written).
-    Frame(Vec<u8>, Option<crate::outbox::Sent>),
-    /// A WebSocket ping (the link has been quiet).
-    Ping,
-    Close {
-        code: u16,
-        reason: String,
-    },
-}
 
 /// The close code for a client that stopped reading (WebSocket's "policy violation").
 pub const CLOSE_OVERFLOW: u16 = 1008;
@@ -108,11 +43,6 @@ pub enum Disk {
     /// `serve --stdio`: sessions live in memory, with the core's reference semantics.
     Mem(MemStore),
     Redb(Arc<RedbStore>),
-}
-
-/// Something that can dial the instance (the `lembas link` dialer, or a test's).
-pub trait Dialer: Send + Sync + 'static {
-    fn dial(&self) -> future::Boxed<Result<Box<crate::link::LinkSocket>, DialFailure>>;
 }
 
 struct Conn {

@@ -25,8 +25,8 @@ use smol::channel::{self, Receiver, Sender};
 use smol::net::TcpListener;
 use smol::Task;
 
+use crate::channels::Outgoing;
 use crate::clock::Clock;
-use crate::driver::Outgoing;
 use crate::outbox::Gauge;
 
 /// How the test instance presents itself.

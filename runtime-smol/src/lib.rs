@@ -2,6 +2,7 @@
 //! owns the core's `Device`; sockets, stdin, the engine and the disk feed it inputs over
 //! channels, and it performs the effects the device asks for (see [`driver`]).
 
+pub mod channels;
 pub mod clock;
 pub mod config;
 pub mod demo;

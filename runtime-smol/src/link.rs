@@ -22,7 +22,7 @@ use smol::channel::{Receiver, Sender};
 use smol::net::TcpStream;
 use smol::Task;
 
-use crate::driver::{Dialer, Input, Outgoing};
+use crate::channels::{Dialer, Input, Outgoing};
 use crate::outbox::{Gauge, Sent};
 
 /// The device's end of a link.

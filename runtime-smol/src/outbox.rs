@@ -14,7 +14,7 @@ use std::sync::Arc;
 use event_listener::Event;
 use smol::channel::{Receiver, Sender};
 
-use crate::driver::Outgoing;
+use crate::channels::Outgoing;
 
 #[derive(Debug)]
 pub struct Gauge {

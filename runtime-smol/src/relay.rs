@@ -16,7 +16,7 @@ use lembas_core::client::CallError;
 use smol::channel::{self, Receiver, Sender};
 use smol::Task;
 
-use crate::driver::Outgoing;
+use crate::channels::Outgoing;
 use crate::instance::{Cmd, Event, Internal, Socket};
 use crate::outbox::Gauge;
 

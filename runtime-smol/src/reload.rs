@@ -9,8 +9,8 @@ use std::time::{Duration, SystemTime};
 use futures_lite::{future, StreamExt};
 use smol::channel::Sender;
 
+use crate::channels::Input;
 use crate::config;
-use crate::driver::Input;
 
 /// How often the file is looked at: cheap (one stat), and quick enough for a person editing.
 pub const POLL: Duration = Duration::from_secs(1);

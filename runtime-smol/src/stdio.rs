@@ -13,7 +13,7 @@ use lembas_core::framing::{Line, LineReader};
 use smol::channel::{Receiver, Sender};
 use std::sync::Arc;
 
-use crate::driver::{Input, Outgoing};
+use crate::channels::{Input, Outgoing};
 use crate::outbox::Gauge;
 
 /// Read stdin until EOF, handing the driver each line; while `queue` (stdout's gauge and its

@@ -12,7 +12,7 @@ use lembas_core::device::ShellInfo;
 use smol::channel::{self, Sender};
 use smol::Task;
 
-use crate::driver::Input;
+use crate::channels::Input;
 use crate::outbox::Gauge;
 use crate::terminal::{OpenSpec, Terminal};
 
