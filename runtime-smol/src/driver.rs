@@ -45,6 +45,17 @@ pub enum Disk {
     Redb(Arc<RedbStore>),
 }
 
+/// How many inputs may wait for the driver. The bytes behind them are bounded where they enter
+/// (a reader stops at `inbound.pause_bytes`, a PTY at its link's `outbound.pause_bytes`); this
+/// bounds their number too, so a peer's flood of pings or tiny frames waits in its reader
+/// instead of growing the queue. Every producer is a task that awaits its send — socket and
+/// stdin readers, stdout's writer, the disk, path and dial work on `blocking`, PTY readers,
+/// the reload watcher — and the driver awaits none of them while it runs; at the end it closes
+/// the channel before awaiting stdout's writer, so no producer can hold it up. Enough inputs
+/// for a burst of streamed frames to be taken one after another without a producer waking each
+/// time; little memory (an `Input` is a few words plus bytes the gauges already count).
+pub const INPUT_CAPACITY: usize = 256;
+
 struct Conn {
     out: Outbox,
     kind: ConnKind,
@@ -82,7 +93,7 @@ pub struct Driver {
 
 impl Driver {
     pub fn new(device: Device, disk: Disk, attachments: PathBuf) -> Driver {
-        let (tx, rx) = channel::unbounded();
+        let (tx, rx) = channel::bounded(INPUT_CAPACITY);
         let host = device.config().host.clone();
         Driver {
             device,
@@ -235,6 +246,9 @@ impl Driver {
     }
 
     async fn finish(mut self, exit: Exit) -> Exit {
+        // No input is taken from here on: a producer waiting for room (stdout's writer telling
+        // of a failed write, say) is refused at once rather than waited for while waiting on it.
+        self.rx.close();
         for (_, c) in std::mem::take(&mut self.conns) {
             c.out.close();
         }
@@ -704,4 +718,46 @@ fn write_attachment(dir: &std::path::Path, file_name: &str, bytes: &[u8]) -> std
     }
     crate::dirs::create_private_dir(dir)?;
     std::fs::write(dir.join(file_name), bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lembas_core::DeviceConfig;
+
+    fn driver() -> Driver {
+        let device = Device::new(DeviceConfig::default(), Time(0)).unwrap();
+        Driver::new(
+            device,
+            Disk::Mem(MemStore::default()),
+            PathBuf::from("/nonexistent"),
+        )
+    }
+
+    /// A producer that outruns the driver waits for room: the queue of inputs stops at
+    /// `INPUT_CAPACITY`. When the driver ends, the waiting producer is released, not stuck.
+    #[test]
+    fn a_producer_waits_while_the_driver_is_busy() {
+        let driver = driver();
+        let tx = driver.sender();
+        for _ in 0..INPUT_CAPACITY {
+            tx.try_send(Input::Shutdown).unwrap();
+        }
+        assert!(
+            tx.try_send(Input::Shutdown).unwrap_err().is_full(),
+            "the queue takes no more than {INPUT_CAPACITY} inputs"
+        );
+        smol::block_on(async {
+            let waiting = smol::spawn({
+                let tx = tx.clone();
+                async move { tx.send(Input::Shutdown).await }
+            });
+            future::yield_now().await;
+            assert!(!waiting.is_finished(), "the producer waits for room");
+            assert_eq!(driver.run().await.code, 0);
+            // It ends either way (room freed by the driver, or refused by the closed queue):
+            // a hang here is a producer stuck on a driver that will never take its input.
+            let _ = waiting.await;
+        });
+    }
 }
