@@ -366,9 +366,7 @@ impl Device {
         let now = self.clock.advance(now);
         let c = self.let_go(conn).ok_or(Misuse::UnknownConnection(conn))?;
         // What was queued for it (behind a persist, say) has nowhere to go now.
-        self.out.retain(|(_, q)| {
-            !matches!(q, Queued::Out(Output::Send { conn: c, .. } | Output::Close { conn: c, .. }) if *c == conn)
-        });
+        self.unqueue(conn);
         if c.kind == ConnKind::Link {
             if close_code == Some(CLOSE_PROTOCOL) {
                 self.stop_link(
@@ -381,6 +379,21 @@ impl Device {
             }
         }
         Ok(())
+    }
+
+    /// Drop every frame, ping and close still queued for a connection that is gone (behind a
+    /// persist, say): none of them may reach the shell for a connection it no longer has.
+    fn unqueue(&mut self, conn: ConnId) {
+        self.out.retain(|(_, q)| {
+            !matches!(
+                q,
+                Queued::Out(
+                    Output::Send { conn: c, .. }
+                        | Output::Close { conn: c, .. }
+                        | Output::Ping { conn: c }
+                ) if *c == conn
+            )
+        });
     }
 
     /// Forget a connection and everything tied to it: who hears which session, the requests
@@ -563,9 +576,7 @@ impl Device {
                 .push_back((self.persist_issued, Queued::Out(Output::Ping { conn }))),
             Beat::Dead => {
                 // Nothing queued for it can arrive now.
-                self.out.retain(|(_, q)| {
-                    !matches!(q, Queued::Out(Output::Send { conn: c, .. } | Output::Ping { conn: c }) if *c == conn)
-                });
+                self.unqueue(conn);
                 // First, past any persist: the connection is gone for the device now, and
                 // nothing this close announces needs to be durable first.
                 self.out.push_front((
