@@ -1,8 +1,13 @@
-//! Every method of the protocol: who sends it, whether it is answered, and the capability that
-//! gates it. Dispatch consults this table, and a test holds it against `spec/methods.json`.
+//! Every method of the protocol, in one table: who sends it, whether it is answered, the
+//! capability that gates it, the connections it works on, and how this device serves it.
+//! Dispatch looks requests and notifications up here, `initialize`'s capability list is derived
+//! from it, and a test holds it against `spec/methods.json`. Adding a method is a row here, a
+//! handler in `device/handlers.rs`, a params type and a scenario.
 
+use crate::device::handlers::{self as h, NotificationHandler, RequestHandler};
 use Direction::*;
 use Kind::*;
+use On::*;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Direction {
@@ -18,7 +23,29 @@ pub enum Kind {
     Notification,
 }
 
+/// The connections a method works on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum On {
+    /// The instance link and local connections (`serve --stdio`, a terminal's).
+    Any,
+    /// The instance link alone.
+    Link,
+}
+
+/// How this build serves a method.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Serve {
+    /// A client's request, answered by this handler.
+    Request(RequestHandler),
+    /// A client's notification, acted on by this handler.
+    Notification(NotificationHandler),
+    /// One the device sends.
+    Sends,
+    /// Not in this build: a request of it is answered -32601.
+    No,
+}
+
+#[derive(Clone, Copy, Debug)]
 pub struct MethodSpec {
     pub name: &'static str,
     pub direction: Direction,
@@ -26,160 +53,252 @@ pub struct MethodSpec {
     /// The capability string the device must list before the method may be used; `None` for
     /// the base protocol.
     pub capability: Option<&'static str>,
+    pub on: On,
+    pub(crate) serve: Serve,
 }
 
-const fn m(
+impl PartialEq for MethodSpec {
+    /// Rows are equal when they say the same of the protocol; the handler is this build's.
+    fn eq(&self, other: &MethodSpec) -> bool {
+        (
+            self.name,
+            self.direction,
+            self.kind,
+            self.capability,
+            self.on,
+        ) == (
+            other.name,
+            other.direction,
+            other.kind,
+            other.capability,
+            other.on,
+        )
+    }
+}
+
+impl Eq for MethodSpec {}
+
+impl MethodSpec {
+    /// Whether this build serves the method: handles it, or sends it.
+    pub fn served(&self) -> bool {
+        !matches!(self.serve, Serve::No)
+    }
+}
+
+/// A client's request the device answers with `handler`.
+const fn request(
+    name: &'static str,
+    capability: Option<&'static str>,
+    on: On,
+    handler: RequestHandler,
+) -> MethodSpec {
+    row(
+        name,
+        ClientToAgent,
+        Request,
+        capability,
+        on,
+        Serve::Request(handler),
+    )
+}
+
+/// A client's notification the device acts on with `handler`.
+const fn notification(
+    name: &'static str,
+    capability: Option<&'static str>,
+    on: On,
+    handler: NotificationHandler,
+) -> MethodSpec {
+    row(
+        name,
+        ClientToAgent,
+        Notification,
+        capability,
+        on,
+        Serve::Notification(handler),
+    )
+}
+
+/// A method the device sends.
+const fn sends(
+    name: &'static str,
+    kind: Kind,
+    capability: Option<&'static str>,
+    on: On,
+) -> MethodSpec {
+    row(name, AgentToClient, kind, capability, on, Serve::Sends)
+}
+
+/// A method of the protocol this build does not serve yet.
+const fn not_yet(
     name: &'static str,
     direction: Direction,
     kind: Kind,
     capability: Option<&'static str>,
+    on: On,
+) -> MethodSpec {
+    row(name, direction, kind, capability, on, Serve::No)
+}
+
+const fn row(
+    name: &'static str,
+    direction: Direction,
+    kind: Kind,
+    capability: Option<&'static str>,
+    on: On,
+    serve: Serve,
 ) -> MethodSpec {
     MethodSpec {
         name,
         direction,
         kind,
         capability,
+        on,
+        serve,
     }
 }
 
+// The order is spec/methods.json's; the fuzzer picks methods by position.
 pub const METHODS: &[MethodSpec] = &[
-    m("initialize", ClientToAgent, Request, None),
-    m("session/new", ClientToAgent, Request, None),
-    m("session/prompt", ClientToAgent, Request, None),
-    m("session/set_mode", ClientToAgent, Request, None),
-    m("session/cancel", ClientToAgent, Notification, None),
-    m("session/update", AgentToClient, Notification, None),
-    m("session/request_permission", AgentToClient, Request, None),
-    m("_lembas/hello", AgentToClient, Notification, None),
-    m("_lembas/event", AgentToClient, Notification, None),
-    m(
+    request("initialize", None, Any, h::initialize),
+    request("session/new", None, Any, h::session_new),
+    request("session/prompt", None, Any, h::prompt),
+    request("session/set_mode", None, Any, h::set_mode),
+    notification("session/cancel", None, Any, h::cancel),
+    sends("session/update", Notification, None, Any),
+    sends("session/request_permission", Request, None, Any),
+    sends("_lembas/hello", Notification, None, Link),
+    sends("_lembas/event", Notification, None, Any),
+    not_yet(
         "_lembas/directories",
         ClientToAgent,
         Request,
         Some("directories"),
+        Link,
     ),
-    m(
+    not_yet(
         "_lembas/configure",
         ClientToAgent,
         Request,
         Some("configure"),
+        Any,
     ),
-    m("_lembas/steer", ClientToAgent, Request, Some("steer")),
-    m(
-        "_lembas/session/history",
+    request("_lembas/steer", Some("steer"), Any, h::steer),
+    request("_lembas/session/history", Some("sessions"), Any, h::history),
+    request("_lembas/session/status", Some("status"), Any, h::status),
+    not_yet("_lembas/jobs", ClientToAgent, Request, Some("jobs"), Any),
+    not_yet(
+        "_lembas/job/output",
         ClientToAgent,
         Request,
-        Some("sessions"),
+        Some("jobs"),
+        Any,
     ),
-    m(
-        "_lembas/session/status",
+    not_yet(
+        "_lembas/job/stop",
         ClientToAgent,
         Request,
-        Some("status"),
+        Some("jobs"),
+        Any,
     ),
-    m("_lembas/jobs", ClientToAgent, Request, Some("jobs")),
-    m("_lembas/job/output", ClientToAgent, Request, Some("jobs")),
-    m("_lembas/job/stop", ClientToAgent, Request, Some("jobs")),
-    m("_lembas/job/send", ClientToAgent, Request, Some("jobs")),
-    m(
+    not_yet(
+        "_lembas/job/send",
+        ClientToAgent,
+        Request,
+        Some("jobs"),
+        Any,
+    ),
+    not_yet(
         "_lembas/job/transcript",
         ClientToAgent,
         Request,
         Some("jobs"),
+        Any,
     ),
-    m(
-        "_lembas/session/delete",
-        ClientToAgent,
-        Request,
-        Some("delete"),
-    ),
-    m(
+    request("_lembas/session/delete", Some("delete"), Any, h::delete),
+    not_yet(
         "_lembas/session/rewind",
         ClientToAgent,
         Request,
         Some("rewind"),
+        Any,
     ),
-    m("_lembas/show", AgentToClient, Request, Some("show")),
-    m(
+    not_yet("_lembas/show", AgentToClient, Request, Some("show"), Any),
+    not_yet(
         "_lembas/session/compact",
         ClientToAgent,
         Request,
         Some("compact"),
+        Any,
     ),
-    m(
-        "_lembas/session/title",
-        ClientToAgent,
-        Request,
-        Some("title"),
-    ),
-    m(
+    request("_lembas/session/title", Some("title"), Any, h::title),
+    not_yet(
         "_lembas/session/announce",
         AgentToClient,
         Notification,
         Some("sessions"),
+        Any,
     ),
-    m(
+    not_yet(
         "_lembas/session/left",
         AgentToClient,
         Notification,
         Some("sessions"),
+        Any,
     ),
-    m(
-        "_lembas/session/deleted",
-        AgentToClient,
-        Notification,
-        Some("delete"),
-    ),
-    m(
-        "_lembas/permission/settled",
-        AgentToClient,
-        Notification,
-        None,
-    ),
-    m("_lembas/question", AgentToClient, Request, Some("ask")),
-    m("_lembas/plan", AgentToClient, Request, Some("plan")),
-    m(
+    sends("_lembas/session/deleted", Notification, Some("delete"), Any),
+    sends("_lembas/permission/settled", Notification, None, Any),
+    sends("_lembas/question", Request, Some("ask"), Any),
+    sends("_lembas/plan", Request, Some("plan"), Any),
+    not_yet(
         "_lembas/files/search",
         ClientToAgent,
         Request,
         Some("files"),
+        Any,
     ),
-    m("_lembas/commands", ClientToAgent, Request, Some("commands")),
-    m(
-        "_lembas/terminal/open",
+    not_yet(
+        "_lembas/commands",
         ClientToAgent,
         Request,
-        Some("terminal"),
+        Some("commands"),
+        Any,
     ),
-    m(
+    request(
+        "_lembas/terminal/open",
+        Some("terminal"),
+        Link,
+        h::terminal_open,
+    ),
+    notification(
         "_lembas/terminal/input",
-        ClientToAgent,
-        Notification,
         Some("terminal"),
+        Link,
+        h::terminal_input,
     ),
-    m(
+    notification(
         "_lembas/terminal/resize",
-        ClientToAgent,
-        Notification,
         Some("terminal"),
+        Link,
+        h::terminal_resize,
     ),
-    m(
+    notification(
         "_lembas/terminal/close",
-        ClientToAgent,
-        Notification,
         Some("terminal"),
+        Link,
+        h::terminal_close,
     ),
-    m(
+    sends(
         "_lembas/terminal/output",
-        AgentToClient,
         Notification,
         Some("terminal"),
+        Link,
     ),
-    m(
+    sends(
         "_lembas/terminal/exit",
-        AgentToClient,
         Notification,
         Some("terminal"),
+        Link,
     ),
 ];
 

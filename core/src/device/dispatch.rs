@@ -1,17 +1,17 @@
 //! Routing one decoded message: handshake gating, the method table, capability gating, and
 //! the answers the client's responses carry.
 
-use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::connection::Phase;
+use super::handlers::Call;
 use super::{ConnId, ConnKind, Device, CAPABILITIES};
-use crate::jsonrpc::{self, code, Id, Message, Notification, Request, Response, RpcError};
-use crate::methods::{self, Direction, Kind};
+use crate::jsonrpc::{self, code, Message, Notification, Request, Response, RpcError};
+use crate::methods::{self, Direction, Kind, Serve};
 
 /// What a request handler gives back: the encoded answer now, or `None` when the answer comes
 /// later (a prompt answers when its turn ends).
-pub(super) type Reply = Option<Vec<u8>>;
+pub(crate) type Reply = Option<Vec<u8>>;
 
 impl Device {
     pub(super) fn on_frame(&mut self, conn: ConnId, frame: &[u8]) {
@@ -102,45 +102,11 @@ impl Device {
             Err(e) => return Err(e),
             Ok(()) => true,
         };
-        self.handle_request(conn, &req.id, spec.name, req.params, admitted)
-    }
-
-    /// The method handlers. Each returns its answer frame, or `None` when it answers later.
-    fn handle_request(
-        &mut self,
-        conn: ConnId,
-        id: &Id,
-        method: &'static str,
-        params: Option<&RawValue>,
-        admitted: bool,
-    ) -> Result<Reply, RpcError> {
-        let now = |v: Value| Ok(Some(jsonrpc::encode_result(id, &v)));
-        match method {
-            "initialize" => {
-                let result = self.initialize(conn, params)?;
-                Ok(Some(jsonrpc::encode_result(id, &result)))
-            }
-            "session/new" => self
-                .session_new(conn, id, jsonrpc::parse_params(method, params)?)
-                .map(|r| r.map(|v| jsonrpc::encode_result(id, &v))),
-            "session/prompt" => self.prompt(conn, id, jsonrpc::parse_params(method, params)?),
-            "session/set_mode" => now(self.set_mode(conn, jsonrpc::parse_params(method, params)?)?),
-            "_lembas/steer" => now(self.steer(conn, jsonrpc::parse_params(method, params)?)?),
-            "_lembas/session/status" => {
-                now(self.status(conn, jsonrpc::parse_params(method, params)?, admitted)?)
-            }
-            "_lembas/session/history" => {
-                now(self.history(conn, jsonrpc::parse_params(method, params)?)?)
-            }
-            "_lembas/session/title" => {
-                now(self.set_title(conn, jsonrpc::parse_params(method, params)?)?)
-            }
-            "_lembas/session/delete" => {
-                now(self.delete_request(conn, jsonrpc::parse_params(method, params)?)?)
-            }
-            "_lembas/terminal/open" => self
-                .terminal_open(conn, id, jsonrpc::parse_params(method, params)?)
-                .map(|()| None),
+        match spec.serve {
+            Serve::Request(handler) => handler(
+                self,
+                &Call::new(conn, &req.id, spec.name, req.params, admitted),
+            ),
             _ => Err(RpcError::new(
                 code::METHOD_NOT_FOUND,
                 format!("`{method}` is not implemented by this device yet"),
@@ -155,16 +121,8 @@ impl Device {
             return;
         }
         // A notification that does not parse names nothing to act on; there is no one to tell.
-        match n.method.as_ref() {
-            "session/cancel" => {
-                if let Ok(p) = jsonrpc::parse_params("session/cancel", n.params) {
-                    self.cancel(p);
-                }
-            }
-            "_lembas/terminal/input" => self.terminal_input(conn, n.params),
-            "_lembas/terminal/resize" => self.terminal_resize(conn, n.params),
-            "_lembas/terminal/close" => self.terminal_close(conn, n.params),
-            _ => {}
+        if let Some(Serve::Notification(handler)) = methods::find(&n.method).map(|m| m.serve) {
+            handler(self, conn, n.params);
         }
     }
 

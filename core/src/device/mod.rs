@@ -8,6 +8,7 @@ mod chunks;
 mod connection;
 mod deletes;
 mod dispatch;
+pub(crate) mod handlers;
 mod handshake;
 mod ledger;
 mod limits;
