@@ -53,44 +53,77 @@ impl Clock {
     }
 }
 
-/// A table of deadlines indexed by a small enum (`K: Into<usize>`), as quinn-proto keeps its
-/// timers: `earliest()` is what `poll_timeout` reports, and firing is idempotent, so an early or
-/// repeated `handle_timeout` is harmless.
-#[derive(Clone, Debug)]
-pub struct TimerTable<const N: usize> {
-    deadlines: [Option<Time>; N],
+/// The timers of one state machine: a small enum, each variant one reason to wake up.
+pub trait TimerKind: Copy + Eq + fmt::Debug + 'static {
+    /// Every variant, in the order ties are broken (the first listed wins).
+    const ALL: &'static [Self];
+    /// This variant's place in [`TimerKind::ALL`].
+    fn index(self) -> usize;
 }
 
-impl<const N: usize> Default for TimerTable<N> {
+/// A table of deadlines indexed by a small enum, as quinn-proto keeps its timers: `earliest()`
+/// is what `poll_timeout` reports, with the timer that set it (str0m's `last_timeout_reason`),
+/// and firing is idempotent, so an early or repeated `handle_timeout` is harmless. `N` is the
+/// number of variants of `K`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct TimerTable<K: TimerKind, const N: usize> {
+    deadlines: [Option<Time>; N],
+    kind: core::marker::PhantomData<K>,
+}
+
+impl<K: TimerKind, const N: usize> Default for TimerTable<K, N> {
     fn default() -> Self {
+        debug_assert_eq!(K::ALL.len(), N, "a timer table has one slot a timer");
         TimerTable {
             deadlines: [None; N],
+            kind: core::marker::PhantomData,
         }
     }
 }
 
-impl<const N: usize> TimerTable<N> {
-    pub fn set(&mut self, timer: usize, at: Time) {
-        self.deadlines[timer] = Some(at);
+impl<K: TimerKind, const N: usize> fmt::Debug for TimerTable<K, N> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map()
+            .entries(K::ALL.iter().filter_map(|k| self.get(*k).map(|at| (k, at))))
+            .finish()
+    }
+}
+
+impl<K: TimerKind, const N: usize> TimerTable<K, N> {
+    pub fn set(&mut self, timer: K, at: Time) {
+        self.deadlines[timer.index()] = Some(at);
     }
 
-    pub fn stop(&mut self, timer: usize) {
-        self.deadlines[timer] = None;
+    /// Set `timer` to `at`, or stop it when `at` is `None`.
+    pub fn set_or_stop(&mut self, timer: K, at: Option<Time>) {
+        self.deadlines[timer.index()] = at;
     }
 
-    pub fn get(&self, timer: usize) -> Option<Time> {
-        self.deadlines[timer]
+    pub fn stop(&mut self, timer: K) {
+        self.deadlines[timer.index()] = None;
+    }
+
+    pub fn get(&self, timer: K) -> Option<Time> {
+        self.deadlines[timer.index()]
+    }
+
+    /// The next deadline and the timer it belongs to (the first in `K::ALL` on a tie).
+    pub fn next(&self) -> Option<(Time, K)> {
+        K::ALL
+            .iter()
+            .filter_map(|k| self.get(*k).map(|at| (at, *k)))
+            .min_by_key(|(at, _)| *at)
     }
 
     pub fn earliest(&self) -> Option<Time> {
-        self.deadlines.iter().flatten().min().copied()
+        self.next().map(|(at, _)| at)
     }
 
     /// Take the timer if it is due at `now` (and so clear it): each expiry is seen once.
-    pub fn take_expired(&mut self, timer: usize, now: Time) -> bool {
-        match self.deadlines[timer] {
+    pub fn take_expired(&mut self, timer: K, now: Time) -> bool {
+        match self.get(timer) {
             Some(at) if at <= now => {
-                self.deadlines[timer] = None;
+                self.stop(timer);
                 true
             }
             _ => false,
@@ -110,15 +143,52 @@ mod tests {
         assert_eq!(c.now(), Time(150));
     }
 
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    enum T {
+        Slow,
+        Fast,
+    }
+
+    impl TimerKind for T {
+        const ALL: &'static [T] = &[T::Slow, T::Fast];
+        fn index(self) -> usize {
+            self as usize
+        }
+    }
+
     #[test]
     fn timers_fire_once_and_report_the_earliest() {
-        let mut t = TimerTable::<2>::default();
-        t.set(0, Time(30));
-        t.set(1, Time(10));
+        let mut t = TimerTable::<T, 2>::default();
+        t.set(T::Slow, Time(30));
+        t.set(T::Fast, Time(10));
         assert_eq!(t.earliest(), Some(Time(10)));
-        assert!(!t.take_expired(1, Time(9)));
-        assert!(t.take_expired(1, Time(10)));
-        assert!(!t.take_expired(1, Time(10)));
+        assert!(!t.take_expired(T::Fast, Time(9)));
+        assert!(t.take_expired(T::Fast, Time(10)));
+        assert!(!t.take_expired(T::Fast, Time(10)));
         assert_eq!(t.earliest(), Some(Time(30)));
+    }
+
+    #[test]
+    fn the_next_deadline_names_its_timer() {
+        let mut t = TimerTable::<T, 2>::default();
+        assert_eq!(t.next(), None);
+        t.set(T::Slow, Time(30));
+        assert_eq!(t.next(), Some((Time(30), T::Slow)));
+        t.set(T::Fast, Time(10));
+        assert_eq!(t.next(), Some((Time(10), T::Fast)));
+        // A tie goes to the timer listed first.
+        t.set(T::Slow, Time(10));
+        assert_eq!(t.next(), Some((Time(10), T::Slow)));
+        t.set_or_stop(T::Slow, None);
+        assert_eq!(t.next(), Some((Time(10), T::Fast)));
+        t.stop(T::Fast);
+        assert_eq!((t.next(), t.earliest()), (None, None));
+    }
+
+    #[test]
+    fn debug_lists_the_running_timers_by_name() {
+        let mut t = TimerTable::<T, 2>::default();
+        t.set(T::Fast, Time(7));
+        assert_eq!(format!("{t:?}"), "{Fast: t=7ms}");
     }
 }
