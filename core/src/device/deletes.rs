@@ -72,7 +72,7 @@ impl Device {
             self.send_pending_deletes(conn);
         }
         // Its turns were the last a restart for new settings waited for, maybe.
-        self.relink_if_idle();
+        self.after_input();
         true
     }
 

@@ -92,11 +92,9 @@ impl Link {
         at
     }
 
-    pub fn deadline(&self) -> Option<Time> {
-        match self.state {
-            LinkState::Waiting { at, .. } => Some(at),
-            _ => self.beat.map(|(_, b)| b.deadline()),
-        }
+    /// When the link's heartbeat has something to say (while it is up, with liveness on).
+    pub fn heartbeat_deadline(&self) -> Option<Time> {
+        self.beat.map(|(_, b)| b.deadline())
     }
 
     pub fn stopped(&self) -> bool {

@@ -166,6 +166,12 @@ impl Device {
         entries: Vec<Entry>,
         now: Time,
     ) -> Vec<Unreadable> {
+        let bad = self.session_loaded(request, entries, now);
+        self.after_input();
+        bad
+    }
+
+    fn session_loaded(&mut self, request: u64, entries: Vec<Entry>, now: Time) -> Vec<Unreadable> {
         let now = self.clock.advance(now);
         let Some(session) = self
             .loading
@@ -219,7 +225,6 @@ impl Device {
             }
             self.release_held(conn);
         }
-        self.relink_if_idle();
         bad
     }
 

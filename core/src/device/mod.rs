@@ -18,6 +18,7 @@ mod reconfigure;
 mod restore;
 mod sessions;
 mod terminals;
+mod timers;
 mod turns;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -30,6 +31,7 @@ pub use link::CLOSE_PROTOCOL;
 pub use reconfigure::{CLOSE_SETTINGS_CHANGED, SETTINGS_CHANGED};
 pub use restore::{Unreadable, RESTARTED};
 pub use terminals::ShellInfo;
+pub use timers::Timer;
 
 use crate::config::{ConfigError, DeviceConfig};
 use crate::engine::{Decision, TurnStart};
@@ -254,12 +256,14 @@ pub struct Device {
     unconfirmed_deletes: BTreeMap<String, (ConnId, Time)>,
     /// New settings wait for the sessions to go idle to restart the link (reconfigure.rs).
     relink_pending: bool,
+    /// Every deadline, refreshed as each input ends (timers.rs).
+    timers: timers::Timers,
 }
 
 impl Device {
     pub fn new(config: DeviceConfig, now: Time) -> Result<Device, ConfigError> {
         config.validate()?;
-        Ok(Device {
+        let mut device = Device {
             rng: Rng::new(config.seed),
             link: Link::new(config.backoff, config.liveness),
             config,
@@ -286,7 +290,10 @@ impl Device {
             requests_sent: 0,
             unconfirmed_deletes: BTreeMap::new(),
             relink_pending: false,
-        })
+            timers: Default::default(),
+        };
+        device.after_input();
+        Ok(device)
     }
 
     pub fn config(&self) -> &DeviceConfig {
@@ -315,11 +322,18 @@ impl Device {
             self.link.state = LinkState::Dialing { attempt: 0 };
             self.effect(Effect::Dial);
         }
+        self.after_input();
     }
 
     /// A connection opened: the dialled link, or an editor on stdio. The link is greeted with
     /// `_lembas/hello` at once.
     pub fn handle_open(&mut self, kind: ConnKind, now: Time) -> Result<ConnId, Misuse> {
+        let opened = self.open(kind, now);
+        self.after_input();
+        opened
+    }
+
+    fn open(&mut self, kind: ConnKind, now: Time) -> Result<ConnId, Misuse> {
         self.clock.advance(now);
         if kind == ConnKind::Link {
             let LinkState::Dialing { attempt } = self.link.state else {
@@ -341,6 +355,11 @@ impl Device {
 
     /// The dial asked for by `Effect::Dial` failed.
     pub fn handle_dial_failed(&mut self, failure: DialFailure, now: Time) {
+        self.dial_failed(failure, now);
+        self.after_input();
+    }
+
+    fn dial_failed(&mut self, failure: DialFailure, now: Time) {
         let now = self.clock.advance(now);
         let LinkState::Dialing { attempt } = self.link.state else {
             return;
@@ -364,6 +383,12 @@ impl Device {
         close_code: Option<u16>,
         now: Time,
     ) -> Result<(), Misuse> {
+        let closed = self.closed(conn, close_code, now);
+        self.after_input();
+        closed
+    }
+
+    fn closed(&mut self, conn: ConnId, close_code: Option<u16>, now: Time) -> Result<(), Misuse> {
         let now = self.clock.advance(now);
         let c = self.let_go(conn).ok_or(Misuse::UnknownConnection(conn))?;
         // What was queued for it (behind a persist, say) has nowhere to go now.
@@ -418,8 +443,7 @@ impl Device {
         }
         self.link.heard(conn, now);
         self.on_frame(conn, frame);
-        // A delete or a cancel may have ended the last turn a restart waited for.
-        self.relink_if_idle();
+        self.after_input();
         Ok(())
     }
 
@@ -431,6 +455,7 @@ impl Device {
             return Err(Misuse::UnknownConnection(conn));
         }
         self.link.heard(conn, now);
+        self.after_input();
         Ok(())
     }
 
@@ -441,19 +466,29 @@ impl Device {
         self.prune_stale_ledgers(now);
         self.confirm_deletes(now);
         self.flush_terminals(now);
-        self.relink_if_idle();
         if let LinkState::Waiting { attempt, at } = self.link.state {
             if at <= now {
                 self.link.state = LinkState::Dialing { attempt };
                 self.effect(Effect::Dial);
             }
         }
+        self.after_input();
     }
 
     /// The shell wrote every record up to `Effect::Persist { seq }` durably.
     pub fn handle_persisted(&mut self, seq: u64, now: Time) {
         self.clock.advance(now);
         self.persist_acked = self.persist_acked.max(seq.min(self.persist_issued));
+        self.after_input();
+    }
+
+    /// The step that ends every input (each `handle_*`, `start_link`, `reconfigure`,
+    /// `delete_session`), so that work which must follow any input is never left to a call
+    /// site that remembered it: a restart for new settings goes once nothing holds it, and
+    /// the timer table is refreshed from the state the input left.
+    fn after_input(&mut self) {
+        self.relink_if_idle();
+        self.timers = self.current_timers();
     }
 
     /// The next output. Persist effects leave at once; everything else leaves in order, once
@@ -480,20 +515,6 @@ impl Device {
                 })
             }
         })
-    }
-
-    #[must_use]
-    pub fn poll_timeout(&self) -> Option<Time> {
-        [
-            self.link.deadline(),
-            self.cards_deadline(),
-            Some(self.next_prune),
-            self.deletes_deadline(),
-            self.terminals_deadline(),
-        ]
-        .into_iter()
-        .flatten()
-        .min()
     }
 
     /// The connections open now, and their kinds.

@@ -35,8 +35,8 @@ impl Device {
         self.config = next;
         if self.announced() != before {
             self.relink_pending = true;
-            self.relink_if_idle();
         }
+        self.after_input();
         Ok(true)
     }
 
@@ -54,9 +54,8 @@ impl Device {
     }
 
     /// Restart the link for new settings if one is pending, no turn runs or waits, and no
-    /// terminal is open on the link. Called after every input that can end the last of them: a
-    /// turn's end (engine), a frame (a delete, a cancel), a delete of the device's own, a
-    /// terminal's exit, a timer.
+    /// terminal is open on the link. Part of the step that ends every input
+    /// (`Device::after_input`), so whichever input ends the last of them lets the restart go.
     pub(super) fn relink_if_idle(&mut self) {
         if !self.relink_pending {
             return;
@@ -289,6 +288,55 @@ mod tests {
         );
         assert_eq!(pair.dials, dials + 1);
         assert_eq!(hellos(&pair).last().unwrap().1, "plan");
+    }
+
+    /// A terminal still starting holds a restart too; a shell that fails to start lets it go
+    /// at once. (Before every input ended in `after_input`, `handle_terminal_opened` did not
+    /// look, and the restart waited for the next timer.)
+    #[test]
+    fn a_shell_that_fails_to_start_lets_the_restart_go_at_once() {
+        let config = DeviceConfig {
+            remote: Remote {
+                terminal: true,
+                ..remote(Mode::Edit)
+            },
+            ..DeviceConfig::default()
+        };
+        let mut d = Device::new(config, Time(0)).unwrap();
+        d.start_link(Time(0));
+        let link = d.handle_open(ConnKind::Link, Time(1)).unwrap();
+        let init =
+            br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}"#;
+        d.handle_frame(link, init, Time(2)).unwrap();
+        let open = br#"{"jsonrpc":"2.0","id":2,"method":"_lembas/terminal/open","params":{}}"#;
+        d.handle_frame(link, open, Time(3)).unwrap();
+        let outputs = |d: &mut Device| std::iter::from_fn(|| d.poll_output()).collect::<Vec<_>>();
+        let request = outputs(&mut d)
+            .into_iter()
+            .find_map(|o| match o {
+                Output::Effect(Effect::ResolvePath { request, .. }) => Some(request),
+                _ => None,
+            })
+            .expect("the terminal's cwd is resolved first");
+        d.handle_path_resolved(request, Ok("/work".into()), Time(4));
+        let terminal_id = outputs(&mut d)
+            .into_iter()
+            .find_map(|o| match o {
+                Output::Effect(Effect::OpenTerminal { terminal_id, .. }) => Some(terminal_id),
+                _ => None,
+            })
+            .expect("the shell is asked to start");
+        assert_eq!(d.reconfigure(remote(Mode::Plan), Time(5)), Ok(true));
+        assert!(
+            d.relink_pending(),
+            "the starting terminal holds the restart"
+        );
+        assert!(!d.handle_terminal_opened(&terminal_id, Err("no pty".into()), Time(6)));
+        assert!(!d.relink_pending());
+        let closed = outputs(&mut d).into_iter().any(|o| {
+            matches!(o, Output::Close { conn, code: CLOSE_SETTINGS_CHANGED, .. } if conn == link)
+        });
+        assert!(closed, "the link restarts with no timer to wait for");
     }
 
     /// A change the hello and `initialize` do not show keeps the link (it used to close it

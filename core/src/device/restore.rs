@@ -159,6 +159,7 @@ impl Device {
             }
         }
         device.persist(records);
+        device.after_input();
         Ok((device, bad))
     }
 

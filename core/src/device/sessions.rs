@@ -190,6 +190,11 @@ impl Device {
         resolved: Result<String, String>,
         now: crate::Time,
     ) {
+        self.path_resolved(request, resolved, now);
+        self.after_input();
+    }
+
+    fn path_resolved(&mut self, request: u64, resolved: Result<String, String>, now: crate::Time) {
         self.clock.advance(now);
         let pending = match self.resolving.remove(&request) {
             Some(super::Resolving::Session(pending)) => *pending,
@@ -197,10 +202,7 @@ impl Device {
                 return self.terminal_path_resolved(terminal_id, resolved)
             }
             Some(super::Resolving::Gate(gate)) => {
-                self.gate_resolved(*gate, resolved);
-                // The request it held may have been the last a restart for new settings
-                // waited for.
-                return self.relink_if_idle();
+                return self.gate_resolved(*gate, resolved);
             }
             None => return,
         };

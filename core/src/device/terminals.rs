@@ -189,6 +189,17 @@ impl Device {
         started: Result<ShellInfo, String>,
         now: Time,
     ) -> bool {
+        let wanted = self.terminal_opened(terminal_id, started, now);
+        self.after_input();
+        wanted
+    }
+
+    fn terminal_opened(
+        &mut self,
+        terminal_id: &str,
+        started: Result<ShellInfo, String>,
+        now: Time,
+    ) -> bool {
         self.clock.advance(now);
         let Some(t) = self.terminals.get_mut(terminal_id) else {
             return false;
@@ -227,6 +238,11 @@ impl Device {
     /// Bytes the terminal's shell wrote. They leave in order, in frames of at most
     /// `max_output_frame_bytes`, after at most `batch_ms`.
     pub fn handle_terminal_output(&mut self, terminal_id: &str, bytes: &[u8], now: Time) {
+        self.terminal_output(terminal_id, bytes, now);
+        self.after_input();
+    }
+
+    fn terminal_output(&mut self, terminal_id: &str, bytes: &[u8], now: Time) {
         let now = self.clock.advance(now);
         let batch_ms = self.config.terminals.batch_ms;
         let Some(t) = self.terminals.get_mut(terminal_id) else {
@@ -248,6 +264,11 @@ impl Device {
 
     /// The terminal's shell ended: what it wrote goes out, then `exit`.
     pub fn handle_terminal_exit(&mut self, terminal_id: &str, code: i32, now: Time) {
+        self.terminal_exit(terminal_id, code, now);
+        self.after_input();
+    }
+
+    fn terminal_exit(&mut self, terminal_id: &str, code: i32, now: Time) {
         self.clock.advance(now);
         if !self.terminals.contains_key(terminal_id) {
             return;
@@ -261,8 +282,6 @@ impl Device {
                 jsonrpc::encode_notification("_lembas/terminal/exit", &exit),
             );
         }
-        // An open terminal holds a restart for new settings; this may have been the last.
-        self.relink_if_idle();
     }
 
     /// The terminals open now (id, and the connection that owns it).

@@ -463,6 +463,11 @@ impl Device {
         event: EngineEvent,
         now: crate::Time,
     ) {
+        self.engine_event(session, turn, event, now);
+        self.after_input();
+    }
+
+    fn engine_event(&mut self, session: &str, turn: &str, event: EngineEvent, now: crate::Time) {
         self.clock.advance(now);
         let max_mode = self.config.remote.max_mode;
         let max_answer = self.config.sessions.max_answer_bytes;
@@ -626,7 +631,6 @@ impl Device {
             json!({ "type": "task", "state": "end", "turnId": r.turn_id }),
         );
         self.pump(session);
-        self.relink_if_idle();
     }
 }
 
