@@ -2,7 +2,8 @@
 //! capability that gates it, the connections it works on, and how this device serves it.
 //! Dispatch looks requests and notifications up here, `initialize`'s capability list is derived
 //! from it, and a test holds it against `spec/methods.json`. Adding a method is a row here, a
-//! handler in `device/handlers.rs`, a params type and a scenario.
+//! handler in `device/handlers.rs`, a params type and a scenario; its capability is listed once
+//! every request it gates is served (a new capability also gets a row in [`CAPABILITIES`]).
 
 use crate::device::handlers::{self as h, NotificationHandler, RequestHandler};
 use Direction::*;
@@ -305,4 +306,122 @@ pub const METHODS: &[MethodSpec] = &[
 /// The table's row for `name`, if the protocol has such a method.
 pub fn find(name: &str) -> Option<&'static MethodSpec> {
     METHODS.iter().find(|m| m.name == name)
+}
+
+/// What gates a capability's promise.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gates {
+    /// The methods of [`METHODS`] that name it: built once every request among them is served
+    /// (the notifications that come with them follow), and works where all of them work.
+    Methods,
+    /// A part of one method (a field, a block kind) that this build has: works where that
+    /// method works.
+    PartOf(&'static str),
+}
+
+/// The device setting a capability needs besides working on the connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Needs {
+    Nothing,
+    /// A store that outlives the process (`DeviceConfig::has_store`): a session id lasts.
+    Store,
+    /// `remote.terminal: true`.
+    RemoteTerminal,
+}
+
+/// One capability string.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CapabilitySpec {
+    pub name: &'static str,
+    pub gates: Gates,
+    pub needs: Needs,
+}
+
+const fn cap(name: &'static str, gates: Gates, needs: Needs) -> CapabilitySpec {
+    CapabilitySpec { name, gates, needs }
+}
+
+/// The capability strings, in the order `initialize` lists those that are built and work on
+/// the connection under the settings. A part capability joins in the change that makes its
+/// part work.
+pub const CAPABILITIES: &[CapabilitySpec] = &[
+    cap("sessions", Gates::Methods, Needs::Store),
+    cap("status", Gates::Methods, Needs::Nothing),
+    cap("turns", Gates::PartOf("session/prompt"), Needs::Nothing),
+    cap("steer", Gates::Methods, Needs::Nothing),
+    cap("title", Gates::Methods, Needs::Nothing),
+    cap("context", Gates::PartOf("session/new"), Needs::Nothing),
+    cap(
+        "attachments",
+        Gates::PartOf("session/prompt"),
+        Needs::Nothing,
+    ),
+    cap("ask", Gates::Methods, Needs::Nothing),
+    cap("plan", Gates::Methods, Needs::Nothing),
+    cap(
+        "plan_state",
+        Gates::PartOf("session/update"),
+        Needs::Nothing,
+    ),
+    cap("delete", Gates::Methods, Needs::Nothing),
+    cap("terminal", Gates::Methods, Needs::RemoteTerminal),
+    cap(
+        "shell",
+        Gates::PartOf("_lembas/terminal/open"),
+        Needs::RemoteTerminal,
+    ),
+    // Listed from the change that serves their methods.
+    cap("directories", Gates::Methods, Needs::Nothing),
+    cap("configure", Gates::Methods, Needs::Nothing),
+    cap("jobs", Gates::Methods, Needs::Nothing),
+    cap("rewind", Gates::Methods, Needs::Nothing),
+    cap("show", Gates::Methods, Needs::Nothing),
+    cap("compact", Gates::Methods, Needs::Nothing),
+    cap("files", Gates::Methods, Needs::Nothing),
+    cap("commands", Gates::Methods, Needs::Nothing),
+];
+
+impl CapabilitySpec {
+    /// The methods whose use it gates, or the one it is part of.
+    fn methods(&self) -> impl Iterator<Item = &'static MethodSpec> + '_ {
+        METHODS.iter().filter(move |m| match self.gates {
+            Gates::Methods => m.capability == Some(self.name),
+            Gates::PartOf(method) => m.name == method,
+        })
+    }
+
+    /// Whether this build has it: every request it gates is served (a part, once listed here,
+    /// is built). A capability that gates no method of the table is not.
+    pub fn built(&self) -> bool {
+        let mut requests = self.methods().filter(|m| m.kind == Request).peekable();
+        match self.gates {
+            Gates::Methods => requests.peek().is_some() && requests.all(|m| m.served()),
+            Gates::PartOf(_) => self.methods().next().is_some(),
+        }
+    }
+
+    /// The connections it works on: those every method it gates works on.
+    pub fn on(&self) -> On {
+        if self.methods().all(|m| m.on == Any) {
+            Any
+        } else {
+            Link
+        }
+    }
+}
+
+/// The capability table's row for `name`.
+pub fn capability(name: &str) -> Option<&'static CapabilitySpec> {
+    CAPABILITIES.iter().find(|c| c.name == name)
+}
+
+/// Whether this build has capability `name`: a method it gates is answered -32601 if not.
+pub fn capability_built(name: &str) -> bool {
+    capability(name).is_some_and(CapabilitySpec::built)
+}
+
+/// The capabilities this build has, in listing order (what the link lists with every setting
+/// on).
+pub fn capabilities_built() -> impl Iterator<Item = &'static str> {
+    CAPABILITIES.iter().filter(|c| c.built()).map(|c| c.name)
 }

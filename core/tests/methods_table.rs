@@ -2,11 +2,13 @@
 //! with the same direction, kind and capability, and a real `Device` that answers -32601 for
 //! exactly the methods it must refuse.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
-use lembas_core::device::{ConnId, ConnKind, Device, Output, CAPABILITIES};
+use lembas_core::device::{ConnId, ConnKind, Device, Output};
 use lembas_core::jsonrpc::code;
-use lembas_core::methods::{self, Direction, Kind, METHODS};
+use lembas_core::methods::{
+    self, capability_built, Direction, Gates, Kind, On, CAPABILITIES, METHODS,
+};
 use lembas_core::{DeviceConfig, Time};
 use serde_json::{json, Value};
 
@@ -104,10 +106,54 @@ fn the_core_table_is_the_spec_table() {
 fn capabilities_are_listed_once() {
     // Not every capability gates a method: some gate a feature of one (`turns`, `attachments`
     // and `context` gate parts of `session/prompt` and `session/new`).
-    let mut sorted = CAPABILITIES.to_vec();
+    let mut sorted: Vec<&str> = CAPABILITIES.iter().map(|c| c.name).collect();
     sorted.sort_unstable();
     sorted.dedup();
     assert_eq!(sorted.len(), CAPABILITIES.len(), "CAPABILITIES repeats one");
+}
+
+#[test]
+fn the_capabilities_that_gate_methods_are_the_specs() {
+    // Each capability spec/methods.json gates a method with has a row, so it can be listed
+    // once built; and a row that says it gates methods gates some, or it never would be.
+    let spec: BTreeSet<String> = spec_rows()
+        .into_values()
+        .filter_map(|r| r.capability)
+        .collect();
+    let table: BTreeSet<String> = CAPABILITIES
+        .iter()
+        .filter(|c| c.gates == Gates::Methods)
+        .map(|c| c.name.to_string())
+        .collect();
+    assert_eq!(
+        spec, table,
+        "spec/methods.json's capabilities, then CAPABILITIES' `Methods` rows"
+    );
+    for c in CAPABILITIES {
+        if let Gates::PartOf(method) = c.gates {
+            assert!(
+                methods::find(method).is_some(),
+                "`{}` is part of `{method}`, which is not in METHODS",
+                c.name
+            );
+        }
+    }
+}
+
+#[test]
+fn a_capability_is_built_when_every_request_it_gates_is_served() {
+    for c in CAPABILITIES.iter().filter(|c| c.gates == Gates::Methods) {
+        let requests: Vec<_> = METHODS
+            .iter()
+            .filter(|m| m.capability == Some(c.name) && m.kind == Kind::Request)
+            .collect();
+        let served = requests.iter().all(|m| m.served());
+        assert_eq!(c.built(), served, "`{}`: {requests:?}", c.name);
+        let on_link_alone = METHODS
+            .iter()
+            .any(|m| m.capability == Some(c.name) && m.on == On::Link);
+        assert_eq!(c.on() == On::Link, on_link_alone, "`{}`", c.name);
+    }
 }
 
 /// A device with one initialized stdio connection.
@@ -192,9 +238,7 @@ fn initialize_lists_exactly_the_capabilities_that_work_on_stdio() {
     let h = Harness::new();
     let listed = &h.initialize_result["_meta"]["lembas"]["capabilities"];
     // Terminals open over the instance link alone (core/tests/capabilities.rs).
-    let on_stdio: Vec<&str> = CAPABILITIES
-        .iter()
-        .copied()
+    let on_stdio: Vec<&str> = methods::capabilities_built()
         .filter(|c| !["terminal", "shell"].contains(c))
         .collect();
     assert_eq!(
@@ -215,7 +259,7 @@ fn requests_gated_by_an_unlisted_capability_are_method_not_found_naming_it() {
         else {
             continue;
         };
-        if CAPABILITIES.contains(&cap) {
+        if capability_built(cap) {
             continue;
         }
         let (code, message) = h.error(m.name, json!({ "sessionId": "s" }));
@@ -230,7 +274,7 @@ fn requests_gated_by_an_unlisted_capability_are_method_not_found_naming_it() {
     // The table has such methods as long as some capability is not yet implemented.
     let unlisted = METHODS
         .iter()
-        .filter(|m| m.capability.is_some_and(|c| !CAPABILITIES.contains(&c)))
+        .filter(|m| m.capability.is_some_and(|c| !capability_built(c)))
         .count();
     assert!(checked > 0 || unlisted == 0);
 }
@@ -242,7 +286,7 @@ fn requests_the_device_may_serve_are_not_refused_for_a_capability() {
         if (m.direction, m.kind) != (Direction::ClientToAgent, Kind::Request) {
             continue;
         }
-        if m.capability.is_some_and(|c| !CAPABILITIES.contains(&c)) {
+        if m.capability.is_some_and(|c| !capability_built(c)) {
             continue;
         }
         // Params that fit no method: -32602 is a fine answer, and so is none yet (a turn).
@@ -264,7 +308,7 @@ fn requests_the_device_may_serve_are_not_refused_for_a_capability() {
         );
         assert!(
             m.capability.is_none(),
-            "`{}` is gated by `{}`, which CAPABILITIES lists, yet it is answered -32601: \
+            "`{}` is gated by `{}`, which this build has, yet it is answered -32601: \
              {message}",
             m.name,
             m.capability.unwrap()

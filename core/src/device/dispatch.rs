@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use super::connection::Phase;
 use super::handlers::Call;
-use super::{ConnId, ConnKind, Device, CAPABILITIES};
+use super::{ConnId, ConnKind, Device};
 use crate::jsonrpc::{self, code, Message, Notification, Request, Response, RpcError};
 use crate::methods::{self, Direction, Kind, Serve};
 
@@ -84,7 +84,7 @@ impl Device {
             .filter(|m| m.direction == Direction::ClientToAgent && m.kind == Kind::Request)
             .ok_or_else(|| RpcError::method_not_found(method))?;
         if let Some(cap) = spec.capability {
-            if !CAPABILITIES.contains(&cap) {
+            if !methods::capability_built(cap) {
                 return Err(RpcError::new(
                     code::METHOD_NOT_FOUND,
                     format!("`{method}` needs capability `{cap}`, which this device does not list"),

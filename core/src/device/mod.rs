@@ -37,31 +37,13 @@ use crate::config::{ConfigError, DeviceConfig};
 use crate::engine::{Decision, TurnStart};
 use crate::jsonrpc::{self, Id, RpcError};
 use crate::liveness::Beat;
+use crate::methods::{self, Needs, On};
 use crate::rng::Rng;
 use crate::store::Record;
 use crate::time::{Clock, Time};
 use connection::Connection;
 use link::{Link, LinkState};
 use sessions::{PendingNew, Sessions};
-
-/// The capability strings this build implements: `initialize` lists those of them that work on
-/// its connection ([`Device::capabilities_for`]), and a method gated by any other is answered
-/// -32601. A capability joins this list in the same change that makes its feature work.
-pub const CAPABILITIES: &[&str] = &[
-    "sessions",
-    "status",
-    "turns",
-    "steer",
-    "title",
-    "context",
-    "attachments",
-    "ask",
-    "plan",
-    "plan_state",
-    "delete",
-    "terminal",
-    "shell",
-];
 
 /// What the device asks of its shell.
 #[derive(Debug, PartialEq)]
@@ -300,19 +282,22 @@ impl Device {
         &self.config
     }
 
-    /// The capabilities `initialize` lists now on a connection of `kind`: exactly those this
-    /// build implements that work there under the settings. A method whose feature a
+    /// The capabilities `initialize` lists now on a connection of `kind`: those this build has
+    /// ([`methods::CAPABILITIES`]) that work there under the settings. A method whose feature a
     /// connection lacks is refused by its handler with -32602 naming the rule.
     pub fn capabilities_for(&self, kind: ConnKind) -> impl Iterator<Item = &'static str> + '_ {
-        CAPABILITIES.iter().copied().filter(move |c| match *c {
-            // Terminals open over the instance link alone, and only with `remote.terminal`.
-            "terminal" | "shell" => kind == ConnKind::Link && self.config.remote.terminal,
-            // The spec: only on the link, an error on `serve --stdio`.
-            "directories" => kind == ConnKind::Link,
-            // A session id lasts only where the store outlives the process.
-            "sessions" => self.config.has_store,
-            _ => true,
-        })
+        methods::CAPABILITIES
+            .iter()
+            .filter(move |c| {
+                let here = c.on() == On::Any || kind == ConnKind::Link;
+                let set = match c.needs {
+                    Needs::Nothing => true,
+                    Needs::Store => self.config.has_store,
+                    Needs::RemoteTerminal => self.config.remote.terminal,
+                };
+                here && set && c.built()
+            })
+            .map(|c| c.name)
     }
 
     /// Start keeping a link to the instance up: asks for a dial now.
