@@ -4,6 +4,7 @@
 
 mod deletes;
 mod event_json;
+mod timers;
 mod turns;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -20,6 +21,7 @@ use crate::rng::Rng;
 use crate::time::{Clock, Time};
 use crate::wire::handshake::{Hello, InitializeRequest, InitializeResult, PROTOCOL};
 pub use event_json::event_json;
+pub use timers::ClientTimer;
 pub use turns::Reattach;
 use turns::{Purpose, Rows};
 
@@ -405,14 +407,6 @@ impl Client {
     #[must_use]
     pub fn poll_output(&mut self) -> Option<ClientOutput> {
         self.out.pop_front()
-    }
-
-    #[must_use]
-    pub fn poll_timeout(&self) -> Option<Time> {
-        [self.deletes_deadline(), self.beat.map(|b| b.deadline())]
-            .into_iter()
-            .flatten()
-            .min()
     }
 
     /// Cards open now: toolCallId and the request to answer.

@@ -1,7 +1,9 @@
 //! The device (ACP's agent): the long-lived state of one LLeMbas CLI, and the connections that
 //! come and go on it. Inputs are the `handle_*` methods; outputs are drained with
 //! [`Device::poll_output`] until `None`, then [`Device::poll_timeout`] says when to call
-//! [`Device::handle_timeout`].
+//! [`Device::handle_timeout`] (and [`Device::timeout_reason`] why). Every input ends in
+//! `after_input` (the step for what must follow any input) and the timers live in one table
+//! (timers.rs).
 
 mod cards;
 mod chunks;
