@@ -85,7 +85,12 @@ export type Effect =
   /** Read back a session set aside from memory (`sessions.max_live`): its entries in the store,
    * then `sessionLoaded(request, entries)`. Asked for once the persists before it are durable. */
   | { kind: "load_session"; request: number; sessionId: string }
-  | { kind: "write_attachment"; sessionId: string; fileName: string; base64: string }
+  /** Write an attachment of a prompt under the session's directory; answer with
+   * `attachmentWritten(request, error?)`. Its turn starts once all of its are written; an
+   * error refuses the prompt with it. (A `DeviceDriver` hands it to `onEffect`: a throw or a
+   * rejected promise is the error, and without `onEffect` it counts as written.) */
+  | { kind: "write_attachment"; request: number; sessionId: string; fileName: string; base64: string }
+  /** Remove a deleted session's attachment directory. Nothing to answer: the session is gone. */
   | { kind: "remove_attachments"; sessionId: string }
   /** Run a turn on the engine; report with `engine(sessionId, turnId, event)`. */
   | { kind: "start_turn"; turn: TurnStart }
@@ -288,8 +293,9 @@ export interface DeviceDriverOptions {
   /** The device gave up linking (4400, a refused token, an unsupported server). */
   onStop?: (message: string) => void;
   /** Effects the driver does not perform itself: attachments, terminals (answer these with
-   * `terminalOpened`, `terminalOutput`, `terminalExit`). */
-  onEffect?: (effect: Effect) => void;
+   * `terminalOpened`, `terminalOutput`, `terminalExit`). For a `write_attachment` it returns
+   * once written, or a promise settled then; a throw or a rejection refuses its prompt. */
+  onEffect?: (effect: Effect) => void | Promise<void>;
   /** Milliseconds; default `performance.now()`. */
   clock?: () => number;
 }

@@ -148,6 +148,21 @@ impl JsDevice {
         Ok(())
     }
 
+    /// The answer to a `write_attachment` effect: `error` unset when it was written, else why
+    /// not (its prompt is then refused with it, and its turn never starts).
+    #[wasm_bindgen(js_name = attachmentWritten)]
+    pub fn attachment_written(
+        &mut self,
+        request: f64,
+        error: Option<String>,
+        now: f64,
+    ) -> Result<(), JsError> {
+        let written = error.map_or(Ok(()), Err);
+        self.inner
+            .handle_attachment_written(whole("request", request)?, written, time(now)?);
+        Ok(())
+    }
+
     /// The answer to an `open_terminal` effect: `{ shell, integration }` when the shell started,
     /// or `{ error }`. Returns whether the device still wants it (`false`: hang it up).
     #[wasm_bindgen(js_name = terminalOpened)]

@@ -225,3 +225,39 @@ test("a dial that throws is retried after the backoff", async () => {
   await sleep(150);
   assert.equal(dials, after, "a stopped device dialled again");
 });
+
+test("a write_attachment onEffect rejects refuses its prompt with the reason; one it settles runs", async () => {
+  const written = [];
+  let fail = true;
+  const onEffect = async (e) => {
+    if (e.kind !== "write_attachment") return;
+    await sleep(5);
+    if (fail) throw new Error("the disk is full");
+    written.push(e);
+  };
+  const { client, device } = await linked({ onEffect });
+  try {
+    const sessionId = (await newSession(client)).result.sessionId;
+    const blocks = [
+      { type: "text", text: "say hi" },
+      { type: "image", mimeType: "image/png", data: "aGk=", uri: "file:///tmp/shot.png" },
+    ];
+    let answered = client.next((e) => e.kind === "prompt_answered");
+    client.prompt(sessionId, blocks, "t1");
+    const refused = await answered;
+    assert.equal(refused.error?.code, -32603, JSON.stringify(refused));
+    assert.match(refused.error.message, /`shot\.png` could not be written.*the disk is full/);
+
+    fail = false;
+    answered = client.next((e) => e.kind === "prompt_answered");
+    client.prompt(sessionId, blocks, "t1");
+    const ran = await answered;
+    assert.equal(ran.result?.stopReason, "end_turn", JSON.stringify(ran));
+    assert.equal(written.length, 1);
+    assert.equal(typeof written[0].request, "number");
+    assert.match(written[0].fileName, /-shot\.png$/);
+  } finally {
+    device.stop();
+    client.stop();
+  }
+});

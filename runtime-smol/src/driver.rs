@@ -626,16 +626,20 @@ impl Driver {
                 }
             },
             Effect::WriteAttachment {
+                request,
                 session_id,
                 file_name,
                 bytes,
             } => {
-                // Awaited here, so the turn that names it starts after it is on disk.
+                // Awaited here: the device hears the outcome before the effects after it.
                 let dir = self.attachments.join(&session_id);
                 let r = blocking::unblock(move || write_attachment(&dir, &file_name, &bytes)).await;
-                if let Err(e) = r {
-                    log::error!("could not write an attachment of {session_id}: {e}");
+                if let Err(e) = &r {
+                    log::warn!("could not write an attachment of {session_id}: {e}");
                 }
+                let now = self.clock.now();
+                self.device
+                    .handle_attachment_written(request, r.map_err(|e| e.to_string()), now);
             }
             Effect::StartTurn(turn) => {
                 log::debug!("turn {} of {} starts", turn.turn_id, turn.session_id);

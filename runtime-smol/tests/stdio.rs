@@ -399,3 +399,40 @@ fn initialize_lists_what_works_on_stdio_and_nothing_else() {
     let (code, _) = next.close_and_wait();
     assert_eq!(code, 0);
 }
+
+#[test]
+fn a_prompt_whose_attachment_cannot_be_written_is_refused_with_the_reason() {
+    let home = tempfile::tempdir().unwrap();
+    let cwd = tempfile::tempdir().unwrap();
+    // A file where the attachments directory belongs: no write under it can succeed, even as
+    // root (whom a chmod would not stop).
+    let state = home.path().join("state/lembas");
+    std::fs::create_dir_all(&state).unwrap();
+    std::fs::write(state.join("attachments"), b"in the way").unwrap();
+    let mut e = Editor::start_in(home.path(), &[]);
+    e.send(&initialize());
+    e.until_response(0);
+    e.send(&new_session(1, cwd.path().to_str().unwrap()));
+    let s = e.until_response(1);
+    let session = s.last().unwrap()["result"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    e.send(&json!({"jsonrpc":"2.0","id":2,"method":"session/prompt",
+        "params":{"sessionId":session,"prompt":[
+            {"type":"text","text":"say hello"},
+            {"type":"image","mimeType":"image/png","data":"aGk=","uri":"file:///tmp/shot.png"}]}}));
+    let frames = e.until_response(2);
+    let error = &frames.last().unwrap()["error"];
+    assert_eq!(error["code"], -32603, "{frames:?}");
+    let message = error["message"].as_str().unwrap();
+    assert!(message.contains("`shot.png`"), "{message}");
+    assert!(
+        message.contains("exists") || message.contains("directory"),
+        "{message}"
+    );
+    // The turn never started: nothing streamed.
+    assert!(chunks(&frames).is_empty(), "{frames:?}");
+    let (code, _) = e.close_and_wait();
+    assert_eq!(code, 0);
+}

@@ -11,7 +11,7 @@ use std::rc::Rc;
 use serde_json::Value;
 use wasm_bindgen::prelude::*;
 
-use lembas_core::device::{ConnId, ConnKind, Device, DialFailure, TurnPhase, Unreadable};
+use lembas_core::device::{ConnId, ConnKind, Device, DialFailure, Effect, TurnPhase, Unreadable};
 use lembas_core::store::{Entry, Record};
 use lembas_core::{DeviceConfig, Time};
 
@@ -358,6 +358,9 @@ impl Shared {
                     }
                 }
             }
+            DeviceAction::Effect(effect @ Effect::WriteAttachment { .. }) => {
+                self.write_attachment(&effect)
+            }
             DeviceAction::Effect(effect) => {
                 if let Some(f) = &self.hooks.on_effect {
                     let effect = js::to_js(&json::effect(&effect));
@@ -532,6 +535,35 @@ impl Shared {
                 js::on_settled(&read, loaded, &js::once(js::report));
             }
             Err(e) => js::report(e),
+        }
+    }
+
+    /// A `write_attachment` goes to `onEffect`, whose outcome the device hears: a throw or a
+    /// rejected promise refuses the prompt with its message, and the turn starts once every
+    /// write returned or settled. Without `onEffect` there is nowhere to write one: it counts
+    /// as written, and the turn gets only its name and size.
+    fn write_attachment(self: &Rc<Self>, effect: &Effect) {
+        let Effect::WriteAttachment { request, .. } = *effect else {
+            return;
+        };
+        let answer = move |me: Rc<Shared>, written: Result<(), String>| {
+            me.input(|s, now| {
+                s.run
+                    .device
+                    .handle_attachment_written(request, written, now)
+            });
+        };
+        let Some(f) = &self.hooks.on_effect else {
+            return answer(self.clone(), Ok(()));
+        };
+        match f.call1(&JsValue::UNDEFINED, &js::to_js(&json::effect(effect))) {
+            Ok(done) => {
+                let (me, me_too) = (self.clone(), self.clone());
+                let written = js::once(move |_| answer(me, Ok(())));
+                let failed = js::once(move |e| answer(me_too, Err(js::message_of(&e))));
+                js::on_settled(&done, written, &failed);
+            }
+            Err(e) => answer(self.clone(), Err(js::message_of(&e))),
         }
     }
 

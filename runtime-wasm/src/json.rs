@@ -776,11 +776,13 @@ pub fn effect(e: &Effect) -> Value {
             session_id,
         } => json!({ "kind": "load_session", "request": request, "sessionId": session_id }),
         Effect::WriteAttachment {
+            request,
             session_id,
             file_name,
             bytes,
         } => json!({
             "kind": "write_attachment",
+            "request": request,
             "sessionId": session_id,
             "fileName": file_name,
             "base64": base64::engine::general_purpose::STANDARD.encode(bytes),

@@ -164,6 +164,14 @@ impl Ledger {
         }
     }
 
+    /// Forget a turn that never started (its prompt was refused after it was accepted): the
+    /// same id sent again is a new prompt.
+    pub fn forget(&mut self, turn: &str) {
+        if self.slots.remove(turn).is_some() {
+            self.order.retain(|t| &**t != turn);
+        }
+    }
+
     pub fn order_of(&self, turn: &str) -> Option<u64> {
         self.slots.get(turn).map(|s| s.order)
     }

@@ -90,14 +90,18 @@ pub enum Effect {
     /// `<id>/` turns and history), or none; answer with `handle_session_loaded`. It is asked
     /// for only once every persist before it is acknowledged, so the store is up to date.
     LoadSession { request: u64, session_id: String },
-    /// Write a prompt's attachment under the session's attachment directory, before the turn
-    /// that names it starts.
+    /// Write a prompt's attachment under the session's attachment directory; answer with
+    /// `handle_attachment_written`. The turn that names it starts only once every one of its
+    /// attachments is written; a failed write refuses its prompt with the reason.
     WriteAttachment {
+        request: u64,
         session_id: String,
         file_name: String,
         bytes: Vec<u8>,
     },
-    /// Remove the session's attachment directory (the session was deleted).
+    /// Remove the session's attachment directory (the session was deleted). Nothing comes
+    /// back: the session is gone, so the core has nothing left to decide; a shell that cannot
+    /// remove it says so with the reason (a leftover directory is the person's to clear).
     RemoveAttachments { session_id: String },
     /// Run a turn on the engine; report with `handle_engine`.
     StartTurn(Box<TurnStart>),
@@ -226,6 +230,10 @@ pub struct Device {
     /// Deletes made on the device not yet sent to a client.
     pending_deletes: std::collections::BTreeSet<String>,
     next_resolve: u64,
+    /// Attachment writes not yet answered: the session, the turn waiting for each and the
+    /// attachment's name, for a refusal (turns.rs).
+    writing: BTreeMap<u64, (String, String, String)>,
+    next_write: u64,
     next_steer: u64,
     /// When to look for stale ledgers next.
     next_prune: Time,
@@ -268,6 +276,8 @@ impl Device {
             cards: cards::Cards::new(),
             pending_deletes: Default::default(),
             next_resolve: 0,
+            writing: BTreeMap::new(),
+            next_write: 0,
             next_steer: 0,
             next_prune: now,
             epoch: 0,

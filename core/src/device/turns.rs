@@ -15,10 +15,12 @@ use crate::wire::session::{
     ToolRecord,
 };
 
-/// A turn waiting for the one before it.
+/// A turn waiting for the one before it, and for its attachments to be written.
 #[derive(Debug)]
 pub(crate) struct Queued {
     pub start: TurnStart,
+    /// The `WriteAttachment` requests not answered yet: it starts only once there are none.
+    pub writing: Vec<u64>,
 }
 
 /// The turn a session runs now.
@@ -322,12 +324,22 @@ impl Device {
             effort: s.effort.clone(),
             cwd: s.cwd.clone(),
         };
-        s.waiters.insert(turn_id, vec![(conn, id.clone())]);
-        s.queue.push_back(Queued { start });
+        let writing: Vec<u64> = (0..prepared.attachments.len() as u64)
+            .map(|i| self.next_write + i)
+            .collect();
+        self.next_write += writing.len() as u64;
+        s.waiters.insert(turn_id.clone(), vec![(conn, id.clone())]);
+        s.queue.push_back(Queued {
+            start,
+            writing: writing.clone(),
+        });
         let session = s.id.clone();
         self.persist(records);
-        for (a, bytes) in prepared.attachments {
+        for (request, (a, bytes)) in writing.into_iter().zip(prepared.attachments) {
+            self.writing
+                .insert(request, (session.clone(), turn_id.clone(), a.name));
             self.effect(Effect::WriteAttachment {
+                request,
                 session_id: session.clone(),
                 file_name: a.file_name,
                 bytes,
@@ -337,6 +349,54 @@ impl Device {
         Ok(None)
     }
 
+    /// The shell wrote an attachment (`Effect::WriteAttachment`), or could not. Once all of a
+    /// turn's are written it may start; a failed one refuses its prompt with -32603 and the
+    /// reason, and the turn never starts. The turn was never run, so its id is forgotten (in
+    /// the ledger and the store): the same prompt sent again is tried afresh, where a turn that
+    /// ran and failed keeps its answer. Answers for a prompt already refused are ignored.
+    pub fn handle_attachment_written(
+        &mut self,
+        request: u64,
+        written: Result<(), String>,
+        now: crate::Time,
+    ) {
+        self.clock.advance(now);
+        let Some((session, turn_id, name)) = self.writing.remove(&request) else {
+            return;
+        };
+        let Some(s) = self.sessions.get_mut(&session) else {
+            return;
+        };
+        let Some(pos) = s.queue.iter().position(|q| q.writing.contains(&request)) else {
+            return;
+        };
+        if let Err(why) = written {
+            s.queue.remove(pos);
+            s.ledger.forget(&turn_id);
+            let waiting = s.waiters.remove(&turn_id).unwrap_or_default();
+            let answer = Answer::Failed {
+                code: code::INTERNAL_ERROR,
+                message: format!(
+                    "the attachment `{name}` could not be written, so the prompt did not run: \
+                     {why}"
+                ),
+            };
+            self.persist(vec![Record::Delete {
+                table: Table::Turns,
+                key: store::turn_key(&session, &turn_id),
+            }]);
+            for (conn, id) in waiting {
+                if self.conns.contains_key(&conn) {
+                    self.send(conn, answer.frame(&id, &turn_id));
+                }
+            }
+        } else {
+            s.queue[pos].writing.retain(|r| *r != request);
+        }
+        self.pump(&session);
+        self.relink_if_idle();
+    }
+
     /// Start the next waiting turn when nothing runs.
     fn pump(&mut self, session: &str) {
         let now = self.clock.now().0;
@@ -344,6 +404,10 @@ impl Device {
             return;
         };
         if s.running.is_some() {
+            return;
+        }
+        // The next turn waits for its attachments, and the ones behind it for it.
+        if s.queue.front().is_none_or(|q| !q.writing.is_empty()) {
             return;
         }
         let Some(next) = s.queue.pop_front() else {

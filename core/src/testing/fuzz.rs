@@ -1112,6 +1112,17 @@ impl Run {
                     "a session read back holds records the device could not read: {unreadable:?}"
                 );
             }
+            // A disk that fails one write in five: a prompt refused for its attachment must
+            // leave the device as consistent as one that ran.
+            Output::Effect(Effect::WriteAttachment { request, .. }) => {
+                let written = if request % 5 == 4 {
+                    Err("no space left on device".to_string())
+                } else {
+                    Ok(())
+                };
+                self.device
+                    .handle_attachment_written(request, written, self.now);
+            }
             // A shell that echoes what it is sent and ends when hung up.
             Output::Effect(Effect::OpenTerminal { terminal_id, .. }) => {
                 let info = crate::device::ShellInfo {

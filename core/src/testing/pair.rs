@@ -82,6 +82,8 @@ pub struct Pair {
     pub hangups: Vec<String>,
     /// When set, starting a shell fails with this reason.
     pub shell_fails: Option<String>,
+    /// When set, the fake OS fails every attachment write with this reason (a full disk).
+    pub attachment_write_fails: Option<String>,
     /// Sessions the device asked to read back from the store (`LoadSession`), in order.
     pub loads: Vec<String>,
     /// Every card decision the engine was told, in order: (toolCallId, decision).
@@ -127,6 +129,7 @@ impl Pair {
             shells: BTreeMap::new(),
             hangups: Vec::new(),
             shell_fails: None,
+            attachment_write_fails: None,
             restarts: 0,
             decisions: Vec::new(),
             loads: Vec::new(),
@@ -540,10 +543,21 @@ impl Pair {
                 );
             }
             Output::Effect(Effect::WriteAttachment {
+                request,
                 session_id,
                 file_name,
                 bytes,
-            }) => self.attachments.push((session_id, file_name, bytes.len())),
+            }) => {
+                let written = match &self.attachment_write_fails {
+                    Some(why) => Err(why.clone()),
+                    None => {
+                        self.attachments.push((session_id, file_name, bytes.len()));
+                        Ok(())
+                    }
+                };
+                self.device
+                    .handle_attachment_written(request, written, self.now);
+            }
             Output::Effect(Effect::OpenTerminal {
                 terminal_id,
                 cols,
