@@ -360,6 +360,11 @@ impl Device {
         written: Result<(), String>,
         now: crate::Time,
     ) {
+        self.attachment_written(request, written, now);
+        self.after_input();
+    }
+
+    fn attachment_written(&mut self, request: u64, written: Result<(), String>, now: crate::Time) {
         self.clock.advance(now);
         let Some((session, turn_id, name)) = self.writing.remove(&request) else {
             return;
@@ -394,7 +399,6 @@ impl Device {
             s.queue[pos].writing.retain(|r| *r != request);
         }
         self.pump(&session);
-        self.relink_if_idle();
     }
 
     /// Start the next waiting turn when nothing runs.
