@@ -55,31 +55,41 @@ pub struct MethodSpec {
     /// the base protocol.
     pub capability: Option<&'static str>,
     pub on: On,
+    /// Over the link, the request waits for its session's directory to be resolved (symlinks
+    /// followed) and checked again before it runs: it runs, changes or reads a session's
+    /// content.
+    pub dir_checked: bool,
     pub(crate) serve: Serve,
 }
 
 impl PartialEq for MethodSpec {
     /// Rows are equal when they say the same of the protocol; the handler is this build's.
     fn eq(&self, other: &MethodSpec) -> bool {
-        (
-            self.name,
-            self.direction,
-            self.kind,
-            self.capability,
-            self.on,
-        ) == (
-            other.name,
-            other.direction,
-            other.kind,
-            other.capability,
-            other.on,
-        )
+        let row = |m: &MethodSpec| {
+            (
+                m.name,
+                m.direction,
+                m.kind,
+                m.capability,
+                m.on,
+                m.dir_checked,
+            )
+        };
+        row(self) == row(other)
     }
 }
 
 impl Eq for MethodSpec {}
 
 impl MethodSpec {
+    /// The same row, its request checked against its session's directory (`dir_checked`).
+    const fn checked(self) -> MethodSpec {
+        MethodSpec {
+            dir_checked: true,
+            ..self
+        }
+    }
+
     /// Whether this build serves the method: handles it, or sends it.
     pub fn served(&self) -> bool {
         !matches!(self.serve, Serve::No)
@@ -155,152 +165,54 @@ const fn row(
         kind,
         capability,
         on,
+        dir_checked: false,
         serve,
     }
 }
 
-// The order is spec/methods.json's; the fuzzer picks methods by position.
+// The order is spec/methods.json's; the fuzzer picks methods by position. Delete keeps the
+// spec's own rule and cancel runs nothing: neither is `checked`; `status` is, and answers
+// `exists: true` alone when refused.
+#[rustfmt::skip]
 pub const METHODS: &[MethodSpec] = &[
     request("initialize", None, Any, h::initialize),
     request("session/new", None, Any, h::session_new),
-    request("session/prompt", None, Any, h::prompt),
-    request("session/set_mode", None, Any, h::set_mode),
+    request("session/prompt", None, Any, h::prompt).checked(),
+    request("session/set_mode", None, Any, h::set_mode).checked(),
     notification("session/cancel", None, Any, h::cancel),
     sends("session/update", Notification, None, Any),
     sends("session/request_permission", Request, None, Any),
     sends("_lembas/hello", Notification, None, Link),
     sends("_lembas/event", Notification, None, Any),
-    not_yet(
-        "_lembas/directories",
-        ClientToAgent,
-        Request,
-        Some("directories"),
-        Link,
-    ),
-    not_yet(
-        "_lembas/configure",
-        ClientToAgent,
-        Request,
-        Some("configure"),
-        Any,
-    ),
-    request("_lembas/steer", Some("steer"), Any, h::steer),
-    request("_lembas/session/history", Some("sessions"), Any, h::history),
-    request("_lembas/session/status", Some("status"), Any, h::status),
-    not_yet("_lembas/jobs", ClientToAgent, Request, Some("jobs"), Any),
-    not_yet(
-        "_lembas/job/output",
-        ClientToAgent,
-        Request,
-        Some("jobs"),
-        Any,
-    ),
-    not_yet(
-        "_lembas/job/stop",
-        ClientToAgent,
-        Request,
-        Some("jobs"),
-        Any,
-    ),
-    not_yet(
-        "_lembas/job/send",
-        ClientToAgent,
-        Request,
-        Some("jobs"),
-        Any,
-    ),
-    not_yet(
-        "_lembas/job/transcript",
-        ClientToAgent,
-        Request,
-        Some("jobs"),
-        Any,
-    ),
+    not_yet("_lembas/directories", ClientToAgent, Request, Some("directories"), Link),
+    not_yet("_lembas/configure", ClientToAgent, Request, Some("configure"), Any).checked(),
+    request("_lembas/steer", Some("steer"), Any, h::steer).checked(),
+    request("_lembas/session/history", Some("sessions"), Any, h::history).checked(),
+    request("_lembas/session/status", Some("status"), Any, h::status).checked(),
+    not_yet("_lembas/jobs", ClientToAgent, Request, Some("jobs"), Any).checked(),
+    not_yet("_lembas/job/output", ClientToAgent, Request, Some("jobs"), Any).checked(),
+    not_yet("_lembas/job/stop", ClientToAgent, Request, Some("jobs"), Any).checked(),
+    not_yet("_lembas/job/send", ClientToAgent, Request, Some("jobs"), Any).checked(),
+    not_yet("_lembas/job/transcript", ClientToAgent, Request, Some("jobs"), Any).checked(),
     request("_lembas/session/delete", Some("delete"), Any, h::delete),
-    not_yet(
-        "_lembas/session/rewind",
-        ClientToAgent,
-        Request,
-        Some("rewind"),
-        Any,
-    ),
+    not_yet("_lembas/session/rewind", ClientToAgent, Request, Some("rewind"), Any).checked(),
     not_yet("_lembas/show", AgentToClient, Request, Some("show"), Any),
-    not_yet(
-        "_lembas/session/compact",
-        ClientToAgent,
-        Request,
-        Some("compact"),
-        Any,
-    ),
-    request("_lembas/session/title", Some("title"), Any, h::title),
-    not_yet(
-        "_lembas/session/announce",
-        AgentToClient,
-        Notification,
-        Some("sessions"),
-        Any,
-    ),
-    not_yet(
-        "_lembas/session/left",
-        AgentToClient,
-        Notification,
-        Some("sessions"),
-        Any,
-    ),
+    not_yet("_lembas/session/compact", ClientToAgent, Request, Some("compact"), Any).checked(),
+    request("_lembas/session/title", Some("title"), Any, h::title).checked(),
+    not_yet("_lembas/session/announce", AgentToClient, Notification, Some("sessions"), Any),
+    not_yet("_lembas/session/left", AgentToClient, Notification, Some("sessions"), Any),
     sends("_lembas/session/deleted", Notification, Some("delete"), Any),
     sends("_lembas/permission/settled", Notification, None, Any),
     sends("_lembas/question", Request, Some("ask"), Any),
     sends("_lembas/plan", Request, Some("plan"), Any),
-    not_yet(
-        "_lembas/files/search",
-        ClientToAgent,
-        Request,
-        Some("files"),
-        Any,
-    ),
-    not_yet(
-        "_lembas/commands",
-        ClientToAgent,
-        Request,
-        Some("commands"),
-        Any,
-    ),
-    request(
-        "_lembas/terminal/open",
-        Some("terminal"),
-        Link,
-        h::terminal_open,
-    ),
-    notification(
-        "_lembas/terminal/input",
-        Some("terminal"),
-        Link,
-        h::terminal_input,
-    ),
-    notification(
-        "_lembas/terminal/resize",
-        Some("terminal"),
-        Link,
-        h::terminal_resize,
-    ),
-    notification(
-        "_lembas/terminal/close",
-        Some("terminal"),
-        Link,
-        h::terminal_close,
-    ),
-    sends(
-        "_lembas/terminal/output",
-        Notification,
-        Some("terminal"),
-        Link,
-    ),
-    sends(
-        "_lembas/terminal/exit",
-        Notification,
-        Some("terminal"),
-        Link,
-    ),
+    not_yet("_lembas/files/search", ClientToAgent, Request, Some("files"), Any).checked(),
+    not_yet("_lembas/commands", ClientToAgent, Request, Some("commands"), Any).checked(),
+    request("_lembas/terminal/open", Some("terminal"), Link, h::terminal_open),
+    notification("_lembas/terminal/input", Some("terminal"), Link, h::terminal_input),
+    notification("_lembas/terminal/resize", Some("terminal"), Link, h::terminal_resize),
+    notification("_lembas/terminal/close", Some("terminal"), Link, h::terminal_close),
+    sends("_lembas/terminal/output", Notification, Some("terminal"), Link),
+    sends("_lembas/terminal/exit", Notification, Some("terminal"), Link),
 ];
 
 /// The table's row for `name`, if the protocol has such a method.

@@ -93,7 +93,7 @@ impl Device {
         }
         let admitted = match checked {
             Some(verdict) => verdict,
-            None if self.gate(conn, spec.name, req.params, frame)? => return Ok(None),
+            None if self.gate(conn, spec, req.params, frame)? => return Ok(None),
             None => Ok(()),
         };
         let admitted = match admitted {

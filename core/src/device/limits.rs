@@ -10,6 +10,7 @@
 
 use super::{ConnId, ConnKind, Device};
 use crate::jsonrpc::RpcError;
+use crate::methods::MethodSpec;
 use crate::paths;
 
 impl Device {
@@ -48,29 +49,6 @@ impl Device {
     }
 }
 
-/// Requests that run, change or read a session's content: over the link, each waits for the
-/// session's directory to be resolved (symlinks followed) and checked again before it runs.
-/// `status` is among them, and is answered `exists: true` alone when refused. Delete keeps the
-/// spec's own rule, and cancel runs nothing: neither is here.
-const GATED: &[&str] = &[
-    "session/prompt",
-    "session/set_mode",
-    "_lembas/steer",
-    "_lembas/session/title",
-    "_lembas/session/history",
-    "_lembas/session/status",
-    "_lembas/configure",
-    "_lembas/session/compact",
-    "_lembas/session/rewind",
-    "_lembas/files/search",
-    "_lembas/commands",
-    "_lembas/jobs",
-    "_lembas/job/output",
-    "_lembas/job/stop",
-    "_lembas/job/send",
-    "_lembas/job/transcript",
-];
-
 /// The close code for a client that sent more than `sessions.max_held_bytes` while a request
 /// waited for its directory check (WebSocket's "policy violation").
 pub const CLOSE_HELD_OVERFLOW: u16 = 1008;
@@ -100,19 +78,19 @@ struct Named {
 }
 
 impl Device {
-    /// A request of `method` on `conn` about to run: when it is a session request over the
+    /// A request of `spec`'s method on `conn` about to run: when it is `dir_checked`, over the
     /// link, the session's directory is checked lexically now (`Err`: refused), then resolved by
     /// the shell; `Ok(true)` means the request waits for that ([`Device::gate_resolved`]) and
     /// every frame after it on `conn` waits behind it, so requests keep their order.
     pub(super) fn gate(
         &mut self,
         conn: ConnId,
-        method: &str,
+        spec: &MethodSpec,
         params: Option<&serde_json::value::RawValue>,
         frame: &[u8],
     ) -> Result<bool, RpcError> {
         let on_link = self.conns.get(&conn).map(|c| c.kind) == Some(ConnKind::Link);
-        if !on_link || !GATED.contains(&method) {
+        if !on_link || !spec.dir_checked {
             return Ok(false);
         }
         let named = params.and_then(|p| serde_json::from_str::<Named>(p.get()).ok());
@@ -125,7 +103,7 @@ impl Device {
         };
         if let Err(e) = self.admit(conn, &session, &dir) {
             // `status` answers a refused session itself.
-            return if method == "_lembas/session/status" {
+            return if spec.name == "_lembas/session/status" {
                 Ok(false)
             } else {
                 Err(e)
