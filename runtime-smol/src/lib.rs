@@ -1,20 +1,27 @@
 //! The native shell of the LLeMbas device link: the `lembas` binary's parts. One driver task
 //! owns the core's `Device`; sockets, stdin, the engine and the disk feed it inputs over
 //! channels, and it performs the effects the device asks for (see [`driver`]).
+//!
+//! The `dev` feature (on by default) adds the test instance, its relay, `lembas demo` and
+//! `lembas test-instance`: for tests and the demo, left out of the installed binary.
 
 pub mod channels;
 pub mod clock;
 pub mod config;
+#[cfg(feature = "dev")]
 pub mod demo;
 pub mod device;
 pub mod dirs;
 pub mod driver;
+#[cfg(feature = "dev")]
 pub mod instance;
+#[cfg(feature = "dev")]
 pub mod instance_cli;
 pub mod link;
 pub mod logger;
 pub mod login;
 pub mod outbox;
+#[cfg(feature = "dev")]
 pub mod relay;
 pub mod reload;
 pub mod sessions;

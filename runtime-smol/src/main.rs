@@ -57,9 +57,11 @@ enum Command {
         max_frame_bytes: Option<usize>,
     },
     /// Link a device to an in-process test instance on loopback and print what happens.
+    #[cfg(feature = "dev")]
     Demo,
     /// A test instance on loopback, driven over stdin/stdout (JSON lines), for the tests of the
     /// wasm bindings. The device token comes from LEMBAS_TOKEN.
+    #[cfg(feature = "dev")]
     #[command(hide = true)]
     TestInstance {
         /// Relay a client's WebSocket (/api/devices/relay) to the device's link instead of
@@ -109,7 +111,7 @@ fn bound_malloc_arenas() {
 fn main() -> ExitCode {
     bound_malloc_arenas();
     let cli = Cli::parse();
-    if matches!(cli.command, Command::Demo) && cli.verbose == 0 {
+    if is_demo(&cli.command) && cli.verbose == 0 {
         lembas::logger::init_level(log::LevelFilter::Warn);
     } else {
         lembas::logger::init(cli.verbose);
@@ -123,12 +125,22 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(command: Command, seed: Option<u64>) -> Result<(), String> {
+/// The demo prints a transcript: the device's own log lines stay quiet unless asked for.
+fn is_demo(command: &Command) -> bool {
+    #[cfg(feature = "dev")]
     if let Command::Demo = command {
-        return lembas::demo::run(&mut std::io::stdout());
+        return true;
     }
-    if let Command::TestInstance { relay } = command {
-        return lembas::instance_cli::run(relay);
+    let _ = command;
+    false
+}
+
+fn run(command: Command, seed: Option<u64>) -> Result<(), String> {
+    #[cfg(feature = "dev")]
+    match command {
+        Command::Demo => return lembas::demo::run(&mut std::io::stdout()),
+        Command::TestInstance { relay } => return lembas::instance_cli::run(relay),
+        _ => {}
     }
     let device_config = |config: &config::Config, connection: Option<String>| {
         let mut d = device_config(config, connection);
@@ -265,6 +277,7 @@ fn run(command: Command, seed: Option<u64>) -> Result<(), String> {
             let exit = smol::block_on(driver.run());
             exit_of(exit)
         }
+        #[cfg(feature = "dev")]
         Command::Demo | Command::TestInstance { .. } => unreachable!("handled above"),
         Command::Serve {
             stdio: _,
