@@ -62,6 +62,19 @@ impl Device {
             value: String::new(),
         }]);
         self.pending_deletes.insert(session_id.to_string());
+        // Sent now on a link that may hear it; its turns were the last a restart for new
+        // settings waited for, maybe.
+        self.after_input();
+        true
+    }
+
+    /// Send the kept deletes to every link whose client may hear them (part of the step that
+    /// ends every input): a delete made on the device while such a link is up, or a link that
+    /// just answered `initialize`.
+    pub(super) fn send_pending_deletes_to_links(&mut self) {
+        if self.pending_deletes.is_empty() {
+            return;
+        }
         let links: Vec<ConnId> = self
             .conns
             .iter()
@@ -71,15 +84,12 @@ impl Device {
         for conn in links {
             self.send_pending_deletes(conn);
         }
-        // Its turns were the last a restart for new settings waited for, maybe.
-        self.after_input();
-        true
     }
 
     /// Send every kept delete to a link whose client said `_meta.lembas`. Each stays kept
     /// until that link has stayed up `delete_confirm_ms` since (then it is forgotten, once the
     /// frames have left); a link that drops sooner may have lost it, and the next one gets it.
-    pub(super) fn send_pending_deletes(&mut self, conn: ConnId) {
+    fn send_pending_deletes(&mut self, conn: ConnId) {
         let now = self.clock.now();
         for id in std::mem::take(&mut self.pending_deletes) {
             let frame = jsonrpc::encode_notification(

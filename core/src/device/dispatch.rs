@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use super::connection::Phase;
 use super::handlers::Call;
-use super::{ConnId, ConnKind, Device};
+use super::{ConnId, Device};
 use crate::jsonrpc::{self, code, Message, Notification, Request, Response, RpcError};
 use crate::methods::{self, Direction, Kind, Serve};
 
@@ -52,15 +52,9 @@ impl Device {
         checked: Option<Result<(), RpcError>>,
     ) {
         match self.route(conn, &req, frame, checked) {
-            Ok(Some(frame)) => {
-                self.send(conn, frame);
-                if req.method == "initialize" && self.conns[&conn].kind == ConnKind::Link {
-                    // Deletes made while no link was up follow the answer at once.
-                    if self.conns[&conn].may_receive("_lembas/session/deleted") {
-                        self.send_pending_deletes(conn);
-                    }
-                }
-            }
+            // Deletes made while no link was up follow `initialize`'s answer at once: the
+            // input ends in `after_input`, which sends them.
+            Ok(Some(frame)) => self.send(conn, frame),
             Ok(None) => {}
             Err(e) => self.reply_error(conn, &req.id, &e),
         }

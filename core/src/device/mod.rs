@@ -481,9 +481,11 @@ impl Device {
 
     /// The step that ends every input (each `handle_*`, `start_link`, `reconfigure`,
     /// `delete_session`), so that work which must follow any input is never left to a call
-    /// site that remembered it: a restart for new settings goes once nothing holds it, and
+    /// site that remembered it: kept deletes go to a link that may hear them (after its
+    /// `initialize`), a restart for new settings goes once nothing holds it (behind them), and
     /// the timer table is refreshed from the state the input left.
     fn after_input(&mut self) {
+        self.send_pending_deletes_to_links();
         self.relink_if_idle();
         self.timers = self.current_timers();
     }
