@@ -83,7 +83,9 @@ export type Effect =
   /** Resolve `path` (symlinks followed); answer with `pathResolved(request, ...)`. */
   | { kind: "resolve_path"; request: number; path: string }
   /** Read back a session set aside from memory (`sessions.max_live`): its entries in the store,
-   * then `sessionLoaded(request, entries)`. Asked for once the persists before it are durable. */
+   * then `sessionLoaded(request, entries)`, or `sessionLoadFailed(request, error)` when the read
+   * fails (the requests waiting for it are refused with the error). Asked for once the persists
+   * before it are durable. */
   | { kind: "load_session"; request: number; sessionId: string }
   /** Write an attachment of a prompt under the session's directory; answer with
    * `attachmentWritten(request, error?)`. Its turn starts once all of its are written; an
@@ -273,7 +275,9 @@ export interface SocketLike {
 
 /** A device's store. `apply` may return a promise: the device hears the records are durable
  * (and sends what waited on them) once it settles; a rejected one is reported and never
- * acknowledged. An asynchronous `entries` needs `DeviceDriver.open`. */
+ * acknowledged. An asynchronous `entries` needs `DeviceDriver.open`. When reading a session
+ * set aside back fails (`entries` throws or rejects), the requests waiting for it are refused
+ * with the error, and the next one naming it reads again. */
 export interface DeviceStore {
   entries(): StoreEntry[] | Promise<StoreEntry[]>;
   apply(records: StoreRecord[]): void | Promise<void>;

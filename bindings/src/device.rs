@@ -134,6 +134,20 @@ impl JsDevice {
         Ok(())
     }
 
+    /// The answer to a `load_session` effect whose read failed, with why: the requests that
+    /// waited for the session are refused with it; the session stays in the store.
+    #[wasm_bindgen(js_name = sessionLoadFailed)]
+    pub fn session_load_failed(
+        &mut self,
+        request: f64,
+        error: &str,
+        now: f64,
+    ) -> Result<(), JsError> {
+        self.inner
+            .handle_session_load_failed(whole("request", request)?, error, time(now)?);
+        Ok(())
+    }
+
     /// The answer to a `resolve_path` effect: `{ path }` (resolved) or `{ error }`.
     #[wasm_bindgen(js_name = pathResolved)]
     pub fn path_resolved(

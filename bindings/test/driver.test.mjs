@@ -261,3 +261,36 @@ test("a write_attachment onEffect rejects refuses its prompt with the reason; on
     client.stop();
   }
 });
+
+test("a store whose entries() rejects while reading a session back refuses the waiting request", async () => {
+  const inner = new MemStore();
+  let failReads = false;
+  const store = {
+    entries: async () => {
+      if (failReads) throw new Error("the database is locked");
+      return inner.entries();
+    },
+    apply(records) {
+      inner.apply(records);
+      return new Promise((resolve) => setTimeout(resolve, 1));
+    },
+  };
+  const bounded = { ...config, sessions: { maxLive: 1 } };
+  const { client, device } = await linked({ store, open: true, config: bounded });
+  try {
+    const first = (await newSession(client)).result.sessionId;
+    await newSession(client);
+    failReads = true;
+    let status = client.call("_lembas/session/status", { sessionId: first });
+    const refused = await client.next((e) => e.kind === "answer" && e.id === status);
+    assert.equal(refused.error?.code, -32603, JSON.stringify(refused));
+    assert.match(refused.error.message, /could not be read back from the store: the database is locked/);
+    failReads = false;
+    status = client.call("_lembas/session/status", { sessionId: first });
+    const answer = await client.next((e) => e.kind === "answer" && e.id === status);
+    assert.equal(answer.result?.exists, true, JSON.stringify(answer));
+  } finally {
+    device.stop();
+    client.stop();
+  }
+});

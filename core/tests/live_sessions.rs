@@ -329,3 +329,31 @@ fn a_session_read_back_passes_the_limits_of_the_moment() {
     );
     assert_eq!(starts(&p, "t2"), 0);
 }
+
+#[test]
+fn a_failed_read_back_refuses_the_waiting_request_with_the_reason_and_keeps_the_session() {
+    let mut p = linked(2);
+    let s = p.new_session("/home/dev/work/a");
+    prompt(&mut p, &s, "hello", "t1");
+    p.settle().unwrap();
+    set_aside(&mut p, &s);
+    p.load_fails = Some("disk I/O error".into());
+    let e = p
+        .call("_lembas/session/status", json!({ "sessionId": s }))
+        .unwrap_err();
+    assert_eq!(e.code, code::INTERNAL_ERROR);
+    assert!(
+        e.message.contains("could not be read back"),
+        "{}",
+        e.message
+    );
+    assert!(e.message.contains("disk I/O error"), "{}", e.message);
+    // Not lost: the next request naming it reads it again.
+    p.load_fails = None;
+    let st = p
+        .call("_lembas/session/status", json!({ "sessionId": s }))
+        .unwrap();
+    assert_eq!(st["exists"], true, "{st}");
+    assert_eq!(st["lastTurnId"], "t1", "{st}");
+    assert_eq!(p.loads, vec![s.clone(), s.clone()]);
+}

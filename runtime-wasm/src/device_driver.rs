@@ -509,15 +509,21 @@ impl Shared {
     }
 
     /// Read a session set aside back from the JS store: its `entries()` (sync or a promise),
-    /// of which the device keeps the session's own. A read that fails is reported and the
-    /// frames waiting for the session stay waiting (the store is the only copy).
+    /// of which the device keeps the session's own. A read that fails (a throw, a rejection,
+    /// entries of the wrong shape) is told to the device: the requests that waited for the
+    /// session are refused with the reason, and the session stays set aside (the store is the
+    /// only copy).
     fn load_session(self: &Rc<Self>, request: u64, session_id: String) {
         let Some(store) = &self.hooks.store else {
             return;
         };
+        let failed = move |me: Rc<Shared>, e: JsValue| {
+            let why = js::message_of(&e);
+            me.input(|s, now| s.run.device.handle_session_load_failed(request, &why, now));
+        };
         match store.entries.call0(&store.object) {
             Ok(read) => {
-                let me = self.clone();
+                let (me, me_too) = (self.clone(), self.clone());
                 let loaded = js::once(move |v| match entries(&v) {
                     Ok(all) => {
                         let mine = all
@@ -530,11 +536,12 @@ impl Shared {
                             me.state.borrow_mut().unreadable.extend(bad);
                         }
                     }
-                    Err(e) => js::report(e),
+                    Err(e) => failed(me, e),
                 });
-                js::on_settled(&read, loaded, &js::once(js::report));
+                let rejected = js::once(move |e| failed(me_too, e));
+                js::on_settled(&read, loaded, &rejected);
             }
-            Err(e) => js::report(e),
+            Err(e) => failed(self.clone(), e),
         }
     }
 

@@ -228,6 +228,40 @@ impl Device {
         bad
     }
 
+    /// The shell could not read back the session `Effect::LoadSession { request }` asked for
+    /// (its store failed, with `why`). The session stays set aside, not lost: every request
+    /// that waited for it is answered -32603 with the reason, the frames held behind them go
+    /// on, and the next request naming it asks for it again.
+    pub fn handle_session_load_failed(&mut self, request: u64, why: &str, now: Time) {
+        self.session_load_failed(request, why, now);
+        self.after_input();
+    }
+
+    fn session_load_failed(&mut self, request: u64, why: &str, now: Time) {
+        self.clock.advance(now);
+        let Some(session) = self
+            .loading
+            .iter()
+            .find(|(_, l)| l.request == request)
+            .map(|(s, _)| s.clone())
+        else {
+            return;
+        };
+        let loading = self.loading.remove(&session).expect("found above");
+        let e = RpcError::new(
+            jsonrpc::code::INTERNAL_ERROR,
+            format!("session `{session}` could not be read back from the store: {why}"),
+        );
+        for (conn, frame) in loading.parked {
+            let Some(c) = self.conns.get_mut(&conn) else {
+                continue;
+            };
+            c.gate = None;
+            self.refuse_parked(conn, &frame, &e);
+            self.release_held(conn);
+        }
+    }
+
     /// Answer a parked request with `e`.
     fn refuse_parked(&mut self, conn: ConnId, frame: &[u8], e: &RpcError) {
         if let Ok(Message::Request(req)) = jsonrpc::decode(frame, &self.config.frames) {

@@ -89,6 +89,7 @@ pub enum Effect {
     /// Read back a session set aside from memory: its entries in every table (its record, its
     /// `<id>/` turns and history), or none; answer with `handle_session_loaded`. It is asked
     /// for only once every persist before it is acknowledged, so the store is up to date.
+    /// A read that fails is answered with `handle_session_load_failed`.
     LoadSession { request: u64, session_id: String },
     /// Write a prompt's attachment under the session's attachment directory; answer with
     /// `handle_attachment_written`. The turn that names it starts only once every one of its

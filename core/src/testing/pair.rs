@@ -84,6 +84,8 @@ pub struct Pair {
     pub shell_fails: Option<String>,
     /// When set, the fake OS fails every attachment write with this reason (a full disk).
     pub attachment_write_fails: Option<String>,
+    /// When set, reading a session back from the store (`LoadSession`) fails with this reason.
+    pub load_fails: Option<String>,
     /// Sessions the device asked to read back from the store (`LoadSession`), in order.
     pub loads: Vec<String>,
     /// Every card decision the engine was told, in order: (toolCallId, decision).
@@ -130,6 +132,7 @@ impl Pair {
             hangups: Vec::new(),
             shell_fails: None,
             attachment_write_fails: None,
+            load_fails: None,
             restarts: 0,
             decisions: Vec::new(),
             loads: Vec::new(),
@@ -533,6 +536,11 @@ impl Pair {
                 session_id,
             }) => {
                 self.loads.push(session_id.clone());
+                if let Some(why) = &self.load_fails {
+                    self.device
+                        .handle_session_load_failed(request, why, self.now);
+                    return;
+                }
                 let entries = self.store.session_entries(&session_id);
                 let unreadable = self
                     .device
