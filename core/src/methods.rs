@@ -5,10 +5,12 @@
 //! handler in `device/handlers.rs`, a params type and a scenario; its capability is listed once
 //! every request it gates is served (a new capability also gets a row in [`CAPABILITIES`]).
 
-use crate::device::handlers::{self as h, NotificationHandler, RequestHandler};
+use crate::device::handlers::{NotificationHandler, RequestHandler};
 use Direction::*;
 use Kind::*;
+use NotificationHandler as N;
 use On::*;
+use RequestHandler as R;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Direction {
@@ -175,30 +177,30 @@ const fn row(
 // `exists: true` alone when refused.
 #[rustfmt::skip]
 pub const METHODS: &[MethodSpec] = &[
-    request("initialize", None, Any, h::initialize),
-    request("session/new", None, Any, h::session_new),
-    request("session/prompt", None, Any, h::prompt).checked(),
-    request("session/set_mode", None, Any, h::set_mode).checked(),
-    notification("session/cancel", None, Any, h::cancel),
+    request("initialize", None, Any, R::Initialize),
+    request("session/new", None, Any, R::SessionNew),
+    request("session/prompt", None, Any, R::Prompt).checked(),
+    request("session/set_mode", None, Any, R::SetMode).checked(),
+    notification("session/cancel", None, Any, N::Cancel),
     sends("session/update", Notification, None, Any),
     sends("session/request_permission", Request, None, Any),
     sends("_lembas/hello", Notification, None, Link),
     sends("_lembas/event", Notification, None, Any),
     not_yet("_lembas/directories", ClientToAgent, Request, Some("directories"), Link),
     not_yet("_lembas/configure", ClientToAgent, Request, Some("configure"), Any).checked(),
-    request("_lembas/steer", Some("steer"), Any, h::steer).checked(),
-    request("_lembas/session/history", Some("sessions"), Any, h::history).checked(),
-    request("_lembas/session/status", Some("status"), Any, h::status).checked(),
+    request("_lembas/steer", Some("steer"), Any, R::Steer).checked(),
+    request("_lembas/session/history", Some("sessions"), Any, R::History).checked(),
+    request("_lembas/session/status", Some("status"), Any, R::Status).checked(),
     not_yet("_lembas/jobs", ClientToAgent, Request, Some("jobs"), Any).checked(),
     not_yet("_lembas/job/output", ClientToAgent, Request, Some("jobs"), Any).checked(),
     not_yet("_lembas/job/stop", ClientToAgent, Request, Some("jobs"), Any).checked(),
     not_yet("_lembas/job/send", ClientToAgent, Request, Some("jobs"), Any).checked(),
     not_yet("_lembas/job/transcript", ClientToAgent, Request, Some("jobs"), Any).checked(),
-    request("_lembas/session/delete", Some("delete"), Any, h::delete),
+    request("_lembas/session/delete", Some("delete"), Any, R::Delete),
     not_yet("_lembas/session/rewind", ClientToAgent, Request, Some("rewind"), Any).checked(),
     not_yet("_lembas/show", AgentToClient, Request, Some("show"), Any),
     not_yet("_lembas/session/compact", ClientToAgent, Request, Some("compact"), Any).checked(),
-    request("_lembas/session/title", Some("title"), Any, h::title).checked(),
+    request("_lembas/session/title", Some("title"), Any, R::Title).checked(),
     not_yet("_lembas/session/announce", AgentToClient, Notification, Some("sessions"), Any),
     not_yet("_lembas/session/left", AgentToClient, Notification, Some("sessions"), Any),
     sends("_lembas/session/deleted", Notification, Some("delete"), Any),
@@ -207,10 +209,10 @@ pub const METHODS: &[MethodSpec] = &[
     sends("_lembas/plan", Request, Some("plan"), Any),
     not_yet("_lembas/files/search", ClientToAgent, Request, Some("files"), Any).checked(),
     not_yet("_lembas/commands", ClientToAgent, Request, Some("commands"), Any).checked(),
-    request("_lembas/terminal/open", Some("terminal"), Link, h::terminal_open),
-    notification("_lembas/terminal/input", Some("terminal"), Link, h::terminal_input),
-    notification("_lembas/terminal/resize", Some("terminal"), Link, h::terminal_resize),
-    notification("_lembas/terminal/close", Some("terminal"), Link, h::terminal_close),
+    request("_lembas/terminal/open", Some("terminal"), Link, R::TerminalOpen),
+    notification("_lembas/terminal/input", Some("terminal"), Link, N::TerminalInput),
+    notification("_lembas/terminal/resize", Some("terminal"), Link, N::TerminalResize),
+    notification("_lembas/terminal/close", Some("terminal"), Link, N::TerminalClose),
     sends("_lembas/terminal/output", Notification, Some("terminal"), Link),
     sends("_lembas/terminal/exit", Notification, Some("terminal"), Link),
 ];

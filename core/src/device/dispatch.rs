@@ -97,7 +97,7 @@ impl Device {
             Ok(()) => true,
         };
         match spec.serve {
-            Serve::Request(handler) => handler(
+            Serve::Request(handler) => handler.run(
                 self,
                 &Call::new(conn, &req.id, spec.name, req.params, admitted),
             ),
@@ -116,7 +116,7 @@ impl Device {
         }
         // A notification that does not parse names nothing to act on; there is no one to tell.
         if let Some(Serve::Notification(handler)) = methods::find(&n.method).map(|m| m.serve) {
-            handler(self, conn, n.params);
+            handler.run(self, conn, n.params);
         }
     }
 
