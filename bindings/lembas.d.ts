@@ -298,8 +298,9 @@ export interface DeviceDriverOptions {
   onStop?: (message: string) => void;
   /** Effects the driver does not perform itself: attachments, terminals (answer these with
    * `terminalOpened`, `terminalOutput`, `terminalExit`). For a `write_attachment` it returns
-   * once written, or a promise settled then; a throw or a rejection refuses its prompt. */
-  onEffect?: (effect: Effect) => void | Promise<void>;
+   * once written, or a promise settled then; a throw or a rejection refuses its prompt.
+   * Any other value it returns is ignored (`unknown`, so `(e) => list.push(e)` fits). */
+  onEffect?: (effect: Effect) => unknown;
   /** Milliseconds; default `performance.now()`. */
   clock?: () => number;
 }
