@@ -2,31 +2,15 @@
 //! the OS refuses refuses the prompt with its reason.
 
 use lembas_core::client::ClientEvent;
-use lembas_core::jsonrpc::{code, RpcError};
+use lembas_core::jsonrpc::code;
 use lembas_core::store::Table;
 use lembas_core::testing::Pair;
-use serde_json::{json, Value};
+use serde_json::json;
 
 fn linked() -> Pair {
     let mut p = Pair::default_with_roots(&["/home/dev/work"]);
     p.start().unwrap();
     p
-}
-
-fn answers(p: &Pair, turn: &str) -> Vec<Result<Value, RpcError>> {
-    p.client_events
-        .iter()
-        .filter_map(|e| match e {
-            ClientEvent::PromptAnswered {
-                turn_id, outcome, ..
-            } if turn_id == turn => Some(outcome.clone()),
-            _ => None,
-        })
-        .collect()
-}
-
-fn starts(p: &Pair, turn: &str) -> usize {
-    p.started.iter().filter(|t| t.turn_id == turn).count()
 }
 
 fn prompt_with_image(p: &mut Pair, session: &str, turn: &str) {
@@ -55,7 +39,7 @@ fn a_failed_attachment_write_refuses_the_prompt_with_the_reason_and_starts_nothi
     p.attachment_write_fails = Some("No space left on device (os error 28)".into());
     prompt_with_image(&mut p, &s, "t1");
 
-    let a = answers(&p, "t1");
+    let a = p.answers("t1");
     assert_eq!(a.len(), 1, "{a:?}");
     let e = a[0].as_ref().unwrap_err();
     assert_eq!(e.code, code::INTERNAL_ERROR);
@@ -65,11 +49,7 @@ fn a_failed_attachment_write_refuses_the_prompt_with_the_reason_and_starts_nothi
         e.message
     );
     assert!(e.message.contains("`shot.png`"), "{}", e.message);
-    assert_eq!(
-        starts(&p, "t1"),
-        0,
-        "the turn started without its attachment"
-    );
+    assert_eq!(p.starts("t1"), 0, "the turn started without its attachment");
     assert_eq!(prompt_events(&p), 0, "a refused prompt was announced");
     let status = p
         .call("_lembas/session/status", json!({ "sessionId": s }))
@@ -89,7 +69,7 @@ fn a_prompt_refused_for_its_attachment_is_forgotten_and_runs_when_sent_again() {
     let s = p.new_session("/home/dev/work/app");
     p.attachment_write_fails = Some("No space left on device".into());
     prompt_with_image(&mut p, &s, "t1");
-    assert!(answers(&p, "t1")[0].is_err());
+    assert!(p.answers("t1")[0].is_err());
     // The turn never ran, so its id is kept neither in memory nor in the store: the same
     // prompt sent again (the client's retry) is tried afresh.
     let kept: Vec<_> = p
@@ -105,10 +85,10 @@ fn a_prompt_refused_for_its_attachment_is_forgotten_and_runs_when_sent_again() {
 
     p.attachment_write_fails = None;
     prompt_with_image(&mut p, &s, "t1");
-    let a = answers(&p, "t1");
+    let a = p.answers("t1");
     assert_eq!(a.len(), 2, "{a:?}");
     assert_eq!(a[1].as_ref().unwrap()["stopReason"], "end_turn", "{a:?}");
-    assert_eq!(starts(&p, "t1"), 1);
+    assert_eq!(p.starts("t1"), 1);
     assert_eq!(p.attachments.len(), 1);
     assert!(
         p.attachments[0].1.ends_with("-shot.png"),
@@ -122,9 +102,9 @@ fn a_written_attachment_reaches_its_turn() {
     let mut p = linked();
     let s = p.new_session("/home/dev/work/app");
     prompt_with_image(&mut p, &s, "t1");
-    assert_eq!(starts(&p, "t1"), 1);
+    assert_eq!(p.starts("t1"), 1);
     assert_eq!(
-        answers(&p, "t1")[0].as_ref().unwrap()["stopReason"],
+        p.answers("t1")[0].as_ref().unwrap()["stopReason"],
         "end_turn"
     );
     let started = &p.started[0];

@@ -17,22 +17,6 @@ fn linked(max_live: usize) -> Pair {
     p
 }
 
-fn answers(p: &Pair, turn: &str) -> Vec<Result<Value, lembas_core::jsonrpc::RpcError>> {
-    p.client_events
-        .iter()
-        .filter_map(|e| match e {
-            ClientEvent::PromptAnswered {
-                turn_id, outcome, ..
-            } if turn_id == turn => Some(outcome.clone()),
-            _ => None,
-        })
-        .collect()
-}
-
-fn starts(p: &Pair, turn: &str) -> usize {
-    p.started.iter().filter(|t| t.turn_id == turn).count()
-}
-
 fn prompt(p: &mut Pair, s: &str, text: &str, turn: &str) {
     p.client
         .prompt(
@@ -84,17 +68,17 @@ fn a_session_set_aside_and_prompted_again_answers_a_duplicate_from_its_ledger() 
     prompt(&mut p, &s, "hello", "t1");
     p.settle().unwrap();
     assert_eq!(p.loads, vec![s.clone()]);
-    let a = answers(&p, "t1");
+    let a = p.answers("t1");
     assert_eq!(a.len(), 2, "{a:?}");
     assert_eq!(a[0], a[1]);
-    assert_eq!(starts(&p, "t1"), 1);
+    assert_eq!(p.starts("t1"), 1);
     // It is in memory again, and still bounded: another idle one went out for it.
     assert_eq!(p.device.live_session_count(), 2);
     assert_eq!(p.device.session_count(), 3);
     // A new turn runs in it, after its history.
     prompt(&mut p, &s, "again", "t2");
     p.settle().unwrap();
-    assert_eq!(starts(&p, "t2"), 1);
+    assert_eq!(p.starts("t2"), 1);
     let h = p
         .call("_lembas/session/history", json!({ "sessionId": s }))
         .unwrap();
@@ -147,7 +131,7 @@ fn status_and_reattach_of_a_session_set_aside_read_it_back() {
         matches!(how.as_slice(), [Reattach::Imported(turns)] if turns.len() == 2),
         "{how:?}"
     );
-    assert_eq!(starts(&p, "t1"), 1);
+    assert_eq!(p.starts("t1"), 1);
     let st = p
         .call("_lembas/session/status", json!({ "sessionId": s }))
         .unwrap();
@@ -293,10 +277,10 @@ fn a_restart_keeps_the_most_recent_sessions_in_memory_and_reads_the_others_back(
     prompt(&mut p, &a, "hello", "t1");
     p.settle().unwrap();
     assert_eq!(p.loads, vec![a.clone()]);
-    let got = answers(&p, "t1");
+    let got = p.answers("t1");
     assert_eq!(got.len(), 2, "{got:?}");
     assert_eq!(got[0], got[1]);
-    assert_eq!(starts(&p, "t1"), 1);
+    assert_eq!(p.starts("t1"), 1);
 }
 
 #[test]
@@ -327,7 +311,7 @@ fn a_session_read_back_passes_the_limits_of_the_moment() {
         "{}",
         e.message
     );
-    assert_eq!(starts(&p, "t2"), 0);
+    assert_eq!(p.starts("t2"), 0);
 }
 
 #[test]

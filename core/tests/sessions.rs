@@ -27,22 +27,6 @@ fn new_session(p: &mut Pair) -> String {
     p.new_session("/home/dev/work/app")
 }
 
-fn answers(p: &Pair, turn: &str) -> Vec<Result<Value, lembas_core::jsonrpc::RpcError>> {
-    p.client_events
-        .iter()
-        .filter_map(|e| match e {
-            ClientEvent::PromptAnswered {
-                turn_id, outcome, ..
-            } if turn_id == turn => Some(outcome.clone()),
-            _ => None,
-        })
-        .collect()
-}
-
-fn starts(p: &Pair, turn: &str) -> usize {
-    p.started.iter().filter(|t| t.turn_id == turn).count()
-}
-
 #[test]
 fn a_prompt_streams_and_is_answered() {
     let mut p = linked();
@@ -57,7 +41,7 @@ fn a_prompt_streams_and_is_answered() {
         )
         .unwrap();
     p.settle().unwrap();
-    let a = answers(&p, "t1");
+    let a = p.answers("t1");
     assert_eq!(a.len(), 1);
     let a = a[0].as_ref().unwrap();
     assert_eq!(a["stopReason"], "end_turn");
@@ -102,10 +86,10 @@ fn a_duplicate_of_a_finished_turn_gets_the_original_answer_and_starts_nothing() 
         )
         .unwrap();
     p.settle().unwrap();
-    let a = answers(&p, "t1");
+    let a = p.answers("t1");
     assert_eq!(a.len(), 2);
     assert_eq!(a[0], a[1]);
-    assert_eq!(starts(&p, "t1"), 1);
+    assert_eq!(p.starts("t1"), 1);
 }
 
 #[test]
@@ -130,7 +114,7 @@ fn a_duplicate_of_a_running_turn_is_answered_once_when_it_ends() {
         )
         .unwrap();
     p.drive().unwrap();
-    assert!(answers(&p, "t1").is_empty());
+    assert!(p.answers("t1").is_empty());
     p.advance(1000).unwrap();
     // The client keeps one row per turn id: both requests are answered; the first answer
     // closes the row, so exactly one PromptAnswered event reaches the UI.
@@ -141,7 +125,7 @@ fn a_duplicate_of_a_running_turn_is_answered_once_when_it_ends() {
         .collect();
     assert_eq!(frames.len(), 2);
     assert_eq!(frames[0]["result"], frames[1]["result"]);
-    assert_eq!(starts(&p, "t1"), 1);
+    assert_eq!(p.starts("t1"), 1);
 }
 
 #[test]
@@ -169,10 +153,10 @@ fn a_finished_turn_survives_a_device_restart() {
         )
         .unwrap();
     p.settle().unwrap();
-    let a = answers(&p, "t1");
+    let a = p.answers("t1");
     assert_eq!(a.len(), 2);
     assert_eq!(a[0], a[1]);
-    assert_eq!(starts(&p, "t1"), 1);
+    assert_eq!(p.starts("t1"), 1);
 }
 
 #[test]
@@ -210,12 +194,12 @@ fn a_turn_cut_by_a_restart_is_cancelled_and_never_runs_again() {
         )
         .unwrap();
     p.settle().unwrap();
-    let a = answers(&p, "t1");
+    let a = p.answers("t1");
     assert_eq!(
         a.last().unwrap().as_ref().unwrap()["stopReason"],
         "cancelled"
     );
-    assert_eq!(starts(&p, "t1"), 1);
+    assert_eq!(p.starts("t1"), 1);
 }
 
 #[test]
@@ -239,7 +223,7 @@ fn prompts_wait_their_turn_and_cancel_answers_cancelled() {
         )
         .unwrap();
     p.drive().unwrap();
-    assert_eq!(starts(&p, "b"), 0);
+    assert_eq!(p.starts("b"), 0);
     let status = call(&mut p, "_lembas/session/status", json!({ "sessionId": s })).unwrap();
     assert_eq!(status["turnId"], "a");
     assert_eq!(status["queued"], json!(["b"]));
@@ -249,11 +233,11 @@ fn prompts_wait_their_turn_and_cancel_answers_cancelled() {
         .unwrap();
     p.settle().unwrap();
     assert_eq!(
-        answers(&p, "a")[0].as_ref().unwrap()["stopReason"],
+        p.answers("a")[0].as_ref().unwrap()["stopReason"],
         "cancelled"
     );
     assert_eq!(
-        answers(&p, "b")[0].as_ref().unwrap()["stopReason"],
+        p.answers("b")[0].as_ref().unwrap()["stopReason"],
         "end_turn"
     );
     let status = call(&mut p, "_lembas/session/status", json!({ "sessionId": s })).unwrap();
@@ -291,7 +275,7 @@ fn steer_needs_a_running_turn_and_unsent_messages_come_back() {
     .unwrap();
     assert_eq!(r["queued"], 1);
     p.advance(200).unwrap();
-    let a = answers(&p, "t1");
+    let a = p.answers("t1");
     assert!(a[0].as_ref().unwrap()["_meta"]["lembas"]
         .get("unsent")
         .is_none());
@@ -313,7 +297,7 @@ fn steer_needs_a_running_turn_and_unsent_messages_come_back() {
     .unwrap();
     p.engine.cancel(&s, "t2");
     p.settle().unwrap();
-    let a = answers(&p, "t2");
+    let a = p.answers("t2");
     assert_eq!(
         a[0].as_ref().unwrap()["_meta"]["lembas"]["unsent"],
         json!(["too late"])
@@ -346,10 +330,10 @@ fn reattach_follows_a_running_turn_after_a_cut() {
         .collect();
     assert_eq!(how, vec![&Reattach::Following]);
     p.advance(60_000).unwrap();
-    let a = answers(&p, "t1");
+    let a = p.answers("t1");
     assert_eq!(a.len(), 1);
     assert_eq!(a[0].as_ref().unwrap()["stopReason"], "end_turn");
-    assert_eq!(starts(&p, "t1"), 1);
+    assert_eq!(p.starts("t1"), 1);
 }
 
 #[test]
@@ -674,7 +658,7 @@ fn a_session_with_a_plan_opened_from_the_store_sends_its_plan() {
         "_meta": { "lembas": { "plan": plan } } });
     assert_eq!(plan_updates(&p, &s), vec![expected.clone()]);
     p.advance(1000).unwrap();
-    assert_eq!(answers(&p, "t1").len(), 1);
+    assert_eq!(p.answers("t1").len(), 1);
     // Already open: asking its history opens nothing, and sends no plan again.
     call(&mut p, "_lembas/session/history", json!({ "sessionId": s })).unwrap();
     assert_eq!(plan_updates(&p, &s).len(), 1);

@@ -690,6 +690,25 @@ impl Pair {
             .expect("the call was answered")
     }
 
+    /// Every answer the client heard to its prompt `turn` (a retried prompt may be answered
+    /// more than once), in order.
+    pub fn answers(&self, turn: &str) -> Vec<Result<serde_json::Value, crate::jsonrpc::RpcError>> {
+        self.client_events
+            .iter()
+            .filter_map(|e| match e {
+                ClientEvent::PromptAnswered {
+                    turn_id, outcome, ..
+                } if turn_id == turn => Some(outcome.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// How many times the engine was told to start turn `turn`.
+    pub fn starts(&self, turn: &str) -> usize {
+        self.started.iter().filter(|t| t.turn_id == turn).count()
+    }
+
     /// Open a session in `cwd` through the client; its id.
     pub fn new_session(&mut self, cwd: &str) -> String {
         let r = self
