@@ -3,7 +3,7 @@
 use lembas_core::client::{ClientEvent, Reattach};
 use lembas_core::config::Mode;
 use lembas_core::engine::{Context, EngineEvent};
-use lembas_core::jsonrpc::code;
+use lembas_core::jsonrpc::{code, RpcError};
 use lembas_core::store::{Record, Table};
 use lembas_core::testing::Pair;
 use serde_json::{json, Value};
@@ -520,30 +520,37 @@ fn no_frame_announces_a_change_before_it_is_durable() {
         .any(|f| f["id"] == 2 && f["result"]["stopReason"] == "end_turn"));
 }
 
+/// `session/new` in the project with `meta` as its `_meta`; the session's id.
+fn new_session_with(p: &mut Pair, meta: Value) -> String {
+    let r = call(
+        p,
+        "session/new",
+        json!({ "cwd": "/home/dev/work/app", "_meta": meta }),
+    );
+    r.unwrap()["sessionId"].as_str().unwrap().to_string()
+}
+
+/// `session/prompt` of one text block with `meta` as its `_meta`.
+fn prompt_with(p: &mut Pair, session: &str, text: &str, meta: Value) -> Result<Value, RpcError> {
+    let prompt = json!([{ "type": "text", "text": text }]);
+    call(
+        p,
+        "session/prompt",
+        json!({ "sessionId": session, "prompt": prompt, "_meta": meta }),
+    )
+}
+
 /// `_meta.lembas`'s context fields (snake_case, as the spec writes them) from `session/new`,
 /// then a prompt's own over them, reach the turn; `null` is kept ("the device's own").
 #[test]
 fn context_from_session_new_and_the_prompt_reaches_the_turn() {
     let mut p = linked();
     let meta = json!({ "lembas": { "system_prompt": "from new", "library": ["a"] } });
-    let s = call(
-        &mut p,
-        "session/new",
-        json!({ "cwd": "/home/dev/work/app", "_meta": meta }),
-    )
-    .unwrap()["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let s = new_session_with(&mut p, meta);
     let meta = json!({ "lembas": {
         "turnId": "t1", "system_prompt": "from prompt", "personalization": null,
     } });
-    call(
-        &mut p,
-        "session/prompt",
-        json!({ "sessionId": s, "prompt": [{ "type": "text", "text": "hi" }], "_meta": meta }),
-    )
-    .unwrap();
+    prompt_with(&mut p, &s, "hi", meta).unwrap();
     let turn = p.started.iter().find(|t| t.turn_id == "t1").unwrap();
     assert_eq!(turn.context.system_prompt, Some(json!("from prompt")));
     assert_eq!(turn.context.personalization, Some(Value::Null));
@@ -560,31 +567,13 @@ fn context_survives_a_device_restart() {
         json!({ "personality": "terse", "personality_custom": "", "instructions": "use metric" });
     let meta =
         json!({ "lembas": { "system_prompt": "from new", "personalization": personalization } });
-    let s = call(
-        &mut p,
-        "session/new",
-        json!({ "cwd": "/home/dev/work/app", "_meta": meta }),
-    )
-    .unwrap()["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let s = new_session_with(&mut p, meta);
     let meta = json!({ "lembas": { "turnId": "t1", "system_prompt": "from prompt" } });
-    call(
-        &mut p,
-        "session/prompt",
-        json!({ "sessionId": s, "prompt": [{ "type": "text", "text": "hi" }], "_meta": meta }),
-    )
-    .unwrap();
+    prompt_with(&mut p, &s, "hi", meta).unwrap();
     p.restart_device().unwrap();
     p.settle().unwrap();
     let meta = json!({ "lembas": { "turnId": "t2" } });
-    call(
-        &mut p,
-        "session/prompt",
-        json!({ "sessionId": s, "prompt": [{ "type": "text", "text": "again" }], "_meta": meta }),
-    )
-    .unwrap();
+    prompt_with(&mut p, &s, "again", meta).unwrap();
     let turn = p.started.iter().find(|t| t.turn_id == "t2").unwrap();
     assert_eq!(turn.context.system_prompt, Some(json!("from prompt")));
     assert_eq!(turn.context.personalization, Some(personalization));
@@ -604,12 +593,7 @@ fn a_session_record_without_a_context_restores_as_before() {
     p.restart_device().unwrap();
     p.settle().unwrap();
     let meta = json!({ "lembas": { "turnId": "t1" } });
-    let a = call(
-        &mut p,
-        "session/prompt",
-        json!({ "sessionId": "ses_old", "prompt": [{ "type": "text", "text": "hi" }], "_meta": meta }),
-    )
-    .unwrap();
+    let a = prompt_with(&mut p, "ses_old", "hi", meta).unwrap();
     assert_eq!(a["stopReason"], "end_turn");
     let turn = p.started.iter().find(|t| t.turn_id == "t1").unwrap();
     assert_eq!(turn.context, Context::default());
@@ -703,12 +687,7 @@ fn a_plan_and_a_mode_set_mid_turn_survive_a_restart() {
     let status = call(&mut p, "_lembas/session/status", json!({ "sessionId": s })).unwrap();
     assert_eq!(status["plan"], plan);
     let meta = json!({ "lembas": { "turnId": "t2" } });
-    call(
-        &mut p,
-        "session/prompt",
-        json!({ "sessionId": s, "prompt": [{ "type": "text", "text": "next" }], "_meta": meta }),
-    )
-    .unwrap();
+    prompt_with(&mut p, &s, "next", meta).unwrap();
     let turn = p.started.iter().find(|t| t.turn_id == "t2").unwrap();
     assert_eq!(turn.mode, Mode::Plan);
 }
