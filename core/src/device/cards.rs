@@ -142,7 +142,8 @@ impl Device {
             .expect("checked above")
             .asked
             .insert(conn, id.clone());
-        self.send(conn, jsonrpc::encode_request(&id, method, &params));
+        self.out
+            .send(conn, jsonrpc::encode_request(&id, method, &params));
     }
 
     /// A connection answered a card's request.
@@ -202,13 +203,13 @@ impl Device {
             // The answer to that request, should it come, now changes nothing.
             c.pending.remove(&id);
             if Some(conn) != answered_by && c.may_receive("_lembas/permission/settled") {
-                self.send(conn, frame.clone());
+                self.out.send(conn, frame.clone());
             }
         }
     }
 
     fn decide_engine(&mut self, session: &str, turn: &str, tool_call_id: &str, decision: Decision) {
-        self.effect(Effect::CardDecided {
+        self.out.effect(Effect::CardDecided {
             session_id: session.to_string(),
             turn_id: turn.to_string(),
             tool_call_id: tool_call_id.to_string(),

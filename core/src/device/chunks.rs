@@ -121,9 +121,9 @@ impl Device {
     fn send_to_all(&mut self, to: &[ConnId], frame: Vec<u8>) {
         if let Some((last, rest)) = to.split_last() {
             for c in rest {
-                self.send(*c, frame.clone());
+                self.out.send(*c, frame.clone());
             }
-            self.send(*last, frame);
+            self.out.send(*last, frame);
         }
     }
 }

@@ -56,7 +56,7 @@ impl Device {
             return false;
         }
         self.remove_session(session_id);
-        self.persist(vec![Record::Put {
+        self.out.persist(vec![Record::Put {
             table: Table::Deletes,
             key: session_id.to_string(),
             value: String::new(),
@@ -96,7 +96,7 @@ impl Device {
                 "_lembas/session/deleted",
                 &json!({ "sessionId": id }),
             );
-            self.send(conn, frame);
+            self.out.send(conn, frame);
             self.unconfirmed_deletes.insert(id, (conn, now));
         }
     }
@@ -135,7 +135,7 @@ impl Device {
                 key: id,
             });
         }
-        self.persist_after_send(forget);
+        self.out.persist_after_send(forget);
     }
 
     pub(super) fn deletes_deadline(&self) -> Option<Time> {
@@ -170,14 +170,14 @@ impl Device {
             },
         ];
         let Some(mut s) = s else {
-            self.persist(removal);
-            self.effect(Effect::RemoveAttachments {
+            self.out.persist(removal);
+            self.out.effect(Effect::RemoveAttachments {
                 session_id: session_id.to_string(),
             });
             return;
         };
         if let Some(r) = s.running.take() {
-            self.effect(Effect::CancelTurn {
+            self.out.effect(Effect::CancelTurn {
                 session_id: session_id.to_string(),
                 turn_id: r.turn_id.clone(),
             });
@@ -191,12 +191,12 @@ impl Device {
         for (turn, waiting) in s.waiters.drain() {
             for (conn, id) in waiting {
                 if self.conns.contains_key(&conn) {
-                    self.send(conn, cancelled.frame(&id, &turn));
+                    self.out.send(conn, cancelled.frame(&id, &turn));
                 }
             }
         }
-        self.persist(removal);
-        self.effect(Effect::RemoveAttachments {
+        self.out.persist(removal);
+        self.out.effect(Effect::RemoveAttachments {
             session_id: session_id.to_string(),
         });
         // A terminal that has it open starts a new one.
@@ -210,7 +210,7 @@ impl Device {
                 .get(&conn)
                 .is_some_and(|c| c.kind == ConnKind::Terminal)
             {
-                self.send(conn, frame.clone());
+                self.out.send(conn, frame.clone());
             }
         }
     }

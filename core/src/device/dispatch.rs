@@ -31,7 +31,7 @@ impl Device {
         checked: Option<Result<(), RpcError>>,
     ) {
         match jsonrpc::decode(frame, &self.config.frames) {
-            Err(e) => self.send(conn, e.response()),
+            Err(e) => self.out.send(conn, e.response()),
             Ok(Message::Request(req)) => {
                 // A session set aside is read back first; the request runs after.
                 if checked.is_none() && self.park(conn, frame, req.params) {
@@ -54,7 +54,7 @@ impl Device {
         match self.route(conn, &req, frame, checked) {
             // Deletes made while no link was up follow `initialize`'s answer at once: the
             // input ends in `after_input`, which sends them.
-            Ok(Some(frame)) => self.send(conn, frame),
+            Ok(Some(frame)) => self.out.send(conn, frame),
             Ok(None) => {}
             Err(e) => self.reply_error(conn, &req.id, &e),
         }

@@ -35,7 +35,8 @@ impl Device {
             },
             limits: self.limits(),
         };
-        self.send(conn, jsonrpc::encode_notification("_lembas/hello", &hello));
+        self.out
+            .send(conn, jsonrpc::encode_notification("_lembas/hello", &hello));
     }
 
     pub(super) fn initialize(

@@ -121,7 +121,8 @@ impl Device {
             })),
         );
         self.conns.get_mut(&conn).expect("checked above").gate = Some(request);
-        self.effect(super::Effect::ResolvePath { request, path: dir });
+        self.out
+            .effect(super::Effect::ResolvePath { request, path: dir });
         Ok(true)
     }
 

@@ -133,7 +133,7 @@ impl Device {
                 let request = self.next_load;
                 self.next_load += 1;
                 // Queued behind every persist issued so far: the shell reads what was written.
-                self.effect(Effect::LoadSession {
+                self.out.effect(Effect::LoadSession {
                     request,
                     session_id: session.to_string(),
                 });
@@ -198,7 +198,7 @@ impl Device {
                 .remove(&session)
                 .and_then(|s| self.rebuild(&session, s, now, &mut records));
             if !records.is_empty() {
-                self.persist(records);
+                self.out.persist(records);
             }
             match rebuilt {
                 Some(s) => match self.make_room() {

@@ -16,6 +16,7 @@ mod ledger;
 mod limits;
 mod link;
 mod live;
+mod outbox;
 mod reconfigure;
 mod restore;
 mod sessions;
@@ -23,7 +24,7 @@ mod terminals;
 mod timers;
 mod turns;
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 
 pub use crate::liveness::CLOSE_DEAD_LINK;
 pub use connection::{ConnId, ConnKind};
@@ -45,6 +46,7 @@ use crate::store::Record;
 use crate::time::{Clock, Time};
 use connection::Connection;
 use link::{Link, LinkState};
+use outbox::Outbox;
 use sessions::{PendingNew, Sessions};
 
 /// What the device asks of its shell.
@@ -192,14 +194,6 @@ enum Resolving {
     Gate(Box<limits::Gate>),
 }
 
-/// An entry of the output queue.
-#[derive(Debug)]
-enum Queued {
-    Out(Output),
-    /// Records to persist once everything before them has left.
-    PersistAfter(Vec<Record>),
-}
-
 /// One device. Single-threaded by design (it is not `Send`): one driver task owns it and
 /// everything else talks to that task, so the core needs no locks.
 pub struct Device {
@@ -209,11 +203,8 @@ pub struct Device {
     conns: BTreeMap<ConnId, Connection>,
     next_conn: u64,
     link: Link,
-    /// Outputs, each with the number of persists issued before it: it may leave once that
-    /// many are acknowledged (a change is durable before the frame announcing it is sent).
-    out: VecDeque<(u64, Queued)>,
-    persist_issued: u64,
-    persist_acked: u64,
+    /// What the shell is asked, in order, each change durable before the frame announcing it.
+    out: Outbox,
     /// The sessions in memory (at most `sessions.max_live`).
     sessions: Sessions,
     /// Ids of the sessions set aside: in the store only, read back when named (live.rs).
@@ -263,9 +254,7 @@ impl Device {
             clock: Clock::new(now),
             conns: BTreeMap::new(),
             next_conn: 0,
-            out: VecDeque::new(),
-            persist_issued: 0,
-            persist_acked: 0,
+            out: Outbox::default(),
             sessions: Sessions::default(),
             stored: Default::default(),
             loading: BTreeMap::new(),
@@ -318,7 +307,7 @@ impl Device {
         self.clock.advance(now);
         if matches!(self.link.state, LinkState::Off) {
             self.link.state = LinkState::Dialing { attempt: 0 };
-            self.effect(Effect::Dial);
+            self.out.effect(Effect::Dial);
         }
         self.after_input();
     }
@@ -390,7 +379,7 @@ impl Device {
         let now = self.clock.advance(now);
         let c = self.let_go(conn).ok_or(Misuse::UnknownConnection(conn))?;
         // What was queued for it (behind a persist, say) has nowhere to go now.
-        self.unqueue(conn);
+        self.out.unqueue(conn);
         if c.kind == ConnKind::Link {
             if close_code == Some(CLOSE_PROTOCOL) {
                 self.stop_link(
@@ -403,21 +392,6 @@ impl Device {
             }
         }
         Ok(())
-    }
-
-    /// Drop every frame, ping and close still queued for a connection that is gone (behind a
-    /// persist, say): none of them may reach the shell for a connection it no longer has.
-    fn unqueue(&mut self, conn: ConnId) {
-        self.out.retain(|(_, q)| {
-            !matches!(
-                q,
-                Queued::Out(
-                    Output::Send { conn: c, .. }
-                        | Output::Close { conn: c, .. }
-                        | Output::Ping { conn: c }
-                ) if *c == conn
-            )
-        });
     }
 
     /// Forget a connection and everything tied to it: who hears which session, the requests
@@ -467,7 +441,7 @@ impl Device {
         if let LinkState::Waiting { attempt, at } = self.link.state {
             if at <= now {
                 self.link.state = LinkState::Dialing { attempt };
-                self.effect(Effect::Dial);
+                self.out.effect(Effect::Dial);
             }
         }
         self.after_input();
@@ -476,7 +450,7 @@ impl Device {
     /// The shell wrote every record up to `Effect::Persist { seq }` durably.
     pub fn handle_persisted(&mut self, seq: u64, now: Time) {
         self.clock.advance(now);
-        self.persist_acked = self.persist_acked.max(seq.min(self.persist_issued));
+        self.out.acked(seq);
         self.after_input();
     }
 
@@ -495,26 +469,7 @@ impl Device {
     /// the persists issued before it are acknowledged.
     #[must_use]
     pub fn poll_output(&mut self) -> Option<Output> {
-        let front_ready = self.out.front()?.0 <= self.persist_acked;
-        let item = if front_ready {
-            self.out.pop_front()?.1
-        } else {
-            let i = self.out.iter().position(|(_, q)| {
-                matches!(q, Queued::Out(Output::Effect(Effect::Persist { .. })))
-            })?;
-            self.out.remove(i)?.1
-        };
-        Some(match item {
-            Queued::Out(o) => o,
-            // Everything before it has left: these records may be written now.
-            Queued::PersistAfter(records) => {
-                self.persist_issued += 1;
-                Output::Effect(Effect::Persist {
-                    seq: self.persist_issued,
-                    records,
-                })
-            }
-        })
+        self.out.poll()
     }
 
     /// The connections open now, and their kinds.
@@ -572,7 +527,8 @@ impl Device {
         let id = self.request_id();
         let c = self.conns.get_mut(&conn).expect("checked above");
         c.expect_answer(id.clone(), method);
-        self.send(conn, jsonrpc::encode_request(&id, method, &params));
+        self.out
+            .send(conn, jsonrpc::encode_request(&id, method, &params));
         true
     }
 
@@ -593,22 +549,14 @@ impl Device {
         };
         match beat {
             Beat::Nothing => {}
-            Beat::Ping => self
-                .out
-                .push_back((self.persist_issued, Queued::Out(Output::Ping { conn }))),
+            Beat::Ping => self.out.ping(conn),
             Beat::Dead => {
-                // Nothing queued for it can arrive now.
-                self.unqueue(conn);
-                // First, past any persist: the connection is gone for the device now, and
-                // nothing this close announces needs to be durable first.
-                self.out.push_front((
-                    0,
-                    Queued::Out(Output::Close {
-                        conn,
-                        code: CLOSE_DEAD_LINK,
-                        reason: format!("nothing arrived for {silent_ms} ms (link.dead_after_ms)"),
-                    }),
-                ));
+                // Nothing queued for it can arrive now, and the close goes first.
+                self.out.close_now(
+                    conn,
+                    CLOSE_DEAD_LINK,
+                    format!("nothing arrived for {silent_ms} ms (link.dead_after_ms)"),
+                );
                 // The device lets go of a connection it closes (the shell reports no close).
                 self.let_go(conn);
                 if let LinkState::Up { attempt } = self.link.state {
@@ -622,41 +570,14 @@ impl Device {
         self.link.state = LinkState::Stopped {
             message: message.clone(),
         };
-        self.effect(Effect::Stop { message });
-    }
-
-    fn send(&mut self, conn: ConnId, frame: Vec<u8>) {
-        self.out.push_back((
-            self.persist_issued,
-            Queued::Out(Output::Send { conn, frame }),
-        ));
-    }
-
-    fn effect(&mut self, effect: Effect) {
-        self.out
-            .push_back((self.persist_issued, Queued::Out(Output::Effect(effect))));
-    }
-
-    fn persist(&mut self, records: Vec<Record>) {
-        self.persist_issued += 1;
-        let seq = self.persist_issued;
-        self.effect(Effect::Persist { seq, records });
-    }
-
-    /// Persist `records` only once every output queued before them has left.
-    fn persist_after_send(&mut self, records: Vec<Record>) {
-        self.out
-            .push_back((self.persist_issued, Queued::PersistAfter(records)));
+        self.out.effect(Effect::Stop { message });
     }
 
     /// Close a connection on the device's own account, behind what is already queued for it,
     /// and let go of it at once (the shell reports no close for it). A link is dialled again
     /// after its backoff, as after any drop.
     fn close_connection(&mut self, conn: ConnId, code: u16, reason: String) {
-        self.out.push_back((
-            self.persist_issued,
-            Queued::Out(Output::Close { conn, code, reason }),
-        ));
+        self.out.close(conn, code, reason);
         let Some(c) = self.let_go(conn) else { return };
         if c.kind == ConnKind::Link {
             if let LinkState::Up { attempt } = self.link.state {
@@ -667,6 +588,6 @@ impl Device {
     }
 
     fn reply_error(&mut self, conn: ConnId, id: &Id, error: &RpcError) {
-        self.send(conn, jsonrpc::encode_error(Some(id), error));
+        self.out.send(conn, jsonrpc::encode_error(Some(id), error));
     }
 }

@@ -7,7 +7,7 @@
 //! link. A turn in progress, or a remote terminal open on the link, is never cut for it.
 
 use super::link::LinkState;
-use super::{ConnKind, Device, Effect, Output, Queued};
+use super::{ConnKind, Device, Effect};
 use crate::config::{ConfigError, Remote};
 use crate::time::Time;
 use crate::wire::handshake::Limits;
@@ -82,20 +82,14 @@ impl Device {
         };
         if let Some(conn) = link {
             // Behind what is already queued for it, so every answer sent before still leaves.
-            self.out.push_back((
-                self.persist_issued,
-                Queued::Out(Output::Close {
-                    conn,
-                    code: CLOSE_SETTINGS_CHANGED,
-                    reason: SETTINGS_CHANGED.into(),
-                }),
-            ));
+            self.out
+                .close(conn, CLOSE_SETTINGS_CHANGED, SETTINGS_CHANGED.into());
             // The device lets go of a connection it closes (the shell reports no close for it).
             self.let_go(conn);
         }
         // At once, with no backoff: the link went down on purpose, not for a failure.
         self.link.state = LinkState::Dialing { attempt: 0 };
-        self.effect(Effect::Dial);
+        self.out.effect(Effect::Dial);
     }
 }
 
@@ -105,6 +99,7 @@ mod tests {
 
     use super::*;
     use crate::client::ClientEvent;
+    use crate::device::Output;
     use crate::config::{DeviceConfig, Mode};
     use crate::testing::{Dir, Pair};
 

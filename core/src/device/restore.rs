@@ -158,7 +158,7 @@ impl Device {
                 None => {}
             }
         }
-        device.persist(records);
+        device.out.persist(records);
         device.after_input();
         Ok((device, bad))
     }
@@ -289,7 +289,7 @@ impl Device {
             }
         }
         if !records.is_empty() {
-            self.persist(records);
+            self.out.persist(records);
         }
     }
 }

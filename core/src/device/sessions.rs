@@ -157,7 +157,7 @@ impl Device {
         let path = pending.cwd.clone();
         self.resolving
             .insert(request, super::Resolving::Session(Box::new(pending)));
-        self.effect(Effect::ResolvePath { request, path });
+        self.out.effect(Effect::ResolvePath { request, path });
         Ok(None)
     }
 
@@ -228,7 +228,7 @@ impl Device {
                     root,
                     ..pending
                 }) {
-                    Ok(result) => self.send(conn, jsonrpc::encode_result(&id, &result)),
+                    Ok(result) => self.out.send(conn, jsonrpc::encode_result(&id, &result)),
                     Err(e) => self.reply_error(conn, &id, &e),
                 }
             }
@@ -300,7 +300,7 @@ impl Device {
         let record = session.record();
         let result = self.session_result(&session, kind);
         self.insert_live(session);
-        self.persist(vec![record]);
+        self.out.persist(vec![record]);
         Ok(result)
     }
 
@@ -360,10 +360,10 @@ impl Device {
         if on_link && !s.given {
             s.given = true;
             let record = s.record();
-            self.persist(vec![record]);
+            self.out.persist(vec![record]);
         }
         if let Some(frame) = plan {
-            self.send(conn, frame);
+            self.out.send(conn, frame);
         }
         if newly {
             self.offer_open_cards(conn, session);
@@ -399,7 +399,7 @@ impl Device {
         };
         s.mode = mode;
         let record = s.record();
-        self.persist(vec![record]);
+        self.out.persist(vec![record]);
         self.broadcast_update(
             session,
             json!({ "sessionUpdate": "current_mode_update", "currentModeId": mode }),
@@ -420,7 +420,7 @@ impl Device {
         s.title = Some(p.title.clone());
         s.touched = now;
         let record = s.record();
-        self.persist(vec![record]);
+        self.out.persist(vec![record]);
         self.broadcast_event(
             &p.session_id,
             json!({ "type": "title", "id": p.session_id, "title": p.title }),
@@ -511,7 +511,7 @@ impl Device {
             .filter(|c| self.conns.get(c).is_some_and(|c| c.phase == Phase::Ready))
             .collect();
         for conn in to {
-            self.send(conn, frame.clone());
+            self.out.send(conn, frame.clone());
         }
     }
 
@@ -538,7 +538,7 @@ impl Device {
             &json!({ "sessionId": session, "event": event }),
         );
         for conn in to {
-            self.send(conn, frame.clone());
+            self.out.send(conn, frame.clone());
         }
     }
 

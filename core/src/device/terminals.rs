@@ -114,7 +114,7 @@ impl Device {
         self.next_resolve += 1;
         self.resolving
             .insert(request, super::Resolving::Terminal(terminal_id.clone()));
-        self.effect(Effect::ResolvePath {
+        self.out.effect(Effect::ResolvePath {
             request,
             path: cwd.clone(),
         });
@@ -164,7 +164,7 @@ impl Device {
                 t.phase = Phase::Opening;
                 t.cwd = real.clone();
                 let (cols, rows) = (t.cols, t.rows);
-                self.effect(Effect::OpenTerminal {
+                self.out.effect(Effect::OpenTerminal {
                     terminal_id,
                     cwd: real,
                     cols,
@@ -220,7 +220,7 @@ impl Device {
                     integration: info.integration,
                 };
                 let frame = jsonrpc::encode_result(&request, &result);
-                self.send(conn, frame);
+                self.out.send(conn, frame);
                 true
             }
             Err(why) => {
@@ -277,7 +277,7 @@ impl Device {
         let t = self.terminals.remove(terminal_id).expect("checked above");
         if matches!(t.phase, Phase::Open | Phase::Closing) {
             let exit = Exit { terminal_id, code };
-            self.send(
+            self.out.send(
                 t.conn,
                 jsonrpc::encode_notification("_lembas/terminal/exit", &exit),
             );
@@ -301,7 +301,7 @@ impl Device {
             return;
         };
         if !bytes.is_empty() {
-            self.effect(Effect::TerminalInput {
+            self.out.effect(Effect::TerminalInput {
                 terminal_id: p.terminal_id.into_owned(),
                 bytes,
             });
@@ -324,7 +324,7 @@ impl Device {
         let t = self.terminals.get_mut(&p.terminal_id).expect("owns_open");
         t.cols = p.cols;
         t.rows = p.rows;
-        self.effect(Effect::ResizeTerminal {
+        self.out.effect(Effect::ResizeTerminal {
             terminal_id: p.terminal_id,
             cols: p.cols,
             rows: p.rows,
@@ -342,7 +342,7 @@ impl Device {
             .get_mut(&p.terminal_id)
             .expect("owns_open")
             .phase = Phase::Closing;
-        self.effect(Effect::CloseTerminal {
+        self.out.effect(Effect::CloseTerminal {
             terminal_id: p.terminal_id,
         });
     }
@@ -358,7 +358,7 @@ impl Device {
         for id in ids {
             let t = self.terminals.remove(&id).expect("listed above");
             if matches!(t.phase, Phase::Opening | Phase::Open) {
-                self.effect(Effect::CloseTerminal { terminal_id: id });
+                self.out.effect(Effect::CloseTerminal { terminal_id: id });
             }
         }
     }
@@ -431,7 +431,7 @@ impl Device {
                     data: &data,
                 },
             );
-            self.send(conn, frame);
+            self.out.send(conn, frame);
         }
     }
 }

@@ -334,11 +334,11 @@ impl Device {
             writing: writing.clone(),
         });
         let session = s.id.clone();
-        self.persist(records);
+        self.out.persist(records);
         for (request, (a, bytes)) in writing.into_iter().zip(prepared.attachments) {
             self.writing
                 .insert(request, (session.clone(), turn_id.clone(), a.name));
-            self.effect(Effect::WriteAttachment {
+            self.out.effect(Effect::WriteAttachment {
                 request,
                 session_id: session.clone(),
                 file_name: a.file_name,
@@ -386,13 +386,13 @@ impl Device {
                      {why}"
                 ),
             };
-            self.persist(vec![Record::Delete {
+            self.out.persist(vec![Record::Delete {
                 table: Table::Turns,
                 key: store::turn_key(&session, &turn_id),
             }]);
             for (conn, id) in waiting {
                 if self.conns.contains_key(&conn) {
-                    self.send(conn, answer.frame(&id, &turn_id));
+                    self.out.send(conn, answer.frame(&id, &turn_id));
                 }
             }
         } else {
@@ -461,8 +461,8 @@ impl Device {
         if !attachments.is_empty() {
             prompt_event["attachments"] = json!(attachments);
         }
-        self.persist(records);
-        self.effect(Effect::StartTurn(Box::new(start)));
+        self.out.persist(records);
+        self.out.effect(Effect::StartTurn(Box::new(start)));
         self.broadcast_event(session, prompt_event);
         self.broadcast_event(
             session,
@@ -483,7 +483,7 @@ impl Device {
         }
         r.cancelling = true;
         let turn_id = r.turn_id.clone();
-        self.effect(Effect::CancelTurn {
+        self.out.effect(Effect::CancelTurn {
             session_id: p.session_id,
             turn_id,
         });
@@ -513,7 +513,7 @@ impl Device {
         let queued = r.steer.len();
         let turn_id = r.turn_id.clone();
         self.next_steer += 1;
-        self.effect(Effect::Steer {
+        self.out.effect(Effect::Steer {
             session_id: session,
             turn_id,
             id,
@@ -627,7 +627,7 @@ impl Device {
                 s.mode = mode;
                 // Durable before the frames that announce it, like every change of the record.
                 let record = s.record();
-                self.persist(vec![record]);
+                self.out.persist(vec![record]);
                 self.broadcast_update(
                     session,
                     json!({ "sessionUpdate": "current_mode_update", "currentModeId": mode }),
@@ -637,7 +637,7 @@ impl Device {
             EngineEvent::Plan(plan) => {
                 s.plan.clone_from(&plan);
                 let record = s.record();
-                self.persist(vec![record]);
+                self.out.persist(vec![record]);
                 self.broadcast_update(session, plan_update(plan.as_ref()));
                 self.broadcast_event(session, json!({ "type": "plan", "plan": plan }));
             }
@@ -687,11 +687,11 @@ impl Device {
             s.record(),
         ];
         let waiting = s.waiters.remove(&r.turn_id).unwrap_or_default();
-        self.persist(records);
+        self.out.persist(records);
         self.drop_turn_cards(session, &r.turn_id);
         for (conn, id) in waiting {
             if self.conns.contains_key(&conn) {
-                self.send(conn, answer.frame(&id, &r.turn_id));
+                self.out.send(conn, answer.frame(&id, &r.turn_id));
             }
         }
         self.broadcast_event(
