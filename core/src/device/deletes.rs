@@ -169,14 +169,15 @@ impl Device {
                 prefix,
             },
         ];
-        let Some(mut s) = s else {
+        let Some(s) = s else {
             self.out.persist(removal);
             self.out.effect(Effect::RemoveAttachments {
                 session_id: session_id.to_string(),
             });
             return;
         };
-        if let Some(r) = s.running.take() {
+        let (running, waiters) = s.turns.abandon();
+        if let Some(r) = running {
             self.out.effect(Effect::CancelTurn {
                 session_id: session_id.to_string(),
                 turn_id: r.turn_id.clone(),
@@ -188,7 +189,7 @@ impl Device {
             m.insert("message".into(), json!("the session was deleted"));
             m
         });
-        for (turn, waiting) in s.waiters.drain() {
+        for (turn, waiting) in waiters {
             for (conn, id) in waiting {
                 if self.conns.contains_key(&conn) {
                     self.out.send(conn, cancelled.frame(&id, &turn));

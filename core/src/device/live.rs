@@ -63,9 +63,8 @@ impl Device {
 
     /// Whether a session may leave memory now: nothing of it lives only here.
     fn evictable(&self, s: &Session) -> bool {
-        s.running.is_none()
-            && s.queue.is_empty()
-            && s.waiters.is_empty()
+        s.turns.idle()
+            && !s.turns.has_waiters()
             && s.holders
                 .iter()
                 .all(|c| self.conns.get(c).is_none_or(|c| c.kind == ConnKind::Link))

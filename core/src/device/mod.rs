@@ -22,6 +22,7 @@ mod restore;
 mod sessions;
 mod terminals;
 mod timers;
+mod turn_table;
 mod turns;
 
 use std::collections::BTreeMap;
@@ -489,7 +490,7 @@ impl Device {
     /// What the ledger of `session` knows of `turn`: the dedup check a prompt makes (for a
     /// session in memory; one set aside answers `None` until it is named again).
     pub fn turn_state(&self, session: &str, turn: &str) -> Option<TurnPhase> {
-        let state = self.sessions.get(session)?.ledger.get(turn)?;
+        let state = self.sessions.get(session)?.turns.ledger().get(turn)?;
         Some(match state {
             ledger::TurnState::Queued => TurnPhase::Queued,
             ledger::TurnState::Running => TurnPhase::Running,

@@ -66,10 +66,7 @@ impl Device {
             .find(|(_, c)| c.kind == ConnKind::Link)
             .map(|(id, _)| *id);
         // A remote terminal is a person's work too: it would die with the link.
-        let busy = self
-            .sessions
-            .values()
-            .any(|s| s.running.is_some() || !s.queue.is_empty())
+        let busy = self.sessions.values().any(|s| !s.turns.idle())
             || self.terminals().any(|(_, c)| Some(c) == link)
             || self.conns.values().any(|c| c.gate.is_some());
         if busy {
@@ -99,8 +96,8 @@ mod tests {
 
     use super::*;
     use crate::client::ClientEvent;
-    use crate::device::Output;
     use crate::config::{DeviceConfig, Mode};
+    use crate::device::Output;
     use crate::testing::{Dir, Pair};
 
     fn remote(max_mode: Mode) -> Remote {

@@ -4,12 +4,13 @@
 //! client's resend runs it once; ledgers untouched past their time are pruned. Each start
 //! stores its number (the epoch of its request ids) before anything it sends leaves.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{json, Map};
 
-use super::ledger::{Answer, Ledger, TurnState};
+use super::ledger::{Answer, TurnState};
 use super::sessions::Session;
+use super::turn_table::TurnTable;
 use super::turns::turn_record;
 use super::Device;
 use crate::config::{ConfigError, DeviceConfig};
@@ -227,9 +228,9 @@ impl Device {
                     continue;
                 }
             };
-            s.ledger.restore(&turn, rec.order, state);
+            s.turns.restore(&turn, rec.order, state);
         }
-        for forgotten in s.ledger.finish_restore() {
+        for forgotten in s.turns.finish_restore() {
             records.push(Record::Delete {
                 table: Table::Turns,
                 key: store::turn_key(id, &forgotten),
@@ -249,11 +250,8 @@ impl Device {
             effort: rec.effort,
             instance: rec.instance,
             context: rec.context,
-            ledger: Ledger::new(self.config.sessions.ledger_turns),
+            turns: TurnTable::new(self.config.sessions.ledger_turns),
             open: false,
-            running: None,
-            queue: VecDeque::new(),
-            waiters: HashMap::default(),
             holders: BTreeSet::new(),
             history: Vec::new(),
             touched: rec.touched,
@@ -279,9 +277,7 @@ impl Device {
         let capacity = self.config.sessions.ledger_turns;
         let mut records = Vec::new();
         for s in self.sessions.values_mut() {
-            let idle = s.running.is_none() && s.queue.is_empty();
-            if idle && s.ledger.order_len() > 0 && s.touched.saturating_add(ttl) < now.0 {
-                s.ledger = Ledger::new(capacity);
+            if s.touched.saturating_add(ttl) < now.0 && s.turns.forget_ledger(capacity) {
                 records.push(Record::DeletePrefix {
                     table: Table::Turns,
                     prefix: store::session_prefix(&s.id),

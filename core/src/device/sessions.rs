@@ -1,13 +1,12 @@
 //! Sessions: `session/new` (roots, trust, models, modes), `session/set_mode`, the title, status
 //! and history, a session opened again from the store, and who hears a session's updates.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap};
 
 use serde_json::{json, Value};
 
 use super::connection::Phase;
-use super::ledger::Ledger;
-use super::turns::{Queued, Running};
+use super::turn_table::TurnTable;
 use super::{ConnId, ConnKind, Device, Effect};
 use crate::config::Mode;
 use crate::engine::Context;
@@ -30,13 +29,10 @@ pub(crate) struct Session {
     pub effort: Option<String>,
     pub instance: bool,
     pub context: Context,
-    pub ledger: Ledger,
+    /// Its turns: the ledger, the queue, the running one and the prompts waiting for answers.
+    pub turns: TurnTable,
     /// Held here (by the service) since it was made or opened from the store.
     pub open: bool,
-    pub running: Option<Running>,
-    pub queue: VecDeque<Queued>,
-    /// Prompt requests waiting for a turn's answer: the first and every duplicate.
-    pub waiters: HashMap<String, Vec<(ConnId, Id)>, super::ledger::Fixed>,
     /// Connections that hear this session's updates.
     pub holders: BTreeSet<ConnId>,
     pub history: Vec<HistoryTurn>,
@@ -76,7 +72,7 @@ impl Session {
     }
 
     pub fn busy(&self) -> bool {
-        self.running.is_some()
+        self.turns.running().is_some()
     }
 }
 
@@ -284,11 +280,8 @@ impl Device {
             effort: p.effort,
             instance,
             context: p.context,
-            ledger: Ledger::new(self.config.sessions.ledger_turns),
+            turns: TurnTable::new(self.config.sessions.ledger_turns),
             open: true,
-            running: None,
-            queue: VecDeque::new(),
-            waiters: HashMap::default(),
             holders: BTreeSet::from([p.conn]),
             history: Vec::new(),
             touched: self.clock.now().0,
@@ -399,6 +392,12 @@ impl Device {
         };
         s.mode = mode;
         let record = s.record();
+        self.announce_mode(session, mode, record);
+    }
+
+    /// The session's mode changed to `mode`: durable first (`record` says it), then announced
+    /// to its holders, like every change of the record.
+    pub(super) fn announce_mode(&mut self, session: &str, mode: Mode, record: Record) {
         self.out.persist(vec![record]);
         self.broadcast_update(
             session,
@@ -474,9 +473,9 @@ impl Device {
             held: if s.open { "here" } else { "none" },
             busy: s.busy(),
             title: s.title.as_deref(),
-            turn_id: s.running.as_ref().map(|r| r.turn_id.as_str()),
-            queued: s.queue.iter().map(|q| q.start.turn_id.as_str()).collect(),
-            last_turn_id: s.ledger.last_done(),
+            turn_id: s.turns.running().map(|r| r.turn_id.as_str()),
+            queued: s.turns.queued_ids().collect(),
+            last_turn_id: s.turns.ledger().last_done(),
             plan: s.plan.as_ref(),
         })
         .expect("status serializes"))
@@ -551,9 +550,7 @@ impl Device {
         });
         for s in self.sessions.values_mut() {
             s.holders.remove(&conn);
-            for waiting in s.waiters.values_mut() {
-                waiting.retain(|(c, _)| *c != conn);
-            }
+            s.turns.forget_connection(conn);
         }
     }
 }

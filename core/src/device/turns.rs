@@ -2,10 +2,11 @@
 //! `session/cancel`, `_lembas/steer`, and what the engine reports while a turn runs.
 
 use base64::Engine as _;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use super::chunks::Chunk;
-use super::ledger::{Answer, TurnState};
+use super::ledger::Answer;
+use super::turn_table::{Finished, Seen, Steered};
 use super::{ConnId, Device, Effect};
 use crate::engine::{Attachment, EngineEvent, StopReason, ToolStatus, TurnStart};
 use crate::jsonrpc::{code, Id, RpcError};
@@ -14,75 +15,6 @@ use crate::wire::session::{
     AttachmentMeta, ContentBlock, HistoryTurn, PromptParams, SessionIdParams, SteerParams,
     ToolRecord,
 };
-
-/// A turn waiting for the one before it, and for its attachments to be written.
-#[derive(Debug)]
-pub(crate) struct Queued {
-    pub start: TurnStart,
-    /// The `WriteAttachment` requests not answered yet: it starts only once there are none.
-    pub writing: Vec<u64>,
-}
-
-/// The turn a session runs now.
-#[derive(Debug)]
-pub(crate) struct Running {
-    pub turn_id: String,
-    pub cancelling: bool,
-    /// Steered messages the engine has not taken in yet.
-    pub steer: Vec<Steered>,
-    /// The answer and the reasoning so far, as the history keeps them (their first
-    /// `sessions.max_answer_bytes` each), and the bytes streamed past that.
-    pub text: Kept,
-    pub reasoning: Kept,
-    pub tools: Vec<ToolRecord>,
-}
-
-/// A stream's text as the history keeps it: its first `max` bytes, and how many came after.
-#[derive(Debug, Default)]
-pub(crate) struct Kept {
-    pub text: String,
-    pub left_out: usize,
-}
-
-impl Kept {
-    fn push(&mut self, more: &str, max: usize) {
-        let room = max.saturating_sub(self.text.len());
-        if self.left_out == 0 && more.len() <= room {
-            self.text.push_str(more);
-            return;
-        }
-        let mut cut = room.min(more.len());
-        while !more.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        if self.left_out == 0 {
-            self.text.push_str(&more[..cut]);
-        } else {
-            cut = 0;
-        }
-        self.left_out += more.len() - cut;
-    }
-
-    /// The kept text, ending with a note of what was left out, if anything was.
-    fn into_history(self, max: usize) -> String {
-        let mut text = self.text;
-        if self.left_out > 0 {
-            text.push_str(&format!(
-                "\n\n[{} more bytes were streamed and not kept: the history keeps the first {max} \
-                 (sessions.max_answer_bytes)]",
-                self.left_out
-            ));
-        }
-        text
-    }
-}
-
-#[derive(Debug)]
-pub(crate) struct Steered {
-    pub id: u64,
-    pub text: String,
-    pub message_id: Option<String>,
-}
 
 /// A client's turn id: something a person's message id can be, and bounded.
 const MAX_TURN_ID: usize = 200;
@@ -271,18 +203,12 @@ impl Device {
         };
         let max_queued = self.config.sessions.max_queued;
         let s = self.attach(conn, &p.session_id)?;
-        match s.ledger.get(&turn_id) {
-            Some(TurnState::Done(answer)) => return Ok(Some(answer.frame(id, &turn_id))),
-            Some(_) => {
-                s.waiters
-                    .entry(turn_id)
-                    .or_default()
-                    .push((conn, id.clone()));
-                return Ok(None);
-            }
-            None => {}
+        match s.turns.seen(&turn_id, (conn, id.clone())) {
+            Seen::Done(answer) => return Ok(Some(answer.frame(id, &turn_id))),
+            Seen::Waiting => return Ok(None),
+            Seen::New => {}
         }
-        if s.queue.len() >= max_queued {
+        if s.turns.queued() >= max_queued {
             return Err(RpcError::invalid_params(format!(
                 "session `{}` already has {} prompts waiting, the limit (max_queued)",
                 s.id, max_queued
@@ -296,19 +222,6 @@ impl Device {
             .expect("attached above");
         s.context.merge(&context);
         s.touched = now;
-        let (order, forgotten) = s.ledger.accept(&turn_id);
-        let mut records = vec![turn_record(
-            &s.id,
-            &turn_id,
-            order,
-            StoredTurnState::Queued,
-            now,
-        )];
-        records.extend(forgotten.iter().map(|t| Record::Delete {
-            table: Table::Turns,
-            key: store::turn_key(&s.id, t),
-        }));
-        records.push(s.record());
         let start = TurnStart {
             session_id: s.id.clone(),
             turn_id: turn_id.clone(),
@@ -328,11 +241,19 @@ impl Device {
             .map(|i| self.next_write + i)
             .collect();
         self.next_write += writing.len() as u64;
-        s.waiters.insert(turn_id.clone(), vec![(conn, id.clone())]);
-        s.queue.push_back(Queued {
-            start,
-            writing: writing.clone(),
-        });
+        let (order, forgotten) = s.turns.accept(start, writing.clone(), (conn, id.clone()));
+        let mut records = vec![turn_record(
+            &s.id,
+            &turn_id,
+            order,
+            StoredTurnState::Queued,
+            now,
+        )];
+        records.extend(forgotten.iter().map(|t| Record::Delete {
+            table: Table::Turns,
+            key: store::turn_key(&s.id, t),
+        }));
+        records.push(s.record());
         let session = s.id.clone();
         self.out.persist(records);
         for (request, (a, bytes)) in writing.into_iter().zip(prepared.attachments) {
@@ -372,13 +293,10 @@ impl Device {
         let Some(s) = self.sessions.get_mut(&session) else {
             return;
         };
-        let Some(pos) = s.queue.iter().position(|q| q.writing.contains(&request)) else {
-            return;
-        };
         if let Err(why) = written {
-            s.queue.remove(pos);
-            s.ledger.forget(&turn_id);
-            let waiting = s.waiters.remove(&turn_id).unwrap_or_default();
+            let Some(waiting) = s.turns.refuse_unwritten(request) else {
+                return;
+            };
             let answer = Answer::Failed {
                 code: code::INTERNAL_ERROR,
                 message: format!(
@@ -395,8 +313,8 @@ impl Device {
                     self.out.send(conn, answer.frame(&id, &turn_id));
                 }
             }
-        } else {
-            s.queue[pos].writing.retain(|r| *r != request);
+        } else if !s.turns.written(request) {
+            return;
         }
         self.pump(&session);
     }
@@ -404,31 +322,21 @@ impl Device {
     /// Start the next waiting turn when nothing runs.
     fn pump(&mut self, session: &str) {
         let now = self.clock.now().0;
+        let max = self.config.remote.max_mode;
         let Some(s) = self.sessions.get_mut(session) else {
             return;
         };
-        if s.running.is_some() {
-            return;
-        }
-        // The next turn waits for its attachments, and the ones behind it for it.
-        if s.queue.front().is_none_or(|q| !q.writing.is_empty()) {
-            return;
-        }
-        let Some(next) = s.queue.pop_front() else {
+        let Some((mut start, order)) = s.turns.start_next() else {
             return;
         };
-        let mut start = next.start;
         // The turn runs at the session's mode as it is now, lowered to `remote.max_mode` as it
         // is now: a lowered max_mode reaches every open session's next turn.
-        let max = self.config.remote.max_mode;
-        if s.capped && s.mode > max {
-            self.change_mode(session, max);
-        }
-        let s = self.sessions.get_mut(session).expect("looked up above");
+        let lowered = (s.capped && s.mode > max).then(|| {
+            s.mode = max;
+            s.record()
+        });
         start.mode = s.mode;
         let turn_id = start.turn_id.clone();
-        s.ledger.set(&turn_id, TurnState::Running);
-        let order = s.ledger.order_of(&turn_id).unwrap_or_default();
         let attachments: Vec<AttachmentMeta> = start
             .attachments
             .iter()
@@ -445,14 +353,6 @@ impl Device {
             attachments: attachments.clone(),
         };
         s.history.push(user.clone());
-        s.running = Some(Running {
-            turn_id: turn_id.clone(),
-            cancelling: false,
-            steer: Vec::new(),
-            text: Kept::default(),
-            reasoning: Kept::default(),
-            tools: Vec::new(),
-        });
         let records = vec![
             turn_record(session, &turn_id, order, StoredTurnState::Running, now),
             history_record(session, index, &user),
@@ -460,6 +360,9 @@ impl Device {
         let mut prompt_event = json!({ "type": "prompt", "text": start.text, "turnId": turn_id });
         if !attachments.is_empty() {
             prompt_event["attachments"] = json!(attachments);
+        }
+        if let Some(record) = lowered {
+            self.announce_mode(session, max, record);
         }
         self.out.persist(records);
         self.out.effect(Effect::StartTurn(Box::new(start)));
@@ -477,12 +380,9 @@ impl Device {
         let Some(s) = self.sessions.get_mut(&p.session_id) else {
             return;
         };
-        let Some(r) = s.running.as_mut() else { return };
-        if r.cancelling {
+        let Some(turn_id) = s.turns.cancel() else {
             return;
-        }
-        r.cancelling = true;
-        let turn_id = r.turn_id.clone();
+        };
         self.out.effect(Effect::CancelTurn {
             session_id: p.session_id,
             turn_id,
@@ -495,7 +395,7 @@ impl Device {
         let id = self.next_steer;
         let s = self.attach(conn, &p.session_id)?;
         let session = s.id.clone();
-        let Some(r) = s.running.as_mut().filter(|r| !r.cancelling) else {
+        let Some(r) = s.turns.steerable() else {
             return Err(RpcError::invalid_params(format!(
                 "nothing runs in session `{session}`: send it as a prompt instead"
             )));
@@ -542,7 +442,7 @@ impl Device {
         let Some(s) = self.sessions.get_mut(session) else {
             return;
         };
-        let Some(r) = s.running.as_mut().filter(|r| r.turn_id == turn) else {
+        let Some(r) = s.turns.running_mut(turn) else {
             return;
         };
         match event {
@@ -625,14 +525,8 @@ impl Device {
                     mode
                 };
                 s.mode = mode;
-                // Durable before the frames that announce it, like every change of the record.
                 let record = s.record();
-                self.out.persist(vec![record]);
-                self.broadcast_update(
-                    session,
-                    json!({ "sessionUpdate": "current_mode_update", "currentModeId": mode }),
-                );
-                self.broadcast_event(session, json!({ "type": "mode", "mode": mode }));
+                self.announce_mode(session, mode, record);
             }
             EngineEvent::Plan(plan) => {
                 s.plan.clone_from(&plan);
@@ -654,18 +548,16 @@ impl Device {
         let Some(s) = self.sessions.get_mut(session) else {
             return;
         };
-        let Some(r) = s.running.take() else { return };
-        let answer = match (r.cancelling, outcome) {
-            (true, _) => Answer::stopped(StopReason::Cancelled, unsent(&r)),
-            (false, Ok(reason)) => Answer::stopped(reason, unsent(&r)),
-            (false, Err(message)) => Answer::Failed {
-                code: code::INTERNAL_ERROR,
-                message: format!("the turn failed: {message}"),
-            },
+        let Some(Finished {
+            running: r,
+            answer,
+            order,
+            waiting,
+        }) = s.turns.finish(outcome)
+        else {
+            return;
         };
-        s.ledger.set(&r.turn_id, TurnState::Done(answer.clone()));
         s.touched = now;
-        let order = s.ledger.order_of(&r.turn_id).unwrap_or_default();
         let index = s.history.len();
         let assistant = HistoryTurn::Assistant {
             text: r.text.into_history(max_answer),
@@ -686,7 +578,6 @@ impl Device {
             history_record(session, index, &assistant),
             s.record(),
         ];
-        let waiting = s.waiters.remove(&r.turn_id).unwrap_or_default();
         self.out.persist(records);
         self.drop_turn_cards(session, &r.turn_id);
         for (conn, id) in waiting {
@@ -729,16 +620,6 @@ fn plan_entries(plan: &Value) -> Vec<Value> {
         }
     }
     entries
-}
-
-/// Steered messages the turn ended before taking in, for `_meta.lembas.unsent`.
-fn unsent(r: &Running) -> Map<String, Value> {
-    let mut extra = Map::new();
-    if !r.steer.is_empty() {
-        let texts: Vec<&str> = r.steer.iter().map(|m| m.text.as_str()).collect();
-        extra.insert("unsent".into(), json!(texts));
-    }
-    extra
 }
 
 pub(super) fn turn_record(

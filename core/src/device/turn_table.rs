@@ -1,0 +1,491 @@
+//! One session's turns: its ledger (every turn id accepted, and a finished turn's answer), the
+//! turns waiting to run, the one running, and the prompt requests waiting for each answer. They
+//! change together, only through the transitions here, so they always agree: a turn id in the
+//! queue or running is in the ledger, and every request waiting for a turn is answered when it
+//! ends or is refused.
+
+use std::collections::{HashMap, VecDeque};
+
+use serde_json::{json, Map, Value};
+
+use super::ledger::{Answer, Fixed, Ledger, TurnState};
+use super::ConnId;
+use crate::engine::{StopReason, TurnStart};
+use crate::jsonrpc::{code, Id};
+use crate::wire::session::ToolRecord;
+
+/// A prompt request waiting for a turn's answer: where it came from and its id.
+pub(crate) type Waiter = (ConnId, Id);
+
+/// A turn waiting for the one before it, and for its attachments to be written.
+#[derive(Debug)]
+pub(crate) struct Queued {
+    pub start: TurnStart,
+    /// The `WriteAttachment` requests not answered yet: it starts only once there are none.
+    pub writing: Vec<u64>,
+}
+
+/// The turn a session runs now.
+#[derive(Debug)]
+pub(crate) struct Running {
+    pub turn_id: String,
+    pub cancelling: bool,
+    /// Steered messages the engine has not taken in yet.
+    pub steer: Vec<Steered>,
+    /// The answer and the reasoning so far, as the history keeps them (their first
+    /// `sessions.max_answer_bytes` each), and the bytes streamed past that.
+    pub text: Kept,
+    pub reasoning: Kept,
+    pub tools: Vec<ToolRecord>,
+}
+
+impl Running {
+    fn new(turn_id: String) -> Running {
+        Running {
+            turn_id,
+            cancelling: false,
+            steer: Vec::new(),
+            text: Kept::default(),
+            reasoning: Kept::default(),
+            tools: Vec::new(),
+        }
+    }
+
+    /// Steered messages the turn ended before taking in, for `_meta.lembas.unsent`.
+    fn unsent(&self) -> Map<String, Value> {
+        let mut extra = Map::new();
+        if !self.steer.is_empty() {
+            let texts: Vec<&str> = self.steer.iter().map(|m| m.text.as_str()).collect();
+            extra.insert("unsent".into(), json!(texts));
+        }
+        extra
+    }
+}
+
+/// A stream's text as the history keeps it: its first `max` bytes, and how many came after.
+#[derive(Debug, Default)]
+pub(crate) struct Kept {
+    pub text: String,
+    pub left_out: usize,
+}
+
+impl Kept {
+    pub fn push(&mut self, more: &str, max: usize) {
+        let room = max.saturating_sub(self.text.len());
+        if self.left_out == 0 && more.len() <= room {
+            self.text.push_str(more);
+            return;
+        }
+        let mut cut = room.min(more.len());
+        while !more.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        if self.left_out == 0 {
+            self.text.push_str(&more[..cut]);
+        } else {
+            cut = 0;
+        }
+        self.left_out += more.len() - cut;
+    }
+
+    /// The kept text, ending with a note of what was left out, if anything was.
+    pub fn into_history(self, max: usize) -> String {
+        let mut text = self.text;
+        if self.left_out > 0 {
+            text.push_str(&format!(
+                "\n\n[{} more bytes were streamed and not kept: the history keeps the first {max} \
+                 (sessions.max_answer_bytes)]",
+                self.left_out
+            ));
+        }
+        text
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct Steered {
+    pub id: u64,
+    pub text: String,
+    pub message_id: Option<String>,
+}
+
+/// What the ledger knows of a prompt's turn id.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Seen<'a> {
+    /// It finished: this is its answer, for the duplicate too.
+    Done(&'a Answer),
+    /// It is queued or running: the request now waits for its answer with the first one.
+    Waiting,
+    /// A new turn.
+    New,
+}
+
+/// A turn that ended, for its session to record and announce.
+#[derive(Debug)]
+pub(crate) struct Finished {
+    pub running: Running,
+    pub answer: Answer,
+    /// Its place in the ledger (for its stored record).
+    pub order: u64,
+    /// Every request waiting for its answer.
+    pub waiting: Vec<Waiter>,
+}
+
+#[derive(Debug)]
+pub(crate) struct TurnTable {
+    ledger: Ledger,
+    queue: VecDeque<Queued>,
+    running: Option<Running>,
+    /// Prompt requests waiting for a turn's answer: the first and every duplicate.
+    waiters: HashMap<String, Vec<Waiter>, Fixed>,
+}
+
+impl TurnTable {
+    /// Empty, with a ledger of `capacity` turn ids.
+    pub fn new(capacity: usize) -> TurnTable {
+        TurnTable {
+            ledger: Ledger::new(capacity),
+            queue: VecDeque::new(),
+            running: None,
+            waiters: HashMap::default(),
+        }
+    }
+
+    pub fn ledger(&self) -> &Ledger {
+        &self.ledger
+    }
+
+    /// The dedup check a prompt makes: a known turn id never runs again. For one not finished
+    /// yet, `waiter` is added to those its answer goes to.
+    pub fn seen(&mut self, turn: &str, waiter: Waiter) -> Seen<'_> {
+        match self.ledger.get(turn) {
+            Some(TurnState::Done(answer)) => Seen::Done(answer),
+            Some(_) => {
+                self.waiters
+                    .entry(turn.to_string())
+                    .or_default()
+                    .push(waiter);
+                Seen::Waiting
+            }
+            None => Seen::New,
+        }
+    }
+
+    /// Turns waiting to run.
+    pub fn queued(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// The ids of the turns waiting to run, first first.
+    pub fn queued_ids(&self) -> impl Iterator<Item = &str> {
+        self.queue.iter().map(|q| q.start.turn_id.as_str())
+    }
+
+    /// Queue a new turn (its id not [`Seen`] before), waiting for the attachment writes
+    /// `writing`; `waiter` gets its answer. Returns its order in the ledger and the finished
+    /// turn ids forgotten to make room.
+    pub fn accept(
+        &mut self,
+        start: TurnStart,
+        writing: Vec<u64>,
+        waiter: Waiter,
+    ) -> (u64, Vec<String>) {
+        let turn = start.turn_id.clone();
+        let accepted = self.ledger.accept(&turn);
+        self.waiters.insert(turn, vec![waiter]);
+        self.queue.push_back(Queued { start, writing });
+        accepted
+    }
+
+    /// An attachment write a queued turn waited for is done. Whether one waited for it.
+    pub fn written(&mut self, request: u64) -> bool {
+        let Some(q) = self.queue.iter_mut().find(|q| q.writing.contains(&request)) else {
+            return false;
+        };
+        q.writing.retain(|r| *r != request);
+        true
+    }
+
+    /// An attachment write failed: the turn waiting for it never runs, and its id is forgotten
+    /// (sent again, it is a new prompt). The requests that waited for it, or `None` when no
+    /// queued turn waited for this write.
+    pub fn refuse_unwritten(&mut self, request: u64) -> Option<Vec<Waiter>> {
+        let pos = self
+            .queue
+            .iter()
+            .position(|q| q.writing.contains(&request))?;
+        let q = self.queue.remove(pos)?;
+        let turn = q.start.turn_id;
+        self.ledger.forget(&turn);
+        Some(self.waiters.remove(&turn).unwrap_or_default())
+    }
+
+    /// Start the next queued turn, when nothing runs and its attachments are written (the
+    /// ones behind it wait for it): its start and its order in the ledger.
+    pub fn start_next(&mut self) -> Option<(TurnStart, u64)> {
+        if self.running.is_some() || self.queue.front().is_none_or(|q| !q.writing.is_empty()) {
+            return None;
+        }
+        let start = self.queue.pop_front()?.start;
+        self.ledger.set(&start.turn_id, TurnState::Running);
+        let order = self.ledger.order_of(&start.turn_id).unwrap_or_default();
+        self.running = Some(Running::new(start.turn_id.clone()));
+        Some((start, order))
+    }
+
+    pub fn running(&self) -> Option<&Running> {
+        self.running.as_ref()
+    }
+
+    /// The running turn if it is `turn` (a report about any other is late).
+    pub fn running_mut(&mut self, turn: &str) -> Option<&mut Running> {
+        self.running.as_mut().filter(|r| r.turn_id == turn)
+    }
+
+    /// The running turn, unless it is being stopped.
+    pub fn steerable(&mut self) -> Option<&mut Running> {
+        self.running.as_mut().filter(|r| !r.cancelling)
+    }
+
+    /// Stop the running turn: its id, the first time only.
+    pub fn cancel(&mut self) -> Option<String> {
+        let r = self.running.as_mut().filter(|r| !r.cancelling)?;
+        r.cancelling = true;
+        Some(r.turn_id.clone())
+    }
+
+    /// The running turn ended (`Err`: failed, with the engine's message): its answer is kept
+    /// in the ledger, and handed back with every request waiting for it. A stopped turn
+    /// answers `cancelled` whatever the engine said.
+    pub fn finish(&mut self, outcome: Result<StopReason, String>) -> Option<Finished> {
+        let running = self.running.take()?;
+        let answer = match (running.cancelling, outcome) {
+            (true, _) => Answer::stopped(StopReason::Cancelled, running.unsent()),
+            (false, Ok(reason)) => Answer::stopped(reason, running.unsent()),
+            (false, Err(message)) => Answer::Failed {
+                code: code::INTERNAL_ERROR,
+                message: format!("the turn failed: {message}"),
+            },
+        };
+        self.ledger
+            .set(&running.turn_id, TurnState::Done(answer.clone()));
+        let order = self.ledger.order_of(&running.turn_id).unwrap_or_default();
+        let waiting = self.waiters.remove(&running.turn_id).unwrap_or_default();
+        Some(Finished {
+            running,
+            answer,
+            order,
+            waiting,
+        })
+    }
+
+    /// The session is going (deleted): its running turn, and every request still waiting,
+    /// by turn id.
+    pub fn abandon(self) -> (Option<Running>, HashMap<String, Vec<Waiter>, Fixed>) {
+        (self.running, self.waiters)
+    }
+
+    /// Nothing runs or waits to run.
+    pub fn idle(&self) -> bool {
+        self.running.is_none() && self.queue.is_empty()
+    }
+
+    /// Some request still waits for an answer.
+    pub fn has_waiters(&self) -> bool {
+        !self.waiters.is_empty()
+    }
+
+    /// A connection went away: its requests wait for nothing.
+    pub fn forget_connection(&mut self, conn: ConnId) {
+        for waiting in self.waiters.values_mut() {
+            waiting.retain(|(c, _)| *c != conn);
+        }
+    }
+
+    /// Put back a turn read from the store (in any order; then [`TurnTable::finish_restore`]).
+    pub fn restore(&mut self, turn: &str, order: u64, state: TurnState) {
+        self.ledger.restore(turn, order, state);
+    }
+
+    /// Every stored turn is back: the ids forgotten for being over capacity.
+    pub fn finish_restore(&mut self) -> Vec<String> {
+        self.ledger.finish_restore()
+    }
+
+    /// Forget the ledger of an idle session (a fresh one of `capacity`): whether there was
+    /// anything to forget.
+    pub fn forget_ledger(&mut self, capacity: usize) -> bool {
+        if !self.idle() || self.ledger.order_len() == 0 {
+            return false;
+        }
+        self.ledger = Ledger::new(capacity);
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Mode;
+
+    fn start(turn: &str) -> TurnStart {
+        TurnStart {
+            session_id: "s".into(),
+            turn_id: turn.into(),
+            text: "hi".into(),
+            attachments: Vec::new(),
+            context: Default::default(),
+            mode: Mode::Edit,
+            model: None,
+            effort: None,
+            cwd: "/w".into(),
+        }
+    }
+
+    fn waiter(n: u64) -> Waiter {
+        (ConnId(n), Id::number(n))
+    }
+
+    #[test]
+    fn a_retried_prompt_never_runs_twice() {
+        let mut t = TurnTable::new(10);
+        assert_eq!(t.seen("a", waiter(1)), Seen::New);
+        t.accept(start("a"), Vec::new(), waiter(1));
+        // Retried while queued, then while running: it waits, and is queued once.
+        assert_eq!(t.seen("a", waiter(2)), Seen::Waiting);
+        assert_eq!(t.queued(), 1);
+        assert_eq!(t.start_next().map(|(s, _)| s.turn_id), Some("a".into()));
+        assert_eq!(t.seen("a", waiter(3)), Seen::Waiting);
+        assert!(t.start_next().is_none());
+        let done = t.finish(Ok(StopReason::EndTurn)).expect("it ran");
+        // Retried once finished: the same answer, and nothing to start.
+        assert_eq!(t.seen("a", waiter(4)), Seen::Done(&done.answer));
+        assert!(t.start_next().is_none());
+        assert!(t.idle());
+    }
+
+    #[test]
+    fn a_finished_turn_answers_every_waiter_and_no_one_twice() {
+        let mut t = TurnTable::new(10);
+        t.accept(start("a"), Vec::new(), waiter(1));
+        t.seen("a", waiter(2));
+        t.start_next();
+        t.seen("a", waiter(3));
+        let done = t.finish(Ok(StopReason::EndTurn)).expect("it ran");
+        assert_eq!(done.waiting, vec![waiter(1), waiter(2), waiter(3)]);
+        assert_eq!(
+            done.answer,
+            Answer::stopped(StopReason::EndTurn, Map::new())
+        );
+        assert!(!t.has_waiters());
+        assert!(t.finish(Ok(StopReason::EndTurn)).is_none());
+    }
+
+    #[test]
+    fn a_gone_connection_is_not_answered() {
+        let mut t = TurnTable::new(10);
+        t.accept(start("a"), Vec::new(), waiter(1));
+        t.seen("a", waiter(2));
+        t.forget_connection(ConnId(1));
+        t.start_next();
+        assert_eq!(
+            t.finish(Ok(StopReason::EndTurn)).unwrap().waiting,
+            vec![waiter(2)]
+        );
+    }
+
+    #[test]
+    fn turns_run_one_at_a_time_in_order() {
+        let mut t = TurnTable::new(10);
+        t.accept(start("a"), Vec::new(), waiter(1));
+        t.accept(start("b"), Vec::new(), waiter(2));
+        assert_eq!(
+            t.start_next().map(|(s, o)| (s.turn_id, o)),
+            Some(("a".into(), 0))
+        );
+        assert!(t.start_next().is_none(), "a runs");
+        assert_eq!(t.queued_ids().collect::<Vec<_>>(), vec!["b"]);
+        t.finish(Ok(StopReason::EndTurn));
+        assert_eq!(
+            t.start_next().map(|(s, o)| (s.turn_id, o)),
+            Some(("b".into(), 1))
+        );
+    }
+
+    #[test]
+    fn a_turn_waits_for_its_attachments_and_the_next_waits_for_it() {
+        let mut t = TurnTable::new(10);
+        t.accept(start("a"), vec![7, 8], waiter(1));
+        t.accept(start("b"), Vec::new(), waiter(2));
+        assert!(t.start_next().is_none());
+        assert!(t.written(7));
+        assert!(!t.written(7), "answered once");
+        assert!(t.start_next().is_none());
+        assert!(t.written(8));
+        assert_eq!(t.start_next().map(|(s, _)| s.turn_id), Some("a".into()));
+    }
+
+    #[test]
+    fn a_failed_attachment_refuses_its_turn_and_forgets_its_id() {
+        let mut t = TurnTable::new(10);
+        t.accept(start("a"), vec![7], waiter(1));
+        t.seen("a", waiter(2));
+        assert_eq!(t.refuse_unwritten(7), Some(vec![waiter(1), waiter(2)]));
+        assert_eq!(t.refuse_unwritten(7), None);
+        assert!(t.idle() && !t.has_waiters());
+        // Sent again, it is a new prompt.
+        assert_eq!(t.seen("a", waiter(3)), Seen::New);
+    }
+
+    #[test]
+    fn a_cancelled_turn_answers_cancelled_with_what_it_never_took_in() {
+        let mut t = TurnTable::new(10);
+        t.accept(start("a"), Vec::new(), waiter(1));
+        t.start_next();
+        t.steerable().expect("runs").steer.push(Steered {
+            id: 0,
+            text: "later".into(),
+            message_id: None,
+        });
+        assert_eq!(t.cancel(), Some("a".into()));
+        assert_eq!(t.cancel(), None, "asked once");
+        assert!(t.steerable().is_none());
+        let done = t.finish(Ok(StopReason::EndTurn)).unwrap();
+        let mut unsent = Map::new();
+        unsent.insert("unsent".into(), json!(["later"]));
+        assert_eq!(done.answer, Answer::stopped(StopReason::Cancelled, unsent));
+    }
+
+    #[test]
+    fn a_failed_turn_keeps_a_failed_answer() {
+        let mut t = TurnTable::new(10);
+        t.accept(start("a"), Vec::new(), waiter(1));
+        t.start_next();
+        let done = t.finish(Err("boom".into())).unwrap();
+        assert!(
+            matches!(&done.answer, Answer::Failed { code: code::INTERNAL_ERROR, message } if message == "the turn failed: boom")
+        );
+        assert!(matches!(t.ledger().get("a"), Some(TurnState::Done(_))));
+    }
+
+    #[test]
+    fn a_late_report_about_another_turn_finds_nothing_running() {
+        let mut t = TurnTable::new(10);
+        t.accept(start("a"), Vec::new(), waiter(1));
+        t.start_next();
+        assert!(t.running_mut("b").is_none());
+        assert!(t.running_mut("a").is_some());
+    }
+
+    #[test]
+    fn only_an_idle_tables_ledger_is_forgotten() {
+        let mut t = TurnTable::new(10);
+        assert!(!t.forget_ledger(10), "nothing to forget");
+        t.accept(start("a"), Vec::new(), waiter(1));
+        assert!(!t.forget_ledger(10), "a waits to run");
+        t.start_next();
+        t.finish(Ok(StopReason::EndTurn));
+        assert!(t.forget_ledger(10));
+        assert!(t.ledger().get("a").is_none());
+    }
+}
