@@ -9,7 +9,9 @@ export type ConnKind = "link" | "stdio" | "terminal";
 export type TurnPhase = "queued" | "running" | "done";
 export type StoreTable = "sessions" | "turns" | "history" | "deletes" | "device";
 
-/** Every member is optional: what is left out takes the core's default. Unknown members are refused. */
+/** The core's `DeviceConfig` (core/src/config.rs), camelCase. Every member is optional: what is
+ * left out takes the core's default. Unknown members are refused. No `liveness`: a JS socket can
+ * neither ping nor report a pong. */
 export interface DeviceConfig {
   /** Seeds every id and jitter the device makes (deterministic for a given seed). */
   seed?: number;
@@ -39,11 +41,31 @@ export interface DeviceConfig {
     maxSteer?: number;
     /** A delete made on the device is forgotten once the link that carried it stayed up this long. */
     deleteConfirmMs?: number;
+    /** Bytes a link may send while one of its session requests waits for its directory check;
+     * past it the link is closed (1008). At least `frames.maxFrameBytes`. */
+    maxHeldBytes?: number;
     /** Sessions kept in memory at once; past it the least recently used idle one is set aside
      * (read back with a `load_session` effect when named), or with none `session/new` is
      * refused. */
     maxLive?: number;
+    /** Of a turn's answer (and its reasoning), the bytes kept for the session's history. */
+    maxAnswerBytes?: number;
   };
+  /** Remote terminals (`remote.terminal`); ranges are `[min, max]`. */
+  terminals?: {
+    maxPerLink?: number;
+    cols?: [number, number];
+    rows?: [number, number];
+    /** `[cols, rows]` of a terminal opened without a size. */
+    defaultSize?: [number, number];
+    maxOutputFrameBytes?: number;
+    batchMs?: number;
+  };
+  /** What may wait to be sent on a connection: bounds the shell enforces (the `lembas` binary's;
+   * the wasm drivers hand every frame to the socket at once). */
+  outbound?: { pauseBytes?: number; maxBytes?: number };
+  /** What a connection's reader may hold unhandled: a bound the shell enforces, as `outbound`. */
+  inbound?: { pauseBytes?: number };
   models?: { id: string; instance?: boolean }[];
   /** Whether the shell answers `load_session` from a store (default true). Without one no
    * session is set aside. A `DeviceDriver` sets it from its `store` option. */

@@ -27,6 +27,7 @@ class JsPair {
     this.engine = new ScriptedEngine();
     this.link = undefined;
     this.events = [];
+    this.effects = [];
     this.queue = [];
   }
 
@@ -53,6 +54,7 @@ class JsPair {
       this.queue.push(() => this.client.frame(o.frame, this.now));
     } else if (o.type === "effect") {
       const e = o.effect;
+      this.effects.push(e);
       if (e.kind === "dial") {
         this.link = this.device.open("link", this.now);
         this.client.linkUp(this.now);
@@ -205,4 +207,36 @@ test("a JS device with terminals on: open, keystrokes echoed back as output, clo
   const exit = p.events.find((e) => e.kind === "notification" && e.method === "_lembas/terminal/exit");
   assert.deepEqual(exit.params, { terminalId, code: 129 });
   assert.throws(() => p.device.terminalOpened(terminalId, { shell: "bash" }, p.now), /terminal start/);
+});
+
+test("every config member the core has is set from JS: terminals, outbound, inbound, sessions", () => {
+  const config = {
+    ...deviceConfig,
+    remote: { ...deviceConfig.remote, terminal: true },
+    terminals: { maxPerLink: 1, defaultSize: [100, 40] },
+    sessions: { maxHeldBytes: 64 * 1024 * 1024, maxAnswerBytes: 1024 },
+    inbound: { pauseBytes: 4096 },
+  };
+  const p = new JsPair(config);
+  p.device.startLink(0);
+  p.drive();
+  const first = p.client.call("_lembas/terminal/open", {}, p.now);
+  p.drive();
+  // A terminal opened without a size opens at `terminals.defaultSize`.
+  const open = p.effects.find((e) => e.kind === "open_terminal");
+  assert.deepEqual([open.cols, open.rows], [100, 40]);
+  assert.ok(p.events.find((e) => e.kind === "answer" && e.id === first).result.terminalId);
+  // `terminals.maxPerLink: 1`: a second one on the link is refused, naming the bound.
+  const second = p.client.call("_lembas/terminal/open", {}, p.now);
+  p.drive();
+  const refused = p.events.find((e) => e.kind === "answer" && e.id === second);
+  assert.match(refused.error.message, /at most 1 terminals a link; this link has 1 open/);
+  // `outbound` reaches the core's check of it.
+  assert.throws(
+    () => new Device({ outbound: { pauseBytes: 20, maxBytes: 10 } }, 0),
+    /outbound: pause_bytes must be between 1 and max_bytes \(got 20 and 10\)/,
+  );
+  // A bad member is named by its path.
+  assert.throws(() => new Device({ terminals: { cols: [20] } }, 0), /`terminals.cols`/);
+  assert.throws(() => new Device({ liveness: {} }, 0), /unknown field `liveness`/);
 });

@@ -38,7 +38,8 @@ impl Mode {
 }
 
 /// The `remote:` block: what a client on the link may do on this device.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 #[non_exhaustive]
 pub struct Remote {
     /// Remote work on at all. Off, the device still links but says `roots: []` and refuses
@@ -83,7 +84,8 @@ impl Remote {
 
 /// How the device redials a dropped link: exponential backoff with "equal jitter" (half the
 /// delay fixed, half random), so a fleet of devices does not redial in step.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 #[non_exhaustive]
 pub struct Backoff {
     pub initial_ms: u64,
@@ -108,16 +110,19 @@ impl Backoff {
 }
 
 /// A model the device can speak to.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Model {
     /// The device's ref, which for an instance's model is its served id.
     pub id: String,
     /// Served by the instance this device is linked to (`instance` in results and events).
+    #[serde(default)]
     pub instance: bool,
 }
 
 /// Bounds on sessions and turns, each stated in the refusal that enforces it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 #[non_exhaustive]
 pub struct SessionLimits {
     /// A prompt's content block, decoded (the spec's 10 MB).
@@ -177,7 +182,8 @@ impl Default for SessionLimits {
 
 /// Bounds on remote terminals (`_lembas/terminal/*`), each stated in the refusal that
 /// enforces it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 #[non_exhaustive]
 pub struct TerminalLimits {
     /// Terminals open at once on one link (the spec's four).
@@ -209,7 +215,8 @@ impl Default for TerminalLimits {
 
 /// Bounds on what waits to be sent on one connection, enforced by the shell (the core hands
 /// frames over at once; [`crate::device::Device::holders`] says whose queue holds a session).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 #[non_exhaustive]
 pub struct OutboundLimits {
     /// Past this many bytes waiting, the sources wait until the writer catches up: terminals
@@ -237,7 +244,8 @@ impl Default for OutboundLimits {
 /// pipe's would) until the device catches up. Without it a peer faster than the device would
 /// grow the shell's input queue without bound. At most `pause_bytes` plus one whole frame
 /// (`frames.max_frame_bytes`) waits a connection.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 #[non_exhaustive]
 pub struct InboundLimits {
     pub pause_bytes: usize,
@@ -305,8 +313,11 @@ impl std::fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-/// Everything a `Device` is built from.
-#[derive(Clone, Debug)]
+/// Everything a `Device` is built from. Its serde shape (camelCase, every member optional,
+/// unknown ones refused) is what JS hands the wasm bindings (`DeviceConfig` in
+/// bindings/lembas.d.ts); `config.yaml` is read by the runtime, not through it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 #[non_exhaustive]
 pub struct DeviceConfig {
     /// Seeds every id and jitter the device makes.
@@ -325,7 +336,9 @@ pub struct DeviceConfig {
     pub outbound: OutboundLimits,
     pub inbound: InboundLimits,
     /// When the instance link is pinged and when it is given up as dead. `None`: never (a shell
-    /// whose sockets can neither ping nor report pongs, as a browser's).
+    /// whose sockets can neither ping nor report pongs, as a browser's). Not in the serde shape:
+    /// a JS socket can do neither, so the wasm shell always sets `None`.
+    #[serde(skip)]
     pub liveness: Option<Liveness>,
     /// The models this device can speak to; the first is the default for a session that
     /// names none.
@@ -431,8 +444,9 @@ impl DeviceConfig {
     }
 }
 
-/// Everything a `Client` is built from.
-#[derive(Clone, Debug)]
+/// Everything a `Client` is built from; serde as for [`DeviceConfig`].
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 #[non_exhaustive]
 pub struct ClientConfig {
     pub seed: u64,
@@ -443,7 +457,9 @@ pub struct ClientConfig {
     /// counts as undelivered and waits for the next link.
     pub request_timeout_ms: u64,
     /// When the link is pinged and when it is given up as dead (closed; the device dials
-    /// again). `None`: never (a browser's socket can neither ping nor report pongs).
+    /// again). `None`: never (a browser's socket can neither ping nor report pongs). Not in the
+    /// serde shape, as for the device's.
+    #[serde(skip)]
     pub liveness: Option<Liveness>,
 }
 

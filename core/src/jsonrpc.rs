@@ -167,7 +167,8 @@ pub struct Response<'a> {
 }
 
 /// The bounds a frame is checked against before anything else is done with it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct FrameLimits {
     pub max_frame_bytes: usize,
     pub max_depth: usize,
@@ -432,15 +433,21 @@ pub fn parse_params<'a, T: Deserialize<'a>>(
     params: Option<&'a RawValue>,
 ) -> Result<T, RpcError> {
     let text = params.map_or("{}", RawValue::get);
+    parse_at_path(text)
+        .map_err(|why| RpcError::invalid_params(format!("invalid params for `{method}`: {why}")))
+}
+
+/// Read `text` as a `T`, or say why not: the path of the member at fault (from where
+/// serde_json stopped) and what was wrong with it (`` `remote.maxMode`: unknown variant ... ``).
+pub fn parse_at_path<'a, T: Deserialize<'a>>(text: &'a str) -> Result<T, String> {
     serde_json::from_str(text).map_err(|e| {
         let path = crate::error_path::path_at(text, e.line(), e.column());
         let inner = without_position(&e);
-        let why = if path == "." {
+        if path == "." {
             inner
         } else {
             format!("`{path}`: {inner}")
-        };
-        RpcError::invalid_params(format!("invalid params for `{method}`: {why}"))
+        }
     })
 }
 

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use lembas_core::client::{ClientEvent, ClientOutput};
-use lembas_core::config::{Mode, Model};
+use lembas_core::config::Mode;
 use lembas_core::device::{ConnKind, DialFailure, Effect, Output, TurnPhase, Unreadable};
 use lembas_core::engine::{
     Ask, Attachment, Card, Context, Decision, EngineEvent, PermissionDecision, PlanDecision,
@@ -40,159 +40,37 @@ fn from_value<T: serde::de::DeserializeOwned>(what: &str, v: Value) -> Result<T,
 // ---------------------------------------------------------------------------------------------
 // Configs
 
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct RemoteJs {
-    enabled: Option<bool>,
-    roots: Option<Vec<String>>,
-    max_mode: Option<Mode>,
-    require_trust: Option<bool>,
-    approval_timeout_ms: Option<u64>,
-    terminal: Option<bool>,
-    trusted: Option<Vec<String>>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct FramesJs {
-    max_frame_bytes: Option<usize>,
-    max_depth: Option<usize>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct BackoffJs {
-    initial_ms: Option<u64>,
-    max_ms: Option<u64>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct SessionsJs {
-    max_block_bytes: Option<u64>,
-    max_prompt_bytes: Option<u64>,
-    ledger_turns: Option<usize>,
-    max_queued: Option<usize>,
-    ledger_ttl_ms: Option<u64>,
-    max_title_chars: Option<usize>,
-    max_steer: Option<usize>,
-    delete_confirm_ms: Option<u64>,
-    max_live: Option<usize>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct ModelJs {
-    id: String,
-    #[serde(default)]
-    instance: bool,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct DeviceConfigJs {
-    seed: Option<u64>,
-    version: Option<String>,
-    host: Option<String>,
-    platform: Option<String>,
-    connection: Option<String>,
-    remote: Option<RemoteJs>,
-    frames: Option<FramesJs>,
-    backoff: Option<BackoffJs>,
-    sessions: Option<SessionsJs>,
-    models: Option<Vec<ModelJs>>,
-    has_store: Option<bool>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct ClientConfigJs {
-    seed: Option<u64>,
-    frames: Option<FramesJs>,
-    show: Option<bool>,
-    request_timeout_ms: Option<u64>,
-}
-
-fn set<T>(slot: &mut T, v: Option<T>) {
-    if let Some(v) = v {
-        *slot = v;
-    }
-}
-
-fn apply_frames(f: &mut lembas_core::jsonrpc::FrameLimits, js: Option<FramesJs>) {
-    let js = js.unwrap_or_default();
-    set(&mut f.max_frame_bytes, js.max_frame_bytes);
-    set(&mut f.max_depth, js.max_depth);
-}
-
-/// A device config from its JS object (`null` or `{}`: the core's defaults). Unknown members
-/// are refused, so a misspelt limit is an error rather than a silent default.
+/// A device config from its JS object (`null` or `{}`: the core's defaults): the core type's own
+/// serde shape. Unknown members are refused, so a misspelt limit is an error rather than a
+/// silent default.
 pub fn device_config(v: Value) -> Result<DeviceConfig, ShapeError> {
-    let js: DeviceConfigJs = if v.is_null() {
-        DeviceConfigJs::default()
-    } else {
-        from_value("device config", v)?
-    };
-    let mut c = DeviceConfig::default();
+    let mut c: DeviceConfig = options("device config", v)?;
     // A JS socket (a browser's WebSocket, npm `ws` through `addEventListener`) can neither send
     // a ping nor report a pong, so the core's heartbeat would give up every quiet link: off
     // here; the socket's own `close`/`error` events are the only way a link is seen to die.
     c.liveness = None;
-    set(&mut c.seed, js.seed);
-    set(&mut c.version, js.version);
-    set(&mut c.host, js.host);
-    set(&mut c.platform, js.platform);
-    c.connection = js.connection.or(c.connection);
-    let r = js.remote.unwrap_or_default();
-    set(&mut c.remote.enabled, r.enabled);
-    set(&mut c.remote.roots, r.roots);
-    set(&mut c.remote.max_mode, r.max_mode);
-    set(&mut c.remote.require_trust, r.require_trust);
-    set(&mut c.remote.approval_timeout_ms, r.approval_timeout_ms);
-    set(&mut c.remote.terminal, r.terminal);
-    set(&mut c.remote.trusted, r.trusted);
-    apply_frames(&mut c.frames, js.frames);
-    let b = js.backoff.unwrap_or_default();
-    set(&mut c.backoff.initial_ms, b.initial_ms);
-    set(&mut c.backoff.max_ms, b.max_ms);
-    let s = js.sessions.unwrap_or_default();
-    set(&mut c.sessions.max_block_bytes, s.max_block_bytes);
-    set(&mut c.sessions.max_prompt_bytes, s.max_prompt_bytes);
-    set(&mut c.sessions.ledger_turns, s.ledger_turns);
-    set(&mut c.sessions.max_queued, s.max_queued);
-    set(&mut c.sessions.ledger_ttl_ms, s.ledger_ttl_ms);
-    set(&mut c.sessions.max_title_chars, s.max_title_chars);
-    set(&mut c.sessions.max_steer, s.max_steer);
-    set(&mut c.sessions.delete_confirm_ms, s.delete_confirm_ms);
-    set(&mut c.sessions.max_live, s.max_live);
-    set(&mut c.has_store, js.has_store);
-    if let Some(models) = js.models {
-        c.models = models
-            .into_iter()
-            .map(|m| Model {
-                id: m.id,
-                instance: m.instance,
-            })
-            .collect();
-    }
     Ok(c)
 }
 
 /// A client config from its JS object (`null` or `{}`: the core's defaults).
 pub fn client_config(v: Value) -> Result<ClientConfig, ShapeError> {
-    let js: ClientConfigJs = if v.is_null() {
-        ClientConfigJs::default()
-    } else {
-        from_value("client config", v)?
-    };
-    let mut c = ClientConfig::default();
+    let mut c: ClientConfig = options("client config", v)?;
     // As for the device: a JS socket cannot ping or report pongs.
     c.liveness = None;
-    set(&mut c.seed, js.seed);
-    set(&mut c.show, js.show);
-    set(&mut c.request_timeout_ms, js.request_timeout_ms);
-    apply_frames(&mut c.frames, js.frames);
     Ok(c)
+}
+
+/// An options object read as text, so the error names the member at fault by its path
+/// (`` `remote.maxmode` ``) as well as what was wrong.
+fn options<T: serde::de::DeserializeOwned + Default>(
+    what: &str,
+    v: Value,
+) -> Result<T, ShapeError> {
+    if v.is_null() {
+        return Ok(T::default());
+    }
+    lembas_core::jsonrpc::parse_at_path(&v.to_string())
+        .map_err(|why| ShapeError(format!("{what}: {why}")))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -967,6 +845,42 @@ mod tests {
         let e = device_config(json!({ "remote": { "maxmode": "auto" } })).unwrap_err();
         assert!(e.0.contains("maxmode"), "{e}");
         assert_eq!(client_config(Value::Null).unwrap().seed, 1);
+    }
+
+    #[test]
+    fn every_config_member_is_settable_and_a_bad_one_is_named_by_its_path() {
+        let c = device_config(json!({
+            "terminals": { "maxPerLink": 1, "cols": [30, 200], "defaultSize": [100, 40] },
+            "outbound": { "pauseBytes": 10, "maxBytes": 20 },
+            "inbound": { "pauseBytes": 30 },
+            "sessions": { "maxHeldBytes": 99_000_000, "maxAnswerBytes": 5 },
+        }))
+        .unwrap();
+        assert_eq!(c.terminals.max_per_link, 1);
+        assert_eq!(c.terminals.cols, (30, 200));
+        assert_eq!(c.terminals.default_size, (100, 40));
+        assert_eq!(
+            c.terminals.rows,
+            (5, 300),
+            "a member left out keeps its default"
+        );
+        assert_eq!((c.outbound.pause_bytes, c.outbound.max_bytes), (10, 20));
+        assert_eq!(c.inbound.pause_bytes, 30);
+        assert_eq!(c.sessions.max_held_bytes, 99_000_000);
+        assert_eq!(c.sessions.max_answer_bytes, 5);
+        assert_eq!(c.liveness, None, "a JS socket cannot ping");
+        let e = device_config(json!({ "terminals": { "maxPerLink": -1 } })).unwrap_err();
+        assert!(
+            e.0.starts_with("device config: `terminals.maxPerLink`: invalid value"),
+            "{e}"
+        );
+        let e = device_config(json!({ "liveness": { "pingAfterMs": 1 } })).unwrap_err();
+        assert!(e.0.contains("unknown field `liveness`"), "{e}");
+        let e = client_config(json!({ "frames": { "maxDepth": "deep" } })).unwrap_err();
+        assert!(
+            e.0.starts_with("client config: `frames.maxDepth`: invalid type"),
+            "{e}"
+        );
     }
 
     #[test]
