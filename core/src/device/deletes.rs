@@ -28,14 +28,14 @@ impl Device {
             return Ok(json!({ "deleted": false }));
         };
         let remote = &self.config.remote;
-        let allowed = s.given
+        let allowed = s.durable.given
             || s.holders.contains(&conn)
             || s.holders.iter().any(|h| {
                 self.conns
                     .get(h)
                     .is_some_and(|c| c.kind == ConnKind::Terminal)
             })
-            || (remote.enabled && paths::within(&s.root, &remote.roots).is_some());
+            || (remote.enabled && paths::within(&s.durable.root, &remote.roots).is_some());
         if !allowed {
             return Err(RpcError::invalid_params(format!(
                 "session `{}` was never given to a client and is not under the device's roots; \

@@ -97,7 +97,7 @@ impl Device {
         let Some(session) = named.and_then(|n| n.session_id) else {
             return Ok(false);
         };
-        let Some(dir) = self.sessions.get(&session).map(|s| s.cwd.clone()) else {
+        let Some(dir) = self.sessions.get(&session).map(|s| s.durable.cwd.clone()) else {
             // Unknown: the handler says so.
             return Ok(false);
         };

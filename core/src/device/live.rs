@@ -40,8 +40,8 @@ impl Device {
     pub(super) fn insert_live(&mut self, mut s: Session) {
         self.next_use += 1;
         s.used = self.next_use;
-        self.lru.insert(s.used, s.id.clone());
-        self.sessions.insert(s.id.clone(), s);
+        self.lru.insert(s.used, s.durable.id.clone());
+        self.sessions.insert(s.durable.id.clone(), s);
     }
 
     /// The session was named: it is the last one an eviction picks.
@@ -50,7 +50,7 @@ impl Device {
             self.lru.remove(&s.used);
             self.next_use += 1;
             s.used = self.next_use;
-            self.lru.insert(s.used, s.id.clone());
+            self.lru.insert(s.used, s.durable.id.clone());
         }
     }
 

@@ -10,7 +10,6 @@ use serde_json::{json, Map};
 
 use super::ledger::{Answer, TurnState};
 use super::sessions::Session;
-use super::turn_table::TurnTable;
 use super::turns::turn_record;
 use super::Device;
 use crate::config::{ConfigError, DeviceConfig};
@@ -185,7 +184,7 @@ impl Device {
             }
             return None;
         };
-        let mut s = self.session_from(rec);
+        let mut s = Session::new(rec, self.config.sessions.ledger_turns);
         let mut history = stored.history;
         history.sort_by(|a, b| a.0.cmp(&b.0));
         s.history = history.into_iter().map(|(_, t)| t).collect();
@@ -195,7 +194,7 @@ impl Device {
         }
         let ttl = self.config.sessions.ledger_ttl_ms;
         let newest = list.iter().map(|(_, r)| r.touched).max().unwrap_or(0);
-        if newest.max(s.touched).saturating_add(ttl) < now.0 {
+        if newest.max(s.durable.touched).saturating_add(ttl) < now.0 {
             records.push(Record::DeletePrefix {
                 table: Table::Turns,
                 prefix: store::session_prefix(id),
@@ -238,29 +237,6 @@ impl Device {
         }
         Some(s)
     }
-
-    fn session_from(&self, rec: SessionRecord) -> Session {
-        Session {
-            id: rec.id,
-            cwd: rec.cwd,
-            root: rec.root,
-            title: rec.title,
-            mode: rec.mode,
-            model: rec.model,
-            effort: rec.effort,
-            instance: rec.instance,
-            context: rec.context,
-            turns: TurnTable::new(self.config.sessions.ledger_turns),
-            open: false,
-            holders: BTreeSet::new(),
-            history: Vec::new(),
-            touched: rec.touched,
-            plan: rec.plan,
-            given: rec.given,
-            capped: true,
-            used: 0,
-        }
-    }
 }
 
 /// How often a long-running device looks for stale ledgers.
@@ -277,10 +253,10 @@ impl Device {
         let capacity = self.config.sessions.ledger_turns;
         let mut records = Vec::new();
         for s in self.sessions.values_mut() {
-            if s.touched.saturating_add(ttl) < now.0 && s.turns.forget_ledger(capacity) {
+            if s.durable.touched.saturating_add(ttl) < now.0 && s.turns.forget_ledger(capacity) {
                 records.push(Record::DeletePrefix {
                     table: Table::Turns,
-                    prefix: store::session_prefix(&s.id),
+                    prefix: store::session_prefix(&s.durable.id),
                 });
             }
         }

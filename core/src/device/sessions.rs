@@ -18,17 +18,12 @@ use crate::wire::session::{
     StatusResult, TitleParams,
 };
 
+/// A session in memory: what of it is stored (its record, written as it is) and what lives only
+/// while the device runs.
 #[derive(Debug)]
 pub(crate) struct Session {
-    pub id: String,
-    pub cwd: String,
-    pub root: String,
-    pub title: Option<String>,
-    pub mode: Mode,
-    pub model: Option<String>,
-    pub effort: Option<String>,
-    pub instance: bool,
-    pub context: Context,
+    /// The part that persists, field for field (`Table::Sessions`).
+    pub durable: SessionRecord,
     /// Its turns: the ledger, the queue, the running one and the prompts waiting for answers.
     pub turns: TurnTable,
     /// Held here (by the service) since it was made or opened from the store.
@@ -36,11 +31,6 @@ pub(crate) struct Session {
     /// Connections that hear this session's updates.
     pub holders: BTreeSet<ConnId>,
     pub history: Vec<HistoryTurn>,
-    pub touched: u64,
-    /// The structured plan (capability `plan_state`), or `None`.
-    pub plan: Option<Value>,
-    /// A client on the link was given this session (made, opened, or shared): it may delete it.
-    pub given: bool,
     /// Whether the session is on a link (so its mode is capped).
     pub capped: bool,
     /// When it was last named (the device's use counter), for setting the least recently used
@@ -49,25 +39,26 @@ pub(crate) struct Session {
 }
 
 impl Session {
+    /// A session from its record, with no turns, history or holders yet (`ledger_turns` is
+    /// the capacity of its turn ledger).
+    pub fn new(durable: SessionRecord, ledger_turns: usize) -> Session {
+        Session {
+            durable,
+            turns: TurnTable::new(ledger_turns),
+            open: false,
+            holders: BTreeSet::new(),
+            history: Vec::new(),
+            capped: true,
+            used: 0,
+        }
+    }
+
+    /// The change that stores it as it is now.
     pub fn record(&self) -> Record {
-        let rec = SessionRecord {
-            id: self.id.clone(),
-            cwd: self.cwd.clone(),
-            root: self.root.clone(),
-            title: self.title.clone(),
-            mode: self.mode,
-            model: self.model.clone(),
-            effort: self.effort.clone(),
-            instance: self.instance,
-            touched: self.touched,
-            plan: self.plan.clone(),
-            given: self.given,
-            context: self.context.clone(),
-        };
         Record::Put {
             table: Table::Sessions,
-            key: self.id.clone(),
-            value: serde_json::to_string(&rec).expect("records serialize"),
+            key: self.durable.id.clone(),
+            value: serde_json::to_string(&self.durable).expect("records serialize"),
         }
     }
 
@@ -270,26 +261,26 @@ impl Device {
         let id = format!("ses_{}", self.rng.token(20));
         let kind = self.conns[&p.conn].kind;
         let (model, instance) = p.model.map_or((None, false), |(m, i)| (Some(m), i));
-        let session = Session {
-            id: id.clone(),
-            cwd: p.cwd,
-            root: p.root,
-            title: None,
-            mode: p.mode,
-            model,
-            effort: p.effort,
-            instance,
-            context: p.context,
-            turns: TurnTable::new(self.config.sessions.ledger_turns),
-            open: true,
-            holders: BTreeSet::from([p.conn]),
-            history: Vec::new(),
-            touched: self.clock.now().0,
-            plan: None,
-            given: kind == ConnKind::Link,
-            capped: kind == ConnKind::Link,
-            used: 0,
-        };
+        let mut session = Session::new(
+            SessionRecord {
+                id,
+                cwd: p.cwd,
+                root: p.root,
+                title: None,
+                mode: p.mode,
+                model,
+                effort: p.effort,
+                instance,
+                touched: self.clock.now().0,
+                plan: None,
+                given: kind == ConnKind::Link,
+                context: p.context,
+            },
+            self.config.sessions.ledger_turns,
+        );
+        session.open = true;
+        session.holders.insert(p.conn);
+        session.capped = kind == ConnKind::Link;
         let record = session.record();
         let result = self.session_result(&session, kind);
         self.insert_live(session);
@@ -299,7 +290,7 @@ impl Device {
 
     fn session_result(&self, s: &Session, kind: ConnKind) -> Value {
         let modes = Modes {
-            current_mode_id: s.mode.as_str(),
+            current_mode_id: s.durable.mode.as_str(),
             available_modes: self
                 .modes_for(kind)
                 .into_iter()
@@ -310,10 +301,10 @@ impl Device {
                 .collect(),
         };
         json!({
-            "sessionId": s.id,
+            "sessionId": s.durable.id,
             "modes": modes,
             "_meta": { "lembas": {
-                "model": s.model, "mode": s.mode, "effort": s.effort, "instance": s.instance,
+                "model": s.durable.model, "mode": s.durable.mode, "effort": s.durable.effort, "instance": s.durable.instance,
             } },
         })
     }
@@ -326,7 +317,7 @@ impl Device {
         let dir = self
             .sessions
             .get(session)
-            .map(|s| s.cwd.clone())
+            .map(|s| s.durable.cwd.clone())
             .ok_or_else(|| {
                 RpcError::invalid_params(format!("no session `{session}` on this device"))
             })?;
@@ -337,7 +328,7 @@ impl Device {
         let newly = s.holders.insert(conn);
         // Spec, `plan`: sent "after a session is opened from the store when it has a plan", to
         // the connection that opened it, so its plan card is drawn without waiting for a change.
-        let plan = s.plan.as_ref().filter(|_| from_store).map(|p| {
+        let plan = s.durable.plan.as_ref().filter(|_| from_store).map(|p| {
             jsonrpc::encode_notification(
                 "session/update",
                 &json!({ "sessionId": session, "update": super::turns::plan_update(Some(p)) }),
@@ -350,8 +341,8 @@ impl Device {
             .is_some_and(|c| c.kind == ConnKind::Link);
         // Used from the link, the session is remote work: its modes are lowered from now on.
         s.capped |= on_link;
-        if on_link && !s.given {
-            s.given = true;
+        if on_link && !s.durable.given {
+            s.durable.given = true;
             let record = s.record();
             self.out.persist(vec![record]);
         }
@@ -380,7 +371,7 @@ impl Device {
         } else {
             requested
         };
-        s.touched = now;
+        s.durable.touched = now;
         self.change_mode(&p.session_id, mode);
         Ok(json!({}))
     }
@@ -390,7 +381,7 @@ impl Device {
         let Some(s) = self.sessions.get_mut(session) else {
             return;
         };
-        s.mode = mode;
+        s.durable.mode = mode;
         let record = s.record();
         self.announce_mode(session, mode, record);
     }
@@ -416,8 +407,8 @@ impl Device {
         }
         let now = self.clock.now().0;
         let s = self.attach(conn, &p.session_id)?;
-        s.title = Some(p.title.clone());
-        s.touched = now;
+        s.durable.title = Some(p.title.clone());
+        s.durable.touched = now;
         let record = s.record();
         self.out.persist(vec![record]);
         self.broadcast_event(
@@ -454,7 +445,7 @@ impl Device {
         let Some(s) = self.sessions.get(&p.session_id) else {
             return thin(false);
         };
-        if !admitted || self.admit(conn, &p.session_id, &s.cwd).is_err() {
+        if !admitted || self.admit(conn, &p.session_id, &s.durable.cwd).is_err() {
             return thin(true);
         }
         let s = self
@@ -468,15 +459,15 @@ impl Device {
         }
         let s = &self.sessions[&p.session_id];
         Ok(serde_json::to_value(StatusResult {
-            session_id: &s.id,
+            session_id: &s.durable.id,
             exists: true,
             held: if s.open { "here" } else { "none" },
             busy: s.busy(),
-            title: s.title.as_deref(),
+            title: s.durable.title.as_deref(),
             turn_id: s.turns.running().map(|r| r.turn_id.as_str()),
             queued: s.turns.queued_ids().collect(),
             last_turn_id: s.turns.ledger().last_done(),
-            plan: s.plan.as_ref(),
+            plan: s.durable.plan.as_ref(),
         })
         .expect("status serializes"))
     }
@@ -486,9 +477,9 @@ impl Device {
     pub(super) fn history(&mut self, conn: ConnId, p: SessionIdParams) -> Result<Value, RpcError> {
         let s = self.attach(conn, &p.session_id)?;
         Ok(serde_json::to_value(HistoryResult {
-            session_id: &s.id,
-            title: s.title.as_deref(),
-            root: &s.cwd,
+            session_id: &s.durable.id,
+            title: s.durable.title.as_deref(),
+            root: &s.durable.cwd,
             turns: &s.history,
         })
         .expect("history serializes"))
@@ -552,5 +543,38 @@ impl Device {
             s.holders.remove(&conn);
             s.turns.forget_connection(conn);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_session_stores_back_the_very_record_it_was_made_from() {
+        let context = Context {
+            system_prompt: Some(json!("be brief")),
+            ..Context::default()
+        };
+        let rec = SessionRecord {
+            id: "ses_1".into(),
+            cwd: "/w/p".into(),
+            root: "/w".into(),
+            title: Some("t".into()),
+            mode: Mode::Plan,
+            model: Some("m".into()),
+            effort: Some("high".into()),
+            instance: true,
+            touched: 42,
+            plan: Some(json!({ "phases": [] })),
+            given: true,
+            context,
+        };
+        let s = Session::new(rec.clone(), 10);
+        let Record::Put { table, key, value } = s.record() else {
+            panic!("a session is stored with a put");
+        };
+        assert_eq!((table, key.as_str()), (Table::Sessions, "ses_1"));
+        assert_eq!(serde_json::from_str::<SessionRecord>(&value).unwrap(), rec);
     }
 }

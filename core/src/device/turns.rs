@@ -211,7 +211,7 @@ impl Device {
         if s.turns.queued() >= max_queued {
             return Err(RpcError::invalid_params(format!(
                 "session `{}` already has {} prompts waiting, the limit (max_queued)",
-                s.id, max_queued
+                s.durable.id, max_queued
             )));
         }
         let prepared = self.prepare(p.prompt)?;
@@ -220,10 +220,10 @@ impl Device {
             .sessions
             .get_mut(&p.session_id)
             .expect("attached above");
-        s.context.merge(&context);
-        s.touched = now;
+        s.durable.context.merge(&context);
+        s.durable.touched = now;
         let start = TurnStart {
-            session_id: s.id.clone(),
+            session_id: s.durable.id.clone(),
             turn_id: turn_id.clone(),
             text: prepared.text,
             attachments: prepared
@@ -231,11 +231,11 @@ impl Device {
                 .iter()
                 .map(|(a, _)| a.clone())
                 .collect(),
-            context: s.context.clone(),
-            mode: s.mode,
-            model: s.model.clone(),
-            effort: s.effort.clone(),
-            cwd: s.cwd.clone(),
+            context: s.durable.context.clone(),
+            mode: s.durable.mode,
+            model: s.durable.model.clone(),
+            effort: s.durable.effort.clone(),
+            cwd: s.durable.cwd.clone(),
         };
         let writing: Vec<u64> = (0..prepared.attachments.len() as u64)
             .map(|i| self.next_write + i)
@@ -243,7 +243,7 @@ impl Device {
         self.next_write += writing.len() as u64;
         let (order, forgotten) = s.turns.accept(start, writing.clone(), (conn, id.clone()));
         let mut records = vec![turn_record(
-            &s.id,
+            &s.durable.id,
             &turn_id,
             order,
             StoredTurnState::Queued,
@@ -251,10 +251,10 @@ impl Device {
         )];
         records.extend(forgotten.iter().map(|t| Record::Delete {
             table: Table::Turns,
-            key: store::turn_key(&s.id, t),
+            key: store::turn_key(&s.durable.id, t),
         }));
         records.push(s.record());
-        let session = s.id.clone();
+        let session = s.durable.id.clone();
         self.out.persist(records);
         for (request, (a, bytes)) in writing.into_iter().zip(prepared.attachments) {
             self.writing
@@ -331,11 +331,11 @@ impl Device {
         };
         // The turn runs at the session's mode as it is now, lowered to `remote.max_mode` as it
         // is now: a lowered max_mode reaches every open session's next turn.
-        let lowered = (s.capped && s.mode > max).then(|| {
-            s.mode = max;
+        let lowered = (s.capped && s.durable.mode > max).then(|| {
+            s.durable.mode = max;
             s.record()
         });
-        start.mode = s.mode;
+        start.mode = s.durable.mode;
         let turn_id = start.turn_id.clone();
         let attachments: Vec<AttachmentMeta> = start
             .attachments
@@ -394,7 +394,7 @@ impl Device {
         let max = self.config.sessions.max_steer;
         let id = self.next_steer;
         let s = self.attach(conn, &p.session_id)?;
-        let session = s.id.clone();
+        let session = s.durable.id.clone();
         let Some(r) = s.turns.steerable() else {
             return Err(RpcError::invalid_params(format!(
                 "nothing runs in session `{session}`: send it as a prompt instead"
@@ -524,12 +524,12 @@ impl Device {
                 } else {
                     mode
                 };
-                s.mode = mode;
+                s.durable.mode = mode;
                 let record = s.record();
                 self.announce_mode(session, mode, record);
             }
             EngineEvent::Plan(plan) => {
-                s.plan.clone_from(&plan);
+                s.durable.plan.clone_from(&plan);
                 let record = s.record();
                 self.out.persist(vec![record]);
                 self.broadcast_update(session, plan_update(plan.as_ref()));
@@ -557,7 +557,7 @@ impl Device {
         else {
             return;
         };
-        s.touched = now;
+        s.durable.touched = now;
         let index = s.history.len();
         let assistant = HistoryTurn::Assistant {
             text: r.text.into_history(max_answer),
