@@ -51,6 +51,14 @@ impl OpenCard {
 
 pub(crate) type Cards = BTreeMap<CardKey, OpenCard>;
 
+/// The card the device put to `conn` with the request `id`, if it did (and it is still open).
+pub(super) fn asked_with(cards: &Cards, conn: ConnId, id: &Id) -> Option<CardKey> {
+    cards
+        .iter()
+        .find(|(_, open)| open.asked.get(&conn) == Some(id))
+        .map(|(key, _)| key.clone())
+}
+
 fn cut(label: &str) -> String {
     label.chars().take(MAX_LABEL_CHARS).collect()
 }
@@ -114,16 +122,6 @@ impl Device {
 
     /// Send the card to `conn` if it may be asked and has not been yet.
     fn offer(&mut self, conn: ConnId, key: &CardKey) {
-        let Some(open) = self.cards.get(key) else {
-            return;
-        };
-        let method = open.method();
-        let Some(c) = self.conns.get(&conn) else {
-            return;
-        };
-        if open.asked.contains_key(&conn) || !c.may_receive(method) {
-            return;
-        }
         // A person at a terminal may answer too: the web does not time the card out.
         let patient = self.sessions.get(&key.0).is_some_and(|s| {
             s.holders.iter().any(|h| {
@@ -132,16 +130,20 @@ impl Device {
                     .is_some_and(|c| c.kind == ConnKind::Terminal)
             })
         });
+        let Some(open) = self.cards.get_mut(key) else {
+            return;
+        };
+        let method = open.method();
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        if open.asked.contains_key(&conn) || !c.may_receive(method) {
+            return;
+        }
         let params = card_params(&key.0, &open.card, patient);
-        let id = self.request_id();
-        let c = self.conns.get_mut(&conn).expect("checked above");
+        let id = self.request_ids.next();
         c.expect_answer(id.clone(), method);
-        c.pending.get_mut(&id).expect("just inserted").card = Some(key.clone());
-        self.cards
-            .get_mut(key)
-            .expect("checked above")
-            .asked
-            .insert(conn, id.clone());
+        open.asked.insert(conn, id.clone());
         self.out
             .send(conn, jsonrpc::encode_request(&id, method, &params));
     }
@@ -510,6 +512,34 @@ mod tests {
                 }],
             },
         }
+    }
+
+    #[test]
+    fn a_card_is_answered_only_by_the_connection_and_id_it_was_asked_with() {
+        let (web, terminal) = (ConnId(1), ConnId(2));
+        let open = |asked: &[(ConnId, &str)]| OpenCard {
+            turn_id: "t".into(),
+            card: question(&["a"]),
+            deadline: Time(0),
+            asked: asked.iter().map(|(c, id)| (*c, Id::string(id))).collect(),
+            capped: false,
+        };
+        let mut cards = Cards::new();
+        cards.insert(
+            ("s".into(), "call_1".into()),
+            open(&[(web, "0-1"), (terminal, "0-2")]),
+        );
+        cards.insert(("s".into(), "call_2".into()), open(&[(web, "0-3")]));
+        let key = |call: &str| Some(("s".to_string(), call.to_string()));
+        assert_eq!(asked_with(&cards, web, &Id::string("0-1")), key("call_1"));
+        assert_eq!(
+            asked_with(&cards, terminal, &Id::string("0-2")),
+            key("call_1")
+        );
+        assert_eq!(asked_with(&cards, web, &Id::string("0-3")), key("call_2"));
+        // The id another connection was asked with, or none at all, answers nothing.
+        assert_eq!(asked_with(&cards, terminal, &Id::string("0-1")), None);
+        assert_eq!(asked_with(&cards, web, &Id::string("0-9")), None);
     }
 
     #[test]

@@ -28,12 +28,31 @@ pub(crate) enum Phase {
     Ready,
 }
 
-/// A request the device sent on this connection, waiting for its answer.
+/// A request the device sent on this connection, waiting for its answer. Which card it put,
+/// if any, the card knows (`OpenCard::asked`, cards.rs).
 #[derive(Clone, Debug)]
 pub(crate) struct Pending {
     pub method: &'static str,
-    /// The card this request put to the client.
-    pub card: Option<super::cards::CardKey>,
+}
+
+/// The ids of the requests the device sends, `"<epoch>-<n>"`: unique across connections (`n`
+/// counts every request of this start) and across restarts on the same store (the epoch is
+/// stored before any frame of this start leaves), so an answer that arrives late, on another
+/// link, to a request of an earlier one is never taken for the answer to a new one.
+#[derive(Debug, Default)]
+pub(crate) struct RequestIds {
+    /// This start's number on its store (0 for a device made with `Device::new`, which has
+    /// none; `Device::restore` takes the stored one plus one and stores it).
+    pub epoch: u64,
+    /// Requests sent since this start.
+    sent: u64,
+}
+
+impl RequestIds {
+    pub fn next(&mut self) -> Id {
+        self.sent += 1;
+        Id::string(&format!("{}-{}", self.epoch, self.sent))
+    }
 }
 
 #[derive(Debug)]
@@ -91,6 +110,6 @@ impl Connection {
 
     /// Remember a request the device sends on this connection under `id`.
     pub fn expect_answer(&mut self, id: Id, method: &'static str) {
-        self.pending.insert(id, Pending { method, card: None });
+        self.pending.insert(id, Pending { method });
     }
 }

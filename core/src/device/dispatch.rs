@@ -126,10 +126,11 @@ impl Device {
             return;
         };
         // An answer to nothing we asked (or asked and already heard) changes nothing.
-        let Some(pending) = c.pending.get(&id) else {
+        let Some(method) = c.pending.get(&id).map(|p| p.method) else {
             return;
         };
-        let outcome = match (&pending.card, r.outcome) {
+        let card = super::cards::asked_with(&self.cards, conn, &id);
+        let outcome = match (&card, r.outcome) {
             (Some((_, tool_call_id)), Ok(raw)) => {
                 let answer: Value = serde_json::from_str(raw.get()).unwrap_or(Value::Null);
                 if crate::wire::card::names_another_card(&answer, tool_call_id) {
@@ -141,15 +142,15 @@ impl Device {
             (_, Ok(_)) => Ok(Value::Null),
             (_, Err(e)) => Err(e),
         };
-        let pending = c.pending.remove(&id).expect("looked up above");
+        c.pending.remove(&id);
         if let Err(e) = &outcome {
             if e.code == code::METHOD_NOT_FOUND
-                && matches!(pending.method, "_lembas/question" | "_lembas/plan")
+                && matches!(method, "_lembas/question" | "_lembas/plan")
             {
                 c.downgraded = true;
             }
         }
-        if let Some(key) = pending.card {
+        if let Some(key) = card {
             self.card_answered(conn, key, outcome);
         }
     }

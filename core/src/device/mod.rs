@@ -230,12 +230,8 @@ pub struct Device {
     next_steer: u64,
     /// When to look for stale ledgers next.
     next_prune: Time,
-    /// This start's number on its store (0 for a device made with [`Device::new`], which has
-    /// none; [`Device::restore`] takes the stored one plus one and stores it): the first part of
-    /// every request id, so ids never repeat across restarts.
-    epoch: u64,
-    /// Requests sent since this start: the second part of the next request id.
-    requests_sent: u64,
+    /// The ids of the requests the device sends: never repeated, across restarts too.
+    request_ids: connection::RequestIds,
     /// Deletes sent on a link and not yet forgotten: forgotten once that link stayed up
     /// `delete_confirm_ms` after sending; sent again on the next link if it dropped before.
     unconfirmed_deletes: BTreeMap<String, (ConnId, Time)>,
@@ -271,8 +267,7 @@ impl Device {
             next_write: 0,
             next_steer: 0,
             next_prune: now,
-            epoch: 0,
-            requests_sent: 0,
+            request_ids: Default::default(),
             unconfirmed_deletes: BTreeMap::new(),
             relink_pending: false,
             timers: Default::default(),
@@ -522,24 +517,14 @@ impl Device {
         method: &'static str,
         params: serde_json::Value,
     ) -> bool {
-        if !self.conns.get(&conn).is_some_and(|c| c.may_receive(method)) {
+        let Some(c) = self.conns.get_mut(&conn).filter(|c| c.may_receive(method)) else {
             return false;
-        }
-        let id = self.request_id();
-        let c = self.conns.get_mut(&conn).expect("checked above");
+        };
+        let id = self.request_ids.next();
         c.expect_answer(id.clone(), method);
         self.out
             .send(conn, jsonrpc::encode_request(&id, method, &params));
         true
-    }
-
-    /// An id for a request the device sends, `"<epoch>-<n>"`: unique across connections (`n`
-    /// counts every request of this start) and across restarts on the same store (the epoch is
-    /// stored before any frame of this start leaves), so an answer that arrives late, on
-    /// another link, to a request of an earlier one is never taken for the answer to a new one.
-    fn request_id(&mut self) -> Id {
-        self.requests_sent += 1;
-        Id::string(&format!("{}-{}", self.epoch, self.requests_sent))
     }
 
     /// Ping a quiet link; close a silent one and dial again with the usual backoff (a

@@ -126,11 +126,11 @@ impl Device {
         device.pending_deletes.extend(deletes);
         // A new start: its number is durable before any of its request ids leaves (every frame
         // waits for the persists issued before it).
-        device.epoch = epoch + 1;
+        device.request_ids.epoch = epoch + 1;
         let mut records = vec![Record::Put {
             table: Table::Device,
             key: store::EPOCH_KEY.into(),
-            value: device.epoch.to_string(),
+            value: device.request_ids.epoch.to_string(),
         }];
         let mut newest: Vec<(u64, &str)> = sessions
             .iter()
