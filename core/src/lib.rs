@@ -44,6 +44,7 @@ pub mod rng;
 pub mod scripted;
 pub mod store;
 pub mod time;
+pub mod turn;
 pub mod wire;
 
 #[cfg(feature = "testing")]

@@ -111,7 +111,7 @@ pub struct TurnRecord {
 pub enum StoredTurnState {
     Queued,
     Running,
-    Done { answer: crate::device::Answer },
+    Done { answer: crate::turn::Answer },
 }
 
 /// A stored turn state as it is read back, in one pass (an internally tagged enum would
@@ -120,7 +120,7 @@ pub enum StoredTurnState {
 struct StateFields {
     state: StateKind,
     #[serde(default)]
-    answer: Option<crate::device::Answer>,
+    answer: Option<crate::turn::Answer>,
 }
 
 #[derive(Deserialize)]
@@ -158,6 +158,39 @@ pub fn history_key(session: &str, index: usize) -> String {
 /// The prefix every key of a session has in [`Table::Turns`] and [`Table::History`].
 pub fn session_prefix(session: &str) -> String {
     format!("{session}/")
+}
+
+/// The change that stores a turn of the ledger.
+pub fn turn_record(
+    session: &str,
+    turn: &str,
+    order: u64,
+    state: StoredTurnState,
+    now: u64,
+) -> Record {
+    Record::Put {
+        table: Table::Turns,
+        key: turn_key(session, turn),
+        value: serde_json::to_string(&TurnRecord {
+            order,
+            state,
+            touched: now,
+        })
+        .expect("records serialize"),
+    }
+}
+
+/// The change that stores a history entry.
+pub fn history_record(
+    session: &str,
+    index: usize,
+    turn: &crate::wire::session::HistoryTurn,
+) -> Record {
+    Record::Put {
+        table: Table::History,
+        key: history_key(session, index),
+        value: serde_json::to_string(turn).expect("records serialize"),
+    }
 }
 
 /// Whether `entry` is part of session `session`: its record, or one of its turns or history

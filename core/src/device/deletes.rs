@@ -6,13 +6,13 @@
 
 use serde_json::{json, Map, Value};
 
-use super::ledger::Answer;
 use super::{ConnId, ConnKind, Device, Effect};
 use crate::engine::StopReason;
 use crate::jsonrpc::{self, RpcError};
 use crate::paths;
 use crate::store::{self, Record, Table};
 use crate::time::Time;
+use crate::turn::Answer;
 use crate::wire::session::SessionIdParams;
 
 impl Device {

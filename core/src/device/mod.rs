@@ -28,8 +28,8 @@ mod turns;
 use std::collections::BTreeMap;
 
 pub use crate::liveness::CLOSE_DEAD_LINK;
+pub use crate::turn::Answer;
 pub use connection::{ConnId, ConnKind};
-pub use ledger::Answer;
 pub use limits::CLOSE_HELD_OVERFLOW;
 pub use link::CLOSE_PROTOCOL;
 pub use reconfigure::{CLOSE_SETTINGS_CHANGED, SETTINGS_CHANGED};

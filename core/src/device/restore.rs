@@ -8,13 +8,16 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{json, Map};
 
-use super::ledger::{Answer, TurnState};
+use super::ledger::TurnState;
 use super::sessions::Session;
-use super::turns::turn_record;
+use crate::turn::Answer;
+
 use super::Device;
 use crate::config::{ConfigError, DeviceConfig};
 use crate::engine::StopReason;
-use crate::store::{self, Entry, Record, SessionRecord, StoredTurnState, Table, TurnRecord};
+use crate::store::{
+    self, turn_record, Entry, Record, SessionRecord, StoredTurnState, Table, TurnRecord,
+};
 use crate::time::Time;
 use crate::wire::session::HistoryTurn;
 

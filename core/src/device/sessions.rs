@@ -331,7 +331,7 @@ impl Device {
         let plan = s.durable.plan.as_ref().filter(|_| from_store).map(|p| {
             jsonrpc::encode_notification(
                 "session/update",
-                &json!({ "sessionId": session, "update": super::turns::plan_update(Some(p)) }),
+                &json!({ "sessionId": session, "update": plan_update(Some(p)) }),
             )
         });
         // A session a client on the link was given may be deleted by it later (the mark lasts).
@@ -544,6 +544,35 @@ impl Device {
             s.turns.forget_connection(conn);
         }
     }
+}
+
+/// The `plan` session update: ACP's flat `entries` and the structure in `_meta.lembas.plan`
+/// (`null`: cleared).
+pub(super) fn plan_update(plan: Option<&Value>) -> Value {
+    let entries = plan.map(plan_entries).unwrap_or_default();
+    json!({ "sessionUpdate": "plan", "entries": entries,
+            "_meta": { "lembas": { "plan": plan } } })
+}
+
+/// ACP's flat list of a structured plan, for an editor: every task of every phase.
+fn plan_entries(plan: &Value) -> Vec<Value> {
+    let mut entries = Vec::new();
+    for phase in plan["phases"].as_array().into_iter().flatten() {
+        for task in phase["tasks"].as_array().into_iter().flatten() {
+            let content = task["title"]
+                .as_str()
+                .or_else(|| task["content"].as_str())
+                .unwrap_or("");
+            // ACP has no word for a dropped task: it is completed there.
+            let status = match task["status"].as_str() {
+                Some("in_progress") => "in_progress",
+                Some("completed" | "done" | "dropped") => "completed",
+                _ => "pending",
+            };
+            entries.push(json!({ "content": content, "priority": "medium", "status": status }));
+        }
+    }
+    entries
 }
 
 #[cfg(test)]

@@ -8,10 +8,11 @@ use std::collections::{HashMap, VecDeque};
 
 use serde_json::{json, Map, Value};
 
-use super::ledger::{Answer, Fixed, Ledger, TurnState};
+use super::ledger::{Fixed, Ledger, TurnState};
 use super::ConnId;
 use crate::engine::{StopReason, TurnStart};
 use crate::jsonrpc::{code, Id};
+use crate::turn::Answer;
 use crate::wire::session::ToolRecord;
 
 /// A prompt request waiting for a turn's answer: where it came from and its id.

@@ -5,12 +5,13 @@ use base64::Engine as _;
 use serde_json::{json, Value};
 
 use super::chunks::Chunk;
-use super::ledger::Answer;
+use super::sessions::plan_update;
 use super::turn_table::{Finished, Seen, Steered};
 use super::{ConnId, Device, Effect};
 use crate::engine::{Attachment, EngineEvent, StopReason, ToolStatus, TurnStart};
 use crate::jsonrpc::{code, Id, RpcError};
-use crate::store::{self, Record, StoredTurnState, Table, TurnRecord};
+use crate::store::{self, history_record, turn_record, Record, StoredTurnState, Table};
+use crate::turn::Answer;
 use crate::wire::session::{
     AttachmentMeta, ContentBlock, HistoryTurn, PromptParams, SessionIdParams, SteerParams,
     ToolRecord,
@@ -590,61 +591,5 @@ impl Device {
             json!({ "type": "task", "state": "end", "turnId": r.turn_id }),
         );
         self.pump(session);
-    }
-}
-
-/// The `plan` session update: ACP's flat `entries` and the structure in `_meta.lembas.plan`
-/// (`null`: cleared).
-pub(super) fn plan_update(plan: Option<&Value>) -> Value {
-    let entries = plan.map(plan_entries).unwrap_or_default();
-    json!({ "sessionUpdate": "plan", "entries": entries,
-            "_meta": { "lembas": { "plan": plan } } })
-}
-
-/// ACP's flat list of a structured plan, for an editor: every task of every phase.
-fn plan_entries(plan: &Value) -> Vec<Value> {
-    let mut entries = Vec::new();
-    for phase in plan["phases"].as_array().into_iter().flatten() {
-        for task in phase["tasks"].as_array().into_iter().flatten() {
-            let content = task["title"]
-                .as_str()
-                .or_else(|| task["content"].as_str())
-                .unwrap_or("");
-            // ACP has no word for a dropped task: it is completed there.
-            let status = match task["status"].as_str() {
-                Some("in_progress") => "in_progress",
-                Some("completed" | "done" | "dropped") => "completed",
-                _ => "pending",
-            };
-            entries.push(json!({ "content": content, "priority": "medium", "status": status }));
-        }
-    }
-    entries
-}
-
-pub(super) fn turn_record(
-    session: &str,
-    turn: &str,
-    order: u64,
-    state: StoredTurnState,
-    now: u64,
-) -> Record {
-    Record::Put {
-        table: Table::Turns,
-        key: store::turn_key(session, turn),
-        value: serde_json::to_string(&TurnRecord {
-            order,
-            state,
-            touched: now,
-        })
-        .expect("records serialize"),
-    }
-}
-
-pub(super) fn history_record(session: &str, index: usize, turn: &HistoryTurn) -> Record {
-    Record::Put {
-        table: Table::History,
-        key: store::history_key(session, index),
-        value: serde_json::to_string(turn).expect("records serialize"),
     }
 }
