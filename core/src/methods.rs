@@ -61,6 +61,10 @@ pub struct MethodSpec {
     /// followed) and checked again before it runs: it runs, changes or reads a session's
     /// content.
     pub dir_checked: bool,
+    /// When that check refuses the session, the request runs anyway and its handler answers
+    /// the refusal itself (`status` says the session exists, and no more) instead of the
+    /// rule's -32602.
+    pub answers_refusal: bool,
     pub(crate) serve: Serve,
 }
 
@@ -75,6 +79,7 @@ impl PartialEq for MethodSpec {
                 m.capability,
                 m.on,
                 m.dir_checked,
+                m.answers_refusal,
             )
         };
         row(self) == row(other)
@@ -89,6 +94,15 @@ impl MethodSpec {
         MethodSpec {
             dir_checked: true,
             ..self
+        }
+    }
+
+    /// The same row checked, and answering a refusal of its session itself
+    /// (`answers_refusal`).
+    const fn checked_answering_refusal(self) -> MethodSpec {
+        MethodSpec {
+            answers_refusal: true,
+            ..self.checked()
         }
     }
 
@@ -168,13 +182,14 @@ const fn row(
         capability,
         on,
         dir_checked: false,
+        answers_refusal: false,
         serve,
     }
 }
 
 // The order is spec/methods.json's; the fuzzer picks methods by position. Delete keeps the
-// spec's own rule and cancel runs nothing: neither is `checked`; `status` is, and answers
-// `exists: true` alone when refused.
+// spec's own rule and cancel runs nothing: neither is `checked`; `status` is, and answers a
+// refusal itself (`exists: true` alone).
 #[rustfmt::skip]
 pub const METHODS: &[MethodSpec] = &[
     request("initialize", None, Any, R::Initialize),
@@ -190,7 +205,7 @@ pub const METHODS: &[MethodSpec] = &[
     not_yet("_lembas/configure", ClientToAgent, Request, Some("configure"), Any).checked(),
     request("_lembas/steer", Some("steer"), Any, R::Steer).checked(),
     request("_lembas/session/history", Some("sessions"), Any, R::History).checked(),
-    request("_lembas/session/status", Some("status"), Any, R::Status).checked(),
+    request("_lembas/session/status", Some("status"), Any, R::Status).checked_answering_refusal(),
     not_yet("_lembas/jobs", ClientToAgent, Request, Some("jobs"), Any).checked(),
     not_yet("_lembas/job/output", ClientToAgent, Request, Some("jobs"), Any).checked(),
     not_yet("_lembas/job/stop", ClientToAgent, Request, Some("jobs"), Any).checked(),

@@ -103,6 +103,27 @@ fn the_core_table_is_the_spec_table() {
 }
 
 #[test]
+fn a_row_that_answers_a_refusal_itself_is_a_checked_request() {
+    let answering: Vec<&str> = METHODS
+        .iter()
+        .filter(|m| m.answers_refusal)
+        .inspect(|m| {
+            assert!(
+                m.dir_checked && m.direction == Direction::ClientToAgent && m.kind == Kind::Request,
+                "`{}` answers a refusal of a check it never gets",
+                m.name
+            )
+        })
+        .map(|m| m.name)
+        .collect();
+    // The spec says `status` answers a refused session with `exists: true` and no more.
+    assert!(
+        answering.contains(&"_lembas/session/status"),
+        "{answering:?}"
+    );
+}
+
+#[test]
 fn capabilities_are_listed_once() {
     // Not every capability gates a method: some gate a feature of one (`turns`, `attachments`
     // and `context` gate parts of `session/prompt` and `session/new`).

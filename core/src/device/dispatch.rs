@@ -91,8 +91,8 @@ impl Device {
             None => Ok(()),
         };
         let admitted = match admitted {
-            // `status` says a refused session exists, and no more.
-            Err(_) if spec.name == "_lembas/session/status" => false,
+            // Its handler answers the refusal (`status`: the session exists, and no more).
+            Err(_) if spec.answers_refusal => false,
             Err(e) => return Err(e),
             Ok(()) => true,
         };

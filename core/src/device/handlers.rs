@@ -16,7 +16,8 @@ pub(crate) struct Call<'a> {
     pub id: &'a Id,
     pub method: &'static str,
     params: Option<&'a RawValue>,
-    /// Whether the session's directory check passed; only `status` runs when it did not.
+    /// Whether the session's directory check passed; only a method whose row `answers_refusal`
+    /// runs when it did not.
     pub admitted: bool,
 }
 

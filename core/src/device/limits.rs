@@ -102,8 +102,8 @@ impl Device {
             return Ok(false);
         };
         if let Err(e) = self.admit(conn, &session, &dir) {
-            // `status` answers a refused session itself.
-            return if spec.name == "_lembas/session/status" {
+            // Its handler answers the refusal itself (runs with `admitted` false).
+            return if spec.answers_refusal {
                 Ok(false)
             } else {
                 Err(e)
