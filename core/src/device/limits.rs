@@ -9,6 +9,7 @@
 //! work where they are, as `session/new` lets them (its `initialize` says `limits: null`).
 
 use super::{ConnId, ConnKind, Device};
+use crate::config::Remote;
 use crate::jsonrpc::RpcError;
 use crate::methods::MethodSpec;
 use crate::paths;
@@ -47,6 +48,26 @@ impl Device {
         }
         Ok(root)
     }
+}
+
+/// Remote work on, some roots, and `path` inside one of them: the root, or the reason.
+pub(super) fn check_roots<'a>(remote: &'a Remote, path: &str) -> Result<&'a str, RpcError> {
+    if !remote.enabled {
+        return Err(RpcError::invalid_params(
+            "remote work is off on this device (remote.enabled is false)",
+        ));
+    }
+    if remote.roots.is_empty() {
+        return Err(RpcError::invalid_params(
+            "this device allows no folder yet (remote.roots is empty)",
+        ));
+    }
+    paths::within(path, &remote.roots).ok_or_else(|| {
+        RpcError::invalid_params(format!(
+            "`{path}` is outside the device's roots ({})",
+            remote.roots.join(", ")
+        ))
+    })
 }
 
 /// The close code for a client that sent more than `sessions.max_held_bytes` while a request

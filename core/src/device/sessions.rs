@@ -150,23 +150,7 @@ impl Device {
 
     /// Remote work on, some roots, and `path` inside one of them: the root, or the reason.
     pub(super) fn check_roots(&self, path: &str) -> Result<&str, RpcError> {
-        let remote = &self.config.remote;
-        if !remote.enabled {
-            return Err(RpcError::invalid_params(
-                "remote work is off on this device (remote.enabled is false)",
-            ));
-        }
-        if remote.roots.is_empty() {
-            return Err(RpcError::invalid_params(
-                "this device allows no folder yet (remote.roots is empty)",
-            ));
-        }
-        paths::within(path, &remote.roots).ok_or_else(|| {
-            RpcError::invalid_params(format!(
-                "`{path}` is outside the device's roots ({})",
-                remote.roots.join(", ")
-            ))
-        })
+        super::limits::check_roots(&self.config.remote, path)
     }
 
     /// The shell resolved a path it was asked to (`Effect::ResolvePath`; symlinks followed): a

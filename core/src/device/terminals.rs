@@ -3,11 +3,14 @@
 //! shell's output into frames of at most `max_output_frame_bytes`. The shell opens the PTY
 //! (`Effect::OpenTerminal`) and reports back with the `handle_terminal_*` inputs.
 
+use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 
 use base64::Engine as _;
 use serde_json::value::RawValue;
 
+use super::limits::check_roots;
+use super::outbox::Outbox;
 use super::{ConnId, ConnKind, Device, Effect};
 use crate::jsonrpc::{self, code, Id, RpcError};
 use crate::paths;
@@ -141,9 +144,11 @@ impl Device {
         terminal_id: String,
         resolved: Result<String, String>,
     ) {
-        let Some(t) = self.terminals.get(&terminal_id) else {
+        let remote = &self.config.remote;
+        let Entry::Occupied(mut entry) = self.terminals.entry(terminal_id) else {
             return;
         };
+        let t = entry.get_mut();
         let outcome = resolved
             .map_err(|why| {
                 RpcError::invalid_params(format!("cwd `{}` cannot be used: {why}", t.cwd))
@@ -152,30 +157,23 @@ impl Device {
                 let real = paths::normalize(&real).ok_or_else(|| {
                     RpcError::invalid_params(format!("cwd `{}` did not resolve", t.cwd))
                 })?;
-                self.check_roots(&real)?;
+                check_roots(remote, &real)?;
                 Ok(real)
             });
         match outcome {
             Ok(real) => {
-                let t = self
-                    .terminals
-                    .get_mut(&terminal_id)
-                    .expect("looked up above");
                 t.phase = Phase::Opening;
                 t.cwd = real.clone();
                 let (cols, rows) = (t.cols, t.rows);
                 self.out.effect(Effect::OpenTerminal {
-                    terminal_id,
+                    terminal_id: entry.key().clone(),
                     cwd: real,
                     cols,
                     rows,
                 });
             }
             Err(e) => {
-                let t = self
-                    .terminals
-                    .remove(&terminal_id)
-                    .expect("looked up above");
+                let t = entry.remove();
                 self.reply_error(t.conn, &t.request, &e);
             }
         }
@@ -255,10 +253,10 @@ impl Device {
         t.since.get_or_insert(now);
         let full = t.pending.len() / t.per_frame * t.per_frame;
         if full > 0 {
-            self.send_output(terminal_id, full);
+            t.send_output(terminal_id, full, &mut self.out);
         }
         if batch_ms == 0 {
-            self.send_output(terminal_id, usize::MAX);
+            t.send_output(terminal_id, usize::MAX, &mut self.out);
         }
     }
 
@@ -270,11 +268,10 @@ impl Device {
 
     fn terminal_exit(&mut self, terminal_id: &str, code: i32, now: Time) {
         self.clock.advance(now);
-        if !self.terminals.contains_key(terminal_id) {
+        let Some(mut t) = self.terminals.remove(terminal_id) else {
             return;
-        }
-        self.send_output(terminal_id, usize::MAX);
-        let t = self.terminals.remove(terminal_id).expect("checked above");
+        };
+        t.send_output(terminal_id, usize::MAX, &mut self.out);
         if matches!(t.phase, Phase::Open | Phase::Closing) {
             let exit = Exit { terminal_id, code };
             self.out.send(
@@ -293,7 +290,7 @@ impl Device {
         let Ok(p) = jsonrpc::parse_params::<InputParams>("_lembas/terminal/input", params) else {
             return;
         };
-        if !self.owns_open(conn, &p.terminal_id) {
+        if open_of(&mut self.terminals, conn, &p.terminal_id).is_none() {
             return;
         }
         // Keystrokes that are not base64 say nothing a shell could take; no one to answer.
@@ -317,11 +314,12 @@ impl Device {
         // rather than clamped to one the client did not ask for.
         if !(limits.cols.0..=limits.cols.1).contains(&p.cols)
             || !(limits.rows.0..=limits.rows.1).contains(&p.rows)
-            || !self.owns_open(conn, &p.terminal_id)
         {
             return;
         }
-        let t = self.terminals.get_mut(&p.terminal_id).expect("owns_open");
+        let Some(t) = open_of(&mut self.terminals, conn, &p.terminal_id) else {
+            return;
+        };
         t.cols = p.cols;
         t.rows = p.rows;
         self.out.effect(Effect::ResizeTerminal {
@@ -335,13 +333,10 @@ impl Device {
         let Ok(p) = jsonrpc::parse_params::<CloseParams>("_lembas/terminal/close", params) else {
             return;
         };
-        if !self.owns_open(conn, &p.terminal_id) {
+        let Some(t) = open_of(&mut self.terminals, conn, &p.terminal_id) else {
             return;
-        }
-        self.terminals
-            .get_mut(&p.terminal_id)
-            .expect("owns_open")
-            .phase = Phase::Closing;
+        };
+        t.phase = Phase::Closing;
         self.out.effect(Effect::CloseTerminal {
             terminal_id: p.terminal_id,
         });
@@ -349,31 +344,27 @@ impl Device {
 
     /// The link went away: every terminal it opened is hung up, and forgotten.
     pub(super) fn close_terminals_of(&mut self, conn: ConnId) {
-        let ids: Vec<String> = self
-            .terminals
-            .iter()
-            .filter(|(_, t)| t.conn == conn)
-            .map(|(id, _)| id.clone())
-            .collect();
-        for id in ids {
-            let t = self.terminals.remove(&id).expect("listed above");
-            if matches!(t.phase, Phase::Opening | Phase::Open) {
-                self.out.effect(Effect::CloseTerminal { terminal_id: id });
+        let out = &mut self.out;
+        self.terminals.retain(|id, t| {
+            if t.conn != conn {
+                return true;
             }
-        }
+            if matches!(t.phase, Phase::Opening | Phase::Open) {
+                out.effect(Effect::CloseTerminal {
+                    terminal_id: id.clone(),
+                });
+            }
+            false
+        });
     }
 
     /// Output that has waited `batch_ms` goes out.
     pub(super) fn flush_terminals(&mut self, now: Time) {
         let batch_ms = self.config.terminals.batch_ms;
-        let due: Vec<String> = self
-            .terminals
-            .iter()
-            .filter(|(_, t)| t.since.is_some_and(|s| s.plus_ms(batch_ms) <= now))
-            .map(|(id, _)| id.clone())
-            .collect();
-        for id in due {
-            self.send_output(&id, usize::MAX);
+        for (id, t) in &mut self.terminals {
+            if t.since.is_some_and(|s| s.plus_ms(batch_ms) <= now) {
+                t.send_output(id, usize::MAX, &mut self.out);
+            }
         }
     }
 
@@ -383,12 +374,6 @@ impl Device {
             .values()
             .filter_map(|t| t.since.map(|s| s.plus_ms(batch_ms)))
             .min()
-    }
-
-    fn owns_open(&self, conn: ConnId, terminal_id: &str) -> bool {
-        self.terminals
-            .get(terminal_id)
-            .is_some_and(|t| t.conn == conn && matches!(t.phase, Phase::Open))
     }
 
     /// Raw bytes that fit one output frame: the frame's envelope with this id, then base64's
@@ -409,20 +394,29 @@ impl Device {
             .saturating_sub(envelope);
         (room / 4 * 3).max(3)
     }
+}
 
-    /// Send up to `limit` pending bytes of `terminal_id`, in as many frames as they need.
-    fn send_output(&mut self, terminal_id: &str, limit: usize) {
-        let Some(t) = self.terminals.get_mut(terminal_id) else {
-            return;
-        };
-        let per_frame = t.per_frame;
-        let take = limit.min(t.pending.len());
-        let bytes: Vec<u8> = t.pending.drain(..take).collect();
-        if t.pending.is_empty() {
-            t.since = None;
+/// The terminal `terminal_id` if `conn` owns it and it is open.
+fn open_of<'a>(
+    terminals: &'a mut Terminals,
+    conn: ConnId,
+    terminal_id: &str,
+) -> Option<&'a mut Terminal> {
+    terminals
+        .get_mut(terminal_id)
+        .filter(|t| t.conn == conn && matches!(t.phase, Phase::Open))
+}
+
+impl Terminal {
+    /// Send up to `limit` pending bytes of this terminal (`terminal_id`), in as many frames as
+    /// they need.
+    fn send_output(&mut self, terminal_id: &str, limit: usize, out: &mut Outbox) {
+        let take = limit.min(self.pending.len());
+        let bytes: Vec<u8> = self.pending.drain(..take).collect();
+        if self.pending.is_empty() {
+            self.since = None;
         }
-        let conn = t.conn;
-        for chunk in bytes.chunks(per_frame) {
+        for chunk in bytes.chunks(self.per_frame) {
             let data = base64::engine::general_purpose::STANDARD.encode(chunk);
             let frame = jsonrpc::encode_notification(
                 "_lembas/terminal/output",
@@ -431,7 +425,70 @@ impl Device {
                     data: &data,
                 },
             );
-            self.out.send(conn, frame);
+            out.send(self.conn, frame);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::Output as Sent;
+
+    fn open_terminal(per_frame: usize) -> Terminal {
+        Terminal {
+            conn: ConnId(3),
+            request: Id::number(1),
+            phase: Phase::Open,
+            cwd: "/w".into(),
+            cols: 80,
+            rows: 24,
+            per_frame,
+            pending: Vec::new(),
+            since: None,
+        }
+    }
+
+    /// The raw bytes of every output frame the outbox holds, in order.
+    fn sent(out: &mut Outbox) -> Vec<Vec<u8>> {
+        std::iter::from_fn(|| out.poll())
+            .map(|o| {
+                let Sent::Send { conn, frame } = o else {
+                    panic!("only frames: {o:?}")
+                };
+                assert_eq!(conn, ConnId(3));
+                let v: serde_json::Value = serde_json::from_slice(&frame).unwrap();
+                assert_eq!(v["params"]["terminalId"], "term_1");
+                let data = v["params"]["data"].as_str().unwrap();
+                base64::engine::general_purpose::STANDARD
+                    .decode(data)
+                    .unwrap()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn output_leaves_in_frames_of_at_most_per_frame_bytes_and_in_order() {
+        let mut t = open_terminal(3);
+        t.pending = b"abcdefgh".to_vec();
+        t.since = Some(Time(5));
+        let mut out = Outbox::default();
+        t.send_output("term_1", 6, &mut out);
+        assert_eq!(sent(&mut out), vec![b"abc".to_vec(), b"def".to_vec()]);
+        assert_eq!(t.since, Some(Time(5)), "two bytes still wait");
+        t.send_output("term_1", usize::MAX, &mut out);
+        assert_eq!(sent(&mut out), vec![b"gh".to_vec()]);
+        assert_eq!(t.since, None, "nothing waits");
+    }
+
+    #[test]
+    fn only_the_owner_of_an_open_terminal_reaches_it() {
+        let mut terminals = Terminals::new();
+        terminals.insert("term_1".into(), open_terminal(3));
+        assert!(open_of(&mut terminals, ConnId(3), "term_1").is_some());
+        assert!(open_of(&mut terminals, ConnId(4), "term_1").is_none());
+        assert!(open_of(&mut terminals, ConnId(3), "term_2").is_none());
+        terminals.get_mut("term_1").unwrap().phase = Phase::Closing;
+        assert!(open_of(&mut terminals, ConnId(3), "term_1").is_none());
     }
 }
