@@ -11,6 +11,16 @@ impl Rng {
         Rng { state: seed }
     }
 
+    /// The stream of start `epoch` on one store: the first start (`epoch` 0) draws exactly what
+    /// [`Rng::new`] does, and each later one another stream, so a device restarted with the same
+    /// seed never makes an id again that its store already holds.
+    pub fn for_start(seed: u64, epoch: u64) -> Self {
+        if epoch == 0 {
+            return Rng::new(seed);
+        }
+        Rng::new(seed ^ Rng::new(epoch).next_u64())
+    }
+
     pub fn next_u64(&mut self) -> u64 {
         self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.state;

@@ -15,6 +15,7 @@ use crate::turn::Answer;
 use super::Device;
 use crate::config::{ConfigError, DeviceConfig};
 use crate::engine::StopReason;
+use crate::rng::Rng;
 use crate::store::{
     self, turn_record, Entry, Record, SessionRecord, StoredTurnState, Table, TurnRecord,
 };
@@ -130,6 +131,8 @@ impl Device {
         // A new start: its number is durable before any of its request ids leaves (every frame
         // waits for the persists issued before it).
         device.request_ids.epoch = epoch + 1;
+        // Ids drawn from here on must not repeat those of an earlier start, whatever the seed.
+        device.rng = Rng::for_start(device.config.seed, device.request_ids.epoch);
         let mut records = vec![Record::Put {
             table: Table::Device,
             key: store::EPOCH_KEY.into(),
