@@ -28,7 +28,8 @@ fn corpus(target: &str) -> Vec<PathBuf> {
     files
 }
 
-fn replay(target: &str, run: fn(&[u8])) {
+/// `describe` says what a failing file does, so the failure can be read without a fuzzer.
+fn replay(target: &str, run: fn(&[u8]), describe: fn(&[u8]) -> String) {
     let files = corpus(target);
     let mut failures = Vec::new();
     for path in &files {
@@ -39,7 +40,7 @@ fn replay(target: &str, run: fn(&[u8])) {
                 .map(String::as_str)
                 .or_else(|| panic.downcast_ref::<&str>().copied())
                 .unwrap_or("(no message)");
-            failures.push(format!("{}: {why}", path.display()));
+            failures.push(format!("{}: {why}\n{}", path.display(), describe(&data)));
         }
     }
     println!("{target}: replayed {} corpus files", files.len());
@@ -54,12 +55,14 @@ fn replay(target: &str, run: fn(&[u8])) {
 
 #[test]
 fn frame_corpus_replays() {
-    replay("frame", fuzz::frame);
+    replay("frame", fuzz::frame, |data| {
+        String::from_utf8_lossy(data).into_owned()
+    });
 }
 
 #[test]
 fn device_corpus_replays() {
-    replay("device", fuzz::device);
+    replay("device", fuzz::device, fuzz::device_script);
 }
 
 // Failures the fuzzers found, kept as tests of their own so a regression names its bug.

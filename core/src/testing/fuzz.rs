@@ -10,7 +10,7 @@ use arbitrary::{Arbitrary, Unstructured};
 use serde::de::IgnoredAny;
 use serde_json::{Map, Value};
 
-use crate::config::{DeviceConfig, Model};
+use crate::config::{DeviceConfig, Mode, Model, Remote};
 use crate::device::{ConnId, ConnKind, Device, DialFailure, Effect, Misuse, Output};
 use crate::jsonrpc::{self, code, FrameLimits, Id, Message, RpcError};
 use crate::methods::{Direction, Kind, METHODS};
@@ -215,6 +215,51 @@ enum Op {
     Persisted { all: bool },
     /// The process dies and starts again from its store (unacknowledged persists are lost).
     Restart,
+    /// The person edits `remote:` in config.yaml and the runtime reloads it: remote work, the
+    /// roots, the mode cap, trust and terminals change under running sessions and open cards.
+    Reconfigure(Reconfig),
+    /// `lembas sessions delete` on the device: of a session it handed out, or of a stranger.
+    DeleteSession { pick: u8 },
+    /// A terminal's shell writes on its own (any bytes, not an echo of keystrokes).
+    TerminalOutput { pick: u8, bytes: Vec<u8> },
+    /// A terminal's shell exits on its own.
+    TerminalExit { pick: u8, code: i32 },
+}
+
+/// A `remote:` block as a reload could give it, over a few roots that nest.
+#[derive(Arbitrary, Debug)]
+struct Reconfig {
+    enabled: bool,
+    /// Which of [`RELOAD_ROOTS`] are roots, and which trusted (bit i: the i-th).
+    roots: u8,
+    trusted: u8,
+    max_mode: u8,
+    require_trust: bool,
+    terminal: bool,
+    approval_timeout_ms: u16,
+}
+
+const RELOAD_ROOTS: &[&str] = &["/tmp", "/tmp/sub", "/etc", "/"];
+
+impl Reconfig {
+    fn remote(&self, mut remote: Remote) -> Remote {
+        let pick = |bits: u8| -> Vec<String> {
+            RELOAD_ROOTS
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| bits & (1 << i) != 0)
+                .map(|(_, r)| r.to_string())
+                .collect()
+        };
+        remote.enabled = self.enabled;
+        remote.roots = pick(self.roots);
+        remote.trusted = pick(self.trusted);
+        remote.max_mode = Mode::ALL[usize::from(self.max_mode) % Mode::ALL.len()];
+        remote.require_trust = self.require_trust;
+        remote.terminal = self.terminal;
+        remote.approval_timeout_ms = u64::from(self.approval_timeout_ms);
+        remote
+    }
 }
 
 #[derive(Arbitrary, Debug)]
@@ -719,6 +764,11 @@ struct Run {
     /// `(conn, id)` of each `initialize` received and not yet answered (its answer may wait
     /// behind a held persist).
     init_pending: BTreeSet<(ConnId, String)>,
+    /// Terminals whose shell runs: opened, and not exited or hung up.
+    terminals: BTreeSet<String>,
+    /// Connections the device let go of whose `Close` has not left yet (it waits behind a held
+    /// persist): the shell still has them, and a frame on one is a misuse the device refuses.
+    closing: BTreeMap<ConnId, ConnKind>,
 }
 
 /// What one drain saw.
@@ -752,6 +802,8 @@ impl Run {
             hello: BTreeSet::new(),
             spoke: BTreeSet::new(),
             init_pending: BTreeSet::new(),
+            terminals: BTreeSet::new(),
+            closing: BTreeMap::new(),
         }
     }
 
@@ -771,6 +823,8 @@ impl Run {
         self.hello.clear();
         self.spoke.clear();
         self.init_pending.clear();
+        self.terminals.clear();
+        self.closing.clear();
     }
 
     fn pick(&self, k: u8) -> Option<(ConnId, ConnKind)> {
@@ -872,6 +926,21 @@ impl Run {
                 self.drain();
             }
             Op::Restart => self.restart(),
+            Op::Reconfigure(r) => self.reconfigure(r),
+            Op::DeleteSession { pick } => self.delete_session(*pick),
+            Op::TerminalOutput { pick, bytes } => {
+                if let Some(t) = self.pick_terminal(*pick) {
+                    self.device.handle_terminal_output(&t, bytes, self.now);
+                    self.drain();
+                }
+            }
+            Op::TerminalExit { pick, code } => {
+                if let Some(t) = self.pick_terminal(*pick) {
+                    self.terminals.remove(&t);
+                    self.device.handle_terminal_exit(&t, *code, self.now);
+                    self.drain();
+                }
+            }
         }
         self.check_state();
     }
@@ -1046,15 +1115,16 @@ impl Run {
                     "the device closed {conn:?} after it was closed"
                 );
                 assert!(
-                    self.open.remove(&conn).is_some(),
+                    self.open.remove(&conn).is_some() || self.closing.remove(&conn).is_some(),
                     "the device closed {conn:?}, which never opened"
                 );
                 // The device has let go of a connection it closes.
                 self.closed.insert(conn);
             }
-            // Pings go unanswered here (a silent network): the link is given up in time.
+            // Pings go unanswered here (a silent network): the link is given up in time. One
+            // queued before the device closed the link leaves ahead of its close.
             Output::Ping { conn } => assert_eq!(
-                self.open.get(&conn),
+                self.open.get(&conn).or(self.closing.get(&conn)),
                 Some(&ConnKind::Link),
                 "a ping was asked for on {conn:?}, which is not an open link"
             ),
@@ -1129,14 +1199,23 @@ impl Run {
                     shell: "bash".into(),
                     integration: true,
                 };
+                self.terminals.insert(terminal_id.clone());
                 self.device
                     .handle_terminal_opened(&terminal_id, Ok(info), self.now);
             }
             Output::Effect(Effect::TerminalInput { terminal_id, bytes }) => {
+                assert!(
+                    self.terminals.contains(&terminal_id),
+                    "keystrokes for terminal {terminal_id}, whose shell is not running"
+                );
                 self.device
                     .handle_terminal_output(&terminal_id, &bytes, self.now);
             }
             Output::Effect(Effect::CloseTerminal { terminal_id }) => {
+                assert!(
+                    self.terminals.remove(&terminal_id),
+                    "terminal {terminal_id} hung up, whose shell is not running"
+                );
                 self.device
                     .handle_terminal_exit(&terminal_id, 129, self.now);
             }
@@ -1152,12 +1231,16 @@ impl Run {
             "a frame was sent on {conn:?} after it closed: {}",
             lossy(frame)
         );
-        let kind = *self.open.get(&conn).unwrap_or_else(|| {
-            panic!(
-                "a frame was sent on {conn:?}, which never opened: {}",
-                lossy(frame)
-            )
-        });
+        let kind = *self
+            .open
+            .get(&conn)
+            .or(self.closing.get(&conn))
+            .unwrap_or_else(|| {
+                panic!(
+                    "a frame was sent on {conn:?}, which never opened: {}",
+                    lossy(frame)
+                )
+            });
         let first = self.spoke.insert(conn);
         let msg = check_out_frame(frame);
         let method = match &msg {
@@ -1232,8 +1315,88 @@ impl Run {
         }
     }
 
-    fn check_state(&self) {
+    fn reconfigure(&mut self, r: &Reconfig) {
+        let remote = r.remote(self.device.config().remote.clone());
+        let same = remote == self.device.config().remote;
+        match self.device.reconfigure(remote.clone(), self.now) {
+            Ok(changed) => {
+                assert!(
+                    !(same && changed),
+                    "an unchanged `remote:` changed the device"
+                );
+                assert_eq!(
+                    self.device.config().remote,
+                    remote,
+                    "a valid `remote:` is the device's from the reload on"
+                );
+                // The next process starts with what the person saved.
+                self.config.remote = remote;
+            }
+            Err(e) => assert_ne!(
+                self.device.config().remote,
+                remote,
+                "a refused `remote:` ({}) was taken anyway",
+                e.0
+            ),
+        }
+        self.drain();
+    }
+
+    fn delete_session(&mut self, pick: u8) {
+        let id = match self
+            .sessions
+            .get(usize::from(pick) % self.sessions.len().max(1))
+        {
+            Some(id) if pick < 200 => id.clone(),
+            _ => format!("stranger-{pick}"),
+        };
+        let deleted = self.device.delete_session(&id, self.now);
+        self.drain();
+        if deleted {
+            assert!(
+                !self.device.delete_session(&id, self.now),
+                "session {id} was deleted twice"
+            );
+            self.drain();
+        }
+    }
+
+    /// A terminal whose shell is running (opened and neither exited nor hung up).
+    fn pick_terminal(&self, pick: u8) -> Option<String> {
+        let n = self.terminals.len();
+        (n > 0).then(|| {
+            self.terminals
+                .iter()
+                .nth(usize::from(pick) % n)
+                .cloned()
+                .expect("picked within the set")
+        })
+    }
+
+    fn check_state(&mut self) {
         let theirs: BTreeMap<ConnId, ConnKind> = self.device.connections().collect();
+        // A connection the device closed on its own account behind a held persist: it has let
+        // go of it, and the close leaves with that persist.
+        let let_go: Vec<(ConnId, ConnKind)> = self
+            .open
+            .iter()
+            .filter(|(c, _)| !theirs.contains_key(c))
+            .map(|(c, k)| (*c, *k))
+            .collect();
+        for (conn, kind) in let_go {
+            assert!(
+                !self.held.is_empty(),
+                "the device let go of {conn:?} without closing it"
+            );
+            self.open.remove(&conn);
+            self.closing.insert(conn, kind);
+            let r = self.device.handle_frame(conn, b"{}", self.now);
+            assert_eq!(
+                r,
+                Err(Misuse::UnknownConnection(conn)),
+                "a frame on a connection the device let go of is a misuse"
+            );
+        }
         assert_eq!(
             theirs, self.open,
             "the device's connections are the ones opened and not closed"
