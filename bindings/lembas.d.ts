@@ -1,5 +1,6 @@
-// The plain objects that cross between JS and the LLeMbas link core (runtime-wasm/src/json.rs makes
-// and reads them; keep the two in step). Times are milliseconds on a clock the caller picks.
+// The plain objects that cross between JS and the LLeMbas link core: the core types' serde shapes
+// (DeviceConfig, Effect, EngineEvent, Decision, ... derive theirs in core/), and the boundary's
+// own (runtime-wasm/src/json.rs). Times are milliseconds on a clock the caller picks.
 
 /** A JSON-RPC request id: the device's are numbers; a client's are numbers it made. */
 export type RequestId = number | string;

@@ -155,7 +155,7 @@ impl JsClient {
     pub fn drain(&mut self) -> JsValue {
         let mut out = Vec::new();
         while let Some(o) = self.inner.poll_output() {
-            out.push(json::client_output(&o));
+            out.push(json::out(&o));
         }
         array(out)
     }

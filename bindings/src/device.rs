@@ -3,9 +3,11 @@
 
 use wasm_bindgen::prelude::*;
 
-use lembas_core::device::{ConnId, Device, Unreadable};
+use lembas_core::device::{ConnId, Device, DialFailure, Unreadable};
+use lembas_core::engine::{Decision, EngineEvent, TurnStart};
 use lembas_core::scripted::ScriptedEngine;
 use lembas_core::store::MemStore;
+use lembas_core::store::{Entry, Record};
 use lembas_runtime_wasm::js::{array, bytes, err, from_js, time, to_js, whole};
 
 use crate::{deadline, json, turn_phase};
@@ -41,7 +43,7 @@ impl JsDevice {
         now: f64,
     ) -> Result<JsDevice, JsError> {
         let config = json::device_config(from_js(&config)?).map_err(err)?;
-        let entries = json::entries(from_js(&entries)?).map_err(err)?;
+        let entries = json::read::<Vec<Entry>>("store entries", from_js(&entries)?).map_err(err)?;
         let (inner, unreadable) = Device::restore(config, entries, time(now)?).map_err(err)?;
         Ok(JsDevice { inner, unreadable })
     }
@@ -49,7 +51,7 @@ impl JsDevice {
     /// What `restore` could not read: `{ table, key, why }`.
     #[wasm_bindgen(unchecked_return_type = "{ table: StoreTable; key: string; why: string }[]")]
     pub fn unreadable(&self) -> JsValue {
-        to_js(&json::unreadable(&self.unreadable))
+        to_js(&json::out(&self.unreadable))
     }
 
     /// Start keeping a link to the instance up: a `dial` effect follows.
@@ -78,7 +80,7 @@ impl JsDevice {
         #[wasm_bindgen(unchecked_param_type = "DialFailure")] failure: JsValue,
         now: f64,
     ) -> Result<(), JsError> {
-        let failure = json::dial_failure(from_js(&failure)?).map_err(err)?;
+        let failure = json::read::<DialFailure>("dial failure", from_js(&failure)?).map_err(err)?;
         self.inner.handle_dial_failed(failure, time(now)?);
         Ok(())
     }
@@ -126,7 +128,7 @@ impl JsDevice {
         #[wasm_bindgen(unchecked_param_type = "StoreEntry[]")] entries: JsValue,
         now: f64,
     ) -> Result<(), JsError> {
-        let entries = json::entries(from_js(&entries)?).map_err(err)?;
+        let entries = json::read::<Vec<Entry>>("store entries", from_js(&entries)?).map_err(err)?;
         let bad = self
             .inner
             .handle_session_loaded(whole("request", request)?, entries, time(now)?);
@@ -222,7 +224,7 @@ impl JsDevice {
         #[wasm_bindgen(unchecked_param_type = "EngineEvent")] event: JsValue,
         now: f64,
     ) -> Result<(), JsError> {
-        let event = json::engine_event_from(from_js(&event)?).map_err(err)?;
+        let event = json::read::<EngineEvent>("engine event", from_js(&event)?).map_err(err)?;
         self.inner
             .handle_engine(session_id, turn_id, event, time(now)?);
         Ok(())
@@ -240,7 +242,7 @@ impl JsDevice {
     pub fn drain(&mut self) -> JsValue {
         let mut out = Vec::new();
         while let Some(o) = self.inner.poll_output() {
-            out.push(json::device_output(&o));
+            out.push(json::out(&o));
         }
         array(out)
     }
@@ -275,7 +277,7 @@ impl JsDevice {
         array(
             self.inner
                 .connections()
-                .map(|(c, k)| serde_json::json!({ "conn": c.0, "kind": json::conn_kind_name(k) })),
+                .map(|(c, k)| serde_json::json!({ "conn": c.0, "kind": k })),
         )
     }
 }
@@ -308,7 +310,7 @@ impl JsScriptedEngine {
         #[wasm_bindgen(unchecked_param_type = "TurnStart")] turn: JsValue,
         now: f64,
     ) -> Result<(), JsError> {
-        let turn = json::turn_start_from(from_js(&turn)?).map_err(err)?;
+        let turn = json::read::<TurnStart>("turn", from_js(&turn)?).map_err(err)?;
         self.inner.start(&turn, time(now)?);
         Ok(())
     }
@@ -338,7 +340,7 @@ impl JsScriptedEngine {
         #[wasm_bindgen(unchecked_param_type = "Decision")] decision: JsValue,
         now: f64,
     ) -> Result<(), JsError> {
-        let decision = json::decision_from(from_js(&decision)?).map_err(err)?;
+        let decision = json::read::<Decision>("decision", from_js(&decision)?).map_err(err)?;
         self.inner
             .decide(session_id, turn_id, tool_call_id, &decision, time(now)?);
         Ok(())
@@ -355,7 +357,7 @@ impl JsScriptedEngine {
         let s = |k: &str| e[k].as_str().unwrap_or_default().to_string();
         match e["kind"].as_str() {
             Some("start_turn") => {
-                let turn = json::turn_start_from(e["turn"].clone()).map_err(err)?;
+                let turn = json::read::<TurnStart>("turn", e["turn"].clone()).map_err(err)?;
                 self.inner.start(&turn, time(now)?);
             }
             Some("cancel_turn") => self.inner.cancel(&s("sessionId"), &s("turnId")),
@@ -367,7 +369,7 @@ impl JsScriptedEngine {
                     .steer(&s("sessionId"), &s("turnId"), id, &s("text"));
             }
             Some("card_decided") => {
-                let d = json::decision_from(e["decision"].clone()).map_err(err)?;
+                let d = json::read::<Decision>("decision", e["decision"].clone()).map_err(err)?;
                 self.inner.decide(
                     &s("sessionId"),
                     &s("turnId"),
@@ -431,14 +433,14 @@ impl JsMemStore {
         &mut self,
         #[wasm_bindgen(unchecked_param_type = "StoreRecord[]")] records: JsValue,
     ) -> Result<(), JsError> {
-        let records = json::records(from_js(&records)?).map_err(err)?;
+        let records = json::read::<Vec<Record>>("records", from_js(&records)?).map_err(err)?;
         self.inner.apply(&records);
         Ok(())
     }
 
     #[wasm_bindgen(unchecked_return_type = "StoreEntry[]")]
     pub fn entries(&self) -> JsValue {
-        array(self.inner.entries().iter().map(json::entry))
+        to_js(&json::out(&self.inner.entries()))
     }
 
     #[wasm_bindgen(getter)]

@@ -50,7 +50,9 @@ fn deadline(t: Option<Time>) -> Option<f64> {
 
 #[cfg(feature = "device")]
 fn turn_phase(p: Option<lembas_core::device::TurnPhase>) -> JsValue {
-    p.map_or(JsValue::UNDEFINED, |p| json::turn_phase_name(p).into())
+    p.map_or(JsValue::UNDEFINED, |p| {
+        lembas_runtime_wasm::js::to_js(&json::out(&p))
+    })
 }
 
 /// This build's version.

@@ -27,7 +27,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use lembas_core::client::Client;
-use lembas_core::device::{ConnId, Device, Effect, Output};
+use lembas_core::device::{ConnId, Device, DialFailure, Effect, Output};
+use lembas_core::engine::EngineEvent;
 use lembas_core::store::MemStore;
 use lembas_core::{DeviceConfig, Time};
 
@@ -103,9 +104,10 @@ impl DeviceRunner {
                     .map_err(misuse)?;
                 returns = Some(json!(conn.0));
             }
-            "dial_failed" => {
-                d.handle_dial_failed(json::dial_failure(input["failure"].clone())?, now)
-            }
+            "dial_failed" => d.handle_dial_failed(
+                json::read::<DialFailure>("dial failure", input["failure"].clone())?,
+                now,
+            ),
             "frame" => d
                 .handle_frame(ConnId(u("conn")?), s("frame").as_bytes(), now)
                 .map_err(misuse)?,
@@ -127,7 +129,7 @@ impl DeviceRunner {
             "engine" => d.handle_engine(
                 &s("sessionId"),
                 &s("turnId"),
-                json::engine_event_from(input["event"].clone())?,
+                json::read::<EngineEvent>("engine event", input["event"].clone())?,
                 now,
             ),
             "delete_session" => returns = Some(json!(d.delete_session(&s("sessionId"), now))),
@@ -157,7 +159,7 @@ impl DeviceRunner {
             if let Output::Effect(Effect::Persist { records, .. }) = &o {
                 self.store.apply(records);
             }
-            outputs.push(json::device_output(&o));
+            outputs.push(json::out(&o));
         }
         Ok((returns, outputs))
     }
@@ -232,7 +234,7 @@ impl ClientRunner {
         }
         let mut outputs = Vec::new();
         while let Some(o) = self.client.poll_output() {
-            outputs.push(json::client_output(&o));
+            outputs.push(json::out(&o));
         }
         Ok((returns, outputs))
     }

@@ -123,7 +123,7 @@ impl Recorder {
         while let Some((s, t, e)) = self.engine.poll_event() {
             self.queue.push_back((
                 Role::Device,
-                json!({ "type": "engine", "sessionId": s, "turnId": t, "event": json::engine_event(&e) }),
+                json!({ "type": "engine", "sessionId": s, "turnId": t, "event": json::out(&e) }),
             ));
         }
     }
@@ -172,7 +172,7 @@ impl Recorder {
                         json!({ "type": "path_resolved", "request": e["request"], "path": e["path"] }),
                     )),
                     "start_turn" => {
-                        let turn = json::turn_start_from(e["turn"].clone()).unwrap();
+                        let turn = json::read::<lembas_core::engine::TurnStart>("turn", e["turn"].clone()).unwrap();
                         self.engine.start(&turn, now);
                         self.engine_reports();
                     }
@@ -193,7 +193,7 @@ impl Recorder {
                         self.engine_reports();
                     }
                     "card_decided" => {
-                        let d = json::decision_from(e["decision"].clone()).unwrap();
+                        let d = json::read::<lembas_core::engine::Decision>("decision", e["decision"].clone()).unwrap();
                         self.engine.decide(
                             e["sessionId"].as_str().unwrap(),
                             e["turnId"].as_str().unwrap(),

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::config::Mode;
+use crate::shape;
 use crate::wire::{need, one_pass};
 
 /// Why a turn ended, as `session/prompt`'s `stopReason` says it.
@@ -69,8 +70,9 @@ pub struct Attachment {
     pub text: bool,
 }
 
-/// Everything a turn is given.
-#[derive(Clone, Debug, PartialEq)]
+/// Everything a turn is given. Serde: camelCase (the `context` keeps the core's snake_case).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TurnStart {
     pub session_id: String,
     pub turn_id: String,
@@ -95,10 +97,20 @@ pub enum ToolStatus {
 }
 
 /// What an engine reports about the turn it runs.
-#[derive(Clone, Debug, PartialEq)]
+///
+/// Serde: the JS API's `EngineEvent`, tagged by `type` (`{"type": "text", "text": "hi"}`,
+/// `{"type": "done", "stopReason": "end_turn"}`, a card's fields beside `"type": "ask"`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(
+    tag = "type",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
 #[non_exhaustive]
 pub enum EngineEvent {
+    #[serde(serialize_with = "text_member")]
     Text(String),
+    #[serde(serialize_with = "text_member")]
     Thought(String),
     ToolCall {
         id: String,
@@ -112,28 +124,121 @@ pub enum EngineEvent {
         output: Option<String>,
     },
     /// The engine took in these steered messages (by the ids the core gave them).
-    Steered {
-        ids: Vec<u64>,
-    },
+    Steered { ids: Vec<u64> },
+    #[serde(serialize_with = "mode_member")]
     ModeChanged(Mode),
     /// The session's structured plan changed (`None`: cleared).
+    #[serde(serialize_with = "plan_member")]
     Plan(Option<Value>),
     /// Ask a person: an approval, a question or a plan. Answered with `Effect::CardDecided`.
     Ask(Card),
     /// The turn ended.
+    #[serde(serialize_with = "stop_reason_member")]
     Done(StopReason),
     /// The turn failed (the model went away, say); the prompt is answered with this error.
+    #[serde(serialize_with = "message_member")]
     Failed(String),
 }
 
+shape::member_fn!(text_member, "text", String);
+shape::member_fn!(mode_member, "mode", Mode);
+shape::member_fn!(plan_member, "plan", Option<Value>);
+shape::member_fn!(stop_reason_member, "stopReason", StopReason);
+shape::member_fn!(message_member, "message", String);
+shape::member_fn!(reason_member, "reason", String);
+shape::member_fn!(answers_member, "answers", Vec<QuestionAnswer>);
+
+/// An engine event as it arrives, read in one pass (see [`crate::shape`]).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct EventFields {
+    #[serde(rename = "type")]
+    tag: EventTag,
+    text: Option<String>,
+    id: Option<String>,
+    title: Option<String>,
+    kind: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    raw_input: Option<Value>,
+    status: Option<ToolStatus>,
+    output: Option<String>,
+    ids: Option<Vec<u64>>,
+    mode: Option<Mode>,
+    plan: Option<Value>,
+    tool_call_id: Option<String>,
+    ask: Option<Ask>,
+    stop_reason: Option<StopReason>,
+    message: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum EventTag {
+    Text,
+    Thought,
+    ToolCall,
+    ToolCallUpdate,
+    Steered,
+    ModeChanged,
+    Plan,
+    Ask,
+    Done,
+    Failed,
+}
+
+/// A member given as `null` is still given (`rawInput: null`), unlike one left out.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
+}
+
+impl<'de> Deserialize<'de> for EngineEvent {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        one_pass(d, "an engine event", |f: EventFields| {
+            Ok(match f.tag {
+                EventTag::Text => EngineEvent::Text(need(f.text, "text")?),
+                EventTag::Thought => EngineEvent::Thought(need(f.text, "text")?),
+                EventTag::ToolCall => EngineEvent::ToolCall {
+                    id: need(f.id, "id")?,
+                    title: need(f.title, "title")?,
+                    kind: need(f.kind, "kind")?,
+                    raw_input: need(f.raw_input, "rawInput")?,
+                },
+                EventTag::ToolCallUpdate => EngineEvent::ToolCallUpdate {
+                    id: need(f.id, "id")?,
+                    status: need(f.status, "status")?,
+                    output: f.output,
+                },
+                EventTag::Steered => EngineEvent::Steered {
+                    ids: need(f.ids, "ids")?,
+                },
+                EventTag::ModeChanged => EngineEvent::ModeChanged(need(f.mode, "mode")?),
+                EventTag::Plan => EngineEvent::Plan(f.plan),
+                EventTag::Ask => EngineEvent::Ask(Card {
+                    tool_call_id: need(f.tool_call_id, "toolCallId")?,
+                    ask: need(f.ask, "ask")?,
+                }),
+                EventTag::Done => EngineEvent::Done(need(f.stop_reason, "stopReason")?),
+                EventTag::Failed => EngineEvent::Failed(need(f.message, "message")?),
+            })
+        })
+    }
+}
+
 /// A card the engine puts before a person; `tool_call_id` keys it.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Card {
     pub tool_call_id: String,
     pub ask: Ask,
 }
 
-#[derive(Clone, Debug, PartialEq)]
+/// Serde: tagged by `type` (`{"type": "permission", "title": ..., "rawInput": ...}`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(
+    tag = "type",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
 #[non_exhaustive]
 pub enum Ask {
     /// `session/request_permission`.
@@ -177,7 +282,64 @@ pub struct QuestionOption {
     pub recommended: bool,
 }
 
+/// An ask as it arrives, read in one pass.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct AskFields {
+    #[serde(rename = "type")]
+    tag: AskTag,
+    title: Option<String>,
+    kind: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    raw_input: Option<Value>,
+    always_offered: Option<bool>,
+    reason: Option<String>,
+    purpose: Option<String>,
+    why: Option<String>,
+    questions: Option<Vec<Question>>,
+    path: Option<String>,
+    text: Option<String>,
+    plan: Option<Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum AskTag {
+    Permission,
+    Question,
+    Plan,
+}
+
+impl<'de> Deserialize<'de> for Ask {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        one_pass(d, "an ask", |f: AskFields| {
+            Ok(match f.tag {
+                AskTag::Permission => Ask::Permission {
+                    title: need(f.title, "title")?,
+                    kind: need(f.kind, "kind")?,
+                    raw_input: need(f.raw_input, "rawInput")?,
+                    always_offered: need(f.always_offered, "alwaysOffered")?,
+                    reason: need(f.reason, "reason")?,
+                    purpose: f.purpose,
+                },
+                AskTag::Question => Ask::Question {
+                    why: f.why,
+                    questions: need(f.questions, "questions")?,
+                },
+                AskTag::Plan => Ask::Plan {
+                    path: need(f.path, "path")?,
+                    text: need(f.text, "text")?,
+                    plan: f.plan,
+                },
+            })
+        })
+    }
+}
+
 /// How a card was decided, as the engine is told.
+///
+/// Serde: one flat shape tagged by `type`, the kind of card implied (`{"type": "deny",
+/// "feedback": "no", "timedOut": false}`, `{"type": "question_dismissed", ...}`).
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum Decision {
@@ -191,7 +353,12 @@ pub enum Decision {
     Refused(String),
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(
+    tag = "type",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
 #[non_exhaustive]
 pub enum PermissionDecision {
     AllowOnce {
@@ -262,15 +429,119 @@ impl<'de> Deserialize<'de> for QuestionAnswer {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(
+    tag = "type",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
 pub enum QuestionDecision {
+    #[serde(serialize_with = "answers_member")]
     Answered(Vec<QuestionAnswer>),
+    #[serde(rename = "question_dismissed")]
     Dismissed { timed_out: bool },
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(
+    tag = "type",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
 pub enum PlanDecision {
-    Approve { mode: Mode },
-    Revise { feedback: String },
-    Dismissed { timed_out: bool },
+    Approve {
+        mode: Mode,
+    },
+    Revise {
+        feedback: String,
+    },
+    #[serde(rename = "plan_dismissed")]
+    Dismissed {
+        timed_out: bool,
+    },
+}
+
+/// The two decisions that are not a kind of card's, as they are written.
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum NoCard<'a> {
+    NobodyToAsk,
+    #[serde(serialize_with = "reason_member")]
+    Refused(&'a String),
+}
+
+impl Serialize for Decision {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Decision::Permission(p) => p.serialize(s),
+            Decision::Question(q) => q.serialize(s),
+            Decision::Plan(p) => p.serialize(s),
+            Decision::NobodyToAsk => NoCard::NobodyToAsk.serialize(s),
+            Decision::Refused(reason) => NoCard::Refused(reason).serialize(s),
+        }
+    }
+}
+
+/// A decision as it arrives, read in one pass.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct DecisionFields {
+    #[serde(rename = "type")]
+    tag: DecisionTag,
+    command: Option<String>,
+    feedback: Option<String>,
+    #[serde(default)]
+    timed_out: bool,
+    answers: Option<Vec<QuestionAnswer>>,
+    mode: Option<Mode>,
+    reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum DecisionTag {
+    AllowOnce,
+    AllowAlways,
+    Deny,
+    Answered,
+    QuestionDismissed,
+    Approve,
+    Revise,
+    PlanDismissed,
+    NobodyToAsk,
+    Refused,
+}
+
+impl<'de> Deserialize<'de> for Decision {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        one_pass(d, "a decision", |f: DecisionFields| {
+            Ok(match f.tag {
+                DecisionTag::AllowOnce => {
+                    Decision::Permission(PermissionDecision::AllowOnce { command: f.command })
+                }
+                DecisionTag::AllowAlways => Decision::Permission(PermissionDecision::AllowAlways),
+                DecisionTag::Deny => Decision::Permission(PermissionDecision::Deny {
+                    feedback: f.feedback,
+                    timed_out: f.timed_out,
+                }),
+                DecisionTag::Answered => {
+                    Decision::Question(QuestionDecision::Answered(need(f.answers, "answers")?))
+                }
+                DecisionTag::QuestionDismissed => Decision::Question(QuestionDecision::Dismissed {
+                    timed_out: f.timed_out,
+                }),
+                DecisionTag::Approve => Decision::Plan(PlanDecision::Approve {
+                    mode: need(f.mode, "mode")?,
+                }),
+                DecisionTag::Revise => Decision::Plan(PlanDecision::Revise {
+                    feedback: need(f.feedback, "feedback")?,
+                }),
+                DecisionTag::PlanDismissed => Decision::Plan(PlanDecision::Dismissed {
+                    timed_out: f.timed_out,
+                }),
+                DecisionTag::NobodyToAsk => Decision::NobodyToAsk,
+                DecisionTag::Refused => Decision::Refused(need(f.reason, "reason")?),
+            })
+        })
+    }
 }

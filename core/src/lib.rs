@@ -42,6 +42,7 @@ pub mod methods;
 pub mod paths;
 pub mod rng;
 pub mod scripted;
+mod shape;
 pub mod store;
 pub mod time;
 pub mod turn;

@@ -5,7 +5,11 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::wire::need;
+
+/// Serde: its [`Table::name`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 #[non_exhaustive]
 pub enum Table {
     /// Session id → [`SessionRecord`].
@@ -44,8 +48,9 @@ impl Table {
     }
 }
 
-/// One change to the store.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// One change to the store. Serde: `{"op": "put", "table": "turns", "key": ..., "value": ...}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Record {
     Put {
@@ -64,8 +69,53 @@ pub enum Record {
     },
 }
 
+/// A record as it arrives, read in one pass (see [`crate::shape`]).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RecordFields {
+    op: RecordOp,
+    table: Table,
+    #[serde(default)]
+    key: Option<String>,
+    #[serde(default)]
+    value: Option<String>,
+    #[serde(default)]
+    prefix: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum RecordOp {
+    Put,
+    Delete,
+    DeletePrefix,
+}
+
+impl<'de> Deserialize<'de> for Record {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        crate::wire::one_pass(d, "a store record", |f: RecordFields| {
+            Ok(match f.op {
+                RecordOp::Put => Record::Put {
+                    table: f.table,
+                    key: need(f.key, "key")?,
+                    value: need(f.value, "value")?,
+                },
+                RecordOp::Delete => Record::Delete {
+                    table: f.table,
+                    key: need(f.key, "key")?,
+                },
+                RecordOp::DeletePrefix => Record::DeletePrefix {
+                    table: f.table,
+                    prefix: need(f.prefix, "prefix")?,
+                },
+            })
+        })
+    }
+}
+
 /// One stored entry, as the shell hands it back at start-up.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Entry {
     pub table: Table,
     pub key: String,

@@ -437,7 +437,7 @@ impl Shared {
     }
 
     fn event(&self, e: &ClientEvent) {
-        let event = js::to_js(&json::client_event(e));
+        let event = js::to_js(&json::out(e));
         if let Some(f) = &self.on_event {
             if let Err(e) = f.call1(&JsValue::UNDEFINED, &event) {
                 js::report(e);

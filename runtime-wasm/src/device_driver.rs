@@ -8,7 +8,6 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use serde_json::Value;
 use wasm_bindgen::prelude::*;
 
 use lembas_core::device::{ConnId, ConnKind, Device, DialFailure, Effect, TurnPhase, Unreadable};
@@ -91,7 +90,7 @@ fn options(o: &JsValue) -> Result<Options, JsValue> {
 }
 
 fn entries(v: &JsValue) -> Result<Vec<Entry>, JsValue> {
-    Ok(json::entries(js::from_js(v)?).map_err(err)?)
+    Ok(json::read::<Vec<Entry>>("store entries", js::from_js(v)?).map_err(err)?)
 }
 
 struct Link {
@@ -225,7 +224,7 @@ impl DeviceDriver {
 
     /// The store entries the device could not read at start-up, as `{ table, key, why }`.
     pub fn unreadable(&self) -> JsValue {
-        let v = json::unreadable(&self.shared.state.borrow().unreadable);
+        let v = json::out(&self.shared.state.borrow().unreadable);
         js::to_js(&v)
     }
 
@@ -363,7 +362,7 @@ impl Shared {
             }
             DeviceAction::Effect(effect) => {
                 if let Some(f) = &self.hooks.on_effect {
-                    let effect = js::to_js(&json::effect(&effect));
+                    let effect = js::to_js(&json::out(&effect));
                     if let Err(e) = f.call1(&JsValue::UNDEFINED, &effect) {
                         js::report(e);
                     }
@@ -494,7 +493,7 @@ impl Shared {
         let Some(store) = &self.hooks.store else {
             return;
         };
-        let records = js::to_js(&Value::Array(records.iter().map(json::record).collect()));
+        let records = js::to_js(&json::out(records));
         match store.apply.call1(&store.object, &records) {
             Ok(done) => {
                 let me = self.clone();
@@ -563,7 +562,7 @@ impl Shared {
         let Some(f) = &self.hooks.on_effect else {
             return answer(self.clone(), Ok(()));
         };
-        match f.call1(&JsValue::UNDEFINED, &js::to_js(&json::effect(effect))) {
+        match f.call1(&JsValue::UNDEFINED, &js::to_js(&json::out(effect))) {
             Ok(done) => {
                 let (me, me_too) = (self.clone(), self.clone());
                 let written = js::once(move |_| answer(me, Ok(())));

@@ -7,7 +7,7 @@
 //!   Rust ([`device_loop`]): a turn's start, cancel, steer and card decisions reach the engine
 //!   and its reports reach the device with no JSON and no JS call in between. Frames go to the
 //!   socket as strings from Rust; what is left (the store's writes, `resolvePath`, terminals,
-//!   attachments) goes to JS as the plain objects of [`json`].
+//!   attachments) goes to JS as the core types' own serde shapes (through [`json`]).
 //! - [`ClientDriver`] owns a core `Client` ([`client_loop`]): events to `onEvent` and to the
 //!   promises of `next`, calls made through its methods, undelivered deletes kept in a
 //!   localStorage-like `storage` or an asynchronous `kept`.
@@ -26,7 +26,6 @@ pub mod js;
 pub mod json;
 pub mod queue;
 mod socket;
-pub mod tagged;
 mod timer;
 
 pub use client_driver::ClientDriver;

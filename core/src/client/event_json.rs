@@ -1,7 +1,8 @@
 //! A [`ClientEvent`] as a plain JSON object (`{"kind": "answer", "id": 3, "result": ...}`): the
 //! shape the wasm bindings hand to JS (`ClientEvent` in bindings/lembas.d.ts) and
-//! `lembas test-instance` prints, written once for both.
+//! `lembas test-instance` prints, written once for both; it is `ClientEvent`'s serde shape.
 
+use serde::{Serialize, Serializer};
 use serde_json::{json, Value};
 
 use super::{ClientEvent, Reattach};
@@ -64,6 +65,12 @@ pub fn event_json(e: &ClientEvent) -> Value {
         ClientEvent::Request { id, method, params } => {
             json!({ "kind": "request", "id": id, "method": method, "params": params })
         }
+    }
+}
+
+impl Serialize for ClientEvent {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        event_json(self).serialize(s)
     }
 }
 

@@ -25,22 +25,36 @@ pub use timers::ClientTimer;
 pub use turns::Reattach;
 use turns::{Purpose, Rows};
 
-/// What the client asks of its shell, and what it tells its UI.
-#[derive(Debug, PartialEq)]
+/// What the client asks of its shell, and what it tells its UI. Serde: the JS API's
+/// `ClientOutput` (`{"type": "send", "frame": "..."}`, `{"type": "event", "event": {...}}`).
+#[derive(Debug, PartialEq, serde::Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum ClientOutput {
     /// Send one message on the link.
+    #[serde(serialize_with = "frame_member")]
     Send(Vec<u8>),
     /// Close the link with this code and reason; then report [`Client::handle_link_down`].
-    Close {
-        code: u16,
-        reason: String,
-    },
+    Close { code: u16, reason: String },
     /// Send a WebSocket ping: nothing has arrived on the link for `liveness.ping_after_ms`.
     /// Report the pong (and any ping) with [`Client::handle_activity`]. Only asked for with
     /// `ClientConfig::liveness` set; a browser's socket cannot ping, so its shell sets `None`.
     Ping,
+    #[serde(serialize_with = "event_member")]
     Event(ClientEvent),
+}
+
+crate::shape::member_fn!(event_member, "event", ClientEvent);
+
+/// `{ frame: <text> }`.
+fn frame_member<S: serde::Serializer>(frame: &[u8], s: S) -> Result<S::Ok, S::Error> {
+    struct Text<'a>(&'a [u8]);
+    impl serde::Serialize for Text<'_> {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            crate::shape::text(self.0, s)
+        }
+    }
+    crate::shape::member("frame", &Text(frame), s)
 }
 
 #[derive(Debug, PartialEq)]

@@ -3,14 +3,19 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
+use serde::{Deserialize, Serialize};
+
 use crate::jsonrpc::Id;
 use crate::wire::handshake::ClientSaid;
 
 /// Identifies a connection; made by the device, never reused.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(transparent)]
 pub struct ConnId(pub u64);
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Serde: `"link"`, `"stdio"`, `"terminal"`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 #[non_exhaustive]
 pub enum ConnKind {
     /// The WebSocket the device dialled to its instance.

@@ -27,6 +27,8 @@ mod turns;
 
 use std::collections::BTreeMap;
 
+use serde::Serialize;
+
 pub use crate::liveness::CLOSE_DEAD_LINK;
 pub use crate::turn::Answer;
 pub use connection::{ConnId, ConnKind};
@@ -43,6 +45,7 @@ use crate::jsonrpc::{self, Id, RpcError};
 use crate::liveness::Beat;
 use crate::methods::{self, Needs, On};
 use crate::rng::Rng;
+use crate::shape;
 use crate::store::Record;
 use crate::time::{Clock, Time};
 use connection::Connection;
@@ -51,12 +54,16 @@ use outbox::Outbox;
 use sessions::{PendingNew, Sessions};
 
 /// What the device asks of its shell.
-#[derive(Debug, PartialEq)]
+///
+/// Its serde shape is the JS API's `DeviceOutput` (`{"type": "send", "conn": 1, "frame": "..."}`).
+#[derive(Debug, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Output {
     /// Send one message (a WebSocket text message, or a stdio line) on a connection.
     Send {
         conn: ConnId,
+        #[serde(serialize_with = "shape::text")]
         frame: Vec<u8>,
     },
     /// Close a connection (a WebSocket close code and reason; stdio just ends).
@@ -69,14 +76,24 @@ pub enum Output {
     /// `liveness.ping_after_ms`. Report the pong (and any ping) with
     /// [`Device::handle_activity`]. Only asked for with `DeviceConfig::liveness` set; a shell
     /// that cannot ping (a browser's socket) sets it to `None` and never sees this.
-    Ping {
-        conn: ConnId,
-    },
+    Ping { conn: ConnId },
+    #[serde(serialize_with = "effect_member")]
     Effect(Effect),
 }
 
+shape::member_fn!(effect_member, "effect", Effect);
+shape::member_fn!(turn_member, "turn", TurnStart);
+
 /// Work for the shell beyond sending frames; each one's outcome comes back as an input.
-#[derive(Debug, PartialEq)]
+///
+/// Its serde shape is the JS API's `Effect` (`{"kind": "resolve_path", "request": 3, ...}`),
+/// bytes as base64.
+#[derive(Debug, PartialEq, Serialize)]
+#[serde(
+    tag = "kind",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
 #[non_exhaustive]
 pub enum Effect {
     /// Dial the instance link now; report `handle_open(ConnKind::Link)` or
@@ -101,6 +118,7 @@ pub enum Effect {
         request: u64,
         session_id: String,
         file_name: String,
+        #[serde(rename = "base64", serialize_with = "shape::base64")]
         bytes: Vec<u8>,
     },
     /// Remove the session's attachment directory (the session was deleted). Nothing comes
@@ -108,6 +126,7 @@ pub enum Effect {
     /// remove it says so with the reason (a leftover directory is the person's to clear).
     RemoveAttachments { session_id: String },
     /// Run a turn on the engine; report with `handle_engine`.
+    #[serde(serialize_with = "turn_member")]
     StartTurn(Box<TurnStart>),
     /// Stop the running turn; the engine still reports `Done` (the prompt answers `cancelled`).
     CancelTurn { session_id: String, turn_id: String },
@@ -135,7 +154,11 @@ pub enum Effect {
         rows: u16,
     },
     /// Keystrokes for the terminal's PTY.
-    TerminalInput { terminal_id: String, bytes: Vec<u8> },
+    TerminalInput {
+        terminal_id: String,
+        #[serde(rename = "base64", serialize_with = "shape::base64")]
+        bytes: Vec<u8>,
+    },
     ResizeTerminal {
         terminal_id: String,
         cols: u16,
@@ -147,15 +170,18 @@ pub enum Effect {
 }
 
 /// Where a turn stands in its session's ledger.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum TurnPhase {
     Queued,
     Running,
     Done,
 }
 
-/// Why a dial did not give a link.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Why a dial did not give a link. Serde: `{"type": "transient"}`, `{"type": "token_refused"}`,
+/// `{"type": "unsupported", "message": ...}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum DialFailure {
     /// Unreachable, timed out, TLS failed, the server errored: try again later.
@@ -163,7 +189,41 @@ pub enum DialFailure {
     /// 401 or 403 at the handshake: the token is no good.
     TokenRefused,
     /// Discovery says the server does not speak protocol 3 (the sentence to show).
+    #[serde(serialize_with = "message_member")]
     Unsupported(String),
+}
+
+shape::member_fn!(message_member, "message", String);
+
+/// A dial failure as it arrives, read in one pass (see [`crate::shape`]).
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DialFailureFields {
+    #[serde(rename = "type")]
+    tag: DialFailureTag,
+    message: Option<String>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum DialFailureTag {
+    Transient,
+    TokenRefused,
+    Unsupported,
+}
+
+impl<'de> serde::Deserialize<'de> for DialFailure {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        crate::wire::one_pass(d, "a dial failure", |f: DialFailureFields| {
+            Ok(match f.tag {
+                DialFailureTag::Transient => DialFailure::Transient,
+                DialFailureTag::TokenRefused => DialFailure::TokenRefused,
+                DialFailureTag::Unsupported => {
+                    DialFailure::Unsupported(crate::wire::need(f.message, "message")?)
+                }
+            })
+        })
+    }
 }
 
 /// A call the shell should not have made (never caused by a peer's bytes).

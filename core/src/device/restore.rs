@@ -23,7 +23,7 @@ use crate::time::Time;
 use crate::wire::session::HistoryTurn;
 
 /// What `restore` met in the store that it could not read (kept out, and reported).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Unreadable {
     pub table: Table,
     pub key: String,
