@@ -27,27 +27,36 @@ impl Device {
         if !on_link {
             return Ok(());
         }
-        self.check_directory(dir).map(drop).map_err(|e| {
-            RpcError::invalid_params(format!(
-                "session `{session}` cannot be used over the link now: {}",
-                e.message
-            ))
-        })
+        admit_over_link(&self.config.remote, session, dir)
     }
 
-    /// The rules a directory of remote work passes, in order: remote work on, some roots, `dir`
-    /// inside one of them, and trusted when `remote.require_trust`. The root, or the reason.
+    /// The rules a directory of remote work passes (see [`check_directory`]).
     pub(super) fn check_directory(&self, dir: &str) -> Result<String, RpcError> {
-        let root = self.check_roots(dir)?.to_string();
-        let remote = &self.config.remote;
-        if remote.require_trust && paths::within(dir, &remote.trusted).is_none() {
-            return Err(RpcError::invalid_params(format!(
-                "`{dir}` is not in a trusted project (remote.require_trust is on; \
-                 trust it on the device with `lembas trust`)"
-            )));
-        }
-        Ok(root)
+        check_directory(&self.config.remote, dir)
     }
+}
+
+/// Whether a request over the link may use session `session`, whose directory is `dir`.
+fn admit_over_link(remote: &Remote, session: &str, dir: &str) -> Result<(), RpcError> {
+    check_directory(remote, dir).map(drop).map_err(|e| {
+        RpcError::invalid_params(format!(
+            "session `{session}` cannot be used over the link now: {}",
+            e.message
+        ))
+    })
+}
+
+/// The rules a directory of remote work passes, in order: remote work on, some roots, `dir`
+/// inside one of them, and trusted when `remote.require_trust`. The root, or the reason.
+fn check_directory(remote: &Remote, dir: &str) -> Result<String, RpcError> {
+    let root = check_roots(remote, dir)?.to_string();
+    if remote.require_trust && paths::within(dir, &remote.trusted).is_none() {
+        return Err(RpcError::invalid_params(format!(
+            "`{dir}` is not in a trusted project (remote.require_trust is on; \
+             trust it on the device with `lembas trust`)"
+        )));
+    }
+    Ok(root)
 }
 
 /// Remote work on, some roots, and `path` inside one of them: the root, or the reason.
@@ -110,10 +119,13 @@ impl Device {
         params: Option<&serde_json::value::RawValue>,
         frame: &[u8],
     ) -> Result<bool, RpcError> {
-        let on_link = self.conns.get(&conn).map(|c| c.kind) == Some(ConnKind::Link);
-        if !on_link || !spec.dir_checked {
+        let Some(c) = self
+            .conns
+            .get_mut(&conn)
+            .filter(|c| c.kind == ConnKind::Link && spec.dir_checked)
+        else {
             return Ok(false);
-        }
+        };
         let named = params.and_then(|p| serde_json::from_str::<Named>(p.get()).ok());
         let Some(session) = named.and_then(|n| n.session_id) else {
             return Ok(false);
@@ -122,7 +134,7 @@ impl Device {
             // Unknown: the handler says so.
             return Ok(false);
         };
-        if let Err(e) = self.admit(conn, &session, &dir) {
+        if let Err(e) = admit_over_link(&self.config.remote, &session, &dir) {
             // Its handler answers the refusal itself (runs with `admitted` false).
             return if spec.answers_refusal {
                 Ok(false)
@@ -141,7 +153,7 @@ impl Device {
                 frame: frame.to_vec(),
             })),
         );
-        self.conns.get_mut(&conn).expect("checked above").gate = Some(request);
+        c.gate = Some(request);
         self.out
             .effect(super::Effect::ResolvePath { request, path: dir });
         Ok(true)

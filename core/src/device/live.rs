@@ -9,6 +9,7 @@
 //! is refused. Without a store (`has_store: false`) nothing is set aside.
 
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -21,11 +22,64 @@ use crate::jsonrpc::{self, Message, RpcError};
 use crate::store::{self, Entry};
 use crate::time::Time;
 
-/// A session being read back, and the frames that named it meanwhile (in arrival order).
+/// Frames waiting for a session to be read back, each with its connection, in arrival order.
+type Parked = Vec<(ConnId, Vec<u8>)>;
+
+/// A session being read back, and the frames that named it meanwhile.
 #[derive(Debug)]
-pub(super) struct Loading {
+struct Loading {
     request: u64,
-    parked: Vec<(ConnId, Vec<u8>)>,
+    parked: Parked,
+}
+
+/// The sessions being read back from the store (`Effect::LoadSession`), by id, each with the
+/// frames waiting for it: one read a session however many frames name it meanwhile.
+#[derive(Debug, Default)]
+pub(super) struct Loads {
+    by_session: BTreeMap<String, Loading>,
+    next_request: u64,
+}
+
+impl Loads {
+    fn is_empty(&self) -> bool {
+        self.by_session.is_empty()
+    }
+
+    fn contains(&self, session: &str) -> bool {
+        self.by_session.contains_key(session)
+    }
+
+    /// `frame` from `conn` waits for `session` to be read back: the read's request number, and
+    /// whether it is a new read (to be asked of the shell).
+    fn park(&mut self, session: &str, conn: ConnId, frame: &[u8]) -> (u64, bool) {
+        let new = !self.by_session.contains_key(session);
+        let loading = self
+            .by_session
+            .entry(session.to_string())
+            .or_insert_with(|| {
+                let request = self.next_request;
+                self.next_request += 1;
+                Loading {
+                    request,
+                    parked: Vec::new(),
+                }
+            });
+        loading.parked.push((conn, frame.to_vec()));
+        (loading.request, new)
+    }
+
+    /// The read `request` is answered: its session, and the frames that waited for it in
+    /// arrival order. `None` for a request not (or no longer) waited for.
+    fn take(&mut self, request: u64) -> Option<(String, Parked)> {
+        let session = self
+            .by_session
+            .iter()
+            .find(|(_, l)| l.request == request)?
+            .0
+            .clone();
+        let loading = self.by_session.remove(&session)?;
+        Some((session, loading.parked))
+    }
 }
 
 /// The one member every session method's params share.
@@ -106,52 +160,34 @@ impl Device {
     /// directory check (limits.rs), every frame after it on its connection waits behind it in
     /// order (bounded by `sessions.max_held_bytes`). Returns whether it was parked.
     pub(super) fn park(&mut self, conn: ConnId, frame: &[u8], params: Option<&RawValue>) -> bool {
-        if self.stored.is_empty() && self.loading.is_empty() {
+        if self.stored.is_empty() && self.loads.is_empty() {
             return false;
         }
-        if self
+        let Some(c) = self
             .conns
-            .get(&conn)
-            .is_none_or(|c| c.phase != Phase::Ready)
-        {
+            .get_mut(&conn)
+            .filter(|c| c.phase == Phase::Ready)
+        else {
             return false;
-        }
+        };
         let Some(Names {
             session_id: Some(session),
         }) = params.and_then(|p| serde_json::from_str::<Names>(p.get()).ok())
         else {
             return false;
         };
-        let loading = self.loading.contains_key(session.as_ref());
-        if !loading && !self.stored.contains(session.as_ref()) {
+        if !self.loads.contains(&session) && !self.stored.contains(session.as_ref()) {
             return false;
         }
-        let request = match self.loading.get(session.as_ref()) {
-            Some(l) => l.request,
-            None => {
-                let request = self.next_load;
-                self.next_load += 1;
-                // Queued behind every persist issued so far: the shell reads what was written.
-                self.out.effect(Effect::LoadSession {
-                    request,
-                    session_id: session.to_string(),
-                });
-                self.loading.insert(
-                    session.to_string(),
-                    Loading {
-                        request,
-                        parked: Vec::new(),
-                    },
-                );
-                request
-            }
-        };
-        self.conns.get_mut(&conn).expect("checked above").gate = Some(request);
-        self.loading
-            .get_mut(session.as_ref())
-            .expect("inserted above")
-            .parked
-            .push((conn, frame.to_vec()));
+        let (request, new) = self.loads.park(&session, conn, frame);
+        if new {
+            // Queued behind every persist issued so far: the shell reads what was written.
+            self.out.effect(Effect::LoadSession {
+                request,
+                session_id: session.to_string(),
+            });
+        }
+        c.gate = Some(request);
         true
     }
 
@@ -172,15 +208,9 @@ impl Device {
 
     fn session_loaded(&mut self, request: u64, entries: Vec<Entry>, now: Time) -> Vec<Unreadable> {
         let now = self.clock.advance(now);
-        let Some(session) = self
-            .loading
-            .iter()
-            .find(|(_, l)| l.request == request)
-            .map(|(s, _)| s.clone())
-        else {
+        let Some((session, parked)) = self.loads.take(request) else {
             return Vec::new();
         };
-        let loading = self.loading.remove(&session).expect("found above");
         let mut grouped = Grouped::read(
             entries
                 .into_iter()
@@ -213,7 +243,7 @@ impl Device {
                 }
             }
         }
-        for (conn, frame) in loading.parked {
+        for (conn, frame) in parked {
             let Some(c) = self.conns.get_mut(&conn) else {
                 continue;
             };
@@ -238,20 +268,14 @@ impl Device {
 
     fn session_load_failed(&mut self, request: u64, why: &str, now: Time) {
         self.clock.advance(now);
-        let Some(session) = self
-            .loading
-            .iter()
-            .find(|(_, l)| l.request == request)
-            .map(|(s, _)| s.clone())
-        else {
+        let Some((session, parked)) = self.loads.take(request) else {
             return;
         };
-        let loading = self.loading.remove(&session).expect("found above");
         let e = RpcError::new(
             jsonrpc::code::INTERNAL_ERROR,
             format!("session `{session}` could not be read back from the store: {why}"),
         );
-        for (conn, frame) in loading.parked {
+        for (conn, frame) in parked {
             let Some(c) = self.conns.get_mut(&conn) else {
                 continue;
             };
@@ -272,5 +296,38 @@ impl Device {
     /// Whether the device has the session, in memory or set aside in its store.
     pub(super) fn has_session(&self, id: &str) -> bool {
         self.sessions.contains_key(id) || self.stored.contains(id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_read_a_session_however_many_frames_wait_for_it_in_order() {
+        let mut loads = Loads::default();
+        let (a, new) = loads.park("ses_a", ConnId(1), b"first");
+        assert!(new);
+        assert_eq!(loads.park("ses_a", ConnId(2), b"second"), (a, false));
+        let (b, new) = loads.park("ses_b", ConnId(1), b"other");
+        assert!(new && b != a);
+        assert_eq!(
+            loads.take(a),
+            Some((
+                "ses_a".to_string(),
+                vec![
+                    (ConnId(1), b"first".to_vec()),
+                    (ConnId(2), b"second".to_vec())
+                ]
+            ))
+        );
+        assert!(!loads.contains("ses_a") && loads.contains("ses_b"));
+        // Answered once: a second answer to the same read finds nothing.
+        assert_eq!(loads.take(a), None);
+        assert!(loads.take(b).is_some());
+        assert!(loads.is_empty());
+        // A session named again after its read is read again, under a new request.
+        let (again, new) = loads.park("ses_a", ConnId(1), b"later");
+        assert!(new && again != a && again != b);
     }
 }

@@ -272,8 +272,7 @@ pub struct Device {
     stored: std::collections::HashSet<Box<str>, ledger::Fixed>,
     /// Sessions being read back, by id, with the requests waiting for them (one a connection:
     /// the frames after it wait in the connection's `held`).
-    loading: BTreeMap<String, live::Loading>,
-    next_load: u64,
+    loads: live::Loads,
     /// Sessions in memory by last use (oldest first), for setting one aside.
     lru: BTreeMap<u64, String>,
     next_use: u64,
@@ -314,8 +313,7 @@ impl Device {
             out: Outbox::default(),
             sessions: Sessions::default(),
             stored: Default::default(),
-            loading: BTreeMap::new(),
-            next_load: 0,
+            loads: Default::default(),
             lru: BTreeMap::new(),
             next_use: 0,
             resolving: BTreeMap::new(),
