@@ -22,15 +22,34 @@ pub enum StopReason {
 /// What the client's `_meta.lembas` said about the chat (`Context`), kept per session and
 /// replaced field by field by every prompt that carries a newer value. `None`: never said;
 /// `Some(Value::Null)`: said `null` (for `personalization`, "the device's own").
+///
+/// Serde (a stored session's, a JS `TurnStart`'s): a member written `null` reads back as
+/// `Some(Value::Null)`, so "said null" outlives a restart.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Context {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub system_prompt: Option<Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub personalization: Option<Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub library: Option<Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub prototypes: Option<Value>,
 }
 
@@ -543,5 +562,24 @@ impl<'de> Deserialize<'de> for Decision {
                 DecisionTag::Refused => Decision::Refused(need(f.reason, "reason")?),
             })
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_context_member_said_null_stays_said_through_serde() {
+        let said = Context {
+            personalization: Some(Value::Null),
+            ..Context::default()
+        };
+        let text = serde_json::to_string(&said).unwrap();
+        assert_eq!(text, r#"{"personalization":null}"#);
+        assert_eq!(serde_json::from_str::<Context>(&text).unwrap(), said);
+        let never: Context = serde_json::from_value(json!({})).unwrap();
+        assert_eq!(never.personalization, None);
     }
 }
