@@ -76,6 +76,13 @@ impl Outbox {
             .push_back((self.issued, Queued::PersistAfter(records)));
     }
 
+    /// Where the first persist already numbered waits in the queue, if one does.
+    fn next_persist(&self) -> Option<usize> {
+        self.queue
+            .iter()
+            .position(|(_, q)| matches!(q, Queued::Out(Output::Effect(Effect::Persist { .. }))))
+    }
+
     /// The shell wrote every record up to `Effect::Persist { seq }` durably (a `seq` never
     /// issued acknowledges no more than was issued).
     pub(super) fn acked(&mut self, seq: u64) {
@@ -100,14 +107,17 @@ impl Outbox {
     /// The next output. Persist effects leave at once; everything else leaves in order, once
     /// the persists issued before it are acknowledged.
     pub(super) fn poll(&mut self) -> Option<Output> {
-        let front_ready = self.queue.front()?.0 <= self.acked;
-        let item = if front_ready {
-            self.queue.pop_front()?.1
-        } else {
-            let i = self.queue.iter().position(|(_, q)| {
-                matches!(q, Queued::Out(Output::Effect(Effect::Persist { .. })))
-            })?;
-            self.queue.remove(i)?.1
+        let (gate, front) = self.queue.front()?;
+        let ready = *gate <= self.acked;
+        let item = match (ready, front, self.next_persist()) {
+            // A persist-after-send takes the next number when it leaves, so a persist numbered
+            // while it waited leaves first: numbers leave in order, and an acknowledgement of
+            // the later one cannot free frames that wait for the earlier one.
+            (true, Queued::PersistAfter(_), Some(i)) | (false, _, Some(i)) => {
+                self.queue.remove(i)?.1
+            }
+            (true, _, _) => self.queue.pop_front()?.1,
+            (false, _, None) => return None,
         };
         Some(match item {
             Queued::Out(o) => o,
@@ -226,6 +236,26 @@ mod tests {
             })
         );
         assert_eq!(out.poll().as_ref().and_then(persist_seq), Some(2));
+    }
+
+    /// (Found by the `device` fuzz target: a kept delete forgotten (persisted after its frame
+    /// left) while a session was being made came out as seq 6 before seq 5.)
+    #[test]
+    fn a_persist_issued_while_a_persist_after_send_waited_leaves_first() {
+        let mut out = Outbox::default();
+        out.persist_after_send(vec![record("after")]);
+        out.persist(vec![record("now")]);
+        let persists: Vec<(u64, Vec<Record>)> = drain(&mut out)
+            .into_iter()
+            .filter_map(|o| match o {
+                Output::Effect(Effect::Persist { seq, records }) => Some((seq, records)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            persists,
+            vec![(1, vec![record("now")]), (2, vec![record("after")])]
+        );
     }
 
     #[test]
