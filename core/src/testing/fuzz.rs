@@ -766,6 +766,9 @@ struct Run {
     init_pending: BTreeSet<(ConnId, String)>,
     /// Terminals whose shell runs: opened, and not exited or hung up.
     terminals: BTreeSet<String>,
+    /// Terminals whose shell exited while outputs waited behind a held persist: keystrokes or
+    /// a hang-up the device queued before it heard of the exit may still come out.
+    exited: BTreeSet<String>,
     /// Connections the device let go of whose `Close` has not left yet (it waits behind a held
     /// persist): the shell still has them, and a frame on one is a misuse the device refuses.
     closing: BTreeMap<ConnId, ConnKind>,
@@ -803,6 +806,7 @@ impl Run {
             spoke: BTreeSet::new(),
             init_pending: BTreeSet::new(),
             terminals: BTreeSet::new(),
+            exited: BTreeSet::new(),
             closing: BTreeMap::new(),
         }
     }
@@ -824,6 +828,7 @@ impl Run {
         self.spoke.clear();
         self.init_pending.clear();
         self.terminals.clear();
+        self.exited.clear();
         self.closing.clear();
     }
 
@@ -937,6 +942,9 @@ impl Run {
             Op::TerminalExit { pick, code } => {
                 if let Some(t) = self.pick_terminal(*pick) {
                     self.terminals.remove(&t);
+                    if !self.held.is_empty() {
+                        self.exited.insert(t.clone());
+                    }
                     self.device.handle_terminal_exit(&t, *code, self.now);
                     self.drain();
                 }
@@ -1205,7 +1213,7 @@ impl Run {
             }
             Output::Effect(Effect::TerminalInput { terminal_id, bytes }) => {
                 assert!(
-                    self.terminals.contains(&terminal_id),
+                    self.terminals.contains(&terminal_id) || self.exited.contains(&terminal_id),
                     "keystrokes for terminal {terminal_id}, whose shell is not running"
                 );
                 self.device
@@ -1213,7 +1221,7 @@ impl Run {
             }
             Output::Effect(Effect::CloseTerminal { terminal_id }) => {
                 assert!(
-                    self.terminals.remove(&terminal_id),
+                    self.terminals.remove(&terminal_id) || self.exited.remove(&terminal_id),
                     "terminal {terminal_id} hung up, whose shell is not running"
                 );
                 self.device
@@ -1374,6 +1382,11 @@ impl Run {
     }
 
     fn check_state(&mut self) {
+        if self.held.is_empty() {
+            // Nothing waits in the device's queue now: what it asks from here on, it asked
+            // knowing of every exit.
+            self.exited.clear();
+        }
         let theirs: BTreeMap<ConnId, ConnKind> = self.device.connections().collect();
         // A connection the device closed on its own account behind a held persist: it has let
         // go of it, and the close leaves with that persist.
