@@ -7,10 +7,12 @@
 //! an id never used before (see `Device::request_id`), and not when it names another card
 //! (`wire::card`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{json, Value};
 
+use super::connection::{Connection, RequestIds};
+use super::outbox::Outbox;
 use super::{ConnId, ConnKind, Device, Effect};
 use crate::config::Mode;
 use crate::engine::{
@@ -50,6 +52,54 @@ impl OpenCard {
 }
 
 pub(crate) type Cards = BTreeMap<CardKey, OpenCard>;
+
+/// Whether a person at a terminal holds the session (of `holders`): a card's web copy is
+/// then not timed out, since that person may answer.
+pub(super) fn holds_terminal(
+    holders: &BTreeSet<ConnId>,
+    conns: &BTreeMap<ConnId, Connection>,
+) -> bool {
+    holders
+        .iter()
+        .any(|h| conns.get(h).is_some_and(|c| c.kind == ConnKind::Terminal))
+}
+
+/// Put every open card of `session` to `conn`, which just came to hold it (`c`), where it may
+/// be asked and was not yet. `patient`: a terminal holds the session.
+pub(super) fn offer_open(
+    cards: &mut Cards,
+    session: &str,
+    conn: ConnId,
+    c: &mut Connection,
+    patient: bool,
+    ids: &mut RequestIds,
+    out: &mut Outbox,
+) {
+    for (key, open) in cards.iter_mut().filter(|((s, _), _)| s == session) {
+        offer_one(key, open, conn, c, patient, ids, out);
+    }
+}
+
+/// Send the card to `conn` if it may be asked and has not been yet.
+fn offer_one(
+    key: &CardKey,
+    open: &mut OpenCard,
+    conn: ConnId,
+    c: &mut Connection,
+    patient: bool,
+    ids: &mut RequestIds,
+    out: &mut Outbox,
+) {
+    let method = open.method();
+    if open.asked.contains_key(&conn) || !c.may_receive(method) {
+        return;
+    }
+    let params = card_params(&key.0, &open.card, patient);
+    let id = ids.next();
+    c.expect_answer(id.clone(), method);
+    open.asked.insert(conn, id.clone());
+    out.send(conn, jsonrpc::encode_request(&id, method, &params));
+}
 
 /// The card the device put to `conn` with the request `id`, if it did (and it is still open).
 pub(super) fn asked_with(cards: &Cards, conn: ConnId, id: &Id) -> Option<CardKey> {
@@ -107,45 +157,24 @@ impl Device {
         }
     }
 
-    /// Offer every open card of `session` to a connection that just came to hold it.
-    pub(super) fn offer_open_cards(&mut self, conn: ConnId, session: &str) {
-        let keys: Vec<CardKey> = self
-            .cards
-            .keys()
-            .filter(|(s, _)| s == session)
-            .cloned()
-            .collect();
-        for key in keys {
-            self.offer(conn, &key);
-        }
-    }
-
     /// Send the card to `conn` if it may be asked and has not been yet.
     fn offer(&mut self, conn: ConnId, key: &CardKey) {
-        // A person at a terminal may answer too: the web does not time the card out.
-        let patient = self.sessions.get(&key.0).is_some_and(|s| {
-            s.holders.iter().any(|h| {
-                self.conns
-                    .get(h)
-                    .is_some_and(|c| c.kind == ConnKind::Terminal)
-            })
-        });
-        let Some(open) = self.cards.get_mut(key) else {
+        let patient = self
+            .sessions
+            .get(&key.0)
+            .is_some_and(|s| holds_terminal(&s.holders, &self.conns));
+        let (Some(open), Some(c)) = (self.cards.get_mut(key), self.conns.get_mut(&conn)) else {
             return;
         };
-        let method = open.method();
-        let Some(c) = self.conns.get_mut(&conn) else {
-            return;
-        };
-        if open.asked.contains_key(&conn) || !c.may_receive(method) {
-            return;
-        }
-        let params = card_params(&key.0, &open.card, patient);
-        let id = self.request_ids.next();
-        c.expect_answer(id.clone(), method);
-        open.asked.insert(conn, id.clone());
-        self.out
-            .send(conn, jsonrpc::encode_request(&id, method, &params));
+        offer_one(
+            key,
+            open,
+            conn,
+            c,
+            patient,
+            &mut self.request_ids,
+            &mut self.out,
+        );
     }
 
     /// A connection answered a card's request.

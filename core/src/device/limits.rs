@@ -37,7 +37,7 @@ impl Device {
 }
 
 /// Whether a request over the link may use session `session`, whose directory is `dir`.
-fn admit_over_link(remote: &Remote, session: &str, dir: &str) -> Result<(), RpcError> {
+pub(super) fn admit_over_link(remote: &Remote, session: &str, dir: &str) -> Result<(), RpcError> {
     check_directory(remote, dir).map(drop).map_err(|e| {
         RpcError::invalid_params(format!(
             "session `{session}` cannot be used over the link now: {}",

@@ -89,29 +89,45 @@ struct Names<'a> {
     session_id: Option<Cow<'a, str>>,
 }
 
+/// The sessions in memory by last use (oldest first), for setting one aside: each session
+/// keeps its place (`Session::used`), this keeps the order.
+#[derive(Debug, Default)]
+pub(super) struct Recency {
+    by_use: BTreeMap<u64, String>,
+    last: u64,
+}
+
+impl Recency {
+    /// `s` was named, or came into memory: it is the last one an eviction picks.
+    pub fn mark(&mut self, s: &mut Session) {
+        self.by_use.remove(&s.used);
+        self.last += 1;
+        s.used = self.last;
+        self.by_use.insert(s.used, s.durable.id.clone());
+    }
+
+    /// `s` left memory.
+    fn forget(&mut self, s: &Session) {
+        self.by_use.remove(&s.used);
+    }
+
+    /// Session ids, least recently used first.
+    fn oldest_first(&self) -> impl Iterator<Item = &String> {
+        self.by_use.values()
+    }
+}
+
 impl Device {
     /// Keep `s` in memory, as the most recently used.
     pub(super) fn insert_live(&mut self, mut s: Session) {
-        self.next_use += 1;
-        s.used = self.next_use;
-        self.lru.insert(s.used, s.durable.id.clone());
+        self.recency.mark(&mut s);
         self.sessions.insert(s.durable.id.clone(), s);
-    }
-
-    /// The session was named: it is the last one an eviction picks.
-    pub(super) fn mark_used(&mut self, id: &str) {
-        if let Some(s) = self.sessions.get_mut(id) {
-            self.lru.remove(&s.used);
-            self.next_use += 1;
-            s.used = self.next_use;
-            self.lru.insert(s.used, s.durable.id.clone());
-        }
     }
 
     /// Take a session out of memory (deleted, or set aside).
     pub(super) fn take_live(&mut self, id: &str) -> Option<Session> {
         let s = self.sessions.remove(id)?;
-        self.lru.remove(&s.used);
+        self.recency.forget(&s);
         Some(s)
     }
 
@@ -130,8 +146,8 @@ impl Device {
         let max = self.config.sessions.max_live;
         while self.sessions.len() >= max {
             let victim = self.config.has_store.then(|| {
-                self.lru
-                    .values()
+                self.recency
+                    .oldest_first()
                     .find(|id| self.sessions.get(*id).is_some_and(|s| self.evictable(s)))
                     .cloned()
             });
@@ -302,6 +318,45 @@ impl Device {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Mode;
+    use crate::store::SessionRecord;
+
+    fn session(id: &str) -> Session {
+        Session::new(
+            SessionRecord {
+                id: id.into(),
+                cwd: "/w".into(),
+                root: "/w".into(),
+                title: None,
+                mode: Mode::Edit,
+                model: None,
+                effort: None,
+                instance: false,
+                touched: 0,
+                plan: None,
+                given: false,
+                context: Default::default(),
+            },
+            10,
+        )
+    }
+
+    #[test]
+    fn the_least_recently_named_session_comes_first() {
+        let mut recency = Recency::default();
+        let (mut a, mut b, mut c) = (session("a"), session("b"), session("c"));
+        for s in [&mut a, &mut b, &mut c] {
+            recency.mark(s);
+        }
+        recency.mark(&mut a);
+        let order = |r: &Recency| r.oldest_first().cloned().collect::<Vec<_>>();
+        assert_eq!(order(&recency), ["b", "c", "a"]);
+        recency.forget(&b);
+        assert_eq!(order(&recency), ["c", "a"]);
+        // Back in memory, it is the most recent.
+        recency.mark(&mut b);
+        assert_eq!(order(&recency), ["c", "a", "b"]);
+    }
 
     #[test]
     fn one_read_a_session_however_many_frames_wait_for_it_in_order() {

@@ -273,9 +273,8 @@ pub struct Device {
     /// Sessions being read back, by id, with the requests waiting for them (one a connection:
     /// the frames after it wait in the connection's `held`).
     loads: live::Loads,
-    /// Sessions in memory by last use (oldest first), for setting one aside.
-    lru: BTreeMap<u64, String>,
-    next_use: u64,
+    /// Sessions in memory by last use, for setting one aside (live.rs).
+    recency: live::Recency,
     resolving: BTreeMap<u64, Resolving>,
     terminals: terminals::Terminals,
     cards: cards::Cards,
@@ -314,8 +313,7 @@ impl Device {
             sessions: Sessions::default(),
             stored: Default::default(),
             loads: Default::default(),
-            lru: BTreeMap::new(),
-            next_use: 0,
+            recency: Default::default(),
             resolving: BTreeMap::new(),
             terminals: Default::default(),
             cards: cards::Cards::new(),

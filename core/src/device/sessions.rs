@@ -5,7 +5,9 @@ use std::collections::{BTreeSet, HashMap};
 
 use serde_json::{json, Value};
 
+use super::cards;
 use super::connection::Phase;
+use super::limits::admit_over_link;
 use super::turn_table::TurnTable;
 use super::{ConnId, ConnKind, Device, Effect};
 use crate::config::Mode;
@@ -297,16 +299,19 @@ impl Device {
     /// this moment admit it ([`Device::admit`]); the connection becomes one that hears its
     /// updates. `-32602` naming an unknown id, or the rule the session fails now.
     pub(super) fn attach(&mut self, conn: ConnId, session: &str) -> Result<&mut Session, RpcError> {
-        self.mark_used(session);
-        let dir = self
-            .sessions
-            .get(session)
-            .map(|s| s.durable.cwd.clone())
-            .ok_or_else(|| {
-                RpcError::invalid_params(format!("no session `{session}` on this device"))
-            })?;
-        self.admit(conn, session, &dir)?;
-        let s = self.sessions.get_mut(session).expect("looked up above");
+        let on_link = self
+            .conns
+            .get(&conn)
+            .is_some_and(|c| c.kind == ConnKind::Link);
+        let Some(s) = self.sessions.get_mut(session) else {
+            return Err(RpcError::invalid_params(format!(
+                "no session `{session}` on this device"
+            )));
+        };
+        self.recency.mark(s);
+        if on_link {
+            admit_over_link(&self.config.remote, session, &s.durable.cwd)?;
+        }
         let from_store = !s.open;
         s.open = true;
         let newly = s.holders.insert(conn);
@@ -318,25 +323,24 @@ impl Device {
                 &json!({ "sessionId": session, "update": plan_update(Some(p)) }),
             )
         });
-        // A session a client on the link was given may be deleted by it later (the mark lasts).
-        let on_link = self
-            .conns
-            .get(&conn)
-            .is_some_and(|c| c.kind == ConnKind::Link);
         // Used from the link, the session is remote work: its modes are lowered from now on.
         s.capped |= on_link;
+        // A session a client on the link was given may be deleted by it later (the mark lasts).
         if on_link && !s.durable.given {
             s.durable.given = true;
-            let record = s.record();
-            self.out.persist(vec![record]);
+            self.out.persist(vec![s.record()]);
         }
         if let Some(frame) = plan {
             self.out.send(conn, frame);
         }
         if newly {
-            self.offer_open_cards(conn, session);
+            let patient = cards::holds_terminal(&s.holders, &self.conns);
+            if let Some(c) = self.conns.get_mut(&conn) {
+                let (ids, out) = (&mut self.request_ids, &mut self.out);
+                cards::offer_open(&mut self.cards, session, conn, c, patient, ids, out);
+            }
         }
-        Ok(self.sessions.get_mut(session).expect("found above"))
+        Ok(s)
     }
 
     pub(super) fn set_mode(&mut self, conn: ConnId, p: SetModeParams) -> Result<Value, RpcError> {
@@ -426,22 +430,27 @@ impl Device {
             })
             .expect("status serializes"))
         };
-        let Some(s) = self.sessions.get(&p.session_id) else {
+        let on_link = self
+            .conns
+            .get(&conn)
+            .is_some_and(|c| c.kind == ConnKind::Link);
+        let Some(s) = self.sessions.get_mut(&p.session_id) else {
             return thin(false);
         };
-        if !admitted || self.admit(conn, &p.session_id, &s.durable.cwd).is_err() {
+        let remote = &self.config.remote;
+        if !admitted || (on_link && admit_over_link(remote, &p.session_id, &s.durable.cwd).is_err())
+        {
             return thin(true);
         }
-        let s = self
-            .sessions
-            .get_mut(&p.session_id)
-            .expect("looked up above");
         let newly = s.open && s.holders.insert(conn);
-        self.mark_used(&p.session_id);
+        self.recency.mark(s);
         if newly {
-            self.offer_open_cards(conn, &p.session_id);
+            let patient = cards::holds_terminal(&s.holders, &self.conns);
+            if let Some(c) = self.conns.get_mut(&conn) {
+                let (ids, out) = (&mut self.request_ids, &mut self.out);
+                cards::offer_open(&mut self.cards, &p.session_id, conn, c, patient, ids, out);
+            }
         }
-        let s = &self.sessions[&p.session_id];
         Ok(serde_json::to_value(StatusResult {
             session_id: &s.durable.id,
             exists: true,
