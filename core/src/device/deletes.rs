@@ -4,8 +4,11 @@
 //! link: the pending delete is durable before its frame is sent, and forgotten only once the
 //! link that carried it stayed up `delete_confirm_ms` afterwards.
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use serde_json::{json, Map, Value};
 
+use super::outbox::Outbox;
 use super::{ConnId, ConnKind, Device, Effect};
 use crate::engine::StopReason;
 use crate::jsonrpc::{self, RpcError};
@@ -15,7 +18,96 @@ use crate::time::Time;
 use crate::turn::Answer;
 use crate::wire::session::SessionIdParams;
 
+/// The deletes made on the device not yet known to reach a client: kept (durable, in
+/// `Table::Deletes`) until sent, then unconfirmed until the link that carried them stayed up
+/// `delete_confirm_ms`; a link that drops sooner may have lost them, so they are kept again.
+#[derive(Debug, Default)]
+pub(super) struct KeptDeletes {
+    /// Not yet sent on a link that is still up.
+    to_send: BTreeSet<String>,
+    /// Sent, with the link and when: forgotten once confirmed.
+    unconfirmed: BTreeMap<String, (ConnId, Time)>,
+}
+
+impl KeptDeletes {
+    /// A delete to tell the client (made now, or read back from the store).
+    pub fn keep(&mut self, session_id: String) {
+        self.to_send.insert(session_id);
+    }
+
+    fn any_to_send(&self) -> bool {
+        !self.to_send.is_empty()
+    }
+
+    /// Send every kept delete on the link `conn` (its client said `_meta.lembas`); each waits
+    /// there to be confirmed.
+    fn send(&mut self, conn: ConnId, now: Time, out: &mut Outbox) {
+        for id in std::mem::take(&mut self.to_send) {
+            let frame = jsonrpc::encode_notification(
+                "_lembas/session/deleted",
+                &json!({ "sessionId": id }),
+            );
+            out.send(conn, frame);
+            self.unconfirmed.insert(id, (conn, now));
+        }
+    }
+
+    /// The link `conn` dropped: the deletes it carried and did not confirm are kept again.
+    fn unconfirm(&mut self, conn: ConnId) {
+        let to_send = &mut self.to_send;
+        self.unconfirmed.retain(|id, (c, _)| {
+            if *c == conn {
+                to_send.insert(id.clone());
+            }
+            *c != conn
+        });
+    }
+
+    /// Deletes whose link stayed up `wait_ms` since they were sent are forgotten, in the store
+    /// too, once the frames before have left.
+    fn confirm(&mut self, now: Time, wait_ms: u64, out: &mut Outbox) {
+        let mut forget = Vec::new();
+        self.unconfirmed.retain(|id, (_, at)| {
+            let done = at.plus_ms(wait_ms) <= now;
+            if done {
+                forget.push(Record::Delete {
+                    table: Table::Deletes,
+                    key: id.clone(),
+                });
+            }
+            !done
+        });
+        if !forget.is_empty() {
+            out.persist_after_send(forget);
+        }
+    }
+
+    /// When the first unconfirmed delete is confirmed.
+    fn deadline(&self, wait_ms: u64) -> Option<Time> {
+        self.unconfirmed
+            .values()
+            .map(|(_, at)| at.plus_ms(wait_ms))
+            .min()
+    }
+}
+
 impl Device {
+    /// The link `conn` dropped: the deletes it carried and did not confirm are kept again.
+    pub(super) fn unconfirm_deletes(&mut self, conn: ConnId) {
+        self.deletes.unconfirm(conn);
+    }
+
+    /// Deletes whose link stayed up long enough are forgotten.
+    pub(super) fn confirm_deletes(&mut self, now: Time) {
+        let wait = self.config.sessions.delete_confirm_ms;
+        self.deletes.confirm(now, wait, &mut self.out);
+    }
+
+    pub(super) fn deletes_deadline(&self) -> Option<Time> {
+        self.deletes
+            .deadline(self.config.sessions.delete_confirm_ms)
+    }
+
     /// `_lembas/session/delete`: a session the client holds or was ever given, one a terminal
     /// shares, or one under `remote.roots` while remote work is on. Trust is not asked.
     pub(super) fn delete_request(
@@ -61,7 +153,7 @@ impl Device {
             key: session_id.to_string(),
             value: String::new(),
         }]);
-        self.pending_deletes.insert(session_id.to_string());
+        self.deletes.keep(session_id.to_string());
         // Sent now on a link that may hear it; its turns were the last a restart for new
         // settings waited for, maybe.
         self.after_input();
@@ -72,78 +164,15 @@ impl Device {
     /// ends every input): a delete made on the device while such a link is up, or a link that
     /// just answered `initialize`.
     pub(super) fn send_pending_deletes_to_links(&mut self) {
-        if self.pending_deletes.is_empty() {
+        if !self.deletes.any_to_send() {
             return;
         }
-        let links: Vec<ConnId> = self
-            .conns
-            .iter()
-            .filter(|(_, c)| c.kind == ConnKind::Link && c.may_receive("_lembas/session/deleted"))
-            .map(|(id, _)| *id)
-            .collect();
-        for conn in links {
-            self.send_pending_deletes(conn);
-        }
-    }
-
-    /// Send every kept delete to a link whose client said `_meta.lembas`. Each stays kept
-    /// until that link has stayed up `delete_confirm_ms` since (then it is forgotten, once the
-    /// frames have left); a link that drops sooner may have lost it, and the next one gets it.
-    fn send_pending_deletes(&mut self, conn: ConnId) {
         let now = self.clock.now();
-        for id in std::mem::take(&mut self.pending_deletes) {
-            let frame = jsonrpc::encode_notification(
-                "_lembas/session/deleted",
-                &json!({ "sessionId": id }),
-            );
-            self.out.send(conn, frame);
-            self.unconfirmed_deletes.insert(id, (conn, now));
+        for (conn, c) in &self.conns {
+            if c.kind == ConnKind::Link && c.may_receive("_lembas/session/deleted") {
+                self.deletes.send(*conn, now, &mut self.out);
+            }
         }
-    }
-
-    /// The link `conn` dropped: the deletes it carried and did not confirm are kept again.
-    pub(super) fn unconfirm_deletes(&mut self, conn: ConnId) {
-        let back: Vec<String> = self
-            .unconfirmed_deletes
-            .iter()
-            .filter(|(_, (c, _))| *c == conn)
-            .map(|(id, _)| id.clone())
-            .collect();
-        for id in back {
-            self.unconfirmed_deletes.remove(&id);
-            self.pending_deletes.insert(id);
-        }
-    }
-
-    /// Deletes whose link stayed up long enough are forgotten.
-    pub(super) fn confirm_deletes(&mut self, now: Time) {
-        let wait = self.config.sessions.delete_confirm_ms;
-        let done: Vec<String> = self
-            .unconfirmed_deletes
-            .iter()
-            .filter(|(_, (_, at))| at.plus_ms(wait) <= now)
-            .map(|(id, _)| id.clone())
-            .collect();
-        if done.is_empty() {
-            return;
-        }
-        let mut forget = Vec::new();
-        for id in done {
-            self.unconfirmed_deletes.remove(&id);
-            forget.push(Record::Delete {
-                table: Table::Deletes,
-                key: id,
-            });
-        }
-        self.out.persist_after_send(forget);
-    }
-
-    pub(super) fn deletes_deadline(&self) -> Option<Time> {
-        let wait = self.config.sessions.delete_confirm_ms;
-        self.unconfirmed_deletes
-            .values()
-            .map(|(_, at)| at.plus_ms(wait))
-            .min()
     }
 
     /// Take a session out of the device and its store: its turn stops and every prompt waiting
@@ -214,5 +243,62 @@ impl Device {
                 self.out.send(conn, frame.clone());
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::Output;
+
+    const LINK: ConnId = ConnId(1);
+
+    fn sent(out: &mut Outbox) -> Vec<Output> {
+        std::iter::from_fn(|| out.poll()).collect()
+    }
+
+    #[test]
+    fn a_sent_delete_is_forgotten_only_once_its_link_stayed_up_long_enough() {
+        let mut deletes = KeptDeletes::default();
+        let mut out = Outbox::default();
+        deletes.keep("ses_a".into());
+        deletes.send(LINK, Time(100), &mut out);
+        assert!(matches!(
+            &sent(&mut out)[..],
+            [Output::Send { conn: LINK, .. }]
+        ));
+        assert!(!deletes.any_to_send());
+        assert_eq!(deletes.deadline(50), Some(Time(150)));
+        deletes.confirm(Time(149), 50, &mut out);
+        assert!(sent(&mut out).is_empty(), "not yet");
+        deletes.confirm(Time(150), 50, &mut out);
+        let forgotten = sent(&mut out);
+        assert!(
+            matches!(&forgotten[..], [Output::Effect(Effect::Persist { records, .. })]
+                if records == &vec![Record::Delete { table: Table::Deletes, key: "ses_a".into() }]),
+            "{forgotten:?}"
+        );
+        assert_eq!(deletes.deadline(50), None);
+    }
+
+    #[test]
+    fn a_link_that_drops_before_confirming_gives_its_deletes_back() {
+        let mut deletes = KeptDeletes::default();
+        let mut out = Outbox::default();
+        deletes.keep("ses_a".into());
+        deletes.send(LINK, Time(0), &mut out);
+        deletes.keep("ses_b".into());
+        deletes.send(ConnId(2), Time(0), &mut out);
+        deletes.unconfirm(LINK);
+        assert_eq!(deletes.to_send, BTreeSet::from(["ses_a".to_string()]));
+        assert_eq!(
+            deletes.unconfirmed.len(),
+            1,
+            "ses_b waits on the other link"
+        );
+        // The next link hears it again.
+        sent(&mut out);
+        deletes.send(ConnId(3), Time(10), &mut out);
+        assert_eq!(sent(&mut out).len(), 1);
     }
 }

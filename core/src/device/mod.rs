@@ -278,8 +278,8 @@ pub struct Device {
     resolving: BTreeMap<u64, Resolving>,
     terminals: terminals::Terminals,
     cards: cards::Cards,
-    /// Deletes made on the device not yet sent to a client.
-    pending_deletes: std::collections::BTreeSet<String>,
+    /// Deletes made on the device not yet known to reach a client (deletes.rs).
+    deletes: deletes::KeptDeletes,
     next_resolve: u64,
     /// Attachment writes not yet answered: the session, the turn waiting for each and the
     /// attachment's name, for a refusal (turns.rs).
@@ -290,9 +290,6 @@ pub struct Device {
     next_prune: Time,
     /// The ids of the requests the device sends: never repeated, across restarts too.
     request_ids: connection::RequestIds,
-    /// Deletes sent on a link and not yet forgotten: forgotten once that link stayed up
-    /// `delete_confirm_ms` after sending; sent again on the next link if it dropped before.
-    unconfirmed_deletes: BTreeMap<String, (ConnId, Time)>,
     /// New settings wait for the sessions to go idle to restart the link (reconfigure.rs).
     relink_pending: bool,
     /// Every deadline, refreshed as each input ends (timers.rs).
@@ -317,14 +314,13 @@ impl Device {
             resolving: BTreeMap::new(),
             terminals: Default::default(),
             cards: cards::Cards::new(),
-            pending_deletes: Default::default(),
+            deletes: Default::default(),
             next_resolve: 0,
             writing: BTreeMap::new(),
             next_write: 0,
             next_steer: 0,
             next_prune: now,
             request_ids: Default::default(),
-            unconfirmed_deletes: BTreeMap::new(),
             relink_pending: false,
             timers: Default::default(),
         };

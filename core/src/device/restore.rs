@@ -127,7 +127,9 @@ impl Device {
             epoch,
             bad,
         } = Grouped::read(entries);
-        device.pending_deletes.extend(deletes);
+        for id in deletes {
+            device.deletes.keep(id);
+        }
         // A new start: its number is durable before any of its request ids leaves (every frame
         // waits for the persists issued before it).
         device.request_ids.epoch = epoch + 1;
