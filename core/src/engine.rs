@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use crate::config::Mode;
 use crate::shape;
-use crate::wire::{need, one_pass};
+use crate::wire::{need, one_pass, only};
 
 /// Why a turn ended, as `session/prompt`'s `stopReason` says it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -190,7 +190,7 @@ struct EventFields {
     message: Option<String>,
 }
 
-#[derive(Deserialize)]
+#[derive(Clone, Copy, Deserialize)]
 #[serde(rename_all = "snake_case")]
 enum EventTag {
     Text,
@@ -205,6 +205,27 @@ enum EventTag {
     Failed,
 }
 
+impl EventFields {
+    fn given(&self) -> [(&'static str, bool); 14] {
+        [
+            ("text", self.text.is_some()),
+            ("id", self.id.is_some()),
+            ("title", self.title.is_some()),
+            ("kind", self.kind.is_some()),
+            ("rawInput", self.raw_input.is_some()),
+            ("status", self.status.is_some()),
+            ("output", self.output.is_some()),
+            ("ids", self.ids.is_some()),
+            ("mode", self.mode.is_some()),
+            ("plan", self.plan.is_some()),
+            ("toolCallId", self.tool_call_id.is_some()),
+            ("ask", self.ask.is_some()),
+            ("stopReason", self.stop_reason.is_some()),
+            ("message", self.message.is_some()),
+        ]
+    }
+}
+
 /// A member given as `null` is still given (`rawInput: null`), unlike one left out.
 fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
     Value::deserialize(d).map(Some)
@@ -213,6 +234,18 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::E
 impl<'de> Deserialize<'de> for EngineEvent {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         one_pass(d, "an engine event", |f: EventFields| {
+            let takes: &[&str] = match f.tag {
+                EventTag::Text | EventTag::Thought => &["text"],
+                EventTag::ToolCall => &["id", "title", "kind", "rawInput"],
+                EventTag::ToolCallUpdate => &["id", "status", "output"],
+                EventTag::Steered => &["ids"],
+                EventTag::ModeChanged => &["mode"],
+                EventTag::Plan => &["plan"],
+                EventTag::Ask => &["toolCallId", "ask"],
+                EventTag::Done => &["stopReason"],
+                EventTag::Failed => &["message"],
+            };
+            only(&f.given(), takes)?;
             Ok(match f.tag {
                 EventTag::Text => EngineEvent::Text(need(f.text, "text")?),
                 EventTag::Thought => EngineEvent::Thought(need(f.text, "text")?),
@@ -321,7 +354,7 @@ struct AskFields {
     plan: Option<Value>,
 }
 
-#[derive(Deserialize)]
+#[derive(Clone, Copy, Deserialize)]
 #[serde(rename_all = "snake_case")]
 enum AskTag {
     Permission,
@@ -332,6 +365,32 @@ enum AskTag {
 impl<'de> Deserialize<'de> for Ask {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         one_pass(d, "an ask", |f: AskFields| {
+            let takes: &[&str] = match f.tag {
+                AskTag::Permission => &[
+                    "title",
+                    "kind",
+                    "rawInput",
+                    "alwaysOffered",
+                    "reason",
+                    "purpose",
+                ],
+                AskTag::Question => &["why", "questions"],
+                AskTag::Plan => &["path", "text", "plan"],
+            };
+            let given = [
+                ("title", f.title.is_some()),
+                ("kind", f.kind.is_some()),
+                ("rawInput", f.raw_input.is_some()),
+                ("alwaysOffered", f.always_offered.is_some()),
+                ("reason", f.reason.is_some()),
+                ("purpose", f.purpose.is_some()),
+                ("why", f.why.is_some()),
+                ("questions", f.questions.is_some()),
+                ("path", f.path.is_some()),
+                ("text", f.text.is_some()),
+                ("plan", f.plan.is_some()),
+            ];
+            only(&given, takes)?;
             Ok(match f.tag {
                 AskTag::Permission => Ask::Permission {
                     title: need(f.title, "title")?,
@@ -509,14 +568,13 @@ struct DecisionFields {
     tag: DecisionTag,
     command: Option<String>,
     feedback: Option<String>,
-    #[serde(default)]
-    timed_out: bool,
+    timed_out: Option<bool>,
     answers: Option<Vec<QuestionAnswer>>,
     mode: Option<Mode>,
     reason: Option<String>,
 }
 
-#[derive(Deserialize)]
+#[derive(Clone, Copy, Deserialize)]
 #[serde(rename_all = "snake_case")]
 enum DecisionTag {
     AllowOnce,
@@ -534,6 +592,26 @@ enum DecisionTag {
 impl<'de> Deserialize<'de> for Decision {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         one_pass(d, "a decision", |f: DecisionFields| {
+            let takes: &[&str] = match f.tag {
+                DecisionTag::AllowOnce => &["command"],
+                DecisionTag::Deny => &["feedback", "timedOut"],
+                DecisionTag::Answered => &["answers"],
+                DecisionTag::QuestionDismissed | DecisionTag::PlanDismissed => &["timedOut"],
+                DecisionTag::Approve => &["mode"],
+                DecisionTag::Revise => &["feedback"],
+                DecisionTag::Refused => &["reason"],
+                DecisionTag::AllowAlways | DecisionTag::NobodyToAsk => &[],
+            };
+            let given = [
+                ("command", f.command.is_some()),
+                ("feedback", f.feedback.is_some()),
+                ("timedOut", f.timed_out.is_some()),
+                ("answers", f.answers.is_some()),
+                ("mode", f.mode.is_some()),
+                ("reason", f.reason.is_some()),
+            ];
+            only(&given, takes)?;
+            let timed_out = f.timed_out.unwrap_or(false);
             Ok(match f.tag {
                 DecisionTag::AllowOnce => {
                     Decision::Permission(PermissionDecision::AllowOnce { command: f.command })
@@ -541,23 +619,21 @@ impl<'de> Deserialize<'de> for Decision {
                 DecisionTag::AllowAlways => Decision::Permission(PermissionDecision::AllowAlways),
                 DecisionTag::Deny => Decision::Permission(PermissionDecision::Deny {
                     feedback: f.feedback,
-                    timed_out: f.timed_out,
+                    timed_out,
                 }),
                 DecisionTag::Answered => {
                     Decision::Question(QuestionDecision::Answered(need(f.answers, "answers")?))
                 }
-                DecisionTag::QuestionDismissed => Decision::Question(QuestionDecision::Dismissed {
-                    timed_out: f.timed_out,
-                }),
+                DecisionTag::QuestionDismissed => {
+                    Decision::Question(QuestionDecision::Dismissed { timed_out })
+                }
                 DecisionTag::Approve => Decision::Plan(PlanDecision::Approve {
                     mode: need(f.mode, "mode")?,
                 }),
                 DecisionTag::Revise => Decision::Plan(PlanDecision::Revise {
                     feedback: need(f.feedback, "feedback")?,
                 }),
-                DecisionTag::PlanDismissed => Decision::Plan(PlanDecision::Dismissed {
-                    timed_out: f.timed_out,
-                }),
+                DecisionTag::PlanDismissed => Decision::Plan(PlanDecision::Dismissed { timed_out }),
                 DecisionTag::NobodyToAsk => Decision::NobodyToAsk,
                 DecisionTag::Refused => Decision::Refused(need(f.reason, "reason")?),
             })
@@ -569,6 +645,37 @@ impl<'de> Deserialize<'de> for Decision {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_member_of_another_variant_is_refused_by_name() {
+        let e = serde_json::from_value::<EngineEvent>(
+            json!({ "type": "text", "text": "hi", "stopReason": "end_turn" }),
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "unknown field `stopReason` for this kind of engine event"
+        );
+        let e = serde_json::from_value::<EngineEvent>(json!({
+            "type": "ask", "toolCallId": "c1",
+            "ask": { "type": "question", "questions": [], "title": "x" },
+        }))
+        .unwrap_err();
+        assert_eq!(e.to_string(), "unknown field `title` for this kind of ask");
+        let e =
+            serde_json::from_value::<Decision>(json!({ "type": "allow_always", "feedback": "no" }))
+                .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "unknown field `feedback` for this kind of decision"
+        );
+        // What a variant takes is still read, and what it may leave out defaults.
+        let d: Decision = serde_json::from_value(json!({ "type": "plan_dismissed" })).unwrap();
+        assert_eq!(
+            d,
+            Decision::Plan(PlanDecision::Dismissed { timed_out: false })
+        );
+    }
 
     #[test]
     fn a_context_member_said_null_stays_said_through_serde() {

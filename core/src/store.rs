@@ -83,7 +83,7 @@ struct RecordFields {
     prefix: Option<String>,
 }
 
-#[derive(Deserialize)]
+#[derive(Clone, Copy, Deserialize)]
 #[serde(rename_all = "snake_case")]
 enum RecordOp {
     Put,
@@ -94,6 +94,17 @@ enum RecordOp {
 impl<'de> Deserialize<'de> for Record {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         crate::wire::one_pass(d, "a store record", |f: RecordFields| {
+            let takes: &[&str] = match f.op {
+                RecordOp::Put => &["key", "value"],
+                RecordOp::Delete => &["key"],
+                RecordOp::DeletePrefix => &["prefix"],
+            };
+            let given = [
+                ("key", f.key.is_some()),
+                ("value", f.value.is_some()),
+                ("prefix", f.prefix.is_some()),
+            ];
+            crate::wire::only(&given, takes)?;
             Ok(match f.op {
                 RecordOp::Put => Record::Put {
                     table: f.table,

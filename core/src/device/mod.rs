@@ -215,6 +215,9 @@ enum DialFailureTag {
 impl<'de> serde::Deserialize<'de> for DialFailure {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         crate::wire::one_pass(d, "a dial failure", |f: DialFailureFields| {
+            if !matches!(f.tag, DialFailureTag::Unsupported) {
+                crate::wire::only(&[("message", f.message.is_some())], &[])?;
+            }
             Ok(match f.tag {
                 DialFailureTag::Transient => DialFailure::Transient,
                 DialFailureTag::TokenRefused => DialFailure::TokenRefused,
