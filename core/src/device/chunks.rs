@@ -99,11 +99,11 @@ impl Device {
         }
         if nu > 0 {
             let frame = update_frame(session, update, text);
-            self.send_to_all(&updates[..nu], frame);
+            self.out.send_to_all(&updates[..nu], frame);
         }
         if ne > 0 {
             let frame = event_frame(session, event, text);
-            self.send_to_all(&events[..ne], frame);
+            self.out.send_to_all(&events[..ne], frame);
         }
     }
 
@@ -115,16 +115,6 @@ impl Device {
                                 "content": { "type": "text", "text": text } }),
         );
         self.broadcast_event(session, serde_json::json!({ "type": event, "text": text }));
-    }
-
-    /// The last one gets the frame itself, the others a copy.
-    fn send_to_all(&mut self, to: &[ConnId], frame: Vec<u8>) {
-        if let Some((last, rest)) = to.split_last() {
-            for c in rest {
-                self.out.send(*c, frame.clone());
-            }
-            self.out.send(*last, frame);
-        }
     }
 }
 

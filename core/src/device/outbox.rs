@@ -37,6 +37,16 @@ impl Outbox {
         self.push(Output::Send { conn, frame });
     }
 
+    /// Send one frame to each of `to`: the last one gets the frame itself, the others a copy.
+    pub(super) fn send_to_all(&mut self, to: &[ConnId], frame: Vec<u8>) {
+        if let Some((last, rest)) = to.split_last() {
+            for c in rest {
+                self.send(*c, frame.clone());
+            }
+            self.send(*last, frame);
+        }
+    }
+
     /// Ask the shell for work, behind every persist issued so far.
     pub(super) fn effect(&mut self, effect: Effect) {
         self.push(Output::Effect(effect));
@@ -317,6 +327,26 @@ mod tests {
                 conn: B,
                 frame: frame("held too")
             }]
+        );
+    }
+
+    #[test]
+    fn send_to_all_gives_each_the_frame_in_order() {
+        let mut out = Outbox::default();
+        out.send_to_all(&[A, B], frame("x"));
+        out.send_to_all(&[], frame("nobody"));
+        assert_eq!(
+            drain(&mut out),
+            vec![
+                Output::Send {
+                    conn: A,
+                    frame: frame("x")
+                },
+                Output::Send {
+                    conn: B,
+                    frame: frame("x")
+                }
+            ]
         );
     }
 

@@ -487,14 +487,14 @@ impl Device {
             "session/update",
             &json!({ "sessionId": session, "update": update }),
         );
-        let to: Vec<ConnId> = s
-            .holders
-            .iter()
-            .copied()
-            .filter(|c| self.conns.get(c).is_some_and(|c| c.phase == Phase::Ready))
-            .collect();
-        for conn in to {
-            self.out.send(conn, frame.clone());
+        for conn in &s.holders {
+            if self
+                .conns
+                .get(conn)
+                .is_some_and(|c| c.phase == Phase::Ready)
+            {
+                self.out.send(*conn, frame.clone());
+            }
         }
     }
 
@@ -503,25 +503,22 @@ impl Device {
         let Some(s) = self.sessions.get(session) else {
             return;
         };
-        let to: Vec<ConnId> = s
-            .holders
-            .iter()
-            .copied()
-            .filter(|c| {
-                self.conns
-                    .get(c)
-                    .is_some_and(|c| c.may_receive("_lembas/event"))
-            })
-            .collect();
-        if to.is_empty() {
-            return;
-        }
-        let frame = jsonrpc::encode_notification(
-            "_lembas/event",
-            &json!({ "sessionId": session, "event": event }),
-        );
-        for conn in to {
-            self.out.send(conn, frame.clone());
+        // Encoded only when someone hears it.
+        let mut frame = None;
+        for conn in &s.holders {
+            if self
+                .conns
+                .get(conn)
+                .is_some_and(|c| c.may_receive("_lembas/event"))
+            {
+                let frame = frame.get_or_insert_with(|| {
+                    jsonrpc::encode_notification(
+                        "_lembas/event",
+                        &json!({ "sessionId": session, "event": event }),
+                    )
+                });
+                self.out.send(*conn, frame.clone());
+            }
         }
     }
 
