@@ -231,6 +231,17 @@ test("every config member the core has is set from JS: terminals, outbound, inbo
   p.drive();
   const refused = p.events.find((e) => e.kind === "answer" && e.id === second);
   assert.match(refused.error.message, /at most 1 terminals a link; this link has 1 open/);
+  // `sessions.maxAnswerBytes: 1024`: the history keeps that much of a longer answer.
+  const made = p.client.call("session/new", { cwd: ROOT }, p.now);
+  p.drive();
+  const sessionId = p.events.find((e) => e.kind === "answer" && e.id === made).result.sessionId;
+  const turn = p.client.prompt(sessionId, [{ type: "text", text: `say ${"x".repeat(3000)}` }], undefined, p.now);
+  p.advance(100);
+  assert.ok(p.events.find((e) => e.kind === "prompt_answered" && e.turnId === turn).result);
+  const asked = p.client.call("_lembas/session/history", { sessionId }, p.now);
+  p.drive();
+  const history = JSON.stringify(p.events.find((e) => e.kind === "answer" && e.id === asked).result);
+  assert.match(history, /the history keeps the first 1024 \(sessions.max_answer_bytes\)/);
   // `outbound` reaches the core's check of it.
   assert.throws(
     () => new Device({ outbound: { pauseBytes: 20, maxBytes: 10 } }, 0),
