@@ -14,6 +14,7 @@ use crate::config::Mode;
 use crate::engine::Context;
 use crate::jsonrpc::{self, Id, RpcError};
 use crate::paths;
+use crate::rng::Rng;
 use crate::store::{Record, SessionRecord, Table};
 use crate::wire::session::{
     HistoryResult, HistoryTurn, ModeInfo, Modes, NewSessionParams, SessionIdParams, SetModeParams,
@@ -299,6 +300,16 @@ impl Device {
     /// this moment admit it ([`Device::admit`]); the connection becomes one that hears its
     /// updates. `-32602` naming an unknown id, or the rule the session fails now.
     pub(super) fn attach(&mut self, conn: ConnId, session: &str) -> Result<&mut Session, RpcError> {
+        self.attach_drawing(conn, session).map(|(s, _)| s)
+    }
+
+    /// [`Device::attach`], with the device's random source beside the session: a prompt names
+    /// its attachments while it holds the session it queues them on.
+    pub(super) fn attach_drawing(
+        &mut self,
+        conn: ConnId,
+        session: &str,
+    ) -> Result<(&mut Session, &mut Rng), RpcError> {
         let on_link = self
             .conns
             .get(&conn)
@@ -340,7 +351,7 @@ impl Device {
                 cards::offer_open(&mut self.cards, session, conn, c, patient, ids, out);
             }
         }
-        Ok(s)
+        Ok((s, &mut self.rng))
     }
 
     pub(super) fn set_mode(&mut self, conn: ConnId, p: SetModeParams) -> Result<Value, RpcError> {

@@ -8,8 +8,10 @@ use super::chunks::Chunk;
 use super::sessions::plan_update;
 use super::turn_table::{Finished, Seen, Steered};
 use super::{ConnId, Device, Effect};
+use crate::config::SessionLimits;
 use crate::engine::{Attachment, EngineEvent, StopReason, ToolStatus, TurnStart};
 use crate::jsonrpc::{code, Id, RpcError};
+use crate::rng::Rng;
 use crate::store::{self, history_record, turn_record, Record, StoredTurnState, Table};
 use crate::turn::Answer;
 use crate::wire::session::{
@@ -65,119 +67,123 @@ struct Prepared {
     attachments: Vec<(Attachment, Vec<u8>)>,
 }
 
-impl Device {
-    fn prepare(&mut self, blocks: Vec<ContentBlock<'_>>) -> Result<Prepared, RpcError> {
-        let limits = self.config.sessions;
-        let mut total = 0u64;
-        let mut texts: Vec<String> = Vec::new();
-        let mut attachments = Vec::new();
-        let now = self.clock.now().0;
-        for (i, block) in blocks.into_iter().enumerate() {
-            let n = i + 1;
-            let size = match &block {
-                ContentBlock::Text { text } => text.len() as u64,
-                ContentBlock::ResourceLink { uri } => uri.len() as u64,
-                ContentBlock::Image { data, .. } => decoded_len(data),
-                ContentBlock::Resource { resource } => match (&resource.text, &resource.blob) {
-                    (Some(t), None) => t.len() as u64,
-                    (None, Some(b)) => decoded_len(b),
-                    _ => {
-                        return Err(RpcError::invalid_params(format!(
-                            "block {n}: a resource carries exactly one of `text` and `blob`"
-                        )))
-                    }
-                },
-            };
-            if size > limits.max_block_bytes {
-                return Err(RpcError::invalid_params(format!(
-                    "block {n} is {size} bytes decoded, over the limit of {} bytes a block \
+/// A prompt's blocks checked against `limits` and turned into what a turn is given; each
+/// attachment is named with a token drawn from `rng`, in block order (`now`: the time in the
+/// name).
+fn prepare(
+    blocks: Vec<ContentBlock<'_>>,
+    limits: SessionLimits,
+    rng: &mut Rng,
+    now: u64,
+) -> Result<Prepared, RpcError> {
+    let mut total = 0u64;
+    let mut texts: Vec<String> = Vec::new();
+    let mut attachments = Vec::new();
+    for (i, block) in blocks.into_iter().enumerate() {
+        let n = i + 1;
+        let size = match &block {
+            ContentBlock::Text { text } => text.len() as u64,
+            ContentBlock::ResourceLink { uri } => uri.len() as u64,
+            ContentBlock::Image { data, .. } => decoded_len(data),
+            ContentBlock::Resource { resource } => match (&resource.text, &resource.blob) {
+                (Some(t), None) => t.len() as u64,
+                (None, Some(b)) => decoded_len(b),
+                _ => {
+                    return Err(RpcError::invalid_params(format!(
+                        "block {n}: a resource carries exactly one of `text` and `blob`"
+                    )))
+                }
+            },
+        };
+        if size > limits.max_block_bytes {
+            return Err(RpcError::invalid_params(format!(
+                "block {n} is {size} bytes decoded, over the limit of {} bytes a block \
                      (max_block_bytes)",
-                    limits.max_block_bytes
-                ))
-                .with_data(json!({ "block": n, "size": size, "limit": limits.max_block_bytes })));
-            }
-            total += size;
-            if total > limits.max_prompt_bytes {
-                return Err(RpcError::invalid_params(format!(
-                    "the prompt is over {} bytes decoded by block {n} ({total} bytes so far), \
+                limits.max_block_bytes
+            ))
+            .with_data(json!({ "block": n, "size": size, "limit": limits.max_block_bytes })));
+        }
+        total += size;
+        if total > limits.max_prompt_bytes {
+            return Err(RpcError::invalid_params(format!(
+                "the prompt is over {} bytes decoded by block {n} ({total} bytes so far), \
                      over the limit of {} bytes a prompt (max_prompt_bytes)",
-                    limits.max_prompt_bytes, limits.max_prompt_bytes
-                ))
-                .with_data(json!({ "size": total, "limit": limits.max_prompt_bytes })));
-            }
-            let decode = |data: &str| {
-                base64::engine::general_purpose::STANDARD
-                    .decode(data.as_bytes())
-                    .map_err(|e| {
-                        RpcError::invalid_params(format!(
-                            "block {n}: data is not valid base64 ({e})"
-                        ))
-                    })
-            };
-            match block {
-                ContentBlock::Text { text } => texts.push(text),
-                ContentBlock::ResourceLink { uri } => texts.push(format!("(see {uri})")),
-                ContentBlock::Image {
-                    data,
-                    mime_type,
-                    uri,
-                } => {
-                    let ext = image_extension(&mime_type).ok_or_else(|| {
-                        RpcError::invalid_params(format!(
-                            "block {n}: image type `{mime_type}` is not one of image/png, \
+                limits.max_prompt_bytes, limits.max_prompt_bytes
+            ))
+            .with_data(json!({ "size": total, "limit": limits.max_prompt_bytes })));
+        }
+        let decode = |data: &str| {
+            base64::engine::general_purpose::STANDARD
+                .decode(data.as_bytes())
+                .map_err(|e| {
+                    RpcError::invalid_params(format!("block {n}: data is not valid base64 ({e})"))
+                })
+        };
+        match block {
+            ContentBlock::Text { text } => texts.push(text),
+            ContentBlock::ResourceLink { uri } => texts.push(format!("(see {uri})")),
+            ContentBlock::Image {
+                data,
+                mime_type,
+                uri,
+            } => {
+                let ext = image_extension(&mime_type).ok_or_else(|| {
+                    RpcError::invalid_params(format!(
+                        "block {n}: image type `{mime_type}` is not one of image/png, \
                              image/jpeg, image/webp, image/gif"
-                        ))
-                    })?;
-                    let bytes = decode(&data)?;
-                    let name = safe_name(uri.as_deref(), &format!("image.{ext}"));
-                    attachments.push(self.attachment(now, name, mime_type, bytes, false));
-                }
-                ContentBlock::Resource { resource } => {
-                    let name = safe_name(Some(&resource.uri), "resource");
-                    let (mime, bytes, text) = match (resource.text, resource.blob) {
-                        (Some(t), _) => (
-                            resource.mime_type.unwrap_or_else(|| "text/plain".into()),
-                            t.into_bytes(),
-                            true,
-                        ),
-                        (None, Some(b)) => (
-                            resource
-                                .mime_type
-                                .unwrap_or_else(|| "application/octet-stream".into()),
-                            decode(&b)?,
-                            false,
-                        ),
-                        (None, None) => unreachable!("checked when sizing the block"),
-                    };
-                    attachments.push(self.attachment(now, name, mime, bytes, text));
-                }
+                    ))
+                })?;
+                let bytes = decode(&data)?;
+                let name = safe_name(uri.as_deref(), &format!("image.{ext}"));
+                attachments.push(attachment(rng, now, name, mime_type, bytes, false));
+            }
+            ContentBlock::Resource { resource } => {
+                let name = safe_name(Some(&resource.uri), "resource");
+                let (mime, bytes, text) = match (resource.text, resource.blob) {
+                    (Some(t), _) => (
+                        resource.mime_type.unwrap_or_else(|| "text/plain".into()),
+                        t.into_bytes(),
+                        true,
+                    ),
+                    (None, Some(b)) => (
+                        resource
+                            .mime_type
+                            .unwrap_or_else(|| "application/octet-stream".into()),
+                        decode(&b)?,
+                        false,
+                    ),
+                    (None, None) => unreachable!("checked when sizing the block"),
+                };
+                attachments.push(attachment(rng, now, name, mime, bytes, text));
             }
         }
-        Ok(Prepared {
-            text: texts.join("\n\n"),
-            attachments,
-        })
     }
+    Ok(Prepared {
+        text: texts.join("\n\n"),
+        attachments,
+    })
+}
 
-    fn attachment(
-        &mut self,
-        now: u64,
-        name: String,
-        mime_type: String,
-        bytes: Vec<u8>,
-        text: bool,
-    ) -> (Attachment, Vec<u8>) {
-        let file_name = format!("{now}-{}-{name}", self.rng.token(8));
-        let meta = Attachment {
-            file_name,
-            name,
-            mime_type,
-            size: bytes.len() as u64,
-            text,
-        };
-        (meta, bytes)
-    }
+fn attachment(
+    rng: &mut Rng,
+    now: u64,
+    name: String,
+    mime_type: String,
+    bytes: Vec<u8>,
+    text: bool,
+) -> (Attachment, Vec<u8>) {
+    let file_name = format!("{now}-{}-{name}", rng.token(8));
+    let meta = Attachment {
+        file_name,
+        name,
+        mime_type,
+        size: bytes.len() as u64,
+        text,
+    };
+    (meta, bytes)
+}
 
+impl Device {
     /// `session/prompt`. A known turn id never runs again: a finished turn's answer comes at
     /// once, an unfinished one's when it ends.
     pub(super) fn prompt(
@@ -202,25 +208,22 @@ impl Device {
             Some(t) => t,
             None => format!("turn_{}", self.rng.token(16)),
         };
-        let max_queued = self.config.sessions.max_queued;
-        let s = self.attach(conn, &p.session_id)?;
+        let limits = self.config.sessions;
+        let now = self.clock.now().0;
+        let first_write = self.next_write;
+        let (s, rng) = self.attach_drawing(conn, &p.session_id)?;
         match s.turns.seen(&turn_id, (conn, id.clone())) {
             Seen::Done(answer) => return Ok(Some(answer.frame(id, &turn_id))),
             Seen::Waiting => return Ok(None),
             Seen::New => {}
         }
-        if s.turns.queued() >= max_queued {
+        if s.turns.queued() >= limits.max_queued {
             return Err(RpcError::invalid_params(format!(
                 "session `{}` already has {} prompts waiting, the limit (max_queued)",
-                s.durable.id, max_queued
+                s.durable.id, limits.max_queued
             )));
         }
-        let prepared = self.prepare(p.prompt)?;
-        let now = self.clock.now().0;
-        let s = self
-            .sessions
-            .get_mut(&p.session_id)
-            .expect("attached above");
+        let prepared = prepare(p.prompt, limits, rng, now)?;
         s.durable.context.merge(&context);
         s.durable.touched = now;
         let start = TurnStart {
@@ -239,9 +242,8 @@ impl Device {
             cwd: s.durable.cwd.clone(),
         };
         let writing: Vec<u64> = (0..prepared.attachments.len() as u64)
-            .map(|i| self.next_write + i)
+            .map(|i| first_write + i)
             .collect();
-        self.next_write += writing.len() as u64;
         let (order, forgotten) = s.turns.accept(start, writing.clone(), (conn, id.clone()));
         let mut records = vec![turn_record(
             &s.durable.id,
@@ -256,6 +258,7 @@ impl Device {
         }));
         records.push(s.record());
         let session = s.durable.id.clone();
+        self.next_write += writing.len() as u64;
         self.out.persist(records);
         for (request, (a, bytes)) in writing.into_iter().zip(prepared.attachments) {
             self.writing
@@ -591,5 +594,65 @@ impl Device {
             json!({ "type": "task", "state": "end", "turnId": r.turn_id }),
         );
         self.pump(session);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::borrow::Cow;
+
+    use super::*;
+
+    fn image(name: &str) -> ContentBlock<'static> {
+        ContentBlock::Image {
+            // "png!" in base64.
+            data: Cow::Borrowed("cG5nIQ=="),
+            mime_type: "image/png".into(),
+            uri: Some(format!("file:///tmp/{name}")),
+        }
+    }
+
+    #[test]
+    fn attachments_are_named_in_block_order_with_one_token_each() {
+        let mut rng = Rng::new(7);
+        let blocks = vec![
+            ContentBlock::Text {
+                text: "look".into(),
+            },
+            image("a.png"),
+            image("b.png"),
+        ];
+        let prepared = prepare(blocks, SessionLimits::default(), &mut rng, 42).unwrap();
+        let mut same = Rng::new(7);
+        let names: Vec<String> = prepared
+            .attachments
+            .iter()
+            .map(|(a, _)| a.file_name.clone())
+            .collect();
+        let a = format!("42-{}-a.png", same.token(8));
+        let b = format!("42-{}-b.png", same.token(8));
+        assert_eq!(names, vec![a, b]);
+        assert_eq!(prepared.attachments[0].1, b"png!");
+        assert_eq!(prepared.text, "look");
+        // Nothing more was drawn.
+        assert_eq!(rng.token(8), same.token(8));
+    }
+
+    #[test]
+    fn a_block_over_the_limit_is_refused_naming_it() {
+        let limits = SessionLimits {
+            max_block_bytes: 3,
+            ..SessionLimits::default()
+        };
+        let err = prepare(vec![image("a.png")], limits, &mut Rng::new(1), 0)
+            .err()
+            .expect("refused");
+        assert_eq!(err.code, code::INVALID_PARAMS);
+        assert!(
+            err.message.contains("block 1 is 4 bytes decoded"),
+            "{}",
+            err.message
+        );
+        assert!(err.message.contains("max_block_bytes"), "{}", err.message);
     }
 }
