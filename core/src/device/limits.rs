@@ -142,17 +142,12 @@ impl Device {
                 Err(e)
             };
         }
-        let request = self.next_resolve;
-        self.next_resolve += 1;
-        self.resolving.insert(
-            request,
-            super::Resolving::Gate(Box::new(Gate {
-                conn,
-                session,
-                dir: dir.clone(),
-                frame: frame.to_vec(),
-            })),
-        );
+        let request = self.resolving.ask(super::Resolving::Gate(Box::new(Gate {
+            conn,
+            session,
+            dir: dir.clone(),
+            frame: frame.to_vec(),
+        })));
         c.gate = Some(request);
         self.out
             .effect(super::Effect::ResolvePath { request, path: dir });

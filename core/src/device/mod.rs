@@ -5,6 +5,7 @@
 //! `after_input` (the step for what must follow any input) and the timers live in one table
 //! (timers.rs).
 
+mod asked;
 mod cards;
 mod chunks;
 mod connection;
@@ -278,16 +279,15 @@ pub struct Device {
     loads: live::Loads,
     /// Sessions in memory by last use, for setting one aside (live.rs).
     recency: live::Recency,
-    resolving: BTreeMap<u64, Resolving>,
+    /// Paths the shell was asked to resolve, with what each is for.
+    resolving: asked::Asked<Resolving>,
     terminals: terminals::Terminals,
     cards: cards::Cards,
     /// Deletes made on the device not yet known to reach a client (deletes.rs).
     deletes: deletes::KeptDeletes,
-    next_resolve: u64,
     /// Attachment writes not yet answered: the session, the turn waiting for each and the
     /// attachment's name, for a refusal (turns.rs).
-    writing: BTreeMap<u64, (String, String, String)>,
-    next_write: u64,
+    writes: asked::Asked<(String, String, String)>,
     next_steer: u64,
     /// When to look for stale ledgers next.
     next_prune: Time,
@@ -314,13 +314,11 @@ impl Device {
             stored: Default::default(),
             loads: Default::default(),
             recency: Default::default(),
-            resolving: BTreeMap::new(),
+            resolving: Default::default(),
             terminals: Default::default(),
             cards: cards::Cards::new(),
             deletes: Default::default(),
-            next_resolve: 0,
-            writing: BTreeMap::new(),
-            next_write: 0,
+            writes: Default::default(),
             next_steer: 0,
             next_prune: now,
             request_ids: Default::default(),

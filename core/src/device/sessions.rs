@@ -142,11 +142,10 @@ impl Device {
             return self.create_session(pending).map(Some);
         }
         pending.root = self.check_roots(&pending.cwd)?.to_string();
-        let request = self.next_resolve;
-        self.next_resolve += 1;
         let path = pending.cwd.clone();
-        self.resolving
-            .insert(request, super::Resolving::Session(Box::new(pending)));
+        let request = self
+            .resolving
+            .ask(super::Resolving::Session(Box::new(pending)));
         self.out.effect(Effect::ResolvePath { request, path });
         Ok(None)
     }
@@ -170,7 +169,7 @@ impl Device {
 
     fn path_resolved(&mut self, request: u64, resolved: Result<String, String>, now: crate::Time) {
         self.clock.advance(now);
-        let pending = match self.resolving.remove(&request) {
+        let pending = match self.resolving.answered(request) {
             Some(super::Resolving::Session(pending)) => *pending,
             Some(super::Resolving::Terminal(terminal_id)) => {
                 return self.terminal_path_resolved(terminal_id, resolved)
@@ -535,7 +534,7 @@ impl Device {
 
     /// A connection went away: it hears nothing more, and waits for nothing.
     pub(super) fn forget_connection(&mut self, conn: ConnId) {
-        self.resolving.retain(|_, r| match r {
+        self.resolving.retain(|r| match r {
             super::Resolving::Session(p) => p.conn != conn,
             super::Resolving::Gate(g) => g.conn() != conn,
             super::Resolving::Terminal(_) => true,

@@ -113,10 +113,9 @@ impl Device {
         self.check_roots(&cwd)?;
         let terminal_id = format!("term_{}", self.rng.token(16));
         let per_frame = self.output_bytes_per_frame(&terminal_id);
-        let request = self.next_resolve;
-        self.next_resolve += 1;
-        self.resolving
-            .insert(request, super::Resolving::Terminal(terminal_id.clone()));
+        let request = self
+            .resolving
+            .ask(super::Resolving::Terminal(terminal_id.clone()));
         self.out.effect(Effect::ResolvePath {
             request,
             path: cwd.clone(),

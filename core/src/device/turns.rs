@@ -210,7 +210,7 @@ impl Device {
         };
         let limits = self.config.sessions;
         let now = self.clock.now().0;
-        let first_write = self.next_write;
+        let first_write = self.writes.next_number();
         let (s, rng) = self.attach_drawing(conn, &p.session_id)?;
         match s.turns.seen(&turn_id, (conn, id.clone())) {
             Seen::Done(answer) => return Ok(Some(answer.frame(id, &turn_id))),
@@ -258,11 +258,11 @@ impl Device {
         }));
         records.push(s.record());
         let session = s.durable.id.clone();
-        self.next_write += writing.len() as u64;
         self.out.persist(records);
-        for (request, (a, bytes)) in writing.into_iter().zip(prepared.attachments) {
-            self.writing
-                .insert(request, (session.clone(), turn_id.clone(), a.name));
+        for (expected, (a, bytes)) in writing.into_iter().zip(prepared.attachments) {
+            let request = self.writes.ask((session.clone(), turn_id.clone(), a.name));
+            // The turn was queued waiting for these numbers; nothing asked a write since.
+            debug_assert_eq!(request, expected);
             self.out.effect(Effect::WriteAttachment {
                 request,
                 session_id: session.clone(),
@@ -291,7 +291,7 @@ impl Device {
 
     fn attachment_written(&mut self, request: u64, written: Result<(), String>, now: crate::Time) {
         self.clock.advance(now);
-        let Some((session, turn_id, name)) = self.writing.remove(&request) else {
+        let Some((session, turn_id, name)) = self.writes.answered(request) else {
             return;
         };
         let Some(s) = self.sessions.get_mut(&session) else {
