@@ -2,7 +2,8 @@
 //! waiting to redial (with backoff and jitter), or stopped for good (a server that closed with
 //! 4400, a refused token).
 
-use super::ConnId;
+use super::outbox::Outbox;
+use super::{ConnId, DialFailure, Effect};
 use crate::config::{Backoff, Liveness};
 use crate::liveness::{Beat, Heartbeat};
 use crate::rng::Rng;
@@ -102,11 +103,159 @@ impl Link {
     }
 }
 
+/// The link's transitions: what the shell is asked goes into the Outbox.
+impl Link {
+    /// Start keeping a link up (the first time only): a dial now.
+    pub fn start(&mut self, out: &mut Outbox) {
+        if matches!(self.state, LinkState::Off) {
+            self.state = LinkState::Dialing { attempt: 0 };
+            out.effect(Effect::Dial);
+        }
+    }
+
+    /// The dial failed: try again after the backoff, or, when the token or the server is
+    /// refused, stop for good with the sentence to show.
+    pub fn dial_failed(
+        &mut self,
+        failure: DialFailure,
+        now: Time,
+        rng: &mut Rng,
+        out: &mut Outbox,
+    ) {
+        let LinkState::Dialing { attempt } = self.state else {
+            return;
+        };
+        match failure {
+            DialFailure::Transient => {
+                self.schedule_redial(attempt, now, rng);
+            }
+            DialFailure::TokenRefused => self.stop(
+                "the instance refused this device's token; run `lembas login` again".into(),
+                out,
+            ),
+            DialFailure::Unsupported(sentence) => self.stop(sentence, out),
+        }
+    }
+
+    /// The link's connection is gone (dropped, or closed by the device): dial again after the
+    /// backoff. Nothing when it was not up (stopped, say).
+    pub fn dropped(&mut self, now: Time, rng: &mut Rng) {
+        if let LinkState::Up { attempt } = self.state {
+            self.schedule_redial(attempt, now, rng);
+        }
+    }
+
+    /// Never dial again in this process, and tell the person why.
+    pub fn stop(&mut self, message: String, out: &mut Outbox) {
+        self.state = LinkState::Stopped {
+            message: message.clone(),
+        };
+        out.effect(Effect::Stop { message });
+    }
+
+    /// Dial again if the wait after a drop or a failure is over.
+    pub fn redial_if_due(&mut self, now: Time, out: &mut Outbox) {
+        if let LinkState::Waiting { attempt, at } = self.state {
+            if at <= now {
+                self.state = LinkState::Dialing { attempt };
+                out.effect(Effect::Dial);
+            }
+        }
+    }
+}
+
 impl Link {
     /// The link carried a full handshake: the next drop starts the backoff afresh.
     pub fn initialized(&mut self) {
         if let LinkState::Up { attempt } = &mut self.state {
             *attempt = 0;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::Output;
+
+    fn link() -> Link {
+        Link::new(
+            Backoff {
+                initial_ms: 1_000,
+                max_ms: 60_000,
+            },
+            None,
+        )
+    }
+
+    fn asked(out: &mut Outbox) -> Vec<Effect> {
+        std::iter::from_fn(|| out.poll())
+            .map(|o| match o {
+                Output::Effect(e) => e,
+                o => panic!("only effects: {o:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_start_dials_once() {
+        let (mut l, mut out) = (link(), Outbox::default());
+        l.start(&mut out);
+        l.start(&mut out);
+        assert_eq!(asked(&mut out), vec![Effect::Dial]);
+        assert_eq!(l.state, LinkState::Dialing { attempt: 0 });
+    }
+
+    #[test]
+    fn a_failed_dial_waits_its_backoff_then_dials_again() {
+        let (mut l, mut out, mut rng) = (link(), Outbox::default(), Rng::new(3));
+        l.start(&mut out);
+        asked(&mut out);
+        l.dial_failed(DialFailure::Transient, Time(0), &mut rng, &mut out);
+        let LinkState::Waiting { attempt: 1, at } = l.state else {
+            panic!("{:?}", l.state)
+        };
+        // Half the ceiling (1 s for the first attempt) up to all of it.
+        assert!((500..=1_000).contains(&at.0), "{at:?}");
+        l.redial_if_due(Time(at.0 - 1), &mut out);
+        assert!(asked(&mut out).is_empty(), "not before its time");
+        l.redial_if_due(at, &mut out);
+        assert_eq!(asked(&mut out), vec![Effect::Dial]);
+        assert_eq!(l.state, LinkState::Dialing { attempt: 1 });
+    }
+
+    #[test]
+    fn a_refused_token_stops_for_good_with_the_sentence() {
+        let (mut l, mut out, mut rng) = (link(), Outbox::default(), Rng::new(3));
+        l.start(&mut out);
+        asked(&mut out);
+        l.dial_failed(DialFailure::TokenRefused, Time(0), &mut rng, &mut out);
+        let effects = asked(&mut out);
+        assert!(
+            matches!(&effects[..], [Effect::Stop { message }] if message.contains("lembas login")),
+            "{effects:?}"
+        );
+        assert!(l.stopped());
+        // Nothing brings it back.
+        l.dropped(Time(10), &mut rng);
+        l.redial_if_due(Time(1_000_000), &mut out);
+        l.start(&mut out);
+        assert!(asked(&mut out).is_empty());
+        assert!(l.stopped());
+    }
+
+    #[test]
+    fn only_a_link_that_was_up_redials_after_a_drop() {
+        let (mut l, mut out, mut rng) = (link(), Outbox::default(), Rng::new(3));
+        l.dropped(Time(0), &mut rng);
+        assert_eq!(l.state, LinkState::Off);
+        l.start(&mut out);
+        l.state = LinkState::Up { attempt: 2 };
+        l.dropped(Time(0), &mut rng);
+        let LinkState::Waiting { attempt: 3, at } = l.state else {
+            panic!("{:?}", l.state)
+        };
+        // The third attempt's ceiling is 4 s.
+        assert!((2_000..=4_000).contains(&at.0), "{at:?}");
     }
 }

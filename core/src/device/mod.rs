@@ -354,10 +354,7 @@ impl Device {
     /// Start keeping a link to the instance up: asks for a dial now.
     pub fn start_link(&mut self, now: Time) {
         self.clock.advance(now);
-        if matches!(self.link.state, LinkState::Off) {
-            self.link.state = LinkState::Dialing { attempt: 0 };
-            self.out.effect(Effect::Dial);
-        }
+        self.link.start(&mut self.out);
         self.after_input();
     }
 
@@ -397,18 +394,8 @@ impl Device {
 
     fn dial_failed(&mut self, failure: DialFailure, now: Time) {
         let now = self.clock.advance(now);
-        let LinkState::Dialing { attempt } = self.link.state else {
-            return;
-        };
-        match failure {
-            DialFailure::Transient => {
-                self.link.schedule_redial(attempt, now, &mut self.rng);
-            }
-            DialFailure::TokenRefused => self.stop_link(
-                "the instance refused this device's token; run `lembas login` again".into(),
-            ),
-            DialFailure::Unsupported(sentence) => self.stop_link(sentence),
-        }
+        self.link
+            .dial_failed(failure, now, &mut self.rng, &mut self.out);
     }
 
     /// A connection closed: by the peer (with its close code, when it sent one) or because the
@@ -431,13 +418,14 @@ impl Device {
         self.out.unqueue(conn);
         if c.kind == ConnKind::Link {
             if close_code == Some(CLOSE_PROTOCOL) {
-                self.stop_link(
+                self.link.stop(
                     "the LLeMbas server refused link protocol 3 (close 4400): it needs updating \
                      to LLeMbas 2.0"
                         .into(),
+                    &mut self.out,
                 );
-            } else if let LinkState::Up { attempt } = self.link.state {
-                self.link.schedule_redial(attempt, now, &mut self.rng);
+            } else {
+                self.link.dropped(now, &mut self.rng);
             }
         }
         Ok(())
@@ -487,12 +475,7 @@ impl Device {
         self.prune_stale_ledgers(now);
         self.confirm_deletes(now);
         self.flush_terminals(now);
-        if let LinkState::Waiting { attempt, at } = self.link.state {
-            if at <= now {
-                self.link.state = LinkState::Dialing { attempt };
-                self.out.effect(Effect::Dial);
-            }
-        }
+        self.link.redial_if_due(now, &mut self.out);
         self.after_input();
     }
 
@@ -598,18 +581,9 @@ impl Device {
                 );
                 // The device lets go of a connection it closes (the shell reports no close).
                 self.let_go(conn);
-                if let LinkState::Up { attempt } = self.link.state {
-                    self.link.schedule_redial(attempt, now, &mut self.rng);
-                }
+                self.link.dropped(now, &mut self.rng);
             }
         }
-    }
-
-    fn stop_link(&mut self, message: String) {
-        self.link.state = LinkState::Stopped {
-            message: message.clone(),
-        };
-        self.out.effect(Effect::Stop { message });
     }
 
     /// Close a connection on the device's own account, behind what is already queued for it,
@@ -619,10 +593,7 @@ impl Device {
         self.out.close(conn, code, reason);
         let Some(c) = self.let_go(conn) else { return };
         if c.kind == ConnKind::Link {
-            if let LinkState::Up { attempt } = self.link.state {
-                let now = self.clock.now();
-                self.link.schedule_redial(attempt, now, &mut self.rng);
-            }
+            self.link.dropped(self.clock.now(), &mut self.rng);
         }
     }
 
