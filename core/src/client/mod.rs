@@ -57,10 +57,18 @@ fn frame_member<S: serde::Serializer>(frame: &[u8], s: S) -> Result<S::Ok, S::Er
     crate::shape::member("frame", &Text(frame), s)
 }
 
-#[derive(Debug, PartialEq)]
+/// What the client tells its UI. Serde: the JS API's `ClientEvent`, tagged by `kind`, an
+/// answer's `result` or `error` beside its other members (see [`event_json`]).
+#[derive(Debug, PartialEq, Serialize)]
+#[serde(
+    tag = "kind",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
 #[non_exhaustive]
 pub enum ClientEvent {
     /// The device greeted us (`_lembas/hello`).
+    #[serde(serialize_with = "event_json::hello_member")]
     Hello(Hello),
     /// `initialize` was answered: the link is ready, with these capabilities.
     Ready { capabilities: Vec<String> },
@@ -70,6 +78,7 @@ pub enum ClientEvent {
     Answer {
         id: Id,
         method: String,
+        #[serde(flatten, serialize_with = "event_json::outcome")]
         outcome: Result<Value, RpcError>,
     },
     /// A prompt sent with [`Client::prompt`] was answered (on this link or, after a reattach,
@@ -77,12 +86,14 @@ pub enum ClientEvent {
     PromptAnswered {
         session_id: String,
         turn_id: String,
+        #[serde(flatten, serialize_with = "event_json::outcome")]
         outcome: Result<Value, RpcError>,
     },
     /// An incomplete prompt was picked up on a new link.
     Reattached {
         session_id: String,
         turn_id: String,
+        #[serde(flatten, serialize_with = "event_json::reattach")]
         how: Reattach,
     },
     /// The device answered a delete (`existed`: it had the session).
