@@ -4,6 +4,7 @@
 use wasm_bindgen::prelude::*;
 
 use lembas_core::device::{ConnId, Device, DialFailure, Unreadable};
+use lembas_core::engine::Engine;
 use lembas_core::engine::{Decision, EngineEvent, TurnStart};
 use lembas_core::scripted::ScriptedEngine;
 use lembas_core::store::MemStore;
@@ -353,33 +354,11 @@ impl JsScriptedEngine {
         #[wasm_bindgen(unchecked_param_type = "Effect")] effect: JsValue,
         now: f64,
     ) -> Result<bool, JsError> {
-        let e = from_js(&effect)?;
-        let s = |k: &str| e[k].as_str().unwrap_or_default().to_string();
-        match e["kind"].as_str() {
-            Some("start_turn") => {
-                let turn = json::read::<TurnStart>("turn", e["turn"].clone()).map_err(err)?;
-                self.inner.start(&turn, time(now)?);
-            }
-            Some("cancel_turn") => self.inner.cancel(&s("sessionId"), &s("turnId")),
-            Some("steer") => {
-                let id = e["id"]
-                    .as_u64()
-                    .ok_or_else(|| err("steer: `id` is not a number"))?;
-                self.inner
-                    .steer(&s("sessionId"), &s("turnId"), id, &s("text"));
-            }
-            Some("card_decided") => {
-                let d = json::read::<Decision>("decision", e["decision"].clone()).map_err(err)?;
-                self.inner.decide(
-                    &s("sessionId"),
-                    &s("turnId"),
-                    &s("toolCallId"),
-                    &d,
-                    time(now)?,
-                );
-            }
-            _ => return Ok(false),
-        }
+        let effect = from_js(&effect)?;
+        let Some(command) = json::engine_command_from(&effect).map_err(err)? else {
+            return Ok(false);
+        };
+        self.inner.handle_command(command, time(now)?);
         Ok(true)
     }
 

@@ -11,6 +11,7 @@ use std::path::PathBuf;
 
 use lembas_bindings::json;
 use lembas_bindings::transcript::{replay, ClientRunner, DeviceRunner, Role, Step, Transcript};
+use lembas_core::engine::Engine;
 use lembas_core::scripted::ScriptedEngine;
 use lembas_core::Time;
 use serde_json::{json, Value};
@@ -171,39 +172,13 @@ impl Recorder {
                         Role::Device,
                         json!({ "type": "path_resolved", "request": e["request"], "path": e["path"] }),
                     )),
-                    "start_turn" => {
-                        let turn = json::read::<lembas_core::engine::TurnStart>("turn", e["turn"].clone()).unwrap();
-                        self.engine.start(&turn, now);
-                        self.engine_reports();
+                    // The engine's own (`start_turn`, `cancel_turn`, `steer`, `card_decided`).
+                    _ => {
+                        if let Some(command) = json::engine_command_from(e).unwrap() {
+                            self.engine.handle_command(command, now);
+                            self.engine_reports();
+                        }
                     }
-                    "cancel_turn" => {
-                        self.engine.cancel(
-                            e["sessionId"].as_str().unwrap(),
-                            e["turnId"].as_str().unwrap(),
-                        );
-                        self.engine_reports();
-                    }
-                    "steer" => {
-                        self.engine.steer(
-                            e["sessionId"].as_str().unwrap(),
-                            e["turnId"].as_str().unwrap(),
-                            e["id"].as_u64().unwrap(),
-                            e["text"].as_str().unwrap(),
-                        );
-                        self.engine_reports();
-                    }
-                    "card_decided" => {
-                        let d = json::read::<lembas_core::engine::Decision>("decision", e["decision"].clone()).unwrap();
-                        self.engine.decide(
-                            e["sessionId"].as_str().unwrap(),
-                            e["turnId"].as_str().unwrap(),
-                            e["toolCallId"].as_str().unwrap(),
-                            &d,
-                            now,
-                        );
-                        self.engine_reports();
-                    }
-                    _ => {}
                 }
             }
             other => panic!("unknown device output {other}"),

@@ -16,8 +16,9 @@ use lembas_core::client::{ClientEvent, ClientOutput, Reattach};
 use lembas_core::config::{Mode, Model};
 use lembas_core::device::{ConnId, ConnKind, DialFailure, Effect, Output, TurnPhase};
 use lembas_core::engine::{
-    Ask, Attachment, Card, Context, Decision, EngineEvent, PermissionDecision, PlanDecision,
-    Question, QuestionAnswer, QuestionDecision, QuestionOption, StopReason, ToolStatus, TurnStart,
+    Ask, Attachment, Card, Context, Decision, EngineCommand, EngineEvent, PermissionDecision,
+    PlanDecision, Question, QuestionAnswer, QuestionDecision, QuestionOption, StopReason,
+    ToolStatus, TurnStart,
 };
 use lembas_core::jsonrpc::{Id, RpcError};
 use lembas_core::store::{Entry, Record, Table};
@@ -97,13 +98,31 @@ fn turn() -> TurnStart {
     }
 }
 
-fn effects() -> Vec<Effect> {
-    let decided = |decision| Effect::CardDecided {
+/// The engine's commands: in the JS API, effects like the others (`Output::Engine`).
+fn engine_commands() -> Vec<EngineCommand> {
+    let decided = |decision| EngineCommand::Decide {
         session_id: "ses_1".into(),
         turn_id: "t1".into(),
         tool_call_id: "c1".into(),
         decision,
     };
+    vec![
+        EngineCommand::Start(Box::new(turn())),
+        EngineCommand::Cancel {
+            session_id: "ses_1".into(),
+            turn_id: "t1".into(),
+        },
+        decided(Decision::NobodyToAsk),
+        EngineCommand::Steer {
+            session_id: "ses_1".into(),
+            turn_id: "t1".into(),
+            id: 7,
+            text: "also this".into(),
+        },
+    ]
+}
+
+fn effects() -> Vec<Effect> {
     vec![
         Effect::Dial,
         Effect::Stop {
@@ -129,18 +148,6 @@ fn effects() -> Vec<Effect> {
         },
         Effect::RemoveAttachments {
             session_id: "ses_1".into(),
-        },
-        Effect::StartTurn(Box::new(turn())),
-        Effect::CancelTurn {
-            session_id: "ses_1".into(),
-            turn_id: "t1".into(),
-        },
-        decided(Decision::NobodyToAsk),
-        Effect::Steer {
-            session_id: "ses_1".into(),
-            turn_id: "t1".into(),
-            id: 7,
-            text: "also this".into(),
         },
         Effect::OpenTerminal {
             terminal_id: "term_1".into(),
@@ -391,7 +398,14 @@ fn samples() -> String {
             reason: "flood".into(),
         },
     );
+    // The engine's commands where they stood when they were effects (the samples' order).
+    let mut commands = Some(engine_commands());
     for e in effects() {
+        if matches!(e, Effect::OpenTerminal { .. }) {
+            for c in commands.take().into_iter().flatten() {
+                s.out("DeviceOutput", &Output::Engine(c));
+            }
+        }
         s.out("DeviceOutput", &Output::Effect(e));
     }
     s.both("TurnStart", turn());

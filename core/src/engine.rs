@@ -1,13 +1,114 @@
-//! The engine boundary. What answers a prompt (the model loop) lives outside the core: the core
-//! emits "start turn T of session S" with everything the turn is given, "cancel" and "steer";
-//! the shell feeds back what the engine reports as [`EngineEvent`]s.
+//! The engine boundary. What answers a prompt (the model loop) lives outside the device: the
+//! device asks for a turn's start, cancel, steer and card decisions as [`EngineCommand`]s
+//! (`device::Output::Engine`), and an [`Engine`] reports back [`EngineEvent`]s. The host loop
+//! (`crate::host`) joins the two, so a shell never routes them by hand.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::config::Mode;
 use crate::shape;
+use crate::time::Time;
 use crate::wire::{need, one_pass, only};
+
+/// What the device asks of its engine. Each is answered, in time, by the engine's reports.
+///
+/// Its serde shape is the JS API's engine effects (`{"kind": "start_turn", "turn": {...}}`,
+/// `cancel_turn`, `steer`, `card_decided`), which a JS `ScriptedEngine.handle` takes.
+#[derive(Debug, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all_fields = "camelCase")]
+pub enum EngineCommand {
+    /// Run a turn; it reports events and ends with `Done` or `Failed`.
+    #[serde(rename = "start_turn", serialize_with = "turn_member")]
+    Start(Box<TurnStart>),
+    /// Stop the running turn; the engine still reports `Done` (the prompt answers `cancelled`).
+    #[serde(rename = "cancel_turn")]
+    Cancel { session_id: String, turn_id: String },
+    /// Give the running turn this message at its next step; the engine reports `Steered`.
+    #[serde(rename = "steer")]
+    Steer {
+        session_id: String,
+        turn_id: String,
+        id: u64,
+        text: String,
+    },
+    /// A card the engine put (`EngineEvent::Ask`) was decided.
+    #[serde(rename = "card_decided")]
+    Decide {
+        session_id: String,
+        turn_id: String,
+        tool_call_id: String,
+        decision: Decision,
+    },
+}
+
+shape::member_fn!(turn_member, "turn", TurnStart);
+
+/// One event an engine reports: the session and the turn it belongs to, and the event.
+pub type Report = (String, String, EngineEvent);
+
+/// What answers prompts, as the host loop (`crate::host`) drives it: it takes the device's
+/// commands, reports events when polled, and keeps a timer of its own. Nothing here blocks or
+/// reads a clock: time is an argument, as everywhere in the core.
+///
+/// An engine need not be pure. One that does its work on the shell's side (an HTTP stream read
+/// by a task of the shell's, say) starts that work from `handle_command`, keeps what arrives in
+/// a queue of its own, and hands it out from `poll_event_unless`. Whatever delivers the
+/// arrival to that queue must also wake the shell's loop (in runtime-smol, an input on the
+/// driver's channel, which carries the arrival itself); the shell then polls the host, which
+/// polls the engine. The engine must stop reading a session's source while that session is
+/// paused, so backpressure reaches the model, not memory.
+pub trait Engine {
+    /// Take one of the device's commands at `now`.
+    fn handle_command(&mut self, command: EngineCommand, now: Time);
+
+    /// The next event of a session that is not `paused` (a holder of it is not reading): a
+    /// paused session's turn waits where it is, its events kept in order, while other
+    /// sessions go on.
+    #[must_use]
+    fn poll_event_unless(&mut self, paused: &mut dyn FnMut(&str) -> bool) -> Option<Report>;
+
+    /// When the engine next has something to do without being told (a sleeping step wakes).
+    #[must_use]
+    fn poll_timeout(&self) -> Option<Time>;
+
+    /// Time passed: what is due makes its events when polled. Early or repeated is harmless.
+    fn handle_timeout(&mut self, now: Time);
+
+    /// Stop every running turn (the shell is shutting down): each reports `Done(Cancelled)`.
+    fn cancel_all(&mut self);
+
+    /// Forget every turn without a word (the process died with them).
+    fn forget_all(&mut self);
+
+    /// Turns running now.
+    fn running(&self) -> usize;
+}
+
+/// A boxed engine is an engine (a shell that picks its engine when it starts).
+impl<E: Engine + ?Sized> Engine for Box<E> {
+    fn handle_command(&mut self, command: EngineCommand, now: Time) {
+        (**self).handle_command(command, now)
+    }
+    fn poll_event_unless(&mut self, paused: &mut dyn FnMut(&str) -> bool) -> Option<Report> {
+        (**self).poll_event_unless(paused)
+    }
+    fn poll_timeout(&self) -> Option<Time> {
+        (**self).poll_timeout()
+    }
+    fn handle_timeout(&mut self, now: Time) {
+        (**self).handle_timeout(now)
+    }
+    fn cancel_all(&mut self) {
+        (**self).cancel_all()
+    }
+    fn forget_all(&mut self) {
+        (**self).forget_all()
+    }
+    fn running(&self) -> usize {
+        (**self).running()
+    }
+}
 
 /// Why a turn ended, as `session/prompt`'s `stopReason` says it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -149,7 +250,7 @@ pub enum EngineEvent {
     /// The session's structured plan changed (`None`: cleared).
     #[serde(serialize_with = "plan_member")]
     Plan(Option<Value>),
-    /// Ask a person: an approval, a question or a plan. Answered with `Effect::CardDecided`.
+    /// Ask a person: an approval, a question or a plan. Answered with `EngineCommand::Decide`.
     Ask(Card),
     /// The turn ended.
     #[serde(serialize_with = "stop_reason_member")]

@@ -28,6 +28,9 @@
 //! assert!(matches!(device.poll_output(), Some(Output::Send { .. })));
 //! let _next_deadline = device.poll_timeout(); // then handle_timeout(now) when it passes
 //! ```
+//!
+//! A shell that runs turns does not route `Output::Engine` itself: [`host::Host`] joins the
+//! device to an [`engine::Engine`] and hands the shell only what it must perform.
 
 pub mod client;
 pub mod config;
@@ -36,6 +39,7 @@ pub mod discovery;
 pub mod engine;
 mod error_path;
 pub mod framing;
+pub mod host;
 pub mod jsonrpc;
 pub mod liveness;
 pub mod methods;

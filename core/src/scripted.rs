@@ -19,10 +19,10 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use crate::device::Effect;
+pub use crate::engine::Report;
 use crate::engine::{
-    Ask, Card, Decision, EngineEvent, PermissionDecision, PlanDecision, Question, QuestionAnswer,
-    QuestionDecision, QuestionOption, StopReason, ToolStatus, TurnStart,
+    Ask, Card, Decision, Engine, EngineCommand, EngineEvent, PermissionDecision, PlanDecision,
+    Question, QuestionAnswer, QuestionDecision, QuestionOption, StopReason, ToolStatus, TurnStart,
 };
 use crate::time::Time;
 
@@ -127,9 +127,6 @@ impl Run {
     }
 }
 
-/// Events the engine reports, for the session and turn they belong to.
-pub type Report = (String, String, EngineEvent);
-
 #[derive(Debug, Default)]
 pub struct ScriptedEngine {
     runs: BTreeMap<(String, String), Run>,
@@ -204,42 +201,10 @@ impl ScriptedEngine {
         }
     }
 
-    /// Perform one of the device's engine effects (`StartTurn`, `CancelTurn`, `Steer`,
-    /// `CardDecided`): what every shell that runs this engine does with them. Returns false,
-    /// doing nothing, for any other effect.
-    pub fn perform(&mut self, effect: &Effect, now: Time) -> bool {
-        match effect {
-            Effect::StartTurn(turn) => self.start(turn, now),
-            Effect::CancelTurn {
-                session_id,
-                turn_id,
-            } => self.cancel(session_id, turn_id),
-            Effect::Steer {
-                session_id,
-                turn_id,
-                id,
-                text,
-            } => self.steer(session_id, turn_id, *id, text),
-            Effect::CardDecided {
-                session_id,
-                turn_id,
-                tool_call_id,
-                decision,
-            } => self.decide(session_id, turn_id, tool_call_id, decision, now),
-            _ => return false,
-        }
-        true
-    }
-
     /// Forget every run (the process died).
     pub fn clear(&mut self) {
         self.runs.clear();
         self.out.clear();
-    }
-
-    /// Time passed: sleeping runs that are due take their next step when polled.
-    pub fn handle_timeout(&mut self, now: Time) {
-        self.now = self.now.max(now);
     }
 
     fn advance(&mut self, key: &(String, String), now: Time) {
@@ -369,14 +334,57 @@ impl ScriptedEngine {
     /// The next event of any session.
     #[must_use]
     pub fn poll_event(&mut self) -> Option<Report> {
-        self.poll_event_unless(|_| false)
+        self.poll_event_unless(&mut |_| false)
     }
 
-    /// The next event of a session that is not `paused` (a holder of it is not reading):
-    /// a paused session's turn stays where it is, its events in order, until it is polled
-    /// again; other sessions go on.
+    /// When a sleeping run wakes. A run ready now needs no timer (a poll makes its next
+    /// event), and one waiting on a card has nothing to do until it is decided.
     #[must_use]
-    pub fn poll_event_unless(&mut self, mut paused: impl FnMut(&str) -> bool) -> Option<Report> {
+    pub fn poll_timeout(&self) -> Option<Time> {
+        self.runs
+            .values()
+            .filter(|r| r.waiting.is_none() && r.next_at > self.now)
+            .map(|r| r.next_at)
+            .min()
+    }
+
+    /// Time passed: sleeping runs that are due take their next step when polled.
+    pub fn handle_timeout(&mut self, now: Time) {
+        self.now = self.now.max(now);
+    }
+
+    /// Turns running now.
+    pub fn running(&self) -> usize {
+        self.runs.len()
+    }
+}
+
+impl Engine for ScriptedEngine {
+    fn handle_command(&mut self, command: EngineCommand, now: Time) {
+        match command {
+            EngineCommand::Start(turn) => self.start(&turn, now),
+            EngineCommand::Cancel {
+                session_id,
+                turn_id,
+            } => self.cancel(&session_id, &turn_id),
+            EngineCommand::Steer {
+                session_id,
+                turn_id,
+                id,
+                text,
+            } => self.steer(&session_id, &turn_id, id, &text),
+            EngineCommand::Decide {
+                session_id,
+                turn_id,
+                tool_call_id,
+                decision,
+            } => self.decide(&session_id, &turn_id, &tool_call_id, &decision, now),
+        }
+    }
+
+    /// Like a model streaming its answer, a run makes its next step only when polled, so a
+    /// paused session's turn stays where it is and nothing piles up in between.
+    fn poll_event_unless(&mut self, paused: &mut dyn FnMut(&str) -> bool) -> Option<Report> {
         loop {
             if let Some(i) = self.out.iter().position(|(s, _, _)| !paused(s)) {
                 return self.out.remove(i);
@@ -393,20 +401,24 @@ impl ScriptedEngine {
         }
     }
 
-    /// When a sleeping run wakes. A run ready now needs no timer (a poll makes its next
-    /// event), and one waiting on a card has nothing to do until it is decided.
-    #[must_use]
-    pub fn poll_timeout(&self) -> Option<Time> {
-        self.runs
-            .values()
-            .filter(|r| r.waiting.is_none() && r.next_at > self.now)
-            .map(|r| r.next_at)
-            .min()
+    fn poll_timeout(&self) -> Option<Time> {
+        ScriptedEngine::poll_timeout(self)
     }
 
-    /// Turns running now.
-    pub fn running(&self) -> usize {
-        self.runs.len()
+    fn handle_timeout(&mut self, now: Time) {
+        ScriptedEngine::handle_timeout(self, now)
+    }
+
+    fn cancel_all(&mut self) {
+        ScriptedEngine::cancel_all(self)
+    }
+
+    fn forget_all(&mut self) {
+        self.clear()
+    }
+
+    fn running(&self) -> usize {
+        ScriptedEngine::running(self)
     }
 }
 
@@ -550,16 +562,16 @@ mod tests {
         let mut engine = ScriptedEngine::new();
         engine.start(&turn("a", "chunks 1000 8"), Time(0));
         engine.start(&turn("b", "chunks 2 8"), Time(0));
-        let first = engine.poll_event_unless(|s| s == "a").unwrap();
+        let first = engine.poll_event_unless(&mut |s| s == "a").unwrap();
         assert_eq!(first.0, "b");
-        let second = engine.poll_event_unless(|s| s == "a").unwrap();
+        let second = engine.poll_event_unless(&mut |s| s == "a").unwrap();
         assert_eq!((second.0.as_str(), text(&second.2)), ("b", "00000001"));
         assert!(matches!(
-            engine.poll_event_unless(|s| s == "a"),
+            engine.poll_event_unless(&mut |s| s == "a"),
             Some((s, _, EngineEvent::Done(StopReason::EndTurn))) if s == "b"
         ));
         // Only `a` is left, paused: nothing comes, nothing is made, and no timer spins.
-        assert!(engine.poll_event_unless(|s| s == "a").is_none());
+        assert!(engine.poll_event_unless(&mut |s| s == "a").is_none());
         assert!(
             engine.out.is_empty(),
             "{} events made while paused",

@@ -2,7 +2,7 @@
 
 use lembas_core::client::{ClientEvent, Reattach};
 use lembas_core::config::Mode;
-use lembas_core::engine::{Context, EngineEvent};
+use lembas_core::engine::{Context, EngineCommand, EngineEvent};
 use lembas_core::jsonrpc::{code, RpcError};
 use lembas_core::store::{Record, Table};
 use lembas_core::testing::Pair;
@@ -475,7 +475,7 @@ fn no_frame_announces_a_change_before_it_is_durable() {
             match o {
                 Output::Send { frame, .. } => sent.push(serde_json::from_slice(&frame).unwrap()),
                 Output::Effect(Effect::Persist { seq, .. }) => held.push(seq),
-                Output::Effect(Effect::StartTurn(t)) => *turn = Some((t.session_id, t.turn_id)),
+                Output::Engine(EngineCommand::Start(t)) => *turn = Some((t.session_id, t.turn_id)),
                 _ => {}
             }
         }

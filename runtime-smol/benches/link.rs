@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use lembas::store::RedbStore;
 use lembas_core::device::{ConnKind, Device, Effect, Output};
+use lembas_core::host::{Host, ShellOutput};
 use lembas_core::scripted::ScriptedEngine;
 use lembas_core::{DeviceConfig, Time};
 use serde_json::{json, Value};
@@ -425,11 +426,11 @@ fn stdio() {
     );
 }
 
-/// Drive a device over one stdio connection with the scripted engine and a redb store, as the
-/// driver does, with the persists of each pump in one transaction (`group`) or each in its own.
+/// Drive a device over one stdio connection with the scripted engine (the core's host loop) and
+/// a redb store, as the driver does, with the persists of each pump in one transaction
+/// (`group`) or each in its own.
 struct Bench {
-    device: Device,
-    engine: ScriptedEngine,
+    host: Host<ScriptedEngine>,
     store: RedbStore,
     group: bool,
     conn: lembas_core::device::ConnId,
@@ -444,8 +445,7 @@ impl Bench {
         let mut device = Device::new(config, Time(1)).unwrap();
         let conn = device.handle_open(ConnKind::Stdio, Time(1)).unwrap();
         Bench {
-            device,
-            engine: ScriptedEngine::new(),
+            host: Host::new(device, ScriptedEngine::new()),
             store: RedbStore::open(&dir.join(if group { "g.redb" } else { "o.redb" })).unwrap(),
             group,
             conn,
@@ -455,7 +455,8 @@ impl Bench {
     }
 
     fn frame(&mut self, v: Value) {
-        self.device
+        self.host
+            .device_mut()
             .handle_frame(self.conn, v.to_string().as_bytes(), Time(2))
             .unwrap();
         self.pump();
@@ -466,34 +467,43 @@ impl Bench {
         let mut batch = Vec::new();
         let mut batch_seq = 0;
         loop {
-            if let Some(out) = self.device.poll_output() {
+            // One reader, always keeping up: nothing is paused.
+            if let Some(out) = self.host.poll_output(now, |_| false) {
                 match out {
-                    Output::Send { frame, .. } => {
+                    ShellOutput::Send { frame, .. } => {
                         let v: Value = serde_json::from_slice(&frame).unwrap();
                         if v.get("id").is_some() && v.get("method").is_none() {
                             self.answers.push(v);
                         }
                     }
-                    Output::Effect(Effect::Persist { seq, records }) => {
+                    ShellOutput::Effect(Effect::Persist { seq, records }) => {
                         if self.group {
                             batch.extend(records);
                             batch_seq = seq;
                         } else {
                             self.store.commit(&records).unwrap();
                             self.commits += 1;
-                            self.device.handle_persisted(seq, now);
+                            self.host.device_mut().handle_persisted(seq, now);
                         }
                     }
-                    Output::Effect(Effect::StartTurn(t)) => self.engine.start(&t, now),
-                    Output::Effect(Effect::ResolvePath { request, path }) => {
-                        self.device.handle_path_resolved(request, Ok(path), now)
-                    }
-                    _ => {}
+                    ShellOutput::Effect(Effect::ResolvePath { request, path }) => self
+                        .host
+                        .device_mut()
+                        .handle_path_resolved(request, Ok(path), now),
+                    other @ (ShellOutput::Close { .. }
+                    | ShellOutput::Ping { .. }
+                    | ShellOutput::Effect(
+                        Effect::Dial
+                        | Effect::Stop { .. }
+                        | Effect::LoadSession { .. }
+                        | Effect::WriteAttachment { .. }
+                        | Effect::RemoveAttachments { .. }
+                        | Effect::OpenTerminal { .. }
+                        | Effect::TerminalInput { .. }
+                        | Effect::ResizeTerminal { .. }
+                        | Effect::CloseTerminal { .. },
+                    )) => panic!("a stdio turn bench asks for no {other:?}"),
                 }
-                continue;
-            }
-            if let Some((s, t, e)) = self.engine.poll_event() {
-                self.device.handle_engine(&s, &t, e, now);
                 continue;
             }
             if batch.is_empty() {
@@ -502,7 +512,7 @@ impl Bench {
             self.store.commit(&batch).unwrap();
             self.commits += 1;
             batch.clear();
-            self.device.handle_persisted(batch_seq, now);
+            self.host.device_mut().handle_persisted(batch_seq, now);
         }
     }
 }
@@ -532,7 +542,8 @@ fn turns_per_second(group: bool, sessions: usize, rounds: usize) -> (f64, usize)
             let v = json!({"jsonrpc":"2.0","id":id,"method":"session/prompt","params":{
                 "sessionId": s, "prompt":[{"type":"text","text":"say ok"}],
                 "_meta":{"lembas":{"turnId": format!("msg_{r}")}}}});
-            b.device
+            b.host
+                .device_mut()
                 .handle_frame(b.conn, v.to_string().as_bytes(), Time(2))
                 .unwrap();
         }

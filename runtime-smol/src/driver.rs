@@ -1,20 +1,24 @@
-//! The driver: one task owns the core's `Device` and the scripted engine. Everything else —
-//! socket readers, stdin, the dialer, the disk (on `blocking`'s pool) — feeds it [`Input`]s over
-//! one channel. After every input it drains `poll_output()` and the engine's events, performs
-//! the effects (as the core's `testing::Pair` routes them), writes the persists of the iteration
-//! in one transaction (group commit), and sleeps until `poll_timeout()` or the next input.
+//! The driver: one task owns the core's `Host` (the `Device` joined to the scripted engine).
+//! Everything else — socket readers, stdin, the dialer, the disk (on `blocking`'s pool) — feeds
+//! it [`Input`]s over one channel. After every input it drains the host's `poll_output()`,
+//! performs what the shell must (every `ShellOutput` and `Effect` by name: a new one does not
+//! compile until it is performed here), writes the persists of the iteration in one
+//! transaction (group commit), and sleeps until `poll_timeout()` or the next input.
 //!
-//! Backpressure reaches the engine: a session's engine events are not taken while the queue of
-//! a connection that holds it is past `outbound.pause_bytes`. The engine makes its next event
-//! only when asked, so the turn waits where it is (as a shell behind a full PTY does), the
-//! driver sleeps until that queue drains, and memory stays at the mark plus one event's frames.
+//! Backpressure reaches the engine: the host takes no engine event of a session while the
+//! queue of a connection that holds it is past `outbound.pause_bytes`. The engine makes its
+//! next event only when asked, so the turn waits where it is (as a shell behind a full PTY
+//! does), the driver sleeps until that queue drains, and memory stays at the mark plus one
+//! event's frames.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use futures_lite::future;
-use lembas_core::device::{ConnId, ConnKind, Device, DialFailure, Effect, Output};
+use lembas_core::device::{ConnId, ConnKind, Device, DialFailure, Effect};
+use lembas_core::engine::{Engine, EngineCommand, Report};
+use lembas_core::host::{Host, ShellOutput};
 use lembas_core::jsonrpc::{self, RpcError};
 use lembas_core::scripted::ScriptedEngine;
 use lembas_core::store::{Entry, MemStore, Record};
@@ -62,8 +66,7 @@ struct Conn {
 }
 
 pub struct Driver {
-    device: Device,
-    engine: ScriptedEngine,
+    host: Host<Logged<ScriptedEngine>>,
     clock: Clock,
     tx: Sender<Input>,
     rx: Receiver<Input>,
@@ -96,8 +99,7 @@ impl Driver {
         let (tx, rx) = channel::bounded(INPUT_CAPACITY);
         let host = device.config().host.clone();
         Driver {
-            device,
-            engine: ScriptedEngine::new(),
+            host: Host::new(device, Logged(ScriptedEngine::new())),
             clock: Clock::new(),
             tx,
             rx,
@@ -129,14 +131,14 @@ impl Driver {
     /// `max_bytes` is closed (its client sends requests and reads no answers); stdio is never
     /// closed for it (its reader stops reading stdin instead).
     fn outbox(&self, tx: Sender<Outgoing>, rx: &Receiver<Outgoing>, kind: ConnKind) -> Outbox {
-        let limits = self.device.config().outbound;
+        let limits = self.host.device().config().outbound;
         let max = (kind != ConnKind::Stdio).then_some(limits.max_bytes);
         Outbox::new(tx, rx.clone(), limits.pause_bytes, max)
     }
 
     /// A gauge for what a new connection's reader has read and the device not yet handled.
     fn inbound(&self) -> Arc<Gauge> {
-        Gauge::new(self.device.config().inbound.pause_bytes)
+        Gauge::new(self.host.device().config().inbound.pause_bytes)
     }
 
     /// A sender for inputs (to stop the driver from outside, say).
@@ -145,25 +147,26 @@ impl Driver {
     }
 
     pub fn device(&self) -> &Device {
-        &self.device
+        self.host.device()
     }
 
     /// Keep a link to the instance up through `dialer`.
     pub fn start_link(&mut self, dialer: Arc<dyn Dialer>) {
         self.dialer = Some(dialer);
         let now = self.clock.now();
-        self.device.start_link(now);
+        self.host.device_mut().start_link(now);
     }
 
     /// Serve an editor on stdin/stdout until stdin ends.
     pub fn open_stdio(&mut self) {
         let now = self.clock.now();
         let conn = self
-            .device
+            .host
+            .device_mut()
             .handle_open(ConnKind::Stdio, now)
             .expect("a stdio connection opens at any time");
-        let limit = self.device.config().frames.max_frame_bytes;
-        let max_queued = self.device.config().outbound.max_bytes;
+        let limit = self.host.device().config().frames.max_frame_bytes;
+        let max_queued = self.host.device().config().outbound.max_bytes;
         let (out_tx, out_rx) = channel::unbounded();
         let out = self.outbox(out_tx, &out_rx, ConnKind::Stdio);
         let gauge = out.gauge.clone();
@@ -195,7 +198,7 @@ impl Driver {
             self.pump().await;
             if self.exit.is_none()
                 && self.stdio_done
-                && self.engine.running() == 0
+                && self.host.engine().running() == 0
                 && !self.writing
                 && self.batch.is_empty()
             {
@@ -207,10 +210,7 @@ impl Driver {
             if let Some(exit) = self.exit.take() {
                 return self.finish(exit).await;
             }
-            let deadline = [self.device.poll_timeout(), self.engine.poll_timeout()]
-                .into_iter()
-                .flatten()
-                .min();
+            let deadline = self.host.poll_timeout();
             let drained = {
                 let blocked = self.blocked.clone();
                 async move {
@@ -240,8 +240,7 @@ impl Driver {
             if let Some(input) = input {
                 self.handle(input, now);
             }
-            self.device.handle_timeout(now);
-            self.engine.handle_timeout(now);
+            self.host.handle_timeout(now);
         }
     }
 
@@ -277,41 +276,43 @@ impl Driver {
 
     fn handle(&mut self, input: Input, now: Time) {
         match input {
-            Input::Dialed(Ok(socket)) => match self.device.handle_open(ConnKind::Link, now) {
-                Ok(conn) => {
-                    log::info!("linked to the instance");
-                    let (out_tx, out_rx) = channel::unbounded();
-                    let out = self.outbox(out_tx, &out_rx, ConnKind::Link);
-                    self.conns.insert(
-                        conn,
-                        Conn {
-                            out,
-                            kind: ConnKind::Link,
-                        },
-                    );
-                    let (reader, writer) = crate::link::spawn_socket(
-                        *socket,
-                        conn,
-                        self.tx.clone(),
-                        self.inbound(),
-                        out_rx,
-                    );
-                    self.tasks.push(reader);
-                    self.writers.retain(|t| !t.is_finished());
-                    self.writers.push(writer);
+            Input::Dialed(Ok(socket)) => {
+                match self.host.device_mut().handle_open(ConnKind::Link, now) {
+                    Ok(conn) => {
+                        log::info!("linked to the instance");
+                        let (out_tx, out_rx) = channel::unbounded();
+                        let out = self.outbox(out_tx, &out_rx, ConnKind::Link);
+                        self.conns.insert(
+                            conn,
+                            Conn {
+                                out,
+                                kind: ConnKind::Link,
+                            },
+                        );
+                        let (reader, writer) = crate::link::spawn_socket(
+                            *socket,
+                            conn,
+                            self.tx.clone(),
+                            self.inbound(),
+                            out_rx,
+                        );
+                        self.tasks.push(reader);
+                        self.writers.retain(|t| !t.is_finished());
+                        self.writers.push(writer);
+                    }
+                    Err(e) => log::warn!("a link opened that the device did not ask for: {e}"),
                 }
-                Err(e) => log::warn!("a link opened that the device did not ask for: {e}"),
-            },
+            }
             Input::Dialed(Err(failure)) => {
                 if failure == DialFailure::Transient {
                     log::info!("dial failed; the device will try again");
                 }
-                self.device.handle_dial_failed(failure, now);
+                self.host.device_mut().handle_dial_failed(failure, now);
             }
             Input::Frame { conn, bytes, held } => {
                 if self.conns.contains_key(&conn) {
                     log::trace!("<- {}", String::from_utf8_lossy(&bytes));
-                    if let Err(e) = self.device.handle_frame(conn, &bytes, now) {
+                    if let Err(e) = self.host.device_mut().handle_frame(conn, &bytes, now) {
                         log::warn!("frame on an unknown connection: {e}");
                     }
                     // Handled: its reader may read on.
@@ -320,7 +321,7 @@ impl Driver {
             }
             Input::Heard { conn } => {
                 if self.conns.contains_key(&conn) {
-                    let _ = self.device.handle_activity(conn, now);
+                    let _ = self.host.device_mut().handle_activity(conn, now);
                 }
             }
             Input::TooLong { conn, size, limit } => {
@@ -362,7 +363,7 @@ impl Driver {
             Input::Persisted { seq, result } => {
                 self.writing = false;
                 match result {
-                    Ok(()) => self.device.handle_persisted(seq, now),
+                    Ok(()) => self.host.device_mut().handle_persisted(seq, now),
                     Err(why) => {
                         log::error!("{why}");
                         self.exit = Some(Exit {
@@ -372,9 +373,10 @@ impl Driver {
                     }
                 }
             }
-            Input::PathResolved { request, result } => {
-                self.device.handle_path_resolved(request, result, now)
-            }
+            Input::PathResolved { request, result } => self
+                .host
+                .device_mut()
+                .handle_path_resolved(request, result, now),
             Input::SessionLoaded { request, result } => match result {
                 Ok(entries) => self.session_loaded(request, entries, now),
                 Err(why) => {
@@ -387,12 +389,14 @@ impl Driver {
                 }
             },
             Input::TerminalOutput { id, bytes, _held } => {
-                self.device.handle_terminal_output(&id, &bytes, now);
+                self.host
+                    .device_mut()
+                    .handle_terminal_output(&id, &bytes, now);
             }
             Input::TerminalExit { id, code } => {
                 log::debug!("a terminal's shell ended with {code}");
                 self.terminals.ended(&id);
-                self.device.handle_terminal_exit(&id, code, now);
+                self.host.device_mut().handle_terminal_exit(&id, code, now);
             }
             Input::Reconfigure {
                 remote,
@@ -418,9 +422,9 @@ impl Driver {
                 if terminal_integration { "on" } else { "off" }
             );
         }
-        match self.device.reconfigure(remote, now) {
+        match self.host.device_mut().reconfigure(remote, now) {
             Ok(false) => log::debug!("config.yaml read again: the remote settings are the same"),
-            Ok(true) if self.device.relink_pending() => log::info!(
+            Ok(true) if self.host.device().relink_pending() => log::info!(
                 "config.yaml changed: the link restarts with the new settings once no turn runs"
             ),
             Ok(true) => log::info!("config.yaml changed: the new settings are in force"),
@@ -429,7 +433,11 @@ impl Driver {
     }
 
     fn session_loaded(&mut self, request: u64, entries: Vec<Entry>, now: Time) {
-        for u in self.device.handle_session_loaded(request, entries, now) {
+        for u in self
+            .host
+            .device_mut()
+            .handle_session_loaded(request, entries, now)
+        {
             log::warn!(
                 "store entry {}/{} unreadable: {}",
                 u.table.name(),
@@ -439,33 +447,27 @@ impl Driver {
         }
     }
 
-    /// Drain the device and the engine until both are quiet, then hand the batch of persists
-    /// to the disk.
+    /// Drain the host until the device and the engine are quiet, then hand the batch of
+    /// persists to the disk.
     async fn pump(&mut self) {
         loop {
             let now = self.clock.now();
-            if let Some(out) = self.device.poll_output() {
-                self.route(out, now).await;
-                continue;
-            }
-            // A session whose holder has a full queue is skipped: its turn waits.
-            let (device, conns) = (&self.device, &self.conns);
+            // A session whose holder has a full queue gets no engine event: its turn waits,
+            // and the driver wakes when that queue drains.
+            let conns = &self.conns;
             let mut blocked = None;
-            let event = self.engine.poll_event_unless(|session| {
-                let full = device
-                    .holders(session)
-                    .filter_map(|c| conns.get(&c))
-                    .find(|c| c.out.gauge.paused());
+            let out = self.host.poll_output(now, |conn| {
+                let full = conns.get(&conn).filter(|c| c.out.gauge.paused());
                 if let Some(c) = full {
                     blocked = Some(c.out.gauge.clone());
                 }
                 full.is_some()
             });
-            self.blocked = blocked;
-            if let Some((session, turn, event)) = event {
-                self.device.handle_engine(&session, &turn, event, now);
+            if let Some(out) = out {
+                self.route(out, now).await;
                 continue;
             }
+            self.blocked = blocked;
             if !self.flush() {
                 return;
             }
@@ -484,7 +486,7 @@ impl Driver {
             Disk::Mem(mem) => {
                 mem.apply(&records);
                 let now = self.clock.now();
-                self.device.handle_persisted(seq, now);
+                self.host.device_mut().handle_persisted(seq, now);
                 true
             }
             Disk::Redb(store) => {
@@ -529,31 +531,30 @@ impl Driver {
     /// A connection is gone (its peer closed it, or we gave up on it): the core forgets it,
     /// and when it was stdio the process winds down.
     fn ended(&mut self, conn: ConnId, code: Option<u16>, now: Time) {
-        let _ = self.device.handle_closed(conn, code, now);
+        let _ = self.host.device_mut().handle_closed(conn, code, now);
         if Some(conn) == self.stdio {
             self.stdio_done = true;
             // EOF: cancel the running turns, then end once they have reported.
-            self.engine.cancel_all();
+            self.host.engine_mut().cancel_all();
         }
     }
 
-    async fn route(&mut self, out: Output, now: Time) {
+    async fn route(&mut self, out: ShellOutput, now: Time) {
         match out {
-            Output::Send { conn, frame } => self.write(conn, frame),
-            Output::Close { conn, code, reason } => {
+            ShellOutput::Send { conn, frame } => self.write(conn, frame),
+            ShellOutput::Close { conn, code, reason } => {
                 if let Some(c) = self.conns.remove(&conn) {
                     log::info!("closing a connection: {code} {reason}");
                     c.out.close_with(code, reason);
                 }
             }
-            Output::Ping { conn } => {
+            ShellOutput::Ping { conn } => {
                 if let Some(c) = self.conns.get(&conn) {
                     log::debug!("the link is quiet: ping");
                     c.out.ping();
                 }
             }
-            Output::Effect(effect) => self.effect(effect, now).await,
-            _ => log::warn!("an output this build does not know"),
+            ShellOutput::Effect(effect) => self.effect(effect, now).await,
         }
     }
 
@@ -569,7 +570,7 @@ impl Driver {
                         let _ = tx.send(Input::Dialed(r)).await;
                     }));
                 }
-                None => self.device.handle_dial_failed(
+                None => self.host.device_mut().handle_dial_failed(
                     DialFailure::Unsupported("this process has no instance to link to".into()),
                     now,
                 ),
@@ -638,17 +639,11 @@ impl Driver {
                     log::warn!("could not write an attachment of {session_id}: {e}");
                 }
                 let now = self.clock.now();
-                self.device
-                    .handle_attachment_written(request, r.map_err(|e| e.to_string()), now);
-            }
-            Effect::StartTurn(turn) => {
-                log::debug!("turn {} of {} starts", turn.turn_id, turn.session_id);
-                self.engine.start(&turn, now);
-            }
-            engine_effect @ (Effect::CancelTurn { .. }
-            | Effect::Steer { .. }
-            | Effect::CardDecided { .. }) => {
-                self.engine.perform(&engine_effect, now);
+                self.host.device_mut().handle_attachment_written(
+                    request,
+                    r.map_err(|e| e.to_string()),
+                    now,
+                );
             }
             Effect::RemoveAttachments { session_id } => {
                 let dir = self.attachments.join(&session_id);
@@ -682,9 +677,13 @@ impl Driver {
                     log::warn!("a terminal did not start: {why}");
                 }
                 let now = self.clock.now();
-                let wanted = self.device.handle_terminal_opened(&terminal_id, info, now);
+                let wanted = self
+                    .host
+                    .device_mut()
+                    .handle_terminal_opened(&terminal_id, info, now);
                 let link = self
-                    .device
+                    .host
+                    .device()
                     .terminals()
                     .find(|(id, _)| *id == terminal_id)
                     .and_then(|(_, conn)| self.conns.get(&conn));
@@ -707,8 +706,37 @@ impl Driver {
                 rows,
             } => self.terminals.resize(&terminal_id, cols, rows),
             Effect::CloseTerminal { terminal_id } => self.terminals.hang_up(&terminal_id),
-            other => log::warn!("an effect this build does not perform: {other:?}"),
         }
+    }
+}
+
+/// The engine, with each turn's start in the log (what ran is then readable after a crash).
+struct Logged<E>(E);
+
+impl<E: Engine> Engine for Logged<E> {
+    fn handle_command(&mut self, command: EngineCommand, now: Time) {
+        if let EngineCommand::Start(turn) = &command {
+            log::debug!("turn {} of {} starts", turn.turn_id, turn.session_id);
+        }
+        self.0.handle_command(command, now)
+    }
+    fn poll_event_unless(&mut self, paused: &mut dyn FnMut(&str) -> bool) -> Option<Report> {
+        self.0.poll_event_unless(paused)
+    }
+    fn poll_timeout(&self) -> Option<Time> {
+        self.0.poll_timeout()
+    }
+    fn handle_timeout(&mut self, now: Time) {
+        self.0.handle_timeout(now)
+    }
+    fn cancel_all(&mut self) {
+        self.0.cancel_all()
+    }
+    fn forget_all(&mut self) {
+        self.0.forget_all()
+    }
+    fn running(&self) -> usize {
+        self.0.running()
     }
 }
 

@@ -1,4 +1,4 @@
-//! `DeviceDriver`: a device and the scripted engine (routed to each other in Rust, see
+//! `DeviceDriver`: a device and the scripted engine (joined by the core's host loop, see
 //! [`DeviceLoop`]) over the instance link a JS `dial()` makes, with one `setTimeout`, and a
 //! store in JS (`{ entries(), apply(records) }`, IndexedDB in a browser) or none (the device's
 //! own state, acknowledged at once). With a store, a session set aside from memory
@@ -198,7 +198,8 @@ impl DeviceDriver {
 
     /// Start keeping the instance link up (it dials at once).
     pub fn start(&self) {
-        self.shared.input(|s, now| s.run.device.start_link(now));
+        self.shared
+            .input(|s, now| s.run.device_mut().start_link(now));
     }
 
     /// Stop for good: close the link, clear the timer, take no more input.
@@ -218,7 +219,7 @@ impl DeviceDriver {
     /// next link. Returns whether there was such a session.
     pub fn delete_session(&self, session_id: &str) -> bool {
         self.shared
-            .input(|s, now| s.run.device.delete_session(session_id, now))
+            .input(|s, now| s.run.device_mut().delete_session(session_id, now))
             .unwrap_or(false)
     }
 
@@ -229,7 +230,7 @@ impl DeviceDriver {
     }
 
     pub fn session_count(&self) -> usize {
-        self.shared.state.borrow().run.device.session_count()
+        self.shared.state.borrow().run.device().session_count()
     }
 
     pub fn turn_state(&self, session_id: &str, turn_id: &str) -> Option<TurnPhase> {
@@ -237,13 +238,13 @@ impl DeviceDriver {
             .state
             .borrow()
             .run
-            .device
+            .device()
             .turn_state(session_id, turn_id)
     }
 
     /// Whether the device gave up linking (4400, a refused token, an unsupported server).
     pub fn link_stopped(&self) -> bool {
-        self.shared.state.borrow().run.device.link_stopped()
+        self.shared.state.borrow().run.device().link_stopped()
     }
 
     /// The answer to an `open_terminal` effect: `{ shell, integration }` or `{ error }`.
@@ -254,7 +255,7 @@ impl DeviceDriver {
             .shared
             .input(|s, now| {
                 s.run
-                    .device
+                    .device_mut()
                     .handle_terminal_opened(terminal_id, started, now)
             })
             .unwrap_or(false))
@@ -263,15 +264,21 @@ impl DeviceDriver {
     /// Bytes a terminal's shell wrote.
     pub fn terminal_output(&self, terminal_id: &str, data: &JsValue) -> Result<(), JsValue> {
         let data = js::bytes(data)?;
-        self.shared
-            .input(|s, now| s.run.device.handle_terminal_output(terminal_id, &data, now));
+        self.shared.input(|s, now| {
+            s.run
+                .device_mut()
+                .handle_terminal_output(terminal_id, &data, now)
+        });
         Ok(())
     }
 
     /// A terminal's shell ended with `code`.
     pub fn terminal_exit(&self, terminal_id: &str, code: i32) {
-        self.shared
-            .input(|s, now| s.run.device.handle_terminal_exit(terminal_id, code, now));
+        self.shared.input(|s, now| {
+            s.run
+                .device_mut()
+                .handle_terminal_exit(terminal_id, code, now)
+        });
     }
 }
 
@@ -404,7 +411,11 @@ impl Shared {
                 }
             }
             Err(()) => {
-                self.input(|s, now| s.run.device.handle_dial_failed(DialFailure::Transient, now));
+                self.input(|s, now| {
+                    s.run
+                        .device_mut()
+                        .handle_dial_failed(DialFailure::Transient, now)
+                });
             }
         }
     }
@@ -432,7 +443,7 @@ impl Shared {
             return socket.close(1000, "stopped");
         }
         let unwanted = self.input(|s, now| {
-            match s.run.device.handle_open(ConnKind::Link, now) {
+            match s.run.device_mut().handle_open(ConnKind::Link, now) {
                 Ok(conn) => {
                     s.link = Some(Link {
                         attempt,
@@ -457,7 +468,7 @@ impl Shared {
         };
         self.input(|s, now| {
             let conn = s.link.as_ref().filter(|l| l.attempt == attempt)?.conn;
-            s.run.device.handle_frame(conn, &frame, now).ok()
+            s.run.device_mut().handle_frame(conn, &frame, now).ok()
         });
     }
 
@@ -479,11 +490,13 @@ impl Shared {
             }
         };
         match gone {
-            Some(Gone::Dial) => {
-                self.input(|s, now| s.run.device.handle_dial_failed(DialFailure::Transient, now))
-            }
+            Some(Gone::Dial) => self.input(|s, now| {
+                s.run
+                    .device_mut()
+                    .handle_dial_failed(DialFailure::Transient, now)
+            }),
             Some(Gone::Link(conn)) => self.input(|s, now| {
-                let _ = s.run.device.handle_closed(conn, code, now);
+                let _ = s.run.device_mut().handle_closed(conn, code, now);
             }),
             None => None,
         };
@@ -498,7 +511,7 @@ impl Shared {
             Ok(done) => {
                 let me = self.clone();
                 let durable = js::once(move |_| {
-                    me.input(|s, now| s.run.device.handle_persisted(seq, now));
+                    me.input(|s, now| s.run.device_mut().handle_persisted(seq, now));
                 });
                 // A write that failed is not acknowledged: what waits on it is not sent.
                 js::on_settled(&done, durable, &js::once(js::report));
@@ -518,7 +531,11 @@ impl Shared {
         };
         let failed = move |me: Rc<Shared>, e: JsValue| {
             let why = js::message_of(&e);
-            me.input(|s, now| s.run.device.handle_session_load_failed(request, &why, now));
+            me.input(|s, now| {
+                s.run
+                    .device_mut()
+                    .handle_session_load_failed(request, &why, now)
+            });
         };
         match store.entries.call0(&store.object) {
             Ok(read) => {
@@ -529,8 +546,9 @@ impl Shared {
                             .into_iter()
                             .filter(|e| lembas_core::store::belongs_to(e, &session_id))
                             .collect();
-                        let bad = me
-                            .input(|s, now| s.run.device.handle_session_loaded(request, mine, now));
+                        let bad = me.input(|s, now| {
+                            s.run.device_mut().handle_session_loaded(request, mine, now)
+                        });
                         if let Some(bad) = bad.filter(|b| !b.is_empty()) {
                             me.state.borrow_mut().unreadable.extend(bad);
                         }
@@ -555,7 +573,7 @@ impl Shared {
         let answer = move |me: Rc<Shared>, written: Result<(), String>| {
             me.input(|s, now| {
                 s.run
-                    .device
+                    .device_mut()
                     .handle_attachment_written(request, written, now)
             });
         };
@@ -578,7 +596,11 @@ impl Shared {
             return;
         };
         let answer = move |me: Rc<Shared>, resolved: Result<String, String>| {
-            me.input(|s, now| s.run.device.handle_path_resolved(request, resolved, now));
+            me.input(|s, now| {
+                s.run
+                    .device_mut()
+                    .handle_path_resolved(request, resolved, now)
+            });
         };
         match resolve.call1(&JsValue::UNDEFINED, &path.into()) {
             Ok(given) => {

@@ -1,9 +1,14 @@
-//! The device's run loop without JS: a core `Device` and the scripted engine, routed to each
-//! other in Rust (a turn's start, cancel, steer and card decisions go to the engine, its
-//! reports straight back to the device), and what is left over for the shell as
-//! [`DeviceAction`]s. Pure, so the routing is tested natively.
+//! The device's run loop without JS: the core's `Host` (a `Device` joined to the scripted
+//! engine), and what is left over for the shell as [`DeviceAction`]s. Pure, so the routing is
+//! tested natively.
+//!
+//! No backpressure reaches the engine here: a JS socket reports `bufferedAmount` but has no
+//! event for when it drains, and this loop performs its sends only after a whole pump, so a
+//! pause would need a polling timer and a pump cut short. Until then a turn's frames wait in
+//! the socket's own buffer (a browser's or `ws`'s), as they did before the host loop.
 
-use lembas_core::device::{ConnId, Device, Effect, Output};
+use lembas_core::device::{ConnId, Device, Effect};
+use lembas_core::host::{Host, ShellOutput};
 use lembas_core::scripted::ScriptedEngine;
 use lembas_core::store::Record;
 use lembas_core::Time;
@@ -45,8 +50,7 @@ pub enum DeviceAction {
 }
 
 pub struct DeviceLoop {
-    pub device: Device,
-    engine: ScriptedEngine,
+    host: Host<ScriptedEngine>,
     store_in_js: bool,
     resolve_in_js: bool,
 }
@@ -57,52 +61,50 @@ impl DeviceLoop {
     /// without, a path resolves to itself.
     pub fn new(device: Device, store_in_js: bool, resolve_in_js: bool) -> DeviceLoop {
         DeviceLoop {
-            device,
-            engine: ScriptedEngine::new(),
+            host: Host::new(device, ScriptedEngine::new()),
             store_in_js,
             resolve_in_js,
         }
     }
 
+    pub fn device(&self) -> &Device {
+        self.host.device()
+    }
+
+    /// The device, for an input; `pump` after it.
+    pub fn device_mut(&mut self) -> &mut Device {
+        self.host.device_mut()
+    }
+
     /// Drain the device and the engine until both are quiet.
     pub fn pump(&mut self, now: Time, out: &mut Vec<DeviceAction>) {
-        loop {
-            if let Some(o) = self.device.poll_output() {
-                self.route(o, now, out);
-            } else if let Some((session, turn, event)) = self.engine.poll_event() {
-                self.device.handle_engine(&session, &turn, event, now);
-            } else {
-                return;
-            }
+        while let Some(o) = self.host.poll_output(now, |_| false) {
+            self.route(o, now, out);
         }
     }
 
-    fn route(&mut self, o: Output, now: Time, out: &mut Vec<DeviceAction>) {
+    fn route(&mut self, o: ShellOutput, now: Time, out: &mut Vec<DeviceAction>) {
         let effect = match o {
-            Output::Send { conn, frame } => {
+            ShellOutput::Send { conn, frame } => {
                 let frame = json::frame_string(frame);
                 return out.push(DeviceAction::Send { conn, frame });
             }
-            Output::Close { conn, code, reason } => {
+            ShellOutput::Close { conn, code, reason } => {
                 return out.push(DeviceAction::Close { conn, code, reason })
             }
-            Output::Effect(e) => e,
+            ShellOutput::Effect(e) => e,
             // Never asked for: the wasm device runs without liveness (`json::device_config`),
             // since a JS socket cannot ping.
-            Output::Ping { .. } => return,
-            // Outputs are non-exhaustive; this build routes every kind there is.
-            _ => return,
+            ShellOutput::Ping { .. } => return,
         };
-        if self.engine.perform(&effect, now) {
-            return;
-        }
+        let device = self.host.device_mut();
         match effect {
             Effect::Dial => out.push(DeviceAction::Dial),
             Effect::Stop { message } => out.push(DeviceAction::Stop(message)),
             Effect::Persist { seq, records } if self.store_in_js => {
                 out.push(DeviceAction::Persist { seq, records })
             }
-            Effect::Persist { seq, .. } => self.device.handle_persisted(seq, now),
+            Effect::Persist { seq, .. } => device.handle_persisted(seq, now),
             Effect::LoadSession {
                 request,
                 session_id,
@@ -112,28 +114,31 @@ impl DeviceLoop {
             }),
             // Without a store nothing is set aside (`has_store: false`): nothing to read.
             Effect::LoadSession { request, .. } => {
-                self.device.handle_session_loaded(request, Vec::new(), now);
+                device.handle_session_loaded(request, Vec::new(), now);
             }
             Effect::ResolvePath { request, path } if self.resolve_in_js => {
                 out.push(DeviceAction::ResolvePath { request, path })
             }
             Effect::ResolvePath { request, path } => {
-                self.device.handle_path_resolved(request, Ok(path), now)
+                device.handle_path_resolved(request, Ok(path), now)
             }
-            other => out.push(DeviceAction::Effect(other)),
+            // For JS's `onEffect` (attachments, terminals), named one by one so that a new
+            // effect is decided here rather than passed on unnoticed.
+            e @ (Effect::WriteAttachment { .. }
+            | Effect::RemoveAttachments { .. }
+            | Effect::OpenTerminal { .. }
+            | Effect::TerminalInput { .. }
+            | Effect::ResizeTerminal { .. }
+            | Effect::CloseTerminal { .. }) => out.push(DeviceAction::Effect(e)),
         }
     }
 
     pub fn tick(&mut self, now: Time) {
-        self.device.handle_timeout(now);
-        self.engine.handle_timeout(now);
+        self.host.handle_timeout(now);
     }
 
     /// The earliest deadline of the device and the engine.
     pub fn deadline(&self) -> Option<Time> {
-        [self.device.poll_timeout(), self.engine.poll_timeout()]
-            .into_iter()
-            .flatten()
-            .min()
+        self.host.poll_timeout()
     }
 }

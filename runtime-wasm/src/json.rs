@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use lembas_core::device::ConnKind;
-use lembas_core::engine::EngineEvent;
+use lembas_core::engine::{EngineCommand, EngineEvent};
 use lembas_core::jsonrpc::{Id, RpcError};
 use lembas_core::{ClientConfig, DeviceConfig};
 
@@ -191,6 +191,41 @@ pub fn outcome_from(v: Value) -> Result<Result<Value, RpcError>, ShapeError> {
 /// A scripted engine's report: which turn, and what happened.
 pub fn report(session: &str, turn: &str, e: &EngineEvent) -> Value {
     json!({ "sessionId": session, "turnId": turn, "event": e })
+}
+
+/// The engine command in an effect JS hands a `ScriptedEngine` (`start_turn`, `cancel_turn`,
+/// `steer`, `card_decided`: `EngineCommand`'s serde shape), or `None` for an effect that is
+/// not the engine's. Read by hand by its `kind`: a derived internally tagged reader would
+/// buffer the object first, and weigh on the module.
+pub fn engine_command_from(e: &Value) -> Result<Option<EngineCommand>, ShapeError> {
+    let kind = e["kind"].as_str().unwrap_or_default();
+    let text = |k: &str| {
+        e[k].as_str()
+            .map(str::to_string)
+            .ok_or_else(|| ShapeError(format!("{kind}: `{k}` is not a string")))
+    };
+    Ok(Some(match kind {
+        "start_turn" => EngineCommand::Start(Box::new(read("turn", e["turn"].clone())?)),
+        "cancel_turn" => EngineCommand::Cancel {
+            session_id: text("sessionId")?,
+            turn_id: text("turnId")?,
+        },
+        "steer" => EngineCommand::Steer {
+            session_id: text("sessionId")?,
+            turn_id: text("turnId")?,
+            id: e["id"]
+                .as_u64()
+                .ok_or_else(|| ShapeError("steer: `id` is not a number".into()))?,
+            text: text("text")?,
+        },
+        "card_decided" => EngineCommand::Decide {
+            session_id: text("sessionId")?,
+            turn_id: text("turnId")?,
+            tool_call_id: text("toolCallId")?,
+            decision: read("decision", e["decision"].clone())?,
+        },
+        _ => return Ok(None),
+    }))
 }
 
 /// A client's undelivered deletes, as a web UI keeps them across a reload.

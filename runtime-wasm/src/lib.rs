@@ -3,8 +3,8 @@
 //! a device's `Authorization` header), `setTimeout`, and a store (IndexedDB through
 //! `bindings/idb.mjs`, or none).
 //!
-//! - [`DeviceDriver`] owns a core `Device` and the scripted engine and routes between them in
-//!   Rust ([`device_loop`]): a turn's start, cancel, steer and card decisions reach the engine
+//! - [`DeviceDriver`] owns a core `Device` and the scripted engine, joined by the core's host
+//!   loop ([`device_loop`]): a turn's start, cancel, steer and card decisions reach the engine
 //!   and its reports reach the device with no JSON and no JS call in between. Frames go to the
 //!   socket as strings from Rust; what is left (the store's writes, `resolvePath`, terminals,
 //!   attachments) goes to JS as the core types' own serde shapes (through [`json`]).

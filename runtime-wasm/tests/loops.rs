@@ -80,7 +80,10 @@ impl Pair {
     fn device_action(&mut self, a: DeviceAction) {
         match a {
             DeviceAction::Dial => {
-                let conn = self.device.device.handle_open(ConnKind::Link, self.now);
+                let conn = self
+                    .device
+                    .device_mut()
+                    .handle_open(ConnKind::Link, self.now);
                 self.link = Some(conn.unwrap());
                 self.client.client.handle_link_up(self.now);
             }
@@ -104,7 +107,7 @@ impl Pair {
             ClientAction::Send(frame) => {
                 let link = self.link.unwrap();
                 self.device
-                    .device
+                    .device_mut()
                     .handle_frame(link, frame.as_bytes(), self.now)
                     .unwrap();
             }
@@ -116,7 +119,7 @@ impl Pair {
 
     fn ack(&mut self) {
         if let Some(seq) = self.unacked.drain(..).max() {
-            self.device.device.handle_persisted(seq, self.now);
+            self.device.device_mut().handle_persisted(seq, self.now);
         }
         self.drive();
     }
@@ -175,7 +178,7 @@ impl Pair {
 #[test]
 fn the_engine_runs_a_turn_and_its_card_without_the_shell() {
     let mut p = Pair::new(false);
-    p.device.device.start_link(p.now);
+    p.device.device_mut().start_link(p.now);
     p.drive();
     assert!(p.client.client.is_ready());
     let session = p.new_session();
@@ -218,7 +221,7 @@ fn the_engine_runs_a_turn_and_its_card_without_the_shell() {
 #[test]
 fn with_a_store_in_js_a_frame_waits_for_its_persist() {
     let mut p = Pair::new(true);
-    p.device.device.start_link(p.now);
+    p.device.device_mut().start_link(p.now);
     p.drive();
     p.ack();
     assert!(p.client.client.is_ready());
@@ -245,7 +248,7 @@ fn with_a_store_in_js_a_frame_waits_for_its_persist() {
 #[test]
 fn with_a_store_in_js_a_session_set_aside_is_read_back_through_the_shell() {
     let mut p = Pair::with_sessions(true, json!({ "maxLive": 1 }));
-    p.device.device.start_link(p.now);
+    p.device.device_mut().start_link(p.now);
     p.drive();
     p.ack();
     let a = p.new_session();
@@ -266,8 +269,8 @@ fn with_a_store_in_js_a_session_set_aside_is_read_back_through_the_shell() {
     prompt(&mut p);
     // A second session: `a`, idle, is set aside (one in memory).
     p.new_session();
-    assert_eq!(p.device.device.live_session_count(), 1);
-    assert_eq!(p.device.device.session_count(), 2);
+    assert_eq!(p.device.device_mut().live_session_count(), 1);
+    assert_eq!(p.device.device_mut().session_count(), 2);
     p.shell.clear();
     prompt(&mut p);
     let load = p.shell.iter().find_map(|x| match x {
@@ -282,7 +285,7 @@ fn with_a_store_in_js_a_session_set_aside_is_read_back_through_the_shell() {
     let entries = p.store.session_entries(&a);
     let bad = p
         .device
-        .device
+        .device_mut()
         .handle_session_loaded(request, entries, p.now);
     assert!(bad.is_empty(), "{bad:?}");
     p.drive();

@@ -13,10 +13,11 @@ use serde_json::{json, Value};
 
 use super::connection::{Connection, RequestIds};
 use super::outbox::Outbox;
-use super::{ConnId, ConnKind, Device, Effect};
+use super::{ConnId, ConnKind, Device};
 use crate::config::Mode;
 use crate::engine::{
-    Ask, Card, Decision, PermissionDecision, PlanDecision, QuestionAnswer, QuestionDecision,
+    Ask, Card, Decision, EngineCommand, PermissionDecision, PlanDecision, QuestionAnswer,
+    QuestionDecision,
 };
 use crate::jsonrpc::{self, code, Id, RpcError};
 use crate::time::Time;
@@ -240,7 +241,7 @@ impl Device {
     }
 
     fn decide_engine(&mut self, session: &str, turn: &str, tool_call_id: &str, decision: Decision) {
-        self.out.effect(Effect::CardDecided {
+        self.out.engine(EngineCommand::Decide {
             session_id: session.to_string(),
             turn_id: turn.to_string(),
             tool_call_id: tool_call_id.to_string(),

@@ -10,7 +10,7 @@ use serde_json::{json, Map, Value};
 
 use super::outbox::Outbox;
 use super::{ConnId, ConnKind, Device, Effect};
-use crate::engine::StopReason;
+use crate::engine::{EngineCommand, StopReason};
 use crate::jsonrpc::{self, RpcError};
 use crate::paths;
 use crate::store::{self, Record, Table};
@@ -207,7 +207,7 @@ impl Device {
         };
         let (running, waiters) = s.turns.abandon();
         if let Some(r) = running {
-            self.out.effect(Effect::CancelTurn {
+            self.out.engine(EngineCommand::Cancel {
                 session_id: session_id.to_string(),
                 turn_id: r.turn_id.clone(),
             });

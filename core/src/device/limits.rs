@@ -287,7 +287,7 @@ mod tests {
                     Output::Effect(Effect::ResolvePath { request, path }) => {
                         self.resolves.push((request, path))
                     }
-                    Output::Effect(_) | Output::Ping { .. } => {}
+                    Output::Effect(_) | Output::Ping { .. } | Output::Engine(_) => {}
                 }
             }
         }

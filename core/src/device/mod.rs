@@ -41,7 +41,7 @@ pub use terminals::ShellInfo;
 pub use timers::Timer;
 
 use crate::config::{ConfigError, DeviceConfig};
-use crate::engine::{Decision, TurnStart};
+use crate::engine::EngineCommand;
 use crate::jsonrpc::{self, Id, RpcError};
 use crate::liveness::Beat;
 use crate::methods::{self, Needs, On};
@@ -80,22 +80,27 @@ pub enum Output {
     Ping { conn: ConnId },
     #[serde(serialize_with = "effect_member")]
     Effect(Effect),
+    /// For the engine, not the shell: the host loop (`crate::host`) hands it over and feeds
+    /// the engine's reports back with `handle_engine`. In the JS API's shape it is an effect
+    /// like the others (`{"type": "effect", "effect": {"kind": "start_turn", ...}}`).
+    #[serde(rename = "effect", serialize_with = "engine_member")]
+    Engine(EngineCommand),
 }
 
 shape::member_fn!(effect_member, "effect", Effect);
-shape::member_fn!(turn_member, "turn", TurnStart);
+shape::member_fn!(engine_member, "effect", EngineCommand);
 
 /// Work for the shell beyond sending frames; each one's outcome comes back as an input.
 ///
 /// Its serde shape is the JS API's `Effect` (`{"kind": "resolve_path", "request": 3, ...}`),
-/// bytes as base64.
+/// bytes as base64. Not `#[non_exhaustive]`, on purpose: every shell matches it in full
+/// (through `host::ShellOutput`), so a new effect is a compile error where it must be performed.
 #[derive(Debug, PartialEq, Serialize)]
 #[serde(
     tag = "kind",
     rename_all = "snake_case",
     rename_all_fields = "camelCase"
 )]
-#[non_exhaustive]
 pub enum Effect {
     /// Dial the instance link now; report `handle_open(ConnKind::Link)` or
     /// `handle_dial_failed`.
@@ -126,25 +131,6 @@ pub enum Effect {
     /// back: the session is gone, so the core has nothing left to decide; a shell that cannot
     /// remove it says so with the reason (a leftover directory is the person's to clear).
     RemoveAttachments { session_id: String },
-    /// Run a turn on the engine; report with `handle_engine`.
-    #[serde(serialize_with = "turn_member")]
-    StartTurn(Box<TurnStart>),
-    /// Stop the running turn; the engine still reports `Done` (the prompt answers `cancelled`).
-    CancelTurn { session_id: String, turn_id: String },
-    /// A card the engine put (`EngineEvent::Ask`) was decided: tell the engine.
-    CardDecided {
-        session_id: String,
-        turn_id: String,
-        tool_call_id: String,
-        decision: Decision,
-    },
-    /// Give the running turn this message at its next step; the engine reports `Steered`.
-    Steer {
-        session_id: String,
-        turn_id: String,
-        id: u64,
-        text: String,
-    },
     /// Start the device user's login shell in a new PTY of this size, in `cwd` (resolved and
     /// inside the roots); report with `handle_terminal_opened`, then its output with
     /// `handle_terminal_output` and its end with `handle_terminal_exit`.
@@ -510,7 +496,7 @@ impl Device {
     }
 
     /// The connections that hear `session`'s updates: while one of them is not reading, the
-    /// shell stops taking the session's engine events, so its turn waits (backpressure).
+    /// host loop takes none of the session's engine events, so its turn waits (backpressure).
     pub fn holders(&self, session: &str) -> impl Iterator<Item = ConnId> + '_ {
         self.sessions
             .get(session)

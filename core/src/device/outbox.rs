@@ -5,6 +5,7 @@
 use std::collections::VecDeque;
 
 use super::{ConnId, Effect, Output};
+use crate::engine::EngineCommand;
 use crate::store::Record;
 
 /// An entry of the queue.
@@ -50,6 +51,12 @@ impl Outbox {
     /// Ask the shell for work, behind every persist issued so far.
     pub(super) fn effect(&mut self, effect: Effect) {
         self.push(Output::Effect(effect));
+    }
+
+    /// Give the engine a command (the host loop hands it over), behind every persist issued
+    /// so far: a turn starts only once its state is durable.
+    pub(super) fn engine(&mut self, command: EngineCommand) {
+        self.push(Output::Engine(command));
     }
 
     /// Ping a connection, behind every persist issued so far.

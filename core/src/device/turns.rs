@@ -9,7 +9,7 @@ use super::sessions::plan_update;
 use super::turn_table::{Finished, Seen, Steered};
 use super::{ConnId, Device, Effect};
 use crate::config::SessionLimits;
-use crate::engine::{Attachment, EngineEvent, StopReason, ToolStatus, TurnStart};
+use crate::engine::{Attachment, EngineCommand, EngineEvent, StopReason, ToolStatus, TurnStart};
 use crate::jsonrpc::{code, Id, RpcError};
 use crate::rng::Rng;
 use crate::store::{self, history_record, turn_record, Record, StoredTurnState, Table};
@@ -369,7 +369,7 @@ impl Device {
             self.announce_mode(session, max, record);
         }
         self.out.persist(records);
-        self.out.effect(Effect::StartTurn(Box::new(start)));
+        self.out.engine(EngineCommand::Start(Box::new(start)));
         self.broadcast_event(session, prompt_event);
         self.broadcast_event(
             session,
@@ -387,7 +387,7 @@ impl Device {
         let Some(turn_id) = s.turns.cancel() else {
             return;
         };
-        self.out.effect(Effect::CancelTurn {
+        self.out.engine(EngineCommand::Cancel {
             session_id: p.session_id,
             turn_id,
         });
@@ -417,7 +417,7 @@ impl Device {
         let queued = r.steer.len();
         let turn_id = r.turn_id.clone();
         self.next_steer += 1;
-        self.out.effect(Effect::Steer {
+        self.out.engine(EngineCommand::Steer {
             session_id: session,
             turn_id,
             id,

@@ -11,7 +11,9 @@ use serde::de::IgnoredAny;
 use serde_json::{Map, Value};
 
 use crate::config::{DeviceConfig, Mode, Model, Remote};
-use crate::device::{ConnId, ConnKind, Device, DialFailure, Effect, Misuse, Output};
+use crate::device::{ConnId, ConnKind, Device, DialFailure, Effect, Misuse};
+use crate::engine::Engine;
+use crate::host::{self, ShellOutput};
 use crate::jsonrpc::{self, code, FrameLimits, Id, Message, RpcError};
 use crate::methods::{Direction, Kind, METHODS};
 use crate::scripted::ScriptedEngine;
@@ -815,7 +817,7 @@ impl Run {
     fn forget_process(&mut self) {
         self.held.clear();
         self.last_persist = 0;
-        self.engine.clear();
+        self.engine.forget_all();
         self.open.clear();
         self.closed.clear();
         self.started = false;
@@ -875,11 +877,7 @@ impl Run {
                 self.timeout();
             }
             Op::Fire => {
-                let next = [self.device.poll_timeout(), self.engine.poll_timeout()]
-                    .into_iter()
-                    .flatten()
-                    .min();
-                if let Some(at) = next {
+                if let Some(at) = host::poll_timeout(&self.device, &self.engine) {
                     self.now = self.now.max(at);
                 }
                 self.timeout();
@@ -1057,8 +1055,7 @@ impl Run {
     }
 
     fn timeout(&mut self) {
-        self.device.handle_timeout(self.now);
-        self.engine.handle_timeout(self.now);
+        host::handle_timeout(&mut self.device, &mut self.engine, self.now);
         self.drain();
         let at = self.device.poll_timeout();
         assert!(
@@ -1102,22 +1099,18 @@ impl Run {
                 "more than {MAX_OUTPUTS_PER_OP} outputs after one input (op {}): livelock",
                 self.ops
             );
-            if let Some(out) = self.device.poll_output() {
-                self.output(out, &mut d);
-                continue;
+            // Every reader keeps up here: nothing is paused.
+            match host::poll_output(&mut self.device, &mut self.engine, self.now, |_| false) {
+                Some(out) => self.output(out, &mut d),
+                None => return d,
             }
-            if let Some((session, turn, event)) = self.engine.poll_event() {
-                self.device.handle_engine(&session, &turn, event, self.now);
-                continue;
-            }
-            return d;
         }
     }
 
-    fn output(&mut self, out: Output, d: &mut Drained) {
+    fn output(&mut self, out: ShellOutput, d: &mut Drained) {
         match out {
-            Output::Send { conn, frame } => self.sent(conn, &frame),
-            Output::Close { conn, .. } => {
+            ShellOutput::Send { conn, frame } => self.sent(conn, &frame),
+            ShellOutput::Close { conn, .. } => {
                 assert!(
                     !self.closed.contains(&conn),
                     "the device closed {conn:?} after it was closed"
@@ -1131,12 +1124,12 @@ impl Run {
             }
             // Pings go unanswered here (a silent network): the link is given up in time. One
             // queued before the device closed the link leaves ahead of its close.
-            Output::Ping { conn } => assert_eq!(
+            ShellOutput::Ping { conn } => assert_eq!(
                 self.open.get(&conn).or(self.closing.get(&conn)),
                 Some(&ConnKind::Link),
                 "a ping was asked for on {conn:?}, which is not an open link"
             ),
-            Output::Effect(Effect::Dial) => {
+            ShellOutput::Effect(Effect::Dial) => {
                 d.dials += 1;
                 assert!(!self.stopped, "a dial was asked for after Stop");
                 assert!(
@@ -1149,11 +1142,11 @@ impl Run {
                 );
                 self.dialing = true;
             }
-            Output::Effect(Effect::Stop { .. }) => {
+            ShellOutput::Effect(Effect::Stop { .. }) => {
                 self.stopped = true;
                 self.dialing = false;
             }
-            Output::Effect(Effect::Persist { seq, records }) => {
+            ShellOutput::Effect(Effect::Persist { seq, records }) => {
                 assert!(
                     seq > self.last_persist,
                     "persists are numbered upwards: {seq} after {}",
@@ -1167,7 +1160,7 @@ impl Run {
                     self.device.handle_persisted(seq, self.now);
                 }
             }
-            Output::Effect(Effect::ResolvePath { request, path }) => {
+            ShellOutput::Effect(Effect::ResolvePath { request, path }) => {
                 let resolved = if path.contains("missing") {
                     Err("no such directory".to_string())
                 } else {
@@ -1177,7 +1170,7 @@ impl Run {
                     .handle_path_resolved(request, resolved, self.now);
             }
             // Asked for only once every persist before it is acknowledged: the store is current.
-            Output::Effect(Effect::LoadSession {
+            ShellOutput::Effect(Effect::LoadSession {
                 request,
                 session_id,
             }) => {
@@ -1192,7 +1185,7 @@ impl Run {
             }
             // A disk that fails one write in five: a prompt refused for its attachment must
             // leave the device as consistent as one that ran.
-            Output::Effect(Effect::WriteAttachment { request, .. }) => {
+            ShellOutput::Effect(Effect::WriteAttachment { request, .. }) => {
                 let written = if request % 5 == 4 {
                     Err("no space left on device".to_string())
                 } else {
@@ -1202,7 +1195,7 @@ impl Run {
                     .handle_attachment_written(request, written, self.now);
             }
             // A shell that echoes what it is sent and ends when hung up.
-            Output::Effect(Effect::OpenTerminal { terminal_id, .. }) => {
+            ShellOutput::Effect(Effect::OpenTerminal { terminal_id, .. }) => {
                 let info = crate::device::ShellInfo {
                     shell: "bash".into(),
                     integration: true,
@@ -1211,7 +1204,7 @@ impl Run {
                 self.device
                     .handle_terminal_opened(&terminal_id, Ok(info), self.now);
             }
-            Output::Effect(Effect::TerminalInput { terminal_id, bytes }) => {
+            ShellOutput::Effect(Effect::TerminalInput { terminal_id, bytes }) => {
                 assert!(
                     self.terminals.contains(&terminal_id) || self.exited.contains(&terminal_id),
                     "keystrokes for terminal {terminal_id}, whose shell is not running"
@@ -1219,7 +1212,7 @@ impl Run {
                 self.device
                     .handle_terminal_output(&terminal_id, &bytes, self.now);
             }
-            Output::Effect(Effect::CloseTerminal { terminal_id }) => {
+            ShellOutput::Effect(Effect::CloseTerminal { terminal_id }) => {
                 assert!(
                     self.terminals.remove(&terminal_id) || self.exited.remove(&terminal_id),
                     "terminal {terminal_id} hung up, whose shell is not running"
@@ -1227,9 +1220,10 @@ impl Run {
                 self.device
                     .handle_terminal_exit(&terminal_id, 129, self.now);
             }
-            Output::Effect(effect) if self.engine.perform(&effect, self.now) => {}
-            #[allow(unreachable_patterns)]
-            _ => {}
+            // A resize changes nothing a fake shell shows; nothing comes back for a removal.
+            ShellOutput::Effect(
+                Effect::ResizeTerminal { .. } | Effect::RemoveAttachments { .. },
+            ) => {}
         }
     }
 

@@ -2,12 +2,13 @@
 //! (drop, delay, duplicate and reorder frames; cut the link). As quinn-proto's test `Pair`, it
 //! drives both machines until nothing is left to do, and fails on a step bound (a livelock).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::client::{Client, ClientEvent, ClientOutput};
 use crate::config::{ClientConfig, DeviceConfig};
-use crate::device::{ConnId, ConnKind, Device, DialFailure, Effect, Output};
-use crate::engine::TurnStart;
+use crate::device::{ConnId, ConnKind, Device, DialFailure, Effect};
+use crate::engine::{Decision, Engine, EngineCommand, Report, TurnStart};
+use crate::host::{self, ShellOutput};
 use crate::rng::Rng;
 use crate::scripted::ScriptedEngine;
 use crate::store::MemStore;
@@ -89,7 +90,10 @@ pub struct Pair {
     /// Sessions the device asked to read back from the store (`LoadSession`), in order.
     pub loads: Vec<String>,
     /// Every card decision the engine was told, in order: (toolCallId, decision).
-    pub decisions: Vec<(String, crate::engine::Decision)>,
+    pub decisions: Vec<(String, Decision)>,
+    /// Connections whose reader is behind (their queue past `outbound.pause_bytes`, as a shell
+    /// would see it): the sessions they hold get no engine event until they are taken out.
+    pub slow_readers: BTreeSet<ConnId>,
     device_config: DeviceConfig,
     pub client: Client,
     pub now: Time,
@@ -135,6 +139,7 @@ impl Pair {
             load_fails: None,
             restarts: 0,
             decisions: Vec::new(),
+            slow_readers: BTreeSet::new(),
             loads: Vec::new(),
             device_config: device,
             client: Client::new(client, Time::ZERO).expect("test client config is valid"),
@@ -205,7 +210,7 @@ impl Pair {
         self.stdio_out.clear();
         // The PTYs died with the process.
         self.shells.clear();
-        self.engine.clear();
+        self.engine.forget_all();
         let (device, unreadable) =
             Device::restore(self.device_config.clone(), self.store.entries(), self.now)
                 .expect("test device config is valid");
@@ -323,9 +328,8 @@ impl Pair {
             }
             self.drive()?;
             let next = [
-                self.device.poll_timeout(),
+                host::poll_timeout(&self.device, &self.engine),
                 self.client.poll_timeout(),
-                self.engine.poll_timeout(),
                 self.in_flight.iter().map(|f| f.at).min(),
             ]
             .into_iter()
@@ -334,15 +338,13 @@ impl Pair {
             match next {
                 Some(at) if at <= target => {
                     self.now = self.now.max(at);
-                    self.device.handle_timeout(self.now);
+                    host::handle_timeout(&mut self.device, &mut self.engine, self.now);
                     self.client.handle_timeout(self.now);
-                    self.engine.handle_timeout(self.now);
                 }
                 _ => {
                     self.now = target;
-                    self.device.handle_timeout(self.now);
+                    host::handle_timeout(&mut self.device, &mut self.engine, self.now);
                     self.client.handle_timeout(self.now);
-                    self.engine.handle_timeout(self.now);
                     return self.drive();
                 }
             }
@@ -358,16 +360,21 @@ impl Pair {
             if steps > self.max_steps {
                 return Err(Livelock(steps));
             }
-            if let Some(out) = self.device.poll_output() {
+            let mut engine = Recording {
+                engine: &mut self.engine,
+                started: &mut self.started,
+                decisions: &mut self.decisions,
+            };
+            let slow = &self.slow_readers;
+            let out = host::poll_output(&mut self.device, &mut engine, self.now, |conn| {
+                slow.contains(&conn)
+            });
+            if let Some(out) = out {
                 self.route_device(out);
                 continue;
             }
             if let Some(out) = self.client.poll_output() {
                 self.route_client(out);
-                continue;
-            }
-            if let Some((session, turn, event)) = self.engine.poll_event() {
-                self.device.handle_engine(&session, &turn, event, self.now);
                 continue;
             }
             if let Some(i) = self.next_due() {
@@ -456,9 +463,9 @@ impl Pair {
         permille > 0 && self.rng.below(1000) < u64::from(permille)
     }
 
-    fn route_device(&mut self, out: Output) {
+    fn route_device(&mut self, out: ShellOutput) {
         match out {
-            Output::Send { conn, frame } => {
+            ShellOutput::Send { conn, frame } => {
                 if Some(conn) == self.link {
                     self.put_in_flight(Dir::ToClient, frame);
                 } else if let Some(lines) = self.stdio_out.get_mut(&conn) {
@@ -466,7 +473,7 @@ impl Pair {
                 }
             }
             // The device has already let go of a connection it closes.
-            Output::Close { conn, code, reason } => {
+            ShellOutput::Close { conn, code, reason } => {
                 if Some(conn) == self.link && self.black_hole {
                     // The close frame is lost too: only the client's own heartbeat (or the
                     // next link) tells it.
@@ -490,7 +497,7 @@ impl Pair {
             }
             // A ping and its pong cross at once (control frames are small and go first), unless
             // the network is a black hole; each end hears the other.
-            Output::Ping { conn } => {
+            ShellOutput::Ping { conn } => {
                 if Some(conn) == self.link {
                     self.pings.0 += 1;
                     if !self.black_hole {
@@ -501,7 +508,15 @@ impl Pair {
                     }
                 }
             }
-            Output::Effect(Effect::Dial) => {
+            ShellOutput::Effect(effect) => self.effect(effect),
+        }
+    }
+
+    /// Perform an effect as a fake OS: a store in memory, paths resolved through `links`,
+    /// attachments noted, echo shells.
+    fn effect(&mut self, effect: Effect) {
+        match effect {
+            Effect::Dial => {
                 self.dials += 1;
                 self.device_effects.push(Effect::Dial);
                 if self.reachable {
@@ -522,19 +537,19 @@ impl Pair {
                         .handle_dial_failed(DialFailure::Transient, self.now);
                 }
             }
-            Output::Effect(Effect::Persist { seq, records }) => {
+            Effect::Persist { seq, records } => {
                 self.store.apply(&records);
                 self.device.handle_persisted(seq, self.now);
             }
-            Output::Effect(Effect::ResolvePath { request, path }) => {
+            Effect::ResolvePath { request, path } => {
                 let resolved = self.resolve(&path);
                 self.device
                     .handle_path_resolved(request, resolved, self.now);
             }
-            Output::Effect(Effect::LoadSession {
+            Effect::LoadSession {
                 request,
                 session_id,
-            }) => {
+            } => {
                 self.loads.push(session_id.clone());
                 if let Some(why) = &self.load_fails {
                     self.device
@@ -550,12 +565,12 @@ impl Pair {
                     "the store holds unreadable entries: {unreadable:?}"
                 );
             }
-            Output::Effect(Effect::WriteAttachment {
+            Effect::WriteAttachment {
                 request,
                 session_id,
                 file_name,
                 bytes,
-            }) => {
+            } => {
                 let written = match &self.attachment_write_fails {
                     Some(why) => Err(why.clone()),
                     None => {
@@ -566,12 +581,12 @@ impl Pair {
                 self.device
                     .handle_attachment_written(request, written, self.now);
             }
-            Output::Effect(Effect::OpenTerminal {
+            Effect::OpenTerminal {
                 terminal_id,
                 cols,
                 rows,
                 ..
-            }) => {
+            } => {
                 let started = match &self.shell_fails {
                     Some(why) => Err(why.clone()),
                     None => Ok(crate::device::ShellInfo {
@@ -588,38 +603,32 @@ impl Pair {
                     self.shells.insert(terminal_id, (cols, rows));
                 }
             }
-            Output::Effect(Effect::TerminalInput { terminal_id, bytes }) => {
+            Effect::TerminalInput { terminal_id, bytes } => {
                 if self.shells.contains_key(&terminal_id) {
                     self.device
                         .handle_terminal_output(&terminal_id, &bytes, self.now);
                 }
             }
-            Output::Effect(Effect::ResizeTerminal {
+            Effect::ResizeTerminal {
                 terminal_id,
                 cols,
                 rows,
-            }) => {
+            } => {
                 if let Some(size) = self.shells.get_mut(&terminal_id) {
                     *size = (cols, rows);
                 }
             }
-            Output::Effect(Effect::CloseTerminal { terminal_id }) => {
+            Effect::CloseTerminal { terminal_id } => {
                 if self.shells.remove(&terminal_id).is_some() {
                     self.device
                         .handle_terminal_exit(&terminal_id, 129, self.now);
                 }
                 self.hangups.push(terminal_id);
             }
-            Output::Effect(effect) if self.engine.perform(&effect, self.now) => match effect {
-                Effect::StartTurn(turn) => self.started.push(*turn),
-                Effect::CardDecided {
-                    tool_call_id,
-                    decision,
-                    ..
-                } => self.decisions.push((tool_call_id, decision)),
-                _ => {}
-            },
-            Output::Effect(e) => self.device_effects.push(e),
+            // Nothing comes back for these: noted for the tests.
+            e @ (Effect::Stop { .. } | Effect::RemoveAttachments { .. }) => {
+                self.device_effects.push(e)
+            }
         }
     }
 
@@ -732,5 +741,48 @@ impl Pair {
             .filter(|t| t.dir == dir)
             .filter_map(|t| serde_json::from_str(&t.frame).ok())
             .collect()
+    }
+}
+
+/// The Pair's engine as the host loop sees it: the scripted engine, with every turn started
+/// and every card decision it was told noted for the tests.
+struct Recording<'a> {
+    engine: &'a mut ScriptedEngine,
+    started: &'a mut Vec<TurnStart>,
+    decisions: &'a mut Vec<(String, Decision)>,
+}
+
+impl Engine for Recording<'_> {
+    fn handle_command(&mut self, command: EngineCommand, now: Time) {
+        match &command {
+            EngineCommand::Start(turn) => self.started.push((**turn).clone()),
+            EngineCommand::Decide {
+                tool_call_id,
+                decision,
+                ..
+            } => self
+                .decisions
+                .push((tool_call_id.clone(), decision.clone())),
+            EngineCommand::Cancel { .. } | EngineCommand::Steer { .. } => {}
+        }
+        self.engine.handle_command(command, now)
+    }
+    fn poll_event_unless(&mut self, paused: &mut dyn FnMut(&str) -> bool) -> Option<Report> {
+        self.engine.poll_event_unless(paused)
+    }
+    fn poll_timeout(&self) -> Option<Time> {
+        self.engine.poll_timeout()
+    }
+    fn handle_timeout(&mut self, now: Time) {
+        self.engine.handle_timeout(now)
+    }
+    fn cancel_all(&mut self) {
+        Engine::cancel_all(self.engine)
+    }
+    fn forget_all(&mut self) {
+        self.engine.forget_all()
+    }
+    fn running(&self) -> usize {
+        self.engine.running()
     }
 }
