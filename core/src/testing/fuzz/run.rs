@@ -1,0 +1,703 @@
+//! The shell around the device under fuzz ([`Run`]): a fake OS (an in-memory store, paths,
+//! echo shells) and the ledger of everything said, against which the fuzzer's invariants are
+//! checked after every operation.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use serde_json::Value;
+
+use crate::config::DeviceConfig;
+use crate::device::{ConnId, ConnKind, Device, DialFailure, Effect, Misuse};
+use crate::engine::Engine;
+use crate::host::{self, ShellOutput};
+use crate::jsonrpc::{self, Message};
+use crate::methods::{Direction, Kind, METHODS};
+use crate::scripted::ScriptedEngine;
+use crate::store::{MemStore, Record};
+use crate::time::Time;
+
+use super::grammar::{Failure, Op, Reconfig};
+use super::{check_out_frame, lossy, MAX_OUTPUTS_PER_OP};
+
+/// The shell around the device, and the ledger the checks are made against.
+pub(crate) struct Run {
+    pub(crate) config: DeviceConfig,
+    pub(crate) device: Device,
+    pub(crate) engine: ScriptedEngine,
+    pub(crate) store: MemStore,
+    pub(crate) defer_persist: bool,
+    /// Persists written but not yet acknowledged (when deferring).
+    pub(crate) held: VecDeque<(u64, Vec<Record>)>,
+    pub(crate) last_persist: u64,
+    pub(crate) now: Time,
+    pub(crate) ops: usize,
+    /// Session ids the device handed out (they outlive a restart, as the store does).
+    pub(crate) sessions: Vec<String>,
+    /// Everything below is per process.
+    pub(crate) open: BTreeMap<ConnId, ConnKind>,
+    pub(crate) closed: BTreeSet<ConnId>,
+    pub(crate) started: bool,
+    pub(crate) dialing: bool,
+    pub(crate) stopped: bool,
+    /// Request ids received, and answers sent, per connection and id text.
+    pub(crate) received: BTreeMap<(ConnId, String), u64>,
+    pub(crate) answered: BTreeMap<(ConnId, String), u64>,
+    /// Connections whose `initialize` succeeded, and how many times it did.
+    pub(crate) initialized: BTreeMap<ConnId, u32>,
+    pub(crate) hello: BTreeSet<ConnId>,
+    /// Connections that have had any frame sent on them.
+    pub(crate) spoke: BTreeSet<ConnId>,
+    /// `(conn, id)` of each `initialize` received and not yet answered (its answer may wait
+    /// behind a held persist).
+    pub(crate) init_pending: BTreeSet<(ConnId, String)>,
+    /// Terminals whose shell runs: opened, and not exited or hung up.
+    pub(crate) terminals: BTreeSet<String>,
+    /// Terminals whose shell exited while outputs waited behind a held persist: keystrokes or
+    /// a hang-up the device queued before it heard of the exit may still come out.
+    pub(crate) exited: BTreeSet<String>,
+    /// Connections the device let go of whose `Close` has not left yet (it waits behind a held
+    /// persist): the shell still has them, and a frame on one is a misuse the device refuses.
+    pub(crate) closing: BTreeMap<ConnId, ConnKind>,
+}
+
+/// What one drain saw.
+#[derive(Default)]
+pub(crate) struct Drained {
+    pub(crate) dials: usize,
+}
+
+impl Run {
+    pub(crate) fn new(config: DeviceConfig, defer_persist: bool) -> Run {
+        let device = Device::new(config.clone(), Time::ZERO).expect("the fuzz config is valid");
+        Run {
+            config,
+            device,
+            engine: ScriptedEngine::new(),
+            store: MemStore::default(),
+            defer_persist,
+            held: VecDeque::new(),
+            last_persist: 0,
+            now: Time::ZERO,
+            ops: 0,
+            sessions: Vec::new(),
+            open: BTreeMap::new(),
+            closed: BTreeSet::new(),
+            started: false,
+            dialing: false,
+            stopped: false,
+            received: BTreeMap::new(),
+            answered: BTreeMap::new(),
+            initialized: BTreeMap::new(),
+            hello: BTreeSet::new(),
+            spoke: BTreeSet::new(),
+            init_pending: BTreeSet::new(),
+            terminals: BTreeSet::new(),
+            exited: BTreeSet::new(),
+            closing: BTreeMap::new(),
+        }
+    }
+
+    /// The process died: forget every per-process fact.
+    pub(crate) fn forget_process(&mut self) {
+        self.held.clear();
+        self.last_persist = 0;
+        self.engine.forget_all();
+        self.open.clear();
+        self.closed.clear();
+        self.started = false;
+        self.dialing = false;
+        self.stopped = false;
+        self.received.clear();
+        self.answered.clear();
+        self.initialized.clear();
+        self.hello.clear();
+        self.spoke.clear();
+        self.init_pending.clear();
+        self.terminals.clear();
+        self.exited.clear();
+        self.closing.clear();
+    }
+
+    pub(crate) fn pick(&self, k: u8) -> Option<(ConnId, ConnKind)> {
+        if self.open.is_empty() {
+            return None;
+        }
+        let i = usize::from(k) % self.open.len();
+        self.open.iter().nth(i).map(|(c, k)| (*c, *k))
+    }
+
+    pub(crate) fn step(&mut self, op: &Op) {
+        self.ops += 1;
+        match op {
+            Op::OpenLink => self.open_link(),
+            Op::OpenStdio => {
+                let conn = self
+                    .device
+                    .handle_open(ConnKind::Stdio, self.now)
+                    .expect("stdio opens at any time");
+                self.opened(conn, ConnKind::Stdio);
+                self.drain();
+            }
+            Op::Frame { conn, frame } => {
+                if let Some((conn, _)) = self.pick(*conn) {
+                    let bytes = frame.bytes(&self.sessions);
+                    self.feed(conn, &bytes);
+                }
+            }
+            Op::Rpc { conn, rpc } => {
+                if let Some((conn, _)) = self.pick(*conn) {
+                    let bytes = rpc.bytes(&self.sessions);
+                    self.feed(conn, &bytes);
+                }
+            }
+            Op::Close { conn, code } => {
+                if let Some((conn, kind)) = self.pick(*conn) {
+                    self.close(conn, kind, code.code());
+                }
+            }
+            Op::DialFailed(f) => self.dial_failed(f),
+            Op::Advance { ms } => {
+                self.now = self.now.plus_ms(u64::from(*ms));
+                self.timeout();
+            }
+            Op::Fire => {
+                if let Some(at) = host::poll_timeout(&self.device, &self.engine) {
+                    self.now = self.now.max(at);
+                }
+                self.timeout();
+            }
+            Op::Stale { ms } => {
+                let stale = Time(self.now.0.saturating_sub(u64::from(*ms)));
+                self.device.handle_timeout(stale);
+                self.drain();
+            }
+            Op::Ask { conn, method } => {
+                let asks: Vec<&'static str> = METHODS
+                    .iter()
+                    .filter(|m| m.direction == Direction::AgentToClient && m.kind == Kind::Request)
+                    .map(|m| m.name)
+                    .collect();
+                if let (Some((conn, _)), false) = (self.pick(*conn), asks.is_empty()) {
+                    let method = asks[usize::from(*method) % asks.len()];
+                    let _sent = self
+                        .device
+                        .test_request(conn, method, serde_json::json!({}));
+                    self.drain();
+                }
+            }
+            Op::FrameToUnknown { back } => {
+                // A connection that closed, or one never opened.
+                let conn = self
+                    .closed
+                    .iter()
+                    .nth(usize::from(*back) % self.closed.len().max(1))
+                    .copied()
+                    .unwrap_or(ConnId(u64::MAX - u64::from(*back)));
+                let r = self.device.handle_frame(conn, b"{}", self.now);
+                assert_eq!(
+                    r,
+                    Err(Misuse::UnknownConnection(conn)),
+                    "a frame on a connection that is not open is a misuse"
+                );
+                self.drain();
+            }
+            Op::Persisted { all } => {
+                let n = if *all { self.held.len() } else { 1 };
+                for _ in 0..n {
+                    let Some((seq, records)) = self.held.pop_front() else {
+                        break;
+                    };
+                    self.store.apply(&records);
+                    self.device.handle_persisted(seq, self.now);
+                }
+                self.drain();
+            }
+            Op::Restart => self.restart(),
+            Op::Reconfigure(r) => self.reconfigure(r),
+            Op::DeleteSession { pick } => self.delete_session(*pick),
+            Op::TerminalOutput { pick, bytes } => {
+                if let Some(t) = self.pick_terminal(*pick) {
+                    self.device.handle_terminal_output(&t, bytes, self.now);
+                    self.drain();
+                }
+            }
+            Op::TerminalExit { pick, code } => {
+                if let Some(t) = self.pick_terminal(*pick) {
+                    self.terminals.remove(&t);
+                    if !self.held.is_empty() {
+                        self.exited.insert(t.clone());
+                    }
+                    self.device.handle_terminal_exit(&t, *code, self.now);
+                    self.drain();
+                }
+            }
+        }
+        self.check_state();
+    }
+
+    pub(crate) fn restart(&mut self) {
+        self.forget_process();
+        let (device, unreadable) =
+            Device::restore(self.config.clone(), self.store.entries(), self.now)
+                .expect("the fuzz config is valid");
+        assert!(
+            unreadable.is_empty(),
+            "a restart cannot read records the device wrote itself: {unreadable:?}"
+        );
+        self.device = device;
+        self.drain();
+    }
+
+    pub(crate) fn opened(&mut self, conn: ConnId, kind: ConnKind) {
+        assert!(
+            !self.open.contains_key(&conn) && !self.closed.contains(&conn),
+            "connection ids are never reused: {conn:?}"
+        );
+        self.open.insert(conn, kind);
+    }
+
+    pub(crate) fn open_link(&mut self) {
+        if !self.started {
+            self.started = true;
+            self.device.start_link(self.now);
+            self.drain();
+        }
+        if self.dialing {
+            let conn = self
+                .device
+                .handle_open(ConnKind::Link, self.now)
+                .expect("the device asked for a dial, so a link may open");
+            self.dialing = false;
+            self.opened(conn, ConnKind::Link);
+        } else if self.held.is_empty() {
+            // (With persists held, a `Dial` may be waiting behind them.)
+            let r = self.device.handle_open(ConnKind::Link, self.now);
+            assert_eq!(
+                r,
+                Err(Misuse::NotDialing),
+                "a link opened though no dial was asked for"
+            );
+        }
+        self.drain();
+    }
+
+    pub(crate) fn dial_failed(&mut self, f: &Failure) {
+        let failure = match f {
+            Failure::Transient => DialFailure::Transient,
+            Failure::TokenRefused => DialFailure::TokenRefused,
+            Failure::Unsupported(s) => DialFailure::Unsupported(s.clone()),
+        };
+        if !self.dialing && !self.held.is_empty() {
+            // A `Dial` may wait behind the held persists: the shell has not dialled yet.
+            return;
+        }
+        let was_dialing = self.dialing;
+        self.device.handle_dial_failed(failure, self.now);
+        if was_dialing {
+            self.dialing = false;
+        }
+        let d = self.drain();
+        if was_dialing && matches!(f, Failure::Transient) {
+            assert_eq!(
+                d.dials, 0,
+                "a transient dial failure is retried after a backoff, not at once"
+            );
+            // (Other timers share `poll_timeout`, so only its presence is checked here.)
+            assert!(
+                self.device.poll_timeout().is_some(),
+                "a transient dial failure schedules a redial"
+            );
+        }
+        if was_dialing && !matches!(f, Failure::Transient) {
+            assert!(
+                self.device.link_stopped(),
+                "a refused token or an unsupported server stops linking"
+            );
+        }
+    }
+
+    pub(crate) fn close(&mut self, conn: ConnId, kind: ConnKind, code: Option<u16>) {
+        self.device
+            .handle_closed(conn, code, self.now)
+            .expect("the connection is open");
+        self.open.remove(&conn);
+        self.closed.insert(conn);
+        let d = self.drain();
+        if kind == ConnKind::Link {
+            if code == Some(crate::device::CLOSE_PROTOCOL) {
+                assert!(
+                    self.device.link_stopped(),
+                    "a link closed with 4400 stops linking"
+                );
+            } else if !self.device.link_stopped() {
+                assert!(
+                    d.dials > 0 || self.device.poll_timeout().is_some(),
+                    "a dropped link is redialled (now or at a deadline)"
+                );
+            }
+        }
+    }
+
+    pub(crate) fn timeout(&mut self) {
+        host::handle_timeout(&mut self.device, &mut self.engine, self.now);
+        self.drain();
+        let at = self.device.poll_timeout();
+        assert!(
+            at.is_none_or(|at| at > self.now),
+            "after handle_timeout({:?}) the next deadline {at:?} is not in the future: a shell \
+             would spin",
+            self.now
+        );
+    }
+
+    pub(crate) fn feed(&mut self, conn: ConnId, frame: &[u8]) {
+        let limits = self.device.config().frames;
+        let id = match jsonrpc::decode(frame, &limits) {
+            Ok(Message::Request(r)) => {
+                let id = r.id.as_json().to_string();
+                if r.method == "initialize" {
+                    self.init_pending.insert((conn, id.clone()));
+                }
+                Some(id)
+            }
+            Err(e) => e.id.map(|id| id.as_json().to_string()),
+            Ok(_) => None,
+        };
+        if let Some(id) = id {
+            *self.received.entry((conn, id)).or_default() += 1;
+        }
+        self.device
+            .handle_frame(conn, frame, self.now)
+            .expect("the connection is open");
+        self.drain();
+    }
+
+    /// Drain the device's outputs and the engine's events until both are quiet.
+    pub(crate) fn drain(&mut self) -> Drained {
+        let mut d = Drained::default();
+        let mut n = 0usize;
+        loop {
+            n += 1;
+            assert!(
+                n <= MAX_OUTPUTS_PER_OP,
+                "more than {MAX_OUTPUTS_PER_OP} outputs after one input (op {}): livelock",
+                self.ops
+            );
+            // Every reader keeps up here: nothing is paused.
+            match host::poll_output(&mut self.device, &mut self.engine, self.now, |_| false) {
+                Some(out) => self.output(out, &mut d),
+                None => return d,
+            }
+        }
+    }
+
+    pub(crate) fn output(&mut self, out: ShellOutput, d: &mut Drained) {
+        match out {
+            ShellOutput::Send { conn, frame } => self.sent(conn, &frame),
+            ShellOutput::Close { conn, .. } => {
+                assert!(
+                    !self.closed.contains(&conn),
+                    "the device closed {conn:?} after it was closed"
+                );
+                assert!(
+                    self.open.remove(&conn).is_some() || self.closing.remove(&conn).is_some(),
+                    "the device closed {conn:?}, which never opened"
+                );
+                // The device has let go of a connection it closes.
+                self.closed.insert(conn);
+            }
+            // Pings go unanswered here (a silent network): the link is given up in time. One
+            // queued before the device closed the link leaves ahead of its close.
+            ShellOutput::Ping { conn } => assert_eq!(
+                self.open.get(&conn).or(self.closing.get(&conn)),
+                Some(&ConnKind::Link),
+                "a ping was asked for on {conn:?}, which is not an open link"
+            ),
+            ShellOutput::Effect(Effect::Dial) => {
+                d.dials += 1;
+                assert!(!self.stopped, "a dial was asked for after Stop");
+                assert!(
+                    !self.dialing,
+                    "a second dial was asked for before the first ended"
+                );
+                assert!(
+                    !self.open.values().any(|k| *k == ConnKind::Link),
+                    "a dial was asked for while a link is up"
+                );
+                self.dialing = true;
+            }
+            ShellOutput::Effect(Effect::Stop { .. }) => {
+                self.stopped = true;
+                self.dialing = false;
+            }
+            ShellOutput::Effect(Effect::Persist { seq, records }) => {
+                assert!(
+                    seq > self.last_persist,
+                    "persists are numbered upwards: {seq} after {}",
+                    self.last_persist
+                );
+                self.last_persist = seq;
+                if self.defer_persist {
+                    self.held.push_back((seq, records));
+                } else {
+                    self.store.apply(&records);
+                    self.device.handle_persisted(seq, self.now);
+                }
+            }
+            ShellOutput::Effect(Effect::ResolvePath { request, path }) => {
+                let resolved = if path.contains("missing") {
+                    Err("no such directory".to_string())
+                } else {
+                    Ok(path)
+                };
+                self.device
+                    .handle_path_resolved(request, resolved, self.now);
+            }
+            // Asked for only once every persist before it is acknowledged: the store is current.
+            ShellOutput::Effect(Effect::LoadSession {
+                request,
+                session_id,
+            }) => {
+                let entries = self.store.session_entries(&session_id);
+                let unreadable = self
+                    .device
+                    .handle_session_loaded(request, entries, self.now);
+                assert!(
+                    unreadable.is_empty(),
+                    "a session read back holds records the device could not read: {unreadable:?}"
+                );
+            }
+            // A disk that fails one write in five: a prompt refused for its attachment must
+            // leave the device as consistent as one that ran.
+            ShellOutput::Effect(Effect::WriteAttachment { request, .. }) => {
+                let written = if request % 5 == 4 {
+                    Err("no space left on device".to_string())
+                } else {
+                    Ok(())
+                };
+                self.device
+                    .handle_attachment_written(request, written, self.now);
+            }
+            // A shell that echoes what it is sent and ends when hung up.
+            ShellOutput::Effect(Effect::OpenTerminal { terminal_id, .. }) => {
+                let info = crate::device::ShellInfo {
+                    shell: "bash".into(),
+                    integration: true,
+                };
+                self.terminals.insert(terminal_id.clone());
+                self.device
+                    .handle_terminal_opened(&terminal_id, Ok(info), self.now);
+            }
+            ShellOutput::Effect(Effect::TerminalInput { terminal_id, bytes }) => {
+                assert!(
+                    self.terminals.contains(&terminal_id) || self.exited.contains(&terminal_id),
+                    "keystrokes for terminal {terminal_id}, whose shell is not running"
+                );
+                self.device
+                    .handle_terminal_output(&terminal_id, &bytes, self.now);
+            }
+            ShellOutput::Effect(Effect::CloseTerminal { terminal_id }) => {
+                assert!(
+                    self.terminals.remove(&terminal_id) || self.exited.remove(&terminal_id),
+                    "terminal {terminal_id} hung up, whose shell is not running"
+                );
+                self.device
+                    .handle_terminal_exit(&terminal_id, 129, self.now);
+            }
+            // A resize changes nothing a fake shell shows; nothing comes back for a removal.
+            ShellOutput::Effect(
+                Effect::ResizeTerminal { .. } | Effect::RemoveAttachments { .. },
+            ) => {}
+        }
+    }
+
+    pub(crate) fn sent(&mut self, conn: ConnId, frame: &[u8]) {
+        assert!(
+            !self.closed.contains(&conn),
+            "a frame was sent on {conn:?} after it closed: {}",
+            lossy(frame)
+        );
+        let kind = *self
+            .open
+            .get(&conn)
+            .or(self.closing.get(&conn))
+            .unwrap_or_else(|| {
+                panic!(
+                    "a frame was sent on {conn:?}, which never opened: {}",
+                    lossy(frame)
+                )
+            });
+        let first = self.spoke.insert(conn);
+        let msg = check_out_frame(frame);
+        let method = match &msg {
+            Message::Request(r) => Some(r.method.to_string()),
+            Message::Notification(n) => Some(n.method.to_string()),
+            Message::Response(_) => None,
+        };
+        if kind == ConnKind::Link && first {
+            assert_eq!(
+                method.as_deref(),
+                Some("_lembas/hello"),
+                "a link's first frame is `_lembas/hello`: {}",
+                lossy(frame)
+            );
+        }
+        match msg {
+            Message::Response(r) => {
+                let Some(id) = r.id else { return };
+                let key = (conn, id.as_json().to_string());
+                let answers = self.answered.entry(key.clone()).or_default();
+                *answers += 1;
+                let received = self.received.get(&key).copied().unwrap_or(0);
+                assert!(
+                    *answers <= received,
+                    "id {} on {conn:?} answered {} times but received {received} times: {}",
+                    key.1,
+                    *answers,
+                    lossy(frame)
+                );
+                let Ok(result) = r.outcome else { return };
+                if let Ok(Value::Object(o)) = serde_json::from_str::<Value>(result.get()) {
+                    if let Some(Value::String(s)) = o.get("sessionId") {
+                        if !self.sessions.contains(s) {
+                            self.sessions.push(s.clone());
+                        }
+                    }
+                    // A peer may reuse an id while a request is in flight: only the answer that
+                    // is an `initialize` result takes the pending `initialize` of that id (an
+                    // earlier error to another request with the same id must not).
+                    let is_init_answer =
+                        o.contains_key("agentCapabilities") && self.init_pending.remove(&key);
+                    if is_init_answer {
+                        let n = self.initialized.entry(conn).or_default();
+                        *n += 1;
+                        assert!(
+                            *n <= 1,
+                            "`initialize` succeeded twice on {conn:?}: {}",
+                            lossy(frame)
+                        );
+                    }
+                }
+            }
+            _ if method.as_deref() == Some("_lembas/hello") => {
+                assert_eq!(
+                    kind,
+                    ConnKind::Link,
+                    "`_lembas/hello` goes on the link only"
+                );
+                assert!(
+                    self.hello.insert(conn),
+                    "`_lembas/hello` sent twice on {conn:?}"
+                );
+            }
+            _ => {
+                assert!(
+                    self.initialized.contains_key(&conn),
+                    "{} sent on {conn:?} before its `initialize` was answered: {}",
+                    method.as_deref().unwrap_or("?"),
+                    lossy(frame)
+                );
+            }
+        }
+    }
+
+    pub(crate) fn reconfigure(&mut self, r: &Reconfig) {
+        let remote = r.remote(self.device.config().remote.clone());
+        let same = remote == self.device.config().remote;
+        match self.device.reconfigure(remote.clone(), self.now) {
+            Ok(changed) => {
+                assert!(
+                    !(same && changed),
+                    "an unchanged `remote:` changed the device"
+                );
+                assert_eq!(
+                    self.device.config().remote,
+                    remote,
+                    "a valid `remote:` is the device's from the reload on"
+                );
+                // The next process starts with what the person saved.
+                self.config.remote = remote;
+            }
+            Err(e) => assert_ne!(
+                self.device.config().remote,
+                remote,
+                "a refused `remote:` ({}) was taken anyway",
+                e.0
+            ),
+        }
+        self.drain();
+    }
+
+    pub(crate) fn delete_session(&mut self, pick: u8) {
+        let id = match self
+            .sessions
+            .get(usize::from(pick) % self.sessions.len().max(1))
+        {
+            Some(id) if pick < 200 => id.clone(),
+            _ => format!("stranger-{pick}"),
+        };
+        let deleted = self.device.delete_session(&id, self.now);
+        self.drain();
+        if deleted {
+            assert!(
+                !self.device.delete_session(&id, self.now),
+                "session {id} was deleted twice"
+            );
+            self.drain();
+        }
+    }
+
+    /// A terminal whose shell is running (opened and neither exited nor hung up).
+    pub(crate) fn pick_terminal(&self, pick: u8) -> Option<String> {
+        let n = self.terminals.len();
+        (n > 0).then(|| {
+            self.terminals
+                .iter()
+                .nth(usize::from(pick) % n)
+                .cloned()
+                .expect("picked within the set")
+        })
+    }
+
+    pub(crate) fn check_state(&mut self) {
+        if self.held.is_empty() {
+            // Nothing waits in the device's queue now: what it asks from here on, it asked
+            // knowing of every exit.
+            self.exited.clear();
+        }
+        let theirs: BTreeMap<ConnId, ConnKind> = self.device.connections().collect();
+        // A connection the device closed on its own account behind a held persist: it has let
+        // go of it, and the close leaves with that persist.
+        let let_go: Vec<(ConnId, ConnKind)> = self
+            .open
+            .iter()
+            .filter(|(c, _)| !theirs.contains_key(c))
+            .map(|(c, k)| (*c, *k))
+            .collect();
+        for (conn, kind) in let_go {
+            assert!(
+                !self.held.is_empty(),
+                "the device let go of {conn:?} without closing it"
+            );
+            self.open.remove(&conn);
+            self.closing.insert(conn, kind);
+            let r = self.device.handle_frame(conn, b"{}", self.now);
+            assert_eq!(
+                r,
+                Err(Misuse::UnknownConnection(conn)),
+                "a frame on a connection the device let go of is a misuse"
+            );
+        }
+        assert_eq!(
+            theirs, self.open,
+            "the device's connections are the ones opened and not closed"
+        );
+        if self.held.is_empty() {
+            assert_eq!(
+                self.device.link_stopped(),
+                self.stopped,
+                "the device stopped linking exactly when it said Stop"
+            );
+        }
+    }
+}
