@@ -466,6 +466,12 @@ impl Pair {
     fn route_device(&mut self, out: ShellOutput) {
         match out {
             ShellOutput::Send { conn, frame } => {
+                // The fuzzer's check of every frame the core writes holds here too.
+                crate::testing::fuzz::check_out_frame(&frame);
+                assert!(
+                    Some(conn) == self.link || self.stdio_out.contains_key(&conn),
+                    "a frame was sent on {conn:?}, which is not open"
+                );
                 if Some(conn) == self.link {
                     self.put_in_flight(Dir::ToClient, frame);
                 } else if let Some(lines) = self.stdio_out.get_mut(&conn) {

@@ -136,7 +136,7 @@ fn assert_answer_has_id(out: &[u8], id: &Id) {
 /// A frame the core wrote: JSON (checked without reading numbers into floats, since an id such
 /// as `1e400` is valid JSON the core echoes as it came), no raw newline (stdio's framing relies
 /// on it), and a JSON-RPC 2.0 message the core's own decoder reads back.
-fn check_out_frame(out: &[u8]) -> Message<'_> {
+pub(crate) fn check_out_frame(out: &[u8]) -> Message<'_> {
     assert!(
         !out.contains(&b'\n'),
         "a frame the core wrote holds a raw newline: {}",
