@@ -12,12 +12,14 @@
 //!                "outputs": [ { "type": "effect", "effect": { "kind": "dial" } } ] }, … ] }
 //! ```
 //!
-//! Device inputs (`input.type`): `start_link`, `open {kind}`, `dial_failed {failure}`,
-//! `frame {conn, frame}`, `closed {conn, code}`, `tick`, `persisted {seq}`,
-//! `path_resolved {request, path | error}`, `engine {sessionId, turnId, event}`,
-//! `delete_session {sessionId}`, `session_loaded {request, sessionId}` (a `load_session`
-//! effect answered from the transcript's store), and `restart` (the process dies and comes back:
-//! `Device.restore` from every record its `persist` effects wrote so far).
+//! Device inputs are `lembas_core::device::Input` in its serde shape (`input.type`: `start_link`,
+//! `open {kind}`, `dial_failed {failure}`, `frame {conn, frame}`, `closed {conn, code}`, `tick`,
+//! `persisted {seq}`, `path_resolved {request, path | error}`, `engine {sessionId, turnId,
+//! event}`, `delete_session {sessionId}`, and the rest that type names), handed to
+//! `Device::handle`. Two steps are the transcript's own, not the device's: `session_loaded
+//! {request, sessionId}` (a `load_session` effect answered from the transcript's store) and
+//! `restart` (the process dies and comes back: `Device.restore` from every record its
+//! `persist` effects wrote so far).
 //! Client inputs: `link_up`, `link_down`, `frame {frame}`, `tick`, `call {method, params}`,
 //! `notify {method, params}`, `respond {id, result | error}`, `prompt {sessionId, blocks,
 //! turnId?}`, `delete_session {sessionId}`, `restore_pending_deletes {kept}`. A step may carry
@@ -27,8 +29,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use lembas_core::client::Client;
-use lembas_core::device::{ConnId, Device, DialFailure, Effect, Output};
-use lembas_core::engine::EngineEvent;
+use lembas_core::device::{Device, Effect, Handled, Input, Output};
 use lembas_core::store::MemStore;
 use lembas_core::{DeviceConfig, Time};
 
@@ -87,73 +88,49 @@ impl DeviceRunner {
         at: u64,
     ) -> Result<(Option<Value>, Vec<Value>), ShapeError> {
         let now = Time(at);
-        let d = &mut self.device;
-        let s = |k: &str| input[k].as_str().unwrap_or_default().to_string();
-        let u = |k: &str| {
-            input[k]
-                .as_u64()
-                .ok_or_else(|| ShapeError(format!("device input: `{k}` is not a number")))
+        let input = match input["type"].as_str() {
+            // Steps of the transcript alone, not inputs of the device: the process dies and
+            // comes back, or a `load_session` effect is answered from the transcript's store.
+            Some("restart") => return self.restart(now),
+            Some("session_loaded") if input.get("entries").is_none() => {
+                let session = input["sessionId"].as_str().unwrap_or_default();
+                Input::SessionLoaded {
+                    request: input["request"].as_u64().ok_or_else(|| {
+                        ShapeError("session_loaded: `request` is not a number".into())
+                    })?,
+                    entries: self.store.session_entries(session),
+                }
+            }
+            _ => json::read::<Input>("device input", input.clone())?,
         };
-        let misuse = |e: lembas_core::device::Misuse| ShapeError(e.to_string());
-        let mut returns = None;
-        match input["type"].as_str().unwrap_or_default() {
-            "start_link" => d.start_link(now),
-            "open" => {
-                let conn = d
-                    .handle_open(json::conn_kind(&s("kind"))?, now)
-                    .map_err(misuse)?;
-                returns = Some(json!(conn.0));
+        let returns = match self.device.handle(input, now) {
+            Ok(Handled::Opened(conn)) => Some(json!(conn.0)),
+            Ok(Handled::Changed(b) | Handled::Wanted(b)) => Some(json!(b)),
+            Ok(Handled::Unreadable(bad)) if !bad.is_empty() => {
+                return Err(ShapeError(format!("unreadable store entries: {bad:?}")))
             }
-            "dial_failed" => d.handle_dial_failed(
-                json::read::<DialFailure>("dial failure", input["failure"].clone())?,
-                now,
-            ),
-            "frame" => d
-                .handle_frame(ConnId(u("conn")?), s("frame").as_bytes(), now)
-                .map_err(misuse)?,
-            "closed" => {
-                let code = input["code"].as_u64().map(|c| c as u16);
-                d.handle_closed(ConnId(u("conn")?), code, now)
-                    .map_err(misuse)?
-            }
-            "tick" => d.handle_timeout(now),
-            "persisted" => d.handle_persisted(u("seq")?, now),
-            "path_resolved" => {
-                let mut r = input.clone();
-                if let Some(o) = r.as_object_mut() {
-                    o.remove("type");
-                    o.remove("request");
-                }
-                d.handle_path_resolved(u("request")?, json::path_resolution(r)?, now)
-            }
-            "engine" => d.handle_engine(
-                &s("sessionId"),
-                &s("turnId"),
-                json::read::<EngineEvent>("engine event", input["event"].clone())?,
-                now,
-            ),
-            "delete_session" => returns = Some(json!(d.delete_session(&s("sessionId"), now))),
-            // The answer to a `load_session` effect, read from the transcript's store.
-            "session_loaded" => {
-                let entries = self.store.session_entries(&s("sessionId"));
-                let bad = d.handle_session_loaded(u("request")?, entries, now);
-                if !bad.is_empty() {
-                    return Err(ShapeError(format!("unreadable store entries: {bad:?}")));
-                }
-            }
-            "restart" => {
-                let (device, unreadable) =
-                    Device::restore(self.config.clone(), self.store.entries(), now)
-                        .map_err(|e| ShapeError(e.0))?;
-                if !unreadable.is_empty() {
-                    return Err(ShapeError(format!(
-                        "unreadable store entries: {unreadable:?}"
-                    )));
-                }
-                self.device = device;
-            }
-            other => return Err(ShapeError(format!("unknown device input `{other}`"))),
+            Ok(_) => None,
+            Err(e) => return Err(ShapeError(e.to_string())),
+        };
+        Ok((returns, self.drain()))
+    }
+
+    /// The process dies and comes back: `Device::restore` from every record its `persist`
+    /// effects wrote so far.
+    fn restart(&mut self, now: Time) -> Result<(Option<Value>, Vec<Value>), ShapeError> {
+        let (device, unreadable) = Device::restore(self.config.clone(), self.store.entries(), now)
+            .map_err(|e| ShapeError(e.0))?;
+        if !unreadable.is_empty() {
+            return Err(ShapeError(format!(
+                "unreadable store entries: {unreadable:?}"
+            )));
         }
+        self.device = device;
+        Ok((None, self.drain()))
+    }
+
+    /// Every output ready now; the records of `persist` effects go to the store.
+    fn drain(&mut self) -> Vec<Value> {
         let mut outputs = Vec::new();
         while let Some(o) = self.device.poll_output() {
             if let Output::Effect(Effect::Persist { records, .. }) = &o {
@@ -161,7 +138,7 @@ impl DeviceRunner {
             }
             outputs.push(json::out(&o));
         }
-        Ok((returns, outputs))
+        outputs
     }
 }
 

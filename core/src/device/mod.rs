@@ -1,5 +1,6 @@
 //! The device (ACP's agent): the long-lived state of one LLeMbas CLI, and the connections that
-//! come and go on it. Inputs are the `handle_*` methods; outputs are drained with
+//! come and go on it. Inputs are the `handle_*` methods, or one [`Input`] value given to
+//! [`Device::handle`] (input.rs); outputs are drained with
 //! [`Device::poll_output`] until `None`, then [`Device::poll_timeout`] says when to call
 //! [`Device::handle_timeout`] (and [`Device::timeout_reason`] why). Every input ends in
 //! `after_input` (the step for what must follow any input) and the timers live in one table
@@ -13,6 +14,7 @@ mod deletes;
 mod dispatch;
 pub(crate) mod handlers;
 mod handshake;
+mod input;
 mod ledger;
 mod limits;
 mod link;
@@ -33,6 +35,7 @@ use serde::Serialize;
 pub use crate::liveness::CLOSE_DEAD_LINK;
 pub use crate::turn::Answer;
 pub use connection::{ConnId, ConnKind};
+pub use input::{Handled, Input, Refused};
 pub use limits::CLOSE_HELD_OVERFLOW;
 pub use link::CLOSE_PROTOCOL;
 pub use reconfigure::{CLOSE_SETTINGS_CHANGED, SETTINGS_CHANGED};
