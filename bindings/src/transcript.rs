@@ -20,15 +20,16 @@
 //! {request, sessionId}` (a `load_session` effect answered from the transcript's store) and
 //! `restart` (the process dies and comes back: `Device.restore` from every record its
 //! `persist` effects wrote so far).
-//! Client inputs: `link_up`, `link_down`, `frame {frame}`, `tick`, `call {method, params}`,
-//! `notify {method, params}`, `respond {id, result | error}`, `prompt {sessionId, blocks,
-//! turnId?}`, `delete_session {sessionId}`, `restore_pending_deletes {kept}`. A step may carry
+//! Client inputs are `lembas_core::client::Input` in its serde shape (`link_up`, `link_down`,
+//! `frame {frame}`, `tick`, `call {method, params}`, `notify {method, params}`, `respond {id,
+//! result | error}`, `prompt {sessionId, blocks, turnId?}`, `delete_session {sessionId}`,
+//! `restore_pending_deletes {kept}`, `activity`), handed to `Client::handle`. A step may carry
 //! `returns`: what the call gave back (a conn id, a request id, a turn id, a boolean).
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use lembas_core::client::Client;
+use lembas_core::client::{Client, Handled as ClientHandled, Input as ClientInput};
 use lembas_core::device::{Device, Effect, Handled, Input, Output};
 use lembas_core::store::MemStore;
 use lembas_core::{DeviceConfig, Time};
@@ -160,55 +161,14 @@ impl ClientRunner {
         input: &Value,
         at: u64,
     ) -> Result<(Option<Value>, Vec<Value>), ShapeError> {
-        let now = Time(at);
-        let c = &mut self.client;
-        let s = |k: &str| input[k].as_str().unwrap_or_default().to_string();
-        let call = |e: lembas_core::client::CallError| ShapeError(e.to_string());
-        let mut returns = None;
-        match input["type"].as_str().unwrap_or_default() {
-            "link_up" => c.handle_link_up(now),
-            "link_down" => c.handle_link_down(now),
-            "frame" => c.handle_frame(s("frame").as_bytes(), now),
-            "tick" => c.handle_timeout(now),
-            "call" => {
-                let id = c.call(&s("method"), &input["params"], now).map_err(call)?;
-                returns = Some(json::id_value(&id));
-            }
-            "notify" => c
-                .notify(&s("method"), &input["params"], now)
-                .map_err(call)?,
-            "respond" => {
-                let mut o = input.clone();
-                if let Some(m) = o.as_object_mut() {
-                    m.remove("type");
-                    m.remove("id");
-                }
-                c.respond(&json::id(&input["id"])?, json::outcome_from(o)?, now);
-            }
-            "prompt" => {
-                let turn = input["turnId"].as_str();
-                let t = c
-                    .prompt(&s("sessionId"), input["blocks"].clone(), turn, now)
-                    .map_err(call)?;
-                returns = Some(json!(t));
-            }
-            "delete_session" => c.delete_session(&s("sessionId"), now),
-            "restore_pending_deletes" => {
-                let kept: Vec<(String, u32)> = input["kept"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(|k| {
-                        (
-                            k["sessionId"].as_str().unwrap_or_default().to_string(),
-                            k["refusals"].as_u64().unwrap_or(0) as u32,
-                        )
-                    })
-                    .collect();
-                c.restore_pending_deletes(&kept)
-            }
-            other => return Err(ShapeError(format!("unknown client input `{other}`"))),
-        }
+        let input = json::read::<ClientInput>("client input", input.clone())?;
+        let returns = match self.client.handle(input, Time(at)) {
+            Ok(ClientHandled::Called(id)) => Some(json::id_value(&id)),
+            Ok(ClientHandled::Prompted(turn)) => Some(json!(turn)),
+            // A respond's "was it sent" is not recorded (the transcripts never did).
+            Ok(_) => None,
+            Err(e) => return Err(ShapeError(e.to_string())),
+        };
         let mut outputs = Vec::new();
         while let Some(o) = self.client.poll_output() {
             outputs.push(json::out(&o));

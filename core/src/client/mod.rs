@@ -1,9 +1,12 @@
 //! The client (the LLeMbas role): one web UI's side of a device's link. It checks the device's
 //! protocol on `_lembas/hello`, initializes, keeps the device's capability list, and refuses to
 //! call a method the device did not list. It outlives the links it is given, one at a time.
+//! Inputs are its `handle_*` and call methods, or one [`Input`] value given to
+//! [`Client::handle`] (input.rs).
 
 mod deletes;
 mod event_json;
+mod input;
 mod timers;
 mod turns;
 
@@ -21,6 +24,7 @@ use crate::rng::Rng;
 use crate::time::{Clock, Time};
 use crate::wire::handshake::{Hello, InitializeRequest, InitializeResult, PROTOCOL};
 pub use event_json::event_json;
+pub use input::{Handled, Input};
 pub use timers::ClientTimer;
 pub use turns::Reattach;
 use turns::{Purpose, Rows};
