@@ -6,6 +6,7 @@
 
 use super::connection::Phase;
 use super::{ConnId, Device};
+use crate::wire::event::lembas::{LembasEvent, TextEvent};
 
 /// Which stream a chunk belongs to.
 #[derive(Clone, Copy)]
@@ -22,6 +23,15 @@ impl Chunk {
         match self {
             Chunk::Message => ("agent_message_chunk", "text"),
             Chunk::Thought => ("agent_thought_chunk", "reasoning"),
+        }
+    }
+
+    /// Its `_lembas/event`, typed (what the fast path writes by hand).
+    fn event(self, text: &str) -> LembasEvent {
+        let text = TextEvent { text: text.into() };
+        match self {
+            Chunk::Message => LembasEvent::Text(text),
+            Chunk::Thought => LembasEvent::Reasoning(text),
         }
     }
 }
@@ -95,7 +105,7 @@ impl Device {
             }
         }
         if more {
-            return self.broadcast_chunk_slow(session, update, event, text);
+            return self.broadcast_chunk_slow(session, chunk, text);
         }
         if nu > 0 {
             let frame = update_frame(session, update, text);
@@ -108,13 +118,14 @@ impl Device {
     }
 
     /// More holders than the fast path keeps: the generic broadcasts.
-    fn broadcast_chunk_slow(&mut self, session: &str, update: &str, event: &str, text: &str) {
+    fn broadcast_chunk_slow(&mut self, session: &str, chunk: Chunk, text: &str) {
+        let (update, _) = chunk.names();
         self.broadcast_update(
             session,
             serde_json::json!({ "sessionUpdate": update,
                                 "content": { "type": "text", "text": text } }),
         );
-        self.broadcast_event(session, serde_json::json!({ "type": event, "text": text }));
+        self.broadcast_event(session, chunk.event(text));
     }
 }
 
@@ -124,6 +135,7 @@ mod tests {
 
     use super::*;
     use crate::jsonrpc;
+    use crate::wire::event::lembas::EventParams;
 
     #[test]
     fn the_fast_frames_are_the_generic_frames_byte_for_byte() {
@@ -149,6 +161,14 @@ mod tests {
                 &json!({ "sessionId": "ses_1", "event": { "type": event, "text": text } }),
             );
             assert_eq!(event_frame("ses_1", event, text), generic);
+            let typed = jsonrpc::encode_notification(
+                "_lembas/event",
+                &EventParams {
+                    event: chunk.event(text),
+                    session_id: "ses_1".into(),
+                },
+            );
+            assert_eq!(event_frame("ses_1", event, text), typed);
         }
     }
 }

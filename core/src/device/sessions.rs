@@ -16,6 +16,7 @@ use crate::jsonrpc::{self, Id, RpcError};
 use crate::paths;
 use crate::rng::Rng;
 use crate::store::{Record, SessionRecord, Table};
+use crate::wire::event::lembas::{EventParams, LembasEvent, ModeEvent, TitleEvent};
 use crate::wire::session::{
     HistoryResult, HistoryTurn, ModeInfo, Modes, NewSessionParams, SessionIdParams, SetModeParams,
     StatusResult, TitleParams,
@@ -392,7 +393,7 @@ impl Device {
             session,
             json!({ "sessionUpdate": "current_mode_update", "currentModeId": mode }),
         );
-        self.broadcast_event(session, json!({ "type": "mode", "mode": mode }));
+        self.broadcast_event(session, LembasEvent::Mode(ModeEvent { mode }));
     }
 
     pub(super) fn set_title(&mut self, conn: ConnId, p: TitleParams) -> Result<Value, RpcError> {
@@ -411,7 +412,10 @@ impl Device {
         self.out.persist(vec![record]);
         self.broadcast_event(
             &p.session_id,
-            json!({ "type": "title", "id": p.session_id, "title": p.title }),
+            LembasEvent::Title(TitleEvent {
+                id: p.session_id.clone(),
+                title: p.title.clone(),
+            }),
         );
         Ok(json!({ "title": p.title }))
     }
@@ -509,12 +513,13 @@ impl Device {
     }
 
     /// An `_lembas/event` to every holder whose client said `_meta.lembas`.
-    pub(super) fn broadcast_event(&mut self, session: &str, event: Value) {
+    pub(super) fn broadcast_event(&mut self, session: &str, event: LembasEvent) {
         let Some(s) = self.sessions.get(session) else {
             return;
         };
         // Encoded only when someone hears it.
         let mut frame = None;
+        let mut event = Some(event);
         for conn in &s.holders {
             if self
                 .conns
@@ -522,10 +527,11 @@ impl Device {
                 .is_some_and(|c| c.may_receive("_lembas/event"))
             {
                 let frame = frame.get_or_insert_with(|| {
-                    jsonrpc::encode_notification(
-                        "_lembas/event",
-                        &json!({ "sessionId": session, "event": event }),
-                    )
+                    let params = EventParams {
+                        event: event.take().expect("encoded once"),
+                        session_id: session.to_owned(),
+                    };
+                    jsonrpc::encode_notification("_lembas/event", &params)
                 });
                 self.out.send(*conn, frame.clone());
             }

@@ -14,6 +14,10 @@ use crate::jsonrpc::{code, Id, RpcError};
 use crate::rng::Rng;
 use crate::store::{self, history_record, turn_record, Record, StoredTurnState, Table};
 use crate::turn::Answer;
+use crate::wire::event::lembas::{
+    LembasEvent, PlanEvent, PromptEvent, SteeredEvent, TaskEvent, TaskState, ToolEndEvent,
+    ToolStartEvent,
+};
 use crate::wire::session::{
     AttachmentMeta, ContentBlock, HistoryTurn, PromptParams, SessionIdParams, SteerParams,
     ToolRecord,
@@ -361,10 +365,11 @@ impl Device {
             turn_record(session, &turn_id, order, StoredTurnState::Running, now),
             history_record(session, index, &user),
         ];
-        let mut prompt_event = json!({ "type": "prompt", "text": start.text, "turnId": turn_id });
-        if !attachments.is_empty() {
-            prompt_event["attachments"] = json!(attachments);
-        }
+        let prompt_event = LembasEvent::Prompt(PromptEvent {
+            attachments,
+            text: start.text.clone(),
+            turn_id: turn_id.clone(),
+        });
         if let Some(record) = lowered {
             self.announce_mode(session, max, record);
         }
@@ -373,7 +378,10 @@ impl Device {
         self.broadcast_event(session, prompt_event);
         self.broadcast_event(
             session,
-            json!({ "type": "task", "state": "start", "turnId": turn_id }),
+            LembasEvent::Task(TaskEvent {
+                state: TaskState::Start,
+                turn_id,
+            }),
         );
     }
 
@@ -478,7 +486,11 @@ impl Device {
                 );
                 self.broadcast_event(
                     session,
-                    json!({ "type": "tool_start", "id": id, "name": title, "args": raw_input }),
+                    LembasEvent::ToolStart(ToolStartEvent {
+                        args: raw_input,
+                        id,
+                        name: title,
+                    }),
                 );
             }
             EngineEvent::ToolCallUpdate { id, status, output } => {
@@ -499,8 +511,11 @@ impl Device {
                 if matches!(status, ToolStatus::Completed | ToolStatus::Failed) {
                     self.broadcast_event(
                         session,
-                        json!({ "type": "tool_end", "id": id, "output": output,
-                                "isError": status == ToolStatus::Failed }),
+                        LembasEvent::ToolEnd(ToolEndEvent {
+                            id,
+                            is_error: status == ToolStatus::Failed,
+                            output,
+                        }),
                     );
                 }
             }
@@ -511,16 +526,9 @@ impl Device {
                 if taken.is_empty() {
                     return;
                 }
-                let texts: Vec<&str> = taken.iter().map(|m| m.text.as_str()).collect();
-                let message_ids: Vec<&str> = taken
-                    .iter()
-                    .filter_map(|m| m.message_id.as_deref())
-                    .collect();
-                let mut event = json!({ "type": "steered", "texts": texts });
-                if !message_ids.is_empty() {
-                    event["ids"] = json!(message_ids);
-                }
-                self.broadcast_event(session, event);
+                let ids = taken.iter().filter_map(|m| m.message_id.clone()).collect();
+                let texts = taken.into_iter().map(|m| m.text).collect();
+                self.broadcast_event(session, LembasEvent::Steered(SteeredEvent { ids, texts }));
             }
             EngineEvent::ModeChanged(mode) => {
                 let mode = if s.capped {
@@ -537,7 +545,7 @@ impl Device {
                 let record = s.record();
                 self.out.persist(vec![record]);
                 self.broadcast_update(session, plan_update(plan.as_ref()));
-                self.broadcast_event(session, json!({ "type": "plan", "plan": plan }));
+                self.broadcast_event(session, LembasEvent::Plan(PlanEvent { plan }));
             }
             EngineEvent::Ask(card) => self.ask(session, turn, card),
             EngineEvent::Done(reason) => self.finish(session, Ok(reason)),
@@ -591,7 +599,10 @@ impl Device {
         }
         self.broadcast_event(
             session,
-            json!({ "type": "task", "state": "end", "turnId": r.turn_id }),
+            LembasEvent::Task(TaskEvent {
+                state: TaskState::End,
+                turn_id: r.turn_id,
+            }),
         );
         self.pump(session);
     }

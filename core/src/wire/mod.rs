@@ -2,6 +2,7 @@
 //! (camelCase for ACP's, snake_case where the `_lembas` extension uses it).
 
 pub mod card;
+pub mod event;
 pub mod handshake;
 pub mod session;
 pub mod terminal;

@@ -225,12 +225,13 @@ pub struct TitleParams {
     pub title: String,
 }
 
-/// Attachment metadata, as prompt events and history give it.
+/// Attachment metadata, as prompt events and history give it. Fields in the order they sort:
+/// the `prompt` event writes them so (wire::event).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AttachmentMeta {
-    pub name: String,
     pub mime_type: String,
+    pub name: String,
     pub size: u64,
 }
 

@@ -1,0 +1,278 @@
+//! `_lembas/event`: `{ sessionId, event }`, the engine events of a session, to a client that said
+//! `_meta.lembas`. The spec lists more event types than the device sends; these are the ones it
+//! sends.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::config::Mode;
+use crate::wire::session::AttachmentMeta;
+
+/// `_lembas/event` params.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EventParams {
+    pub event: LembasEvent,
+    pub session_id: String,
+}
+
+/// One event, by its `type`.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum LembasEvent {
+    /// A turn's prompt, as the person sees it.
+    Prompt(PromptEvent),
+    /// A turn began or ended.
+    Task(TaskEvent),
+    /// A chunk of the answer's text.
+    Text(TextEvent),
+    /// A chunk of reasoning.
+    Reasoning(TextEvent),
+    /// A tool call began.
+    ToolStart(ToolStartEvent),
+    /// A tool call finished.
+    ToolEnd(ToolEndEvent),
+    /// `_lembas/steer` messages taken in at this step.
+    Steered(SteeredEvent),
+    /// The session's mode changed.
+    Mode(ModeEvent),
+    /// The session's title changed.
+    Title(TitleEvent),
+    /// The session's plan changed (`plan: null`: cleared).
+    Plan(PlanEvent),
+}
+
+impl LembasEvent {
+    /// Its `type`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            LembasEvent::Prompt(_) => "prompt",
+            LembasEvent::Task(_) => "task",
+            LembasEvent::Text(_) => "text",
+            LembasEvent::Reasoning(_) => "reasoning",
+            LembasEvent::ToolStart(_) => "tool_start",
+            LembasEvent::ToolEnd(_) => "tool_end",
+            LembasEvent::Steered(_) => "steered",
+            LembasEvent::Mode(_) => "mode",
+            LembasEvent::Title(_) => "title",
+            LembasEvent::Plan(_) => "plan",
+        }
+    }
+}
+
+/// The fields, then `type`: every event's own keys sort before `type`, and the device wrote
+/// them sorted (a derived internally tagged enum would write `type` first).
+impl Serialize for LembasEvent {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct TypeLast<'a, B> {
+            #[serde(flatten)]
+            body: &'a B,
+            r#type: &'static str,
+        }
+        let kind = self.kind();
+        match self {
+            LembasEvent::Prompt(b) => TypeLast {
+                body: b,
+                r#type: kind,
+            }
+            .serialize(s),
+            LembasEvent::Task(b) => TypeLast {
+                body: b,
+                r#type: kind,
+            }
+            .serialize(s),
+            LembasEvent::Text(b) | LembasEvent::Reasoning(b) => TypeLast {
+                body: b,
+                r#type: kind,
+            }
+            .serialize(s),
+            LembasEvent::ToolStart(b) => TypeLast {
+                body: b,
+                r#type: kind,
+            }
+            .serialize(s),
+            LembasEvent::ToolEnd(b) => TypeLast {
+                body: b,
+                r#type: kind,
+            }
+            .serialize(s),
+            LembasEvent::Steered(b) => TypeLast {
+                body: b,
+                r#type: kind,
+            }
+            .serialize(s),
+            LembasEvent::Mode(b) => TypeLast {
+                body: b,
+                r#type: kind,
+            }
+            .serialize(s),
+            LembasEvent::Title(b) => TypeLast {
+                body: b,
+                r#type: kind,
+            }
+            .serialize(s),
+            LembasEvent::Plan(b) => TypeLast {
+                body: b,
+                r#type: kind,
+            }
+            .serialize(s),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PromptEvent {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<AttachmentMeta>,
+    pub text: String,
+    pub turn_id: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskState {
+    Start,
+    End,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskEvent {
+    pub state: TaskState,
+    pub turn_id: String,
+}
+
+/// `text` and `reasoning`: a chunk.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TextEvent {
+    pub text: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolStartEvent {
+    pub args: Value,
+    pub id: String,
+    pub name: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolEndEvent {
+    pub id: String,
+    pub is_error: bool,
+    pub output: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SteeredEvent {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ids: Vec<String>,
+    pub texts: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModeEvent {
+    pub mode: Mode,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TitleEvent {
+    pub id: String,
+    pub title: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PlanEvent {
+    pub plan: Option<Value>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every event, with every optional field given.
+    fn every_event() -> Vec<LembasEvent> {
+        let s = String::from;
+        vec![
+            LembasEvent::Prompt(PromptEvent {
+                attachments: vec![AttachmentMeta {
+                    name: s("a.png"),
+                    mime_type: s("image/png"),
+                    size: 4,
+                }],
+                text: s("hi \"you\""),
+                turn_id: s("t1"),
+            }),
+            LembasEvent::Prompt(PromptEvent {
+                attachments: vec![],
+                text: s("hi"),
+                turn_id: s("t1"),
+            }),
+            LembasEvent::Task(TaskEvent {
+                state: TaskState::Start,
+                turn_id: s("t1"),
+            }),
+            LembasEvent::Task(TaskEvent {
+                state: TaskState::End,
+                turn_id: s("t1"),
+            }),
+            LembasEvent::Text(TextEvent { text: s("a\nb") }),
+            LembasEvent::Reasoning(TextEvent { text: s("hm") }),
+            LembasEvent::ToolStart(ToolStartEvent {
+                args: serde_json::json!({ "path": "a", "command": "ls" }),
+                id: s("call_1"),
+                name: s("bash"),
+            }),
+            LembasEvent::ToolEnd(ToolEndEvent {
+                id: s("call_1"),
+                is_error: false,
+                output: None,
+            }),
+            LembasEvent::ToolEnd(ToolEndEvent {
+                id: s("call_1"),
+                is_error: true,
+                output: Some(s("no")),
+            }),
+            LembasEvent::Steered(SteeredEvent {
+                ids: vec![s("m1")],
+                texts: vec![s("also this")],
+            }),
+            LembasEvent::Steered(SteeredEvent {
+                ids: vec![],
+                texts: vec![s("also this")],
+            }),
+            LembasEvent::Mode(ModeEvent { mode: Mode::Edit }),
+            LembasEvent::Title(TitleEvent {
+                id: s("ses_1"),
+                title: s("Fix it"),
+            }),
+            LembasEvent::Plan(PlanEvent {
+                plan: Some(serde_json::json!({ "title": "p", "phases": [] })),
+            }),
+            LembasEvent::Plan(PlanEvent { plan: None }),
+        ]
+    }
+
+    /// The typed encoding writes what encoding the same message as a `Value` (sorted keys, the
+    /// device's encoding before these types) writes, and reads back as itself.
+    #[test]
+    fn events_encode_as_their_value_did_and_decode_to_themselves() {
+        for event in every_event() {
+            let params = EventParams {
+                event,
+                session_id: "ses_1".into(),
+            };
+            let typed = serde_json::to_string(&params).unwrap();
+            let as_value = serde_json::to_value(&params).unwrap().to_string();
+            assert_eq!(typed, as_value);
+            let back: EventParams = serde_json::from_str(&typed).unwrap();
+            assert_eq!(back, params);
+            assert_eq!(
+                serde_json::from_str::<Value>(&typed).unwrap()["event"]["type"],
+                params.event.kind()
+            );
+        }
+    }
+}
