@@ -4,7 +4,9 @@ use serde_json::value::RawValue;
 
 use super::connection::Phase;
 use super::{ConnId, ConnKind, Device};
-use crate::jsonrpc::{self, RpcError};
+use crate::config::DeviceConfig;
+use crate::jsonrpc::{self, code, RpcError};
+use crate::methods::{self, Needs, On};
 use crate::wire::handshake::{
     AgentCapabilities, AgentInfo, AgentLembas, AgentMeta, DeviceInfo, Hello, InitializeParams,
     InitializeResult, Limits, McpCapabilities, PromptCapabilities, ACP_PROTOCOL_VERSION,
@@ -16,12 +18,7 @@ pub const AGENT_NAME: &str = "LLeMbas CLI";
 
 impl Device {
     pub(super) fn limits(&self) -> Limits {
-        let remote = &self.config.remote;
-        Limits {
-            roots: remote.advertised_roots().to_vec(),
-            max_mode: remote.max_mode,
-            require_trust: remote.require_trust,
-        }
+        limits(&self.config)
     }
 
     pub(super) fn send_hello(&mut self, conn: ConnId) {
@@ -44,16 +41,24 @@ impl Device {
         conn: ConnId,
         params: Option<&RawValue>,
     ) -> Result<Box<RawValue>, RpcError> {
-        if self.conns[&conn].phase != Phase::AwaitingInitialize {
+        let config = &self.config;
+        // Dispatch routes only a frame of an open connection here.
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return Err(RpcError::new(
+                code::INTERNAL_ERROR,
+                format!("no open connection {}", conn.0),
+            ));
+        };
+        if c.phase != Phase::AwaitingInitialize {
             return Err(RpcError::invalid_request(
                 "`initialize` was already answered on this connection",
             ));
         }
         let params: InitializeParams = jsonrpc::parse_params("initialize", params)?;
-        let kind = self.conns[&conn].kind;
-        let limits = (kind == ConnKind::Link).then(|| self.limits());
+        let kind = c.kind;
+        let limits = (kind == ConnKind::Link).then(|| limits(config));
         let connection = match kind {
-            ConnKind::Link => self.config.connection.clone(),
+            ConnKind::Link => config.connection.clone(),
             ConnKind::Stdio | ConnKind::Terminal => None,
         };
         let result = InitializeResult {
@@ -73,7 +78,7 @@ impl Device {
             auth_methods: Vec::new(),
             agent_info: AgentInfo {
                 name: AGENT_NAME.into(),
-                version: self.config.version.clone(),
+                version: config.version.clone(),
             },
             meta: Some(AgentMeta {
                 lembas: AgentLembas {
@@ -81,14 +86,10 @@ impl Device {
                     harness_spec: HARNESS_SPEC.into(),
                     limits,
                     connection,
-                    capabilities: self.capabilities_for(kind).map(str::to_string).collect(),
+                    capabilities: capabilities(config, kind).map(str::to_string).collect(),
                 },
             }),
         };
-        let c = self
-            .conns
-            .get_mut(&conn)
-            .expect("dispatch checked the connection");
         c.said = params.client_said();
         c.phase = Phase::Ready;
         if kind == ConnKind::Link {
@@ -96,6 +97,36 @@ impl Device {
         }
         Ok(to_raw(&result))
     }
+}
+
+/// The limits of remote work a link is told (in `_lembas/hello` and `initialize`).
+fn limits(config: &DeviceConfig) -> Limits {
+    let remote = &config.remote;
+    Limits {
+        roots: remote.advertised_roots().to_vec(),
+        max_mode: remote.max_mode,
+        require_trust: remote.require_trust,
+    }
+}
+
+/// The capabilities `initialize` lists on a connection of `kind` under `config`: those this
+/// build has ([`methods::CAPABILITIES`]) that work there under the settings.
+pub(super) fn capabilities(
+    config: &DeviceConfig,
+    kind: ConnKind,
+) -> impl Iterator<Item = &'static str> + '_ {
+    methods::CAPABILITIES
+        .iter()
+        .filter(move |c| {
+            let here = c.on() == On::Any || kind == ConnKind::Link;
+            let set = match c.needs {
+                Needs::Nothing => true,
+                Needs::Store => config.has_store,
+                Needs::RemoteTerminal => config.remote.terminal,
+            };
+            here && set && c.built()
+        })
+        .map(|c| c.name)
 }
 
 /// Our own result types always serialize (see `jsonrpc::to_frame`).

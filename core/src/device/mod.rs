@@ -47,7 +47,6 @@ use crate::config::{ConfigError, DeviceConfig};
 use crate::engine::EngineCommand;
 use crate::jsonrpc::{self, Id, RpcError};
 use crate::liveness::Beat;
-use crate::methods::{self, Needs, On};
 use crate::rng::Rng;
 use crate::shape;
 use crate::store::Record;
@@ -323,21 +322,10 @@ impl Device {
     }
 
     /// The capabilities `initialize` lists now on a connection of `kind`: those this build has
-    /// ([`methods::CAPABILITIES`]) that work there under the settings. A method whose feature a
-    /// connection lacks is refused by its handler with -32602 naming the rule.
+    /// ([`crate::methods::CAPABILITIES`]) that work there under the settings. A method whose
+    /// feature a connection lacks is refused by its handler with -32602 naming the rule.
     pub fn capabilities_for(&self, kind: ConnKind) -> impl Iterator<Item = &'static str> + '_ {
-        methods::CAPABILITIES
-            .iter()
-            .filter(move |c| {
-                let here = c.on() == On::Any || kind == ConnKind::Link;
-                let set = match c.needs {
-                    Needs::Nothing => true,
-                    Needs::Store => self.config.has_store,
-                    Needs::RemoteTerminal => self.config.remote.terminal,
-                };
-                here && set && c.built()
-            })
-            .map(|c| c.name)
+        handshake::capabilities(&self.config, kind)
     }
 
     /// Start keeping a link to the instance up: asks for a dial now.
