@@ -7,6 +7,7 @@
 use super::connection::Phase;
 use super::{ConnId, Device};
 use crate::wire::event::lembas::{LembasEvent, TextEvent};
+use crate::wire::event::update::{ContentChunk, SessionUpdate, TextContent};
 
 /// Which stream a chunk belongs to.
 #[derive(Clone, Copy)]
@@ -23,6 +24,17 @@ impl Chunk {
         match self {
             Chunk::Message => ("agent_message_chunk", "text"),
             Chunk::Thought => ("agent_thought_chunk", "reasoning"),
+        }
+    }
+
+    /// Its `session/update`, typed (what the fast path writes by hand).
+    fn update(self, text: &str) -> SessionUpdate {
+        let chunk = ContentChunk {
+            content: TextContent::new(text),
+        };
+        match self {
+            Chunk::Message => SessionUpdate::AgentMessageChunk(chunk),
+            Chunk::Thought => SessionUpdate::AgentThoughtChunk(chunk),
         }
     }
 
@@ -119,12 +131,7 @@ impl Device {
 
     /// More holders than the fast path keeps: the generic broadcasts.
     fn broadcast_chunk_slow(&mut self, session: &str, chunk: Chunk, text: &str) {
-        let (update, _) = chunk.names();
-        self.broadcast_update(
-            session,
-            serde_json::json!({ "sessionUpdate": update,
-                                "content": { "type": "text", "text": text } }),
-        );
+        self.broadcast_update(session, chunk.update(text));
         self.broadcast_event(session, chunk.event(text));
     }
 }
@@ -136,6 +143,7 @@ mod tests {
     use super::*;
     use crate::jsonrpc;
     use crate::wire::event::lembas::EventParams;
+    use crate::wire::event::update::UpdateParams;
 
     #[test]
     fn the_fast_frames_are_the_generic_frames_byte_for_byte() {
@@ -156,6 +164,14 @@ mod tests {
                                      "content": { "type": "text", "text": text } } }),
             );
             assert_eq!(update_frame("ses_1", update, text), generic);
+            let typed = jsonrpc::encode_notification(
+                "session/update",
+                &UpdateParams {
+                    session_id: "ses_1".into(),
+                    update: chunk.update(text),
+                },
+            );
+            assert_eq!(update_frame("ses_1", update, text), typed);
             let generic = jsonrpc::encode_notification(
                 "_lembas/event",
                 &json!({ "sessionId": "ses_1", "event": { "type": event, "text": text } }),

@@ -16,7 +16,11 @@ use crate::jsonrpc::{self, Id, RpcError};
 use crate::paths;
 use crate::rng::Rng;
 use crate::store::{Record, SessionRecord, Table};
-use crate::wire::event::lembas::{EventParams, LembasEvent, ModeEvent, TitleEvent};
+use crate::wire::event::lembas::{EventParams, LembasEvent, ModeEvent, PlanEvent, TitleEvent};
+use crate::wire::event::update::{
+    CurrentModeUpdate, PlanEntry, PlanEntryStatus, PlanMeta, PlanUpdate, SessionUpdate,
+    UpdateParams,
+};
 use crate::wire::session::{
     HistoryResult, HistoryTurn, ModeInfo, Modes, NewSessionParams, SessionIdParams, SetModeParams,
     StatusResult, TitleParams,
@@ -331,7 +335,10 @@ impl Device {
         let plan = s.durable.plan.as_ref().filter(|_| from_store).map(|p| {
             jsonrpc::encode_notification(
                 "session/update",
-                &json!({ "sessionId": session, "update": plan_update(Some(p)) }),
+                &UpdateParams {
+                    session_id: session.to_owned(),
+                    update: plan_update(Some(p)),
+                },
             )
         });
         // Used from the link, the session is remote work: its modes are lowered from now on.
@@ -391,7 +398,9 @@ impl Device {
         self.out.persist(vec![record]);
         self.broadcast_update(
             session,
-            json!({ "sessionUpdate": "current_mode_update", "currentModeId": mode }),
+            SessionUpdate::CurrentModeUpdate(CurrentModeUpdate {
+                current_mode_id: mode,
+            }),
         );
         self.broadcast_event(session, LembasEvent::Mode(ModeEvent { mode }));
     }
@@ -493,13 +502,16 @@ impl Device {
     }
 
     /// A `session/update` to every connection that holds the session.
-    pub(super) fn broadcast_update(&mut self, session: &str, update: Value) {
+    pub(super) fn broadcast_update(&mut self, session: &str, update: SessionUpdate) {
         let Some(s) = self.sessions.get(session) else {
             return;
         };
         let frame = jsonrpc::encode_notification(
             "session/update",
-            &json!({ "sessionId": session, "update": update }),
+            &UpdateParams {
+                session_id: session.to_owned(),
+                update,
+            },
         );
         for conn in &s.holders {
             if self
@@ -554,14 +566,19 @@ impl Device {
 
 /// The `plan` session update: ACP's flat `entries` and the structure in `_meta.lembas.plan`
 /// (`null`: cleared).
-pub(super) fn plan_update(plan: Option<&Value>) -> Value {
-    let entries = plan.map(plan_entries).unwrap_or_default();
-    json!({ "sessionUpdate": "plan", "entries": entries,
-            "_meta": { "lembas": { "plan": plan } } })
+pub(super) fn plan_update(plan: Option<&Value>) -> SessionUpdate {
+    SessionUpdate::Plan(PlanUpdate {
+        entries: plan.map(plan_entries).unwrap_or_default(),
+        meta: PlanMeta {
+            lembas: PlanEvent {
+                plan: plan.cloned(),
+            },
+        },
+    })
 }
 
 /// ACP's flat list of a structured plan, for an editor: every task of every phase.
-fn plan_entries(plan: &Value) -> Vec<Value> {
+fn plan_entries(plan: &Value) -> Vec<PlanEntry> {
     let mut entries = Vec::new();
     for phase in plan["phases"].as_array().into_iter().flatten() {
         for task in phase["tasks"].as_array().into_iter().flatten() {
@@ -571,11 +588,15 @@ fn plan_entries(plan: &Value) -> Vec<Value> {
                 .unwrap_or("");
             // ACP has no word for a dropped task: it is completed there.
             let status = match task["status"].as_str() {
-                Some("in_progress") => "in_progress",
-                Some("completed" | "done" | "dropped") => "completed",
-                _ => "pending",
+                Some("in_progress") => PlanEntryStatus::InProgress,
+                Some("completed" | "done" | "dropped") => PlanEntryStatus::Completed,
+                _ => PlanEntryStatus::Pending,
             };
-            entries.push(json!({ "content": content, "priority": "medium", "status": status }));
+            entries.push(PlanEntry {
+                content: content.to_owned(),
+                priority: "medium".to_owned(),
+                status,
+            });
         }
     }
     entries

@@ -18,6 +18,7 @@ use crate::wire::event::lembas::{
     LembasEvent, PlanEvent, PromptEvent, SteeredEvent, TaskEvent, TaskState, ToolEndEvent,
     ToolStartEvent,
 };
+use crate::wire::event::update::{SessionUpdate, ToolCall, ToolCallContent, ToolCallUpdate};
 use crate::wire::session::{
     AttachmentMeta, ContentBlock, HistoryTurn, PromptParams, SessionIdParams, SteerParams,
     ToolRecord,
@@ -481,8 +482,13 @@ impl Device {
                 });
                 self.broadcast_update(
                     session,
-                    json!({ "sessionUpdate": "tool_call", "toolCallId": id, "title": title,
-                            "kind": kind, "status": "pending", "rawInput": raw_input }),
+                    SessionUpdate::ToolCall(ToolCall {
+                        kind,
+                        raw_input: raw_input.clone(),
+                        status: ToolStatus::Pending,
+                        title: title.clone(),
+                        tool_call_id: id.clone(),
+                    }),
                 );
                 self.broadcast_event(
                     session,
@@ -502,12 +508,12 @@ impl Device {
                         t.is_error = Some(true);
                     }
                 }
-                let mut update = json!({ "sessionUpdate": "tool_call_update", "toolCallId": id, "status": status });
-                if let Some(out) = &output {
-                    update["content"] =
-                        json!([{ "type": "content", "content": { "type": "text", "text": out } }]);
-                }
-                self.broadcast_update(session, update);
+                let update = ToolCallUpdate {
+                    content: output.iter().map(ToolCallContent::text).collect(),
+                    status,
+                    tool_call_id: id.clone(),
+                };
+                self.broadcast_update(session, SessionUpdate::ToolCallUpdate(update));
                 if matches!(status, ToolStatus::Completed | ToolStatus::Failed) {
                     self.broadcast_event(
                         session,

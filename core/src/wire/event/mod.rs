@@ -6,3 +6,4 @@
 //! tag sits where it sorts (see [`lembas::LembasEvent`]'s `Serialize`).
 
 pub mod lembas;
+pub mod update;
