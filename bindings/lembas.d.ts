@@ -87,6 +87,47 @@ export interface ClientConfig {
   requestTimeoutMs?: number;
 }
 
+// ---- inputs: what `Device.handle` and `Client.handle` take -----------------------------------
+// The conformance transcripts' steps (spec/conformance/*.json); each is the method of the same
+// name (`{ type: "dial_failed", failure }` is `dialFailed(failure, at)`).
+
+export type DeviceInput =
+  | { type: "start_link" }
+  | { type: "open"; kind: ConnKind }
+  | { type: "dial_failed"; failure: DialFailure }
+  /** One message, as its text. */
+  | { type: "frame"; conn: number; frame: string }
+  /** A pong or ping on the connection. */
+  | { type: "activity"; conn: number }
+  | { type: "closed"; conn: number; code?: number | null }
+  | { type: "tick" }
+  | { type: "persisted"; seq: number }
+  | ({ type: "path_resolved"; request: number } & PathResolution)
+  | { type: "session_loaded"; request: number; entries: StoreEntry[] }
+  | { type: "session_load_failed"; request: number; error: string }
+  /** `error` absent: it was written. */
+  | { type: "attachment_written"; request: number; error?: string | null }
+  | { type: "engine"; sessionId: string; turnId: string; event: EngineEvent }
+  | ({ type: "terminal_opened"; terminalId: string } & TerminalStart)
+  | { type: "terminal_output"; terminalId: string; base64: string }
+  | { type: "terminal_exit"; terminalId: string; code: number }
+  /** New `remote` settings (`Device.handle` returns whether anything changed). */
+  | { type: "reconfigure"; remote: NonNullable<DeviceConfig["remote"]> }
+  | { type: "delete_session"; sessionId: string };
+
+export type ClientInput =
+  | { type: "link_up" }
+  | { type: "link_down" }
+  | { type: "frame"; frame: string }
+  | { type: "activity" }
+  | { type: "tick" }
+  | { type: "call"; method: string; params?: unknown }
+  | { type: "notify"; method: string; params?: unknown }
+  | ({ type: "respond"; id: RequestId } & Outcome)
+  | { type: "prompt"; sessionId: string; blocks: unknown; turnId?: string | null }
+  | { type: "delete_session"; sessionId: string }
+  | { type: "restore_pending_deletes"; kept: { sessionId: string; refusals?: number }[] };
+
 // ---- the device's outputs ------------------------------------------------------------------
 
 export type DeviceOutput =

@@ -2,7 +2,7 @@
 
 use wasm_bindgen::prelude::*;
 
-use lembas_core::client::Client;
+use lembas_core::client::{Client, Handled, Input};
 use lembas_runtime_wasm::js::{array, bytes, err, from_js, time, to_js};
 
 use crate::{deadline, json};
@@ -23,6 +23,25 @@ impl JsClient {
         let config = json::client_config(from_js(&config)?).map_err(err)?;
         Ok(JsClient {
             inner: Client::new(config, time(now)?).map_err(err)?,
+        })
+    }
+
+    /// Take one input, in the shape the conformance transcripts record (`ClientInput`: every
+    /// method below as one object, `{ type: "call", method, params }`). Returns what it gave:
+    /// the request id for `call`, the turn id for `prompt`, whether `respond` sent its answer;
+    /// else `undefined`. A refused call is an `Error`, as from the methods.
+    #[wasm_bindgen(unchecked_return_type = "RequestId | boolean | undefined")]
+    pub fn handle(
+        &mut self,
+        #[wasm_bindgen(unchecked_param_type = "ClientInput")] input: JsValue,
+        now: f64,
+    ) -> Result<JsValue, JsError> {
+        let input = json::read::<Input>("client input", from_js(&input)?).map_err(err)?;
+        Ok(match self.inner.handle(input, time(now)?).map_err(err)? {
+            Handled::Called(id) => to_js(&json::id_value(&id)),
+            Handled::Prompted(turn) => JsValue::from_str(&turn),
+            Handled::Sent(sent) => JsValue::from_bool(sent),
+            _ => JsValue::UNDEFINED,
         })
     }
 

@@ -3,7 +3,7 @@
 
 use wasm_bindgen::prelude::*;
 
-use lembas_core::device::{ConnId, Device, DialFailure, Unreadable};
+use lembas_core::device::{ConnId, Device, DialFailure, Handled, Input, Unreadable};
 use lembas_core::engine::Engine;
 use lembas_core::engine::{Decision, EngineEvent, TurnStart};
 use lembas_core::scripted::ScriptedEngine;
@@ -53,6 +53,30 @@ impl JsDevice {
     #[wasm_bindgen(unchecked_return_type = "{ table: StoreTable; key: string; why: string }[]")]
     pub fn unreadable(&self) -> JsValue {
         to_js(&json::out(&self.unreadable))
+    }
+
+    /// Take one input, in the shape the conformance transcripts record (`DeviceInput`: every
+    /// method below as one object, `{ type: "frame", conn, frame }`). Returns what it gave:
+    /// the new connection's id for `open`; for `delete_session`, whether there was such a
+    /// session; for `reconfigure`, whether anything changed; for `terminal_opened`, whether the
+    /// device still wants it; else `undefined` (a `session_loaded`'s unreadable entries are
+    /// added to `unreadable()`).
+    #[wasm_bindgen(unchecked_return_type = "number | boolean | undefined")]
+    pub fn handle(
+        &mut self,
+        #[wasm_bindgen(unchecked_param_type = "DeviceInput")] input: JsValue,
+        now: f64,
+    ) -> Result<JsValue, JsError> {
+        let input = json::read::<Input>("device input", from_js(&input)?).map_err(err)?;
+        Ok(match self.inner.handle(input, time(now)?).map_err(err)? {
+            Handled::Opened(conn) => JsValue::from_f64(conn.0 as f64),
+            Handled::Changed(b) | Handled::Wanted(b) => JsValue::from_bool(b),
+            Handled::Unreadable(bad) => {
+                self.unreadable.extend(bad);
+                JsValue::UNDEFINED
+            }
+            _ => JsValue::UNDEFINED,
+        })
     }
 
     /// Start keeping a link to the instance up: a `dial` effect follows.

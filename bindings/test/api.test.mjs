@@ -168,6 +168,23 @@ test("misuse and bad shapes are Errors with the core's sentence", () => {
   assert.equal(typeof version(), "string");
 });
 
+test("handle takes every input as one object and gives back what the method would", () => {
+  const d = new Device(deviceConfig, 0);
+  assert.throws(() => d.handle({ type: "open", kind: "link" }, 0), /no dial was asked for/);
+  assert.throws(() => d.handle({ type: "fly" }, 0), /device input: `type`: unknown variant `fly`/);
+  assert.throws(() => d.handle({ type: "tick", conn: 1 }, 0), /unknown field `conn`/);
+  assert.equal(d.handle({ type: "start_link" }, 0), undefined);
+  assert.deepEqual(d.drain(), [{ type: "effect", effect: { kind: "dial" } }]);
+  assert.equal(d.handle({ type: "open", kind: "link" }, 1), 0);
+  assert.equal(d.handle({ type: "delete_session", sessionId: "ses_none" }, 2), false);
+  assert.equal(d.handle({ type: "reconfigure", remote: deviceConfig.remote }, 3), false);
+  assert.equal(d.handle({ type: "reconfigure", remote: { ...deviceConfig.remote, maxMode: "plan" } }, 3), true);
+  const c = new Client({}, 0);
+  assert.throws(() => c.handle({ type: "call", method: "session/new", params: {} }, 0), /not ready/);
+  assert.equal(c.handle({ type: "respond", id: 1, result: null }, 0), false);
+  assert.equal(c.handle({ type: "link_up" }, 0), undefined);
+});
+
 test("a frame may be a string or bytes", () => {
   const d = new Device(deviceConfig, 0);
   const conn = d.open("stdio", 0);

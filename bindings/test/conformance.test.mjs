@@ -15,7 +15,8 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 const dir = path.join(here, "../../spec/conformance");
 const files = readdirSync(dir).filter((f) => f.endsWith(".json")).sort();
 
-/** Drives a device as a transcript says; a `restart` rebuilds it from what it persisted. */
+/** Drives a device as a transcript says, each input through `Device.handle`; a `restart` (a
+ * step of the transcript, not an input of the device) rebuilds it from what it persisted. */
 class DeviceReplay {
   constructor(config) {
     this.config = config;
@@ -24,30 +25,13 @@ class DeviceReplay {
   }
 
   step(input, at) {
-    const d = this.device;
     let returns;
-    switch (input.type) {
-      case "start_link": d.startLink(at); break;
-      case "open": returns = d.open(input.kind, at); break;
-      case "dial_failed": d.dialFailed(input.failure, at); break;
-      case "frame": d.frame(input.conn, input.frame, at); break;
-      case "closed": d.closed(input.conn, input.code ?? undefined, at); break;
-      case "tick": d.tick(at); break;
-      case "persisted": d.persisted(input.seq, at); break;
-      case "path_resolved": {
-        const { type, request, ...resolution } = input;
-        d.pathResolved(request, resolution, at);
-        break;
-      }
-      case "engine": d.engine(input.sessionId, input.turnId, input.event, at); break;
-      case "delete_session": returns = d.deleteSession(input.sessionId, at); break;
-      case "restart": {
-        this.device.free();
-        this.device = Device.restore(this.config, this.store.entries(), at);
-        assert.deepEqual(this.device.unreadable(), []);
-        break;
-      }
-      default: throw new Error(`unknown device input ${input.type}`);
+    if (input.type === "restart") {
+      this.device.free();
+      this.device = Device.restore(this.config, this.store.entries(), at);
+      assert.deepEqual(this.device.unreadable(), []);
+    } else {
+      returns = this.device.handle(input, at);
     }
     const outputs = this.device.drain();
     for (const o of outputs) {
@@ -57,32 +41,15 @@ class DeviceReplay {
   }
 }
 
+/** Drives a client as a transcript says, each input through `Client.handle`. */
 class ClientReplay {
   constructor(config) {
     this.client = new Client(config, 0);
   }
 
   step(input, at) {
-    const c = this.client;
-    let returns;
-    switch (input.type) {
-      case "link_up": c.linkUp(at); break;
-      case "link_down": c.linkDown(at); break;
-      case "frame": c.frame(input.frame, at); break;
-      case "tick": c.tick(at); break;
-      case "call": returns = c.call(input.method, input.params, at); break;
-      case "notify": c.notify(input.method, input.params, at); break;
-      case "respond": {
-        const { type, id, ...outcome } = input;
-        c.respond(id, outcome, at);
-        break;
-      }
-      case "prompt": returns = c.prompt(input.sessionId, input.blocks, input.turnId ?? undefined, at); break;
-      case "delete_session": c.deleteSession(input.sessionId, at); break;
-      case "restore_pending_deletes": c.restorePendingDeletes(input.kept); break;
-      default: throw new Error(`unknown client input ${input.type}`);
-    }
-    return { returns, outputs: c.drain() };
+    const returns = this.client.handle(input, at);
+    return { returns, outputs: this.client.drain() };
   }
 }
 

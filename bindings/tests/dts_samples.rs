@@ -359,6 +359,57 @@ fn client_events() -> Vec<ClientEvent> {
     ]
 }
 
+/// One of every device input (`lembas_core::device::Input` reads them; it writes none).
+fn device_inputs() -> Vec<Value> {
+    let event = json::out(&EngineEvent::Text("hi".into()));
+    vec![
+        json!({ "type": "start_link" }),
+        json!({ "type": "open", "kind": "link" }),
+        json!({ "type": "dial_failed", "failure": { "type": "transient" } }),
+        json!({ "type": "frame", "conn": 0, "frame": "{}" }),
+        json!({ "type": "activity", "conn": 0 }),
+        json!({ "type": "closed", "conn": 0, "code": null }),
+        json!({ "type": "closed", "conn": 0, "code": 1000 }),
+        json!({ "type": "tick" }),
+        json!({ "type": "persisted", "seq": 1 }),
+        json!({ "type": "path_resolved", "request": 1, "path": "/w" }),
+        json!({ "type": "path_resolved", "request": 1, "error": "no such directory" }),
+        json!({ "type": "session_loaded", "request": 2,
+                "entries": [{ "table": "sessions", "key": "ses_1", "value": "{}" }] }),
+        json!({ "type": "session_load_failed", "request": 2, "error": "disk" }),
+        json!({ "type": "attachment_written", "request": 3 }),
+        json!({ "type": "attachment_written", "request": 3, "error": "disk full" }),
+        json!({ "type": "engine", "sessionId": "ses_1", "turnId": "t1", "event": event }),
+        json!({ "type": "terminal_opened", "terminalId": "term_1", "shell": "bash",
+                "integration": true }),
+        json!({ "type": "terminal_opened", "terminalId": "term_1", "error": "no pty" }),
+        json!({ "type": "terminal_output", "terminalId": "term_1", "base64": "aGk=" }),
+        json!({ "type": "terminal_exit", "terminalId": "term_1", "code": 0 }),
+        json!({ "type": "reconfigure", "remote": { "enabled": true, "roots": ["/w"] } }),
+        json!({ "type": "delete_session", "sessionId": "ses_1" }),
+    ]
+}
+
+/// One of every client input (`lembas_core::client::Input` reads them).
+fn client_inputs() -> Vec<Value> {
+    vec![
+        json!({ "type": "link_up" }),
+        json!({ "type": "link_down" }),
+        json!({ "type": "frame", "frame": "{}" }),
+        json!({ "type": "activity" }),
+        json!({ "type": "tick" }),
+        json!({ "type": "call", "method": "session/new", "params": { "cwd": "/w" } }),
+        json!({ "type": "notify", "method": "session/cancel", "params": { "sessionId": "ses_1" } }),
+        json!({ "type": "respond", "id": 4, "result": { "outcome": "selected" } }),
+        json!({ "type": "respond", "id": "a", "error": { "code": -32601, "message": "no" } }),
+        json!({ "type": "prompt", "sessionId": "ses_1", "blocks": [], "turnId": "t1" }),
+        json!({ "type": "prompt", "sessionId": "ses_1", "blocks": [] }),
+        json!({ "type": "delete_session", "sessionId": "ses_1" }),
+        json!({ "type": "restore_pending_deletes", "kept": [{ "sessionId": "ses_1",
+                "refusals": 1 }] }),
+    ]
+}
+
 fn samples() -> String {
     let mut s = Samples::default();
 
@@ -432,6 +483,16 @@ fn samples() -> String {
     }
     for p in [TurnPhase::Queued, TurnPhase::Running, TurnPhase::Done] {
         s.out("TurnPhase", &p);
+    }
+
+    // The inputs `Device.handle` and `Client.handle` take: each must be read by the core.
+    for v in device_inputs() {
+        json::read::<lembas_core::device::Input>("DeviceInput", v.clone()).unwrap();
+        s.add("DeviceInput", v);
+    }
+    for v in client_inputs() {
+        json::read::<lembas_core::client::Input>("ClientInput", v.clone()).unwrap();
+        s.add("ClientInput", v);
     }
 
     // The engine boundary.
