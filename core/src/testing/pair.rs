@@ -12,6 +12,7 @@ use crate::host::{self, ShellOutput};
 use crate::rng::Rng;
 use crate::scripted::ScriptedEngine;
 use crate::store::MemStore;
+use crate::testing::oracle::Conversations;
 use crate::time::Time;
 
 /// What can go wrong with frames on the link, per frame, in thousandths.
@@ -118,6 +119,10 @@ pub struct Pair {
     /// close (a NAT that forgot the connection). A new link is not affected.
     black_hole: bool,
     link: Option<ConnId>,
+    /// The kinds of the local connections open (editors, terminals).
+    local_kinds: BTreeMap<ConnId, ConnKind>,
+    /// The fuzzer's oracle of what is said on each connection, run in every Pair test.
+    talk: Conversations,
     in_flight: Vec<InFlight>,
     seq: u64,
     rng: Rng,
@@ -157,6 +162,8 @@ impl Pair {
             pings: (0, 0),
             black_hole: false,
             link: None,
+            local_kinds: BTreeMap::new(),
+            talk: Conversations::default(),
             in_flight: Vec::new(),
             seq: 0,
             rng: Rng::new(seed ^ 0x5eed),
@@ -208,6 +215,8 @@ impl Pair {
             self.client.handle_link_down(self.now);
         }
         self.stdio_out.clear();
+        self.local_kinds.clear();
+        self.talk = Conversations::default();
         // The PTYs died with the process.
         self.shells.clear();
         self.engine.forget_all();
@@ -280,10 +289,17 @@ impl Pair {
             dir: Dir::ToDevice,
             frame: String::from_utf8_lossy(frame).into_owned(),
         });
+        self.heard(conn, frame);
         self.device
             .handle_frame(conn, frame, self.now)
             .expect("the pair tracks the link");
         self.drive()
+    }
+
+    /// The device is given `frame` on `conn`: the oracle notes its request id.
+    fn heard(&mut self, conn: ConnId, frame: &[u8]) {
+        let limits = self.device.config().frames;
+        self.talk.heard(conn, frame, &limits);
     }
 
     /// Open an editor's stdio connection on the device.
@@ -299,12 +315,14 @@ impl Pair {
             .handle_open(kind, self.now)
             .expect("local connections open at any time");
         self.stdio_out.insert(conn, Vec::new());
+        self.local_kinds.insert(conn, kind);
         conn
     }
 
     /// Write one line on a stdio connection; returns what the device wrote back meanwhile.
     pub fn stdio(&mut self, conn: ConnId, frame: &[u8]) -> Result<Vec<Vec<u8>>, Livelock> {
         let before = self.stdio_out.get(&conn).map_or(0, Vec::len);
+        self.heard(conn, frame);
         self.device
             .handle_frame(conn, frame, self.now)
             .expect("the stdio connection is open");
@@ -413,10 +431,12 @@ impl Pair {
             frame: String::from_utf8_lossy(&f.frame).into_owned(),
         });
         match f.dir {
-            Dir::ToDevice => self
-                .device
-                .handle_frame(conn, &f.frame, self.now)
-                .expect("the pair tracks the link"),
+            Dir::ToDevice => {
+                self.heard(conn, &f.frame);
+                self.device
+                    .handle_frame(conn, &f.frame, self.now)
+                    .expect("the pair tracks the link")
+            }
             Dir::ToClient => self.client.handle_frame(&f.frame, self.now),
         }
     }
@@ -466,12 +486,15 @@ impl Pair {
     fn route_device(&mut self, out: ShellOutput) {
         match out {
             ShellOutput::Send { conn, frame } => {
-                // The fuzzer's check of every frame the core writes holds here too.
-                crate::testing::fuzz::check_out_frame(&frame);
-                assert!(
-                    Some(conn) == self.link || self.stdio_out.contains_key(&conn),
-                    "a frame was sent on {conn:?}, which is not open"
-                );
+                // The fuzzer's checks of every frame the device writes hold here too.
+                let kind = if Some(conn) == self.link {
+                    ConnKind::Link
+                } else {
+                    *self.local_kinds.get(&conn).unwrap_or_else(|| {
+                        panic!("a frame was sent on {conn:?}, which is not open")
+                    })
+                };
+                self.talk.said(conn, kind, &frame);
                 if Some(conn) == self.link {
                     self.put_in_flight(Dir::ToClient, frame);
                 } else if let Some(lines) = self.stdio_out.get_mut(&conn) {

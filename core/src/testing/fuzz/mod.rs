@@ -6,7 +6,8 @@
 //!
 //! By job: this file holds the drivers and the frame checks; `grammar.rs` what the `device`
 //! driver reads from its input; `run.rs` the shell it plays around the device (a fake OS) and
-//! the invariants it checks after every operation.
+//! the invariants it checks after every operation (those on what is said on each connection are
+//! `testing/oracle.rs`, which the Pair runs too).
 
 use arbitrary::{Arbitrary, Unstructured};
 use serde::de::IgnoredAny;
@@ -154,7 +155,7 @@ pub(crate) fn check_out_frame(out: &[u8]) -> Message<'_> {
     })
 }
 
-fn lossy(bytes: &[u8]) -> String {
+pub(crate) fn lossy(bytes: &[u8]) -> String {
     const SHOW: usize = 600;
     let s = String::from_utf8_lossy(bytes);
     if s.len() > SHOW {

@@ -4,20 +4,18 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use serde_json::Value;
-
 use crate::config::DeviceConfig;
 use crate::device::{ConnId, ConnKind, Device, DialFailure, Effect, Misuse};
 use crate::engine::Engine;
 use crate::host::{self, ShellOutput};
-use crate::jsonrpc::{self, Message};
 use crate::methods::{Direction, Kind, METHODS};
 use crate::scripted::ScriptedEngine;
 use crate::store::{MemStore, Record};
 use crate::time::Time;
 
 use super::grammar::{Failure, Op, Reconfig};
-use super::{check_out_frame, lossy, MAX_OUTPUTS_PER_OP};
+use super::{lossy, MAX_OUTPUTS_PER_OP};
+use crate::testing::oracle::Conversations;
 
 /// The shell around the device, and the ledger the checks are made against.
 pub(crate) struct Run {
@@ -39,17 +37,8 @@ pub(crate) struct Run {
     pub(crate) started: bool,
     pub(crate) dialing: bool,
     pub(crate) stopped: bool,
-    /// Request ids received, and answers sent, per connection and id text.
-    pub(crate) received: BTreeMap<(ConnId, String), u64>,
-    pub(crate) answered: BTreeMap<(ConnId, String), u64>,
-    /// Connections whose `initialize` succeeded, and how many times it did.
-    pub(crate) initialized: BTreeMap<ConnId, u32>,
-    pub(crate) hello: BTreeSet<ConnId>,
-    /// Connections that have had any frame sent on them.
-    pub(crate) spoke: BTreeSet<ConnId>,
-    /// `(conn, id)` of each `initialize` received and not yet answered (its answer may wait
-    /// behind a held persist).
-    pub(crate) init_pending: BTreeSet<(ConnId, String)>,
+    /// What was said on each connection, checked as it is said (the oracle the Pair runs too).
+    pub(crate) talk: Conversations,
     /// Terminals whose shell runs: opened, and not exited or hung up.
     pub(crate) terminals: BTreeSet<String>,
     /// Terminals whose shell exited while outputs waited behind a held persist: keystrokes or
@@ -85,12 +74,7 @@ impl Run {
             started: false,
             dialing: false,
             stopped: false,
-            received: BTreeMap::new(),
-            answered: BTreeMap::new(),
-            initialized: BTreeMap::new(),
-            hello: BTreeSet::new(),
-            spoke: BTreeSet::new(),
-            init_pending: BTreeSet::new(),
+            talk: Conversations::default(),
             terminals: BTreeSet::new(),
             exited: BTreeSet::new(),
             closing: BTreeMap::new(),
@@ -107,12 +91,7 @@ impl Run {
         self.started = false;
         self.dialing = false;
         self.stopped = false;
-        self.received.clear();
-        self.answered.clear();
-        self.initialized.clear();
-        self.hello.clear();
-        self.spoke.clear();
-        self.init_pending.clear();
+        self.talk = Conversations::default();
         self.terminals.clear();
         self.exited.clear();
         self.closing.clear();
@@ -352,20 +331,7 @@ impl Run {
 
     pub(crate) fn feed(&mut self, conn: ConnId, frame: &[u8]) {
         let limits = self.device.config().frames;
-        let id = match jsonrpc::decode(frame, &limits) {
-            Ok(Message::Request(r)) => {
-                let id = r.id.as_json().to_string();
-                if r.method == "initialize" {
-                    self.init_pending.insert((conn, id.clone()));
-                }
-                Some(id)
-            }
-            Err(e) => e.id.map(|id| id.as_json().to_string()),
-            Ok(_) => None,
-        };
-        if let Some(id) = id {
-            *self.received.entry((conn, id)).or_default() += 1;
-        }
+        self.talk.heard(conn, frame, &limits);
         self.device
             .handle_frame(conn, frame, self.now)
             .expect("the connection is open");
@@ -527,76 +493,9 @@ impl Run {
                     lossy(frame)
                 )
             });
-        let first = self.spoke.insert(conn);
-        let msg = check_out_frame(frame);
-        let method = match &msg {
-            Message::Request(r) => Some(r.method.to_string()),
-            Message::Notification(n) => Some(n.method.to_string()),
-            Message::Response(_) => None,
-        };
-        if kind == ConnKind::Link && first {
-            assert_eq!(
-                method.as_deref(),
-                Some("_lembas/hello"),
-                "a link's first frame is `_lembas/hello`: {}",
-                lossy(frame)
-            );
-        }
-        match msg {
-            Message::Response(r) => {
-                let Some(id) = r.id else { return };
-                let key = (conn, id.as_json().to_string());
-                let answers = self.answered.entry(key.clone()).or_default();
-                *answers += 1;
-                let received = self.received.get(&key).copied().unwrap_or(0);
-                assert!(
-                    *answers <= received,
-                    "id {} on {conn:?} answered {} times but received {received} times: {}",
-                    key.1,
-                    *answers,
-                    lossy(frame)
-                );
-                let Ok(result) = r.outcome else { return };
-                if let Ok(Value::Object(o)) = serde_json::from_str::<Value>(result.get()) {
-                    if let Some(Value::String(s)) = o.get("sessionId") {
-                        if !self.sessions.contains(s) {
-                            self.sessions.push(s.clone());
-                        }
-                    }
-                    // A peer may reuse an id while a request is in flight: only the answer that
-                    // is an `initialize` result takes the pending `initialize` of that id (an
-                    // earlier error to another request with the same id must not).
-                    let is_init_answer =
-                        o.contains_key("agentCapabilities") && self.init_pending.remove(&key);
-                    if is_init_answer {
-                        let n = self.initialized.entry(conn).or_default();
-                        *n += 1;
-                        assert!(
-                            *n <= 1,
-                            "`initialize` succeeded twice on {conn:?}: {}",
-                            lossy(frame)
-                        );
-                    }
-                }
-            }
-            _ if method.as_deref() == Some("_lembas/hello") => {
-                assert_eq!(
-                    kind,
-                    ConnKind::Link,
-                    "`_lembas/hello` goes on the link only"
-                );
-                assert!(
-                    self.hello.insert(conn),
-                    "`_lembas/hello` sent twice on {conn:?}"
-                );
-            }
-            _ => {
-                assert!(
-                    self.initialized.contains_key(&conn),
-                    "{} sent on {conn:?} before its `initialize` was answered: {}",
-                    method.as_deref().unwrap_or("?"),
-                    lossy(frame)
-                );
+        if let Some(session) = self.talk.said(conn, kind, frame) {
+            if !self.sessions.contains(&session) {
+                self.sessions.push(session);
             }
         }
     }
