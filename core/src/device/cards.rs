@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::connection::{Connection, RequestIds};
 use super::outbox::Outbox;
@@ -17,10 +17,15 @@ use super::{ConnId, ConnKind, Device};
 use crate::config::Mode;
 use crate::engine::{
     Ask, Card, Decision, EngineCommand, PermissionDecision, PlanDecision, QuestionAnswer,
-    QuestionDecision,
+    QuestionDecision, ToolStatus,
 };
 use crate::jsonrpc::{self, code, Id, RpcError};
 use crate::time::Time;
+use crate::wire::event::card::{
+    CardMeta, CardOption, CardParams, CardQuestion, CardToolCall, Patience, PermissionLembas,
+    PermissionMeta, PermissionOption, PermissionParams, PlanParams, QuestionParams,
+};
+use crate::wire::event::notice::SettledParams;
 
 /// The spec's bounds on a question card.
 pub const MAX_QUESTIONS: usize = 4;
@@ -226,7 +231,10 @@ impl Device {
     fn settle(&mut self, key: &CardKey, open: OpenCard, answered_by: Option<ConnId>) {
         let frame = jsonrpc::encode_notification(
             "_lembas/permission/settled",
-            &json!({ "sessionId": key.0, "toolCallId": key.1 }),
+            &SettledParams {
+                session_id: key.0.clone(),
+                tool_call_id: key.1.clone(),
+            },
         );
         for (conn, id) in open.asked {
             let Some(c) = self.conns.get_mut(&conn) else {
@@ -346,11 +354,12 @@ fn check_card(card: &mut Card) -> Result<(), String> {
     Ok(())
 }
 
-fn card_params(session: &str, card: &Card, patient: bool) -> Value {
-    let mut lembas = serde_json::Map::new();
-    if patient {
-        lembas.insert("patient".into(), Value::Bool(true));
-    }
+fn card_params(session: &str, card: &Card, patient: bool) -> CardParams {
+    let meta = CardMeta {
+        lembas: Patience { patient },
+    };
+    let session_id = session.to_owned();
+    let tool_call_id = card.tool_call_id.clone();
     match &card.ask {
         Ask::Permission {
             title,
@@ -360,64 +369,64 @@ fn card_params(session: &str, card: &Card, patient: bool) -> Value {
             reason,
             purpose,
         } => {
-            let mut options =
-                vec![json!({ "optionId": "once", "name": "Allow once", "kind": "allow_once" })];
+            let mut options = vec![PermissionOption::once()];
             if *always_offered {
-                options.push(json!({ "optionId": "session", "name": "Allow always", "kind": "allow_always" }));
-                // `always` says so in `_meta.lembas` too; absent, like the option, where
-                // "always" is never offered.
-                lembas.insert("always".into(), Value::Bool(true));
+                options.push(PermissionOption::always());
             }
-            options.push(json!({ "optionId": "deny", "name": "Deny", "kind": "reject_once" }));
-            lembas.insert("reason".into(), json!(reason));
-            if let Some(p) = purpose {
-                lembas.insert("purpose".into(), json!(p));
-            }
-            json!({
-                "sessionId": session,
-                "toolCall": { "toolCallId": card.tool_call_id, "title": title, "kind": kind,
-                              "status": "pending", "rawInput": raw_input },
-                "options": options,
-                "_meta": { "lembas": lembas },
+            options.push(PermissionOption::deny());
+            CardParams::Permission(PermissionParams {
+                meta: PermissionMeta {
+                    lembas: PermissionLembas {
+                        // Said in `_meta.lembas` too; absent, like the option, where "always"
+                        // is never offered.
+                        always: *always_offered,
+                        patient,
+                        purpose: purpose.clone(),
+                        reason: reason.clone(),
+                    },
+                },
+                options,
+                session_id,
+                tool_call: CardToolCall {
+                    kind: kind.clone(),
+                    raw_input: raw_input.clone(),
+                    status: ToolStatus::Pending,
+                    title: title.clone(),
+                    tool_call_id,
+                },
             })
         }
-        Ask::Question { why, questions } => {
-            let questions: Vec<Value> = questions
+        Ask::Question { why, questions } => CardParams::Question(QuestionParams {
+            meta,
+            questions: questions
                 .iter()
-                .map(|q| {
-                    let options: Vec<Value> = q
+                .map(|q| CardQuestion {
+                    header: q.header.clone(),
+                    multiple: q.multiple,
+                    options: q
                         .options
                         .iter()
-                        .map(|o| {
-                            let mut v = json!({ "label": cut(&o.label) });
-                            if let Some(d) = &o.description {
-                                v["description"] = json!(d);
-                            }
-                            if o.recommended {
-                                v["recommended"] = json!(true);
-                            }
-                            v
+                        .map(|o| CardOption {
+                            description: o.description.clone(),
+                            label: cut(&o.label),
+                            recommended: o.recommended,
                         })
-                        .collect();
-                    json!({ "header": q.header, "question": q.question,
-                            "multiple": q.multiple, "options": options })
+                        .collect(),
+                    question: q.question.clone(),
                 })
-                .collect();
-            let mut v = json!({ "sessionId": session, "toolCallId": card.tool_call_id,
-                                "questions": questions, "_meta": { "lembas": lembas } });
-            if let Some(why) = why {
-                v["why"] = json!(why);
-            }
-            v
-        }
-        Ask::Plan { path, text, plan } => {
-            let mut v = json!({ "sessionId": session, "toolCallId": card.tool_call_id,
-                                "path": path, "text": text, "_meta": { "lembas": lembas } });
-            if let Some(plan) = plan {
-                v["plan"] = plan.clone();
-            }
-            v
-        }
+                .collect(),
+            session_id,
+            tool_call_id,
+            why: why.clone(),
+        }),
+        Ask::Plan { path, text, plan } => CardParams::Plan(PlanParams {
+            meta,
+            path: path.clone(),
+            plan: plan.clone(),
+            session_id,
+            text: text.clone(),
+            tool_call_id,
+        }),
     }
 }
 
@@ -521,6 +530,7 @@ fn read_answer(card: &Card, v: &Value, max_mode: Option<Mode>) -> Decision {
 mod tests {
     use super::*;
     use crate::engine::{Question, QuestionOption};
+    use serde_json::json;
 
     fn question(labels: &[&str]) -> Card {
         Card {
@@ -630,7 +640,7 @@ mod tests {
     /// together where "always" is offered, neither where it is not.
     #[test]
     fn an_approval_says_always_exactly_when_allow_always_is_offered() {
-        let offered = card_params("ses_1", &permission(true), true);
+        let offered = serde_json::to_value(card_params("ses_1", &permission(true), true)).unwrap();
         assert_eq!(
             offered,
             json!({
@@ -645,7 +655,7 @@ mod tests {
                 "_meta": { "lembas": { "reason": "runs a command", "always": true, "patient": true } },
             })
         );
-        let never = card_params("ses_1", &permission(false), false);
+        let never = serde_json::to_value(card_params("ses_1", &permission(false), false)).unwrap();
         assert_eq!(
             never["options"],
             json!([

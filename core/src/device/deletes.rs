@@ -16,6 +16,7 @@ use crate::paths;
 use crate::store::{self, Record, Table};
 use crate::time::Time;
 use crate::turn::Answer;
+use crate::wire::event::notice::DeletedParams;
 use crate::wire::session::SessionIdParams;
 
 /// The deletes made on the device not yet known to reach a client: kept (durable, in
@@ -45,7 +46,9 @@ impl KeptDeletes {
         for id in std::mem::take(&mut self.to_send) {
             let frame = jsonrpc::encode_notification(
                 "_lembas/session/deleted",
-                &json!({ "sessionId": id }),
+                &DeletedParams {
+                    session_id: id.clone(),
+                },
             );
             out.send(conn, frame);
             self.unconfirmed.insert(id, (conn, now));
@@ -232,7 +235,9 @@ impl Device {
         // A terminal that has it open starts a new one.
         let frame = jsonrpc::encode_notification(
             "_lembas/session/deleted",
-            &json!({ "sessionId": session_id }),
+            &DeletedParams {
+                session_id: session_id.to_owned(),
+            },
         );
         for conn in s.holders {
             if self

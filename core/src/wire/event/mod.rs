@@ -5,5 +5,7 @@
 //! whose maps sort their keys: every struct here declares its fields in that sorted order, and a
 //! tag sits where it sorts (see [`lembas::LembasEvent`]'s `Serialize`).
 
+pub mod card;
 pub mod lembas;
+pub mod notice;
 pub mod update;

@@ -1,0 +1,44 @@
+//! Notices that name one thing: `_lembas/permission/settled` (a card to take down) and
+//! `_lembas/session/deleted` (a session deleted on the device).
+
+use serde::{Deserialize, Serialize};
+
+/// `_lembas/permission/settled` params: the card with this `toolCallId` is answered elsewhere
+/// or no longer waited for.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SettledParams {
+    pub session_id: String,
+    pub tool_call_id: String,
+}
+
+/// `_lembas/session/deleted` params.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeletedParams {
+    pub session_id: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn notices_encode_as_their_value_did() {
+        let settled = SettledParams {
+            session_id: "ses_1".into(),
+            tool_call_id: "call_1".into(),
+        };
+        let deleted = DeletedParams {
+            session_id: "ses_1".into(),
+        };
+        assert_eq!(
+            serde_json::to_string(&settled).unwrap(),
+            serde_json::to_value(&settled).unwrap().to_string()
+        );
+        assert_eq!(
+            serde_json::to_string(&deleted).unwrap(),
+            serde_json::to_value(&deleted).unwrap().to_string()
+        );
+    }
+}
