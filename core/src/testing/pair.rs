@@ -706,6 +706,50 @@ impl Pair {
         }
     }
 
+    /// Give the device one input now, in the vocabulary the transcripts and the JS class
+    /// speak, then drive until quiet; returns what the input gave. The Pair's fake OS still
+    /// answers the device's effects itself (dials among them), so an input is for what comes
+    /// from outside: a `reconfigure`, a `delete_session`, a frame on a local connection. A
+    /// local connection opened here collects its frames in `stdio_out`; the link closed here
+    /// is the server closing it (the client hears it go, as with
+    /// [`Pair::close_from_server`]).
+    pub fn device_input(
+        &mut self,
+        input: crate::device::Input,
+    ) -> Result<Result<crate::device::Handled, crate::device::Refused>, Livelock> {
+        if matches!(input, crate::device::Input::Closed { conn, .. } if self.link == Some(conn)) {
+            self.link = None;
+            self.in_flight.clear();
+            self.client.handle_link_down(self.now);
+        }
+        let opening = match &input {
+            crate::device::Input::Open { kind } => Some(*kind),
+            crate::device::Input::Frame { conn, frame } => {
+                self.heard(*conn, frame);
+                None
+            }
+            _ => None,
+        };
+        let handled = self.device.handle(input, self.now);
+        if let (Ok(crate::device::Handled::Opened(conn)), Some(kind)) = (&handled, opening) {
+            self.stdio_out.entry(*conn).or_default();
+            self.local_kinds.insert(*conn, kind);
+        }
+        self.drive()?;
+        Ok(handled)
+    }
+
+    /// Give the client one input now (a call, a prompt, a delete, ...), then drive until quiet;
+    /// returns what it gave. The link's own comings and goings are the Pair's to report.
+    pub fn client_input(
+        &mut self,
+        input: crate::client::Input,
+    ) -> Result<Result<crate::client::Handled, crate::client::CallError>, Livelock> {
+        let handled = self.client.handle(input, self.now);
+        self.drive()?;
+        Ok(handled)
+    }
+
     /// Call `method` through the client, settle, and return its answer (the tests' staple).
     /// Panics when the client refuses the call or no answer comes.
     pub fn call(
