@@ -6,18 +6,28 @@
 //! - on each connection, a request id is answered at most as many times as it was received;
 //! - a link's first frame is its one `_lembas/hello`; no other connection gets one; nothing else
 //!   is sent before the connection's `initialize` was answered, and that answer succeeds at most
-//!   once.
+//!   once;
+//! - every notification the device sends that `wire::event` types (updates, events, notices)
+//!   reads as its type, and that type writes it back unchanged: a client can decode all of it
+//!   into typed values, losing nothing.
 //!
 //! Whether the connection is open at all is the harness's to check: it knows when it opened and
 //! closed them.
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::fuzz::{check_out_frame, lossy};
 use crate::device::{ConnId, ConnKind};
 use crate::jsonrpc::{self, FrameLimits, Message};
+use crate::wire::event::card::{PermissionParams, PlanParams, QuestionParams};
+use crate::wire::event::lembas::EventParams;
+use crate::wire::event::notice::{DeletedParams, SettledParams};
+use crate::wire::event::update::UpdateParams;
 
 /// What was said on each connection of one device process.
 #[derive(Debug, Default)]
@@ -64,6 +74,7 @@ impl Conversations {
             Message::Notification(n) => Some(n.method.to_string()),
             Message::Response(_) => None,
         };
+
         if kind == ConnKind::Link && first {
             assert_eq!(
                 method.as_deref(),
@@ -128,9 +139,48 @@ impl Conversations {
                     method.as_deref().unwrap_or("?"),
                     lossy(frame)
                 );
+                // Requests are left out: `Device::test_request` sends any params it is given.
+                let Message::Notification(jsonrpc::Notification { params, .. }) = &msg else {
+                    return None;
+                };
+                let m = method.as_deref().unwrap_or("?");
+                if let Err(why) = reads_as_typed(m, *params) {
+                    panic!(
+                        "{m} does not read as its wire::event type: {why}: {}",
+                        lossy(frame)
+                    );
+                }
                 None
             }
         }
+    }
+}
+
+/// Whether `params` of a message the device sent with `method` reads as the `wire::event` type
+/// of that method, and that type writes the same JSON back (compared as values, so a number's
+/// last digit a float parse may move does not count; the key order is held by wire::event's own
+/// tests and the transcripts). A method the vocabulary does not type passes.
+fn reads_as_typed(method: &str, params: Option<&RawValue>) -> Result<(), String> {
+    fn again<T: DeserializeOwned + Serialize>(params: &str) -> Result<Value, String> {
+        let typed: T = serde_json::from_str(params).map_err(|e| e.to_string())?;
+        serde_json::to_value(&typed).map_err(|e| e.to_string())
+    }
+    let params = params.map_or("null", RawValue::get);
+    let back = match method {
+        "session/update" => again::<UpdateParams>(params),
+        "_lembas/event" => again::<EventParams>(params),
+        "session/request_permission" => again::<PermissionParams>(params),
+        "_lembas/question" => again::<QuestionParams>(params),
+        "_lembas/plan" => again::<PlanParams>(params),
+        "_lembas/permission/settled" => again::<SettledParams>(params),
+        "_lembas/session/deleted" => again::<DeletedParams>(params),
+        _ => return Ok(()),
+    }?;
+    let sent: Value = serde_json::from_str(params).map_err(|e| e.to_string())?;
+    if back == sent {
+        Ok(())
+    } else {
+        Err(format!("it writes back as {back}"))
     }
 }
 
@@ -175,7 +225,18 @@ mod tests {
         talk.said(
             ConnId(1),
             ConnKind::Stdio,
-            br#"{"jsonrpc":"2.0","method":"session/update","params":{}}"#,
+            br#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"ses_1","update":{"currentModeId":"plan","sessionUpdate":"current_mode_update"}}}"#,
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "does not read as its wire::event type")]
+    fn an_update_the_vocabulary_cannot_read_is_caught() {
+        let mut talk = initialized(ConnId(1));
+        talk.said(
+            ConnId(1),
+            ConnKind::Stdio,
+            br#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"ses_1","update":{"sessionUpdate":"mood"}}}"#,
         );
     }
 
