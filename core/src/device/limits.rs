@@ -142,12 +142,14 @@ impl Device {
                 Err(e)
             };
         }
-        let request = self.resolving.ask(super::Resolving::Gate(Box::new(Gate {
-            conn,
-            session,
-            dir: dir.clone(),
-            frame: frame.to_vec(),
-        })));
+        let request = self
+            .resolving
+            .ask(super::resolving::Resolving::Gate(Box::new(Gate {
+                conn,
+                session,
+                dir: dir.clone(),
+                frame: frame.to_vec(),
+            })));
         c.gate = Some(request);
         self.out
             .effect(super::Effect::ResolvePath { request, path: dir });

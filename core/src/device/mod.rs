@@ -21,6 +21,7 @@ mod link;
 mod live;
 mod outbox;
 mod reconfigure;
+mod resolving;
 mod restore;
 mod sessions;
 mod terminals;
@@ -54,7 +55,7 @@ use crate::time::{Clock, Time};
 use connection::Connection;
 use link::{Link, LinkState};
 use outbox::Outbox;
-use sessions::{PendingNew, Sessions};
+use sessions::Sessions;
 
 /// What the device asks of its shell.
 ///
@@ -238,15 +239,6 @@ impl std::fmt::Display for Misuse {
 
 impl std::error::Error for Misuse {}
 
-/// What a `ResolvePath` request was made for.
-#[derive(Debug)]
-enum Resolving {
-    Session(Box<PendingNew>),
-    Terminal(String),
-    /// A session request over the link (limits.rs).
-    Gate(Box<limits::Gate>),
-}
-
 /// One device. Single-threaded by design (it is not `Send`): one driver task owns it and
 /// everything else talks to that task, so the core needs no locks.
 pub struct Device {
@@ -268,7 +260,7 @@ pub struct Device {
     /// Sessions in memory by last use, for setting one aside (live.rs).
     recency: live::Recency,
     /// Paths the shell was asked to resolve, with what each is for.
-    resolving: asked::Asked<Resolving>,
+    resolving: resolving::PathRequests,
     terminals: terminals::Terminals,
     cards: cards::Cards,
     /// Deletes made on the device not yet known to reach a client (deletes.rs).

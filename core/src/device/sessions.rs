@@ -150,7 +150,7 @@ impl Device {
         let path = pending.cwd.clone();
         let request = self
             .resolving
-            .ask(super::Resolving::Session(Box::new(pending)));
+            .ask(super::resolving::Resolving::Session(Box::new(pending)));
         self.out.effect(Effect::ResolvePath { request, path });
         Ok(None)
     }
@@ -160,30 +160,13 @@ impl Device {
         super::limits::check_roots(&self.config.remote, path)
     }
 
-    /// The shell resolved a path it was asked to (`Effect::ResolvePath`; symlinks followed): a
-    /// `session/new`'s `cwd`, a terminal's, or a session request's directory (limits.rs).
-    pub fn handle_path_resolved(
+    /// A `session/new`'s `cwd` resolved (resolving.rs): the session is made there, or the
+    /// request refused with the reason.
+    pub(super) fn session_path_resolved(
         &mut self,
-        request: u64,
+        pending: PendingNew,
         resolved: Result<String, String>,
-        now: crate::Time,
     ) {
-        self.path_resolved(request, resolved, now);
-        self.after_input();
-    }
-
-    fn path_resolved(&mut self, request: u64, resolved: Result<String, String>, now: crate::Time) {
-        self.clock.advance(now);
-        let pending = match self.resolving.answered(request) {
-            Some(super::Resolving::Session(pending)) => *pending,
-            Some(super::Resolving::Terminal(terminal_id)) => {
-                return self.terminal_path_resolved(terminal_id, resolved)
-            }
-            Some(super::Resolving::Gate(gate)) => {
-                return self.gate_resolved(*gate, resolved);
-            }
-            None => return,
-        };
         if !self.conns.contains_key(&pending.conn) {
             return;
         }
@@ -552,11 +535,7 @@ impl Device {
 
     /// A connection went away: it hears nothing more, and waits for nothing.
     pub(super) fn forget_connection(&mut self, conn: ConnId) {
-        self.resolving.retain(|r| match r {
-            super::Resolving::Session(p) => p.conn != conn,
-            super::Resolving::Gate(g) => g.conn() != conn,
-            super::Resolving::Terminal(_) => true,
-        });
+        self.resolving.forget_connection(conn);
         for s in self.sessions.values_mut() {
             s.holders.remove(&conn);
             s.turns.forget_connection(conn);

@@ -115,7 +115,7 @@ impl Device {
         let per_frame = self.output_bytes_per_frame(&terminal_id);
         let request = self
             .resolving
-            .ask(super::Resolving::Terminal(terminal_id.clone()));
+            .ask(super::resolving::Resolving::Terminal(terminal_id.clone()));
         self.out.effect(Effect::ResolvePath {
             request,
             path: cwd.clone(),
