@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{json, Map, Value};
 
 use super::outbox::Outbox;
+use super::session_set::Removed;
 use super::{ConnId, ConnKind, Device, Effect};
 use crate::engine::{EngineCommand, StopReason};
 use crate::jsonrpc::{self, RpcError};
@@ -182,10 +183,11 @@ impl Device {
     /// on it is answered `cancelled`; its cards come down; its attachments go. One set aside
     /// (idle, held by no one) only leaves the store.
     fn remove_session(&mut self, session_id: &str) {
-        let s = self.take_live(session_id);
-        if s.is_none() && !self.stored.remove(session_id) {
-            return;
-        }
+        let s = match self.sessions.remove(session_id) {
+            Removed::Live(s) => Some(*s),
+            Removed::SetAside => None,
+            Removed::Absent => return,
+        };
         let prefix = store::session_prefix(session_id);
         let removal = vec![
             Record::Delete {

@@ -1,7 +1,7 @@
 //! Sessions in memory are bounded (`sessions.max_live`). An idle session — no turn running or
 //! waiting, no prompt waiting for an answer, held by no editor or terminal (the link attaches
-//! again by naming it) — can be set aside: it leaves memory, only its id is kept (`stored`, a
-//! few dozen bytes), and its record, ledger and history stay in the store. A frame that names it
+//! again by naming it) — can be set aside: it leaves memory, only its id is kept (in the
+//! `SessionSet`, session_set.rs: a few dozen bytes), and its record, ledger and history stay in the store. A frame that names it
 //! waits while the shell reads it back (`Effect::LoadSession`, answered with
 //! [`Device::handle_session_loaded`]), then runs through the same handlers as if the session had
 //! never left (so a duplicate turn id is answered from its ledger, and `attach`'s checks apply).
@@ -41,7 +41,7 @@ pub(super) struct Loads {
 }
 
 impl Loads {
-    fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         self.by_session.is_empty()
     }
 
@@ -107,30 +107,17 @@ impl Recency {
     }
 
     /// `s` left memory.
-    fn forget(&mut self, s: &Session) {
+    pub(super) fn forget(&mut self, s: &Session) {
         self.by_use.remove(&s.used);
     }
 
     /// Session ids, least recently used first.
-    fn oldest_first(&self) -> impl Iterator<Item = &String> {
+    pub(super) fn oldest_first(&self) -> impl Iterator<Item = &String> {
         self.by_use.values()
     }
 }
 
 impl Device {
-    /// Keep `s` in memory, as the most recently used.
-    pub(super) fn insert_live(&mut self, mut s: Session) {
-        self.recency.mark(&mut s);
-        self.sessions.insert(s.durable.id.clone(), s);
-    }
-
-    /// Take a session out of memory (deleted, or set aside).
-    pub(super) fn take_live(&mut self, id: &str) -> Option<Session> {
-        let s = self.sessions.remove(id)?;
-        self.recency.forget(&s);
-        Some(s)
-    }
-
     /// Whether a session may leave memory now: nothing of it lives only here.
     fn evictable(&self, s: &Session) -> bool {
         s.turns.idle()
@@ -144,13 +131,11 @@ impl Device {
     /// set aside. The refusal names the limit and its value.
     pub(super) fn make_room(&mut self) -> Result<(), RpcError> {
         let max = self.config.sessions.max_live;
-        while self.sessions.len() >= max {
-            let victim = self.config.has_store.then(|| {
-                self.recency
-                    .oldest_first()
-                    .find(|id| self.sessions.get(*id).is_some_and(|s| self.evictable(s)))
-                    .cloned()
-            });
+        while self.sessions.live_len() >= max {
+            let victim = self
+                .config
+                .has_store
+                .then(|| self.sessions.least_recent(|s| self.evictable(s)));
             let Some(id) = victim.flatten() else {
                 let why = if self.config.has_store {
                     "every one of them has a turn running or waiting, or is held by an editor \
@@ -161,12 +146,11 @@ impl Device {
                 return Err(RpcError::invalid_params(format!(
                     "this device has {} sessions in memory, the limit of {max} \
                      (sessions.max_live), {why}",
-                    self.sessions.len()
+                    self.sessions.live_len()
                 ))
                 .with_data(serde_json::json!({ "limit": max })));
             };
-            self.take_live(&id);
-            self.stored.insert(id.into_boxed_str());
+            self.sessions.set_aside(&id);
         }
         Ok(())
     }
@@ -176,7 +160,7 @@ impl Device {
     /// directory check (limits.rs), every frame after it on its connection waits behind it in
     /// order (bounded by `sessions.max_held_bytes`). Returns whether it was parked.
     pub(super) fn park(&mut self, conn: ConnId, frame: &[u8], params: Option<&RawValue>) -> bool {
-        if self.stored.is_empty() && self.loads.is_empty() {
+        if !self.sessions.any_aside() {
             return false;
         }
         let Some(c) = self
@@ -192,10 +176,10 @@ impl Device {
         else {
             return false;
         };
-        if !self.loads.contains(&session) && !self.stored.contains(session.as_ref()) {
+        if !self.sessions.loads.contains(&session) && !self.sessions.is_set_aside(&session) {
             return false;
         }
-        let (request, new) = self.loads.park(&session, conn, frame);
+        let (request, new) = self.sessions.loads.park(&session, conn, frame);
         if new {
             // Queued behind every persist issued so far: the shell reads what was written.
             self.out.effect(Effect::LoadSession {
@@ -224,7 +208,7 @@ impl Device {
 
     fn session_loaded(&mut self, request: u64, entries: Vec<Entry>, now: Time) -> Vec<Unreadable> {
         let now = self.clock.advance(now);
-        let Some((session, parked)) = self.loads.take(request) else {
+        let Some((session, parked)) = self.sessions.loads.take(request) else {
             return Vec::new();
         };
         let mut grouped = Grouped::read(
@@ -236,7 +220,7 @@ impl Device {
         let bad = std::mem::take(&mut grouped.bad);
         let mut refused = None;
         // Deleted on the device meanwhile: it stays gone.
-        if self.stored.contains(session.as_str()) {
+        if self.sessions.is_set_aside(&session) {
             let mut records = Vec::new();
             let rebuilt = grouped
                 .sessions
@@ -247,15 +231,12 @@ impl Device {
             }
             match rebuilt {
                 Some(s) => match self.make_room() {
-                    Ok(()) => {
-                        self.stored.remove(session.as_str());
-                        self.insert_live(s);
-                    }
+                    Ok(()) => self.sessions.insert_live(s),
                     Err(e) => refused = Some(e),
                 },
                 // The store does not have it (any more): it is gone.
                 None => {
-                    self.stored.remove(session.as_str());
+                    self.sessions.remove(&session);
                 }
             }
         }
@@ -284,7 +265,7 @@ impl Device {
 
     fn session_load_failed(&mut self, request: u64, why: &str, now: Time) {
         self.clock.advance(now);
-        let Some((session, parked)) = self.loads.take(request) else {
+        let Some((session, parked)) = self.sessions.loads.take(request) else {
             return;
         };
         let e = RpcError::new(
@@ -311,17 +292,17 @@ impl Device {
 
     /// Whether the device has the session, in memory or set aside in its store.
     pub(super) fn has_session(&self, id: &str) -> bool {
-        self.sessions.contains_key(id) || self.stored.contains(id)
+        self.sessions.has(id)
     }
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::config::Mode;
     use crate::store::SessionRecord;
 
-    fn session(id: &str) -> Session {
+    pub(in crate::device) fn session(id: &str) -> Session {
         Session::new(
             SessionRecord {
                 id: id.into(),

@@ -23,6 +23,7 @@ mod outbox;
 mod reconfigure;
 mod resolving;
 mod restore;
+mod session_set;
 mod sessions;
 mod terminals;
 mod timers;
@@ -55,7 +56,7 @@ use crate::time::{Clock, Time};
 use connection::Connection;
 use link::{Link, LinkState};
 use outbox::Outbox;
-use sessions::Sessions;
+use session_set::SessionSet;
 
 /// What the device asks of its shell.
 ///
@@ -250,15 +251,9 @@ pub struct Device {
     link: Link,
     /// What the shell is asked, in order, each change durable before the frame announcing it.
     out: Outbox,
-    /// The sessions in memory (at most `sessions.max_live`).
-    sessions: Sessions,
-    /// Ids of the sessions set aside: in the store only, read back when named (live.rs).
-    stored: std::collections::HashSet<Box<str>, ledger::Fixed>,
-    /// Sessions being read back, by id, with the requests waiting for them (one a connection:
-    /// the frames after it wait in the connection's `held`).
-    loads: live::Loads,
-    /// Sessions in memory by last use, for setting one aside (live.rs).
-    recency: live::Recency,
+    /// The sessions: in memory (at most `sessions.max_live`), set aside in the store, being
+    /// read back, and their order of last use (session_set.rs; live.rs says when).
+    sessions: SessionSet,
     /// Paths the shell was asked to resolve, with what each is for.
     resolving: resolving::PathRequests,
     terminals: terminals::Terminals,
@@ -290,10 +285,7 @@ impl Device {
             conns: BTreeMap::new(),
             next_conn: 0,
             out: Outbox::default(),
-            sessions: Sessions::default(),
-            stored: Default::default(),
-            loads: Default::default(),
-            recency: Default::default(),
+            sessions: SessionSet::default(),
             resolving: Default::default(),
             terminals: Default::default(),
             cards: cards::Cards::new(),
@@ -500,12 +492,12 @@ impl Device {
 
     /// Sessions the device has (open or only in its store).
     pub fn session_count(&self) -> usize {
-        self.sessions.len() + self.stored.len()
+        self.sessions.count()
     }
 
     /// Sessions in memory now (at most `sessions.max_live`).
     pub fn live_session_count(&self) -> usize {
-        self.sessions.len()
+        self.sessions.live_len()
     }
 
     /// Whether the device has given up linking (4400, a refused token, an unsupported server).

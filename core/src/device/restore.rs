@@ -159,10 +159,8 @@ impl Device {
             // Each one is rebuilt (its cut turns finished, its old ledger pruned) whether or not
             // it stays in memory, so the store is consistent for a later read.
             match device.rebuild(&id, stored, now, &mut records) {
-                Some(s) if live.contains(&id) => device.insert_live(s),
-                Some(_) => {
-                    device.stored.insert(id.into_boxed_str());
-                }
+                Some(s) if live.contains(&id) => device.sessions.insert_live(s),
+                Some(_) => device.sessions.keep_aside(id),
                 None => {}
             }
         }

@@ -257,7 +257,7 @@ impl Device {
         session.capped = kind == ConnKind::Link;
         let record = session.record();
         let result = self.session_result(&session, kind);
-        self.insert_live(session);
+        self.sessions.insert_live(session);
         self.out.persist(vec![record]);
         Ok(result)
     }
@@ -301,12 +301,11 @@ impl Device {
             .conns
             .get(&conn)
             .is_some_and(|c| c.kind == ConnKind::Link);
-        let Some(s) = self.sessions.get_mut(session) else {
+        let Some(s) = self.sessions.touch(session) else {
             return Err(RpcError::invalid_params(format!(
                 "no session `{session}` on this device"
             )));
         };
-        self.recency.mark(s);
         if on_link {
             admit_over_link(&self.config.remote, session, &s.durable.cwd)?;
         }
@@ -440,7 +439,7 @@ impl Device {
             .conns
             .get(&conn)
             .is_some_and(|c| c.kind == ConnKind::Link);
-        let Some(s) = self.sessions.get_mut(&p.session_id) else {
+        let Some((s, recency)) = self.sessions.get_mut_with_recency(&p.session_id) else {
             return thin(false);
         };
         let remote = &self.config.remote;
@@ -449,7 +448,7 @@ impl Device {
             return thin(true);
         }
         let newly = s.open && s.holders.insert(conn);
-        self.recency.mark(s);
+        recency.mark(s);
         if newly {
             let patient = cards::holds_terminal(&s.holders, &self.conns);
             if let Some(c) = self.conns.get_mut(&conn) {

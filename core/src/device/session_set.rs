@@ -1,0 +1,197 @@
+//! Every session the device has, in one place: those in memory (bounded by
+//! `sessions.max_live`), the ids of those set aside in the store, the ones being read back, and
+//! the order of last use that picks which one is set aside next (live.rs says when). The set
+//! keeps its invariants itself: a session is never both in memory and set aside, and a delete
+//! removes it wherever it is.
+
+use std::collections::HashSet;
+
+use super::ledger::Fixed;
+use super::live::{Loads, Recency};
+use super::sessions::{Session, Sessions};
+
+/// Where a removed session was.
+#[derive(Debug)]
+pub(super) enum Removed {
+    Live(Box<Session>),
+    SetAside,
+    Absent,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct SessionSet {
+    live: Sessions,
+    /// Ids of the sessions set aside: in the store only, read back when named.
+    stored: HashSet<Box<str>, Fixed>,
+    recency: Recency,
+    /// Sessions being read back, by id, with the requests waiting for them (live.rs).
+    pub loads: Loads,
+}
+
+impl SessionSet {
+    pub fn get(&self, id: &str) -> Option<&Session> {
+        self.live.get(id)
+    }
+
+    pub fn get_mut(&mut self, id: &str) -> Option<&mut Session> {
+        self.live.get_mut(id)
+    }
+
+    /// A session in memory, named now: it is the last one an eviction picks.
+    pub fn touch(&mut self, id: &str) -> Option<&mut Session> {
+        let s = self.live.get_mut(id)?;
+        self.recency.mark(s);
+        Some(s)
+    }
+
+    /// A session in memory, and the order of use to mark it in once the caller knows it was
+    /// named (a check may turn the request away first).
+    pub fn get_mut_with_recency(&mut self, id: &str) -> Option<(&mut Session, &mut Recency)> {
+        Some((self.live.get_mut(id)?, &mut self.recency))
+    }
+
+    pub fn values(&self) -> impl Iterator<Item = &Session> {
+        self.live.values()
+    }
+
+    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut Session> {
+        self.live.values_mut()
+    }
+
+    /// Sessions in memory.
+    pub fn live_len(&self) -> usize {
+        self.live.len()
+    }
+
+    /// Sessions the device has, in memory or set aside.
+    pub fn count(&self) -> usize {
+        self.live.len() + self.stored.len()
+    }
+
+    /// Whether the device has the session, in memory or set aside.
+    pub fn has(&self, id: &str) -> bool {
+        self.live.contains_key(id) || self.stored.contains(id)
+    }
+
+    pub fn is_set_aside(&self, id: &str) -> bool {
+        self.stored.contains(id)
+    }
+
+    /// Whether any session is set aside or being read back (else no frame can wait for one).
+    pub fn any_aside(&self) -> bool {
+        !self.stored.is_empty() || !self.loads.is_empty()
+    }
+
+    /// Keep `s` in memory, as the most recently used; it is no longer set aside.
+    pub fn insert_live(&mut self, mut s: Session) {
+        self.stored.remove(s.durable.id.as_str());
+        self.recency.mark(&mut s);
+        self.live.insert(s.durable.id.clone(), s);
+    }
+
+    /// Take a session out of memory.
+    pub fn take_live(&mut self, id: &str) -> Option<Session> {
+        let s = self.live.remove(id)?;
+        self.recency.forget(&s);
+        Some(s)
+    }
+
+    /// Keep only the id of a session that is in the store (read at start, or found gone from
+    /// memory). One in memory stays there.
+    pub fn keep_aside(&mut self, id: String) {
+        if !self.live.contains_key(id.as_str()) {
+            self.stored.insert(id.into_boxed_str());
+        }
+    }
+
+    /// Set a session in memory aside: it leaves memory, its id is kept.
+    pub fn set_aside(&mut self, id: &str) -> bool {
+        let Some(s) = self.take_live(id) else {
+            return false;
+        };
+        self.stored.insert(s.durable.id.into_boxed_str());
+        true
+    }
+
+    /// The least recently used session in memory that `may_leave` lets go.
+    pub fn least_recent(&self, mut may_leave: impl FnMut(&Session) -> bool) -> Option<String> {
+        self.recency
+            .oldest_first()
+            .find(|id| self.live.get(*id).is_some_and(&mut may_leave))
+            .cloned()
+    }
+
+    /// Remove a session wherever it is (deleted, or gone from the store).
+    pub fn remove(&mut self, id: &str) -> Removed {
+        if let Some(s) = self.take_live(id) {
+            return Removed::Live(Box::new(s));
+        }
+        if self.stored.remove(id) {
+            Removed::SetAside
+        } else {
+            Removed::Absent
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::live::tests::session;
+
+    fn set(ids: &[&str]) -> SessionSet {
+        let mut set = SessionSet::default();
+        for id in ids {
+            set.insert_live(session(id));
+        }
+        set
+    }
+
+    #[test]
+    fn a_session_is_never_both_in_memory_and_set_aside() {
+        let mut set = set(&["a", "b"]);
+        assert!(set.set_aside("a"));
+        assert!(set.is_set_aside("a") && set.get("a").is_none());
+        assert_eq!((set.live_len(), set.count()), (1, 2));
+        // Read back: in memory, and no longer set aside.
+        set.insert_live(session("a"));
+        assert!(!set.is_set_aside("a") && set.get("a").is_some());
+        assert_eq!(set.count(), 2);
+        // An id kept aside for a session in memory leaves it in memory, counted once.
+        set.keep_aside("b".into());
+        assert!(!set.is_set_aside("b"));
+        assert_eq!(set.count(), 2);
+        assert!(!set.set_aside("nope"));
+    }
+
+    #[test]
+    fn the_least_recently_used_idle_one_is_set_aside() {
+        let mut set = set(&["a", "b", "c"]);
+        set.touch("a");
+        assert_eq!(set.least_recent(|_| true).as_deref(), Some("b"));
+        // `b` may not leave (busy, say): the next oldest does.
+        assert_eq!(
+            set.least_recent(|s| s.durable.id != "b").as_deref(),
+            Some("c")
+        );
+        set.set_aside("b");
+        assert_eq!(set.least_recent(|_| true).as_deref(), Some("c"));
+        assert_eq!(set.least_recent(|_| false), None);
+    }
+
+    #[test]
+    fn a_delete_removes_it_wherever_it_is() {
+        let mut set = set(&["a", "b"]);
+        set.set_aside("b");
+        assert!(matches!(set.remove("a"), Removed::Live(s) if s.durable.id == "a"));
+        assert!(matches!(set.remove("b"), Removed::SetAside));
+        assert!(matches!(set.remove("a"), Removed::Absent));
+        assert!(!set.has("a") && !set.has("b") && !set.any_aside());
+        assert_eq!(set.count(), 0);
+        assert_eq!(
+            set.least_recent(|_| true),
+            None,
+            "no longer in the order of use"
+        );
+    }
+}
