@@ -61,6 +61,11 @@ fn frame_corpus_replays() {
 }
 
 #[test]
+fn turn_table_corpus_replays() {
+    replay("turn_table", fuzz::turn_table, |data| format!("{data:?}"));
+}
+
+#[test]
 fn device_corpus_replays() {
     replay("device", fuzz::device, fuzz::device_script);
 }

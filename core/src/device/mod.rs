@@ -27,7 +27,7 @@ mod session_set;
 mod sessions;
 mod terminals;
 mod timers;
-mod turn_table;
+pub(crate) mod turn_table;
 mod turns;
 
 use std::collections::BTreeMap;

@@ -4,7 +4,8 @@
 //! the corpus on stable. Neither function does I/O, reads a clock or draws global randomness:
 //! a failing input replays the same way everywhere.
 //!
-//! By job: this file holds the drivers and the frame checks; `grammar.rs` what the `device`
+//! By job: this file holds the drivers and the frame checks; `turn_table.rs` a driver of one
+//! sub-state alone (a session's turns); `grammar.rs` what the `device`
 //! driver reads from its input; `run.rs` the shell it plays around the device (a fake OS) and
 //! the invariants it checks after every operation (those on what is said on each connection are
 //! `testing/oracle.rs`, which the Pair runs too).
@@ -174,6 +175,9 @@ pub(crate) fn lossy(bytes: &[u8]) -> String {
 
 mod grammar;
 mod run;
+mod turn_table;
+
+pub use turn_table::turn_table;
 
 use grammar::{Op, Setup};
 use run::Run;
