@@ -1,24 +1,18 @@
 //! Backpressure through the core's host loop, on the Pair: a session whose reader is behind
 //! gets no engine event (its turn waits where it is), while sessions of other readers go on.
 
-use lembas_core::client::ClientEvent;
 use lembas_core::device::TurnPhase;
 use lembas_core::testing::Pair;
+use lembas_core::wire::event::update::SessionUpdate;
 use serde_json::{json, Value};
 
 fn web_chunks(p: &Pair, session: &str) -> Vec<String> {
     p.client_events
         .iter()
-        .filter_map(|e| match e {
-            ClientEvent::Notification { method, params }
-                if method == "session/update"
-                    && params["sessionId"] == session
-                    && params["update"]["sessionUpdate"] == "agent_message_chunk" =>
-            {
-                params["update"]["content"]["text"]
-                    .as_str()
-                    .map(str::to_string)
-            }
+        .filter_map(|e| e.update())
+        .filter(|u| u.session_id == session)
+        .filter_map(|u| match u.update {
+            SessionUpdate::AgentMessageChunk(c) => Some(c.content.text),
             _ => None,
         })
         .collect()

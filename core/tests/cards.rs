@@ -4,6 +4,7 @@ use lembas_core::client::ClientEvent;
 use lembas_core::device::ConnKind;
 use lembas_core::engine::{Decision, PermissionDecision, QuestionDecision};
 use lembas_core::testing::Pair;
+use lembas_core::wire::event::update::SessionUpdate;
 use serde_json::{json, Value};
 
 fn linked() -> (Pair, String) {
@@ -51,11 +52,10 @@ fn terminal_frames(p: &Pair, t: lembas_core::device::ConnId) -> Vec<Value> {
 fn said(p: &Pair) -> String {
     p.client_events
         .iter()
-        .filter_map(|e| match e {
-            ClientEvent::Notification { method, params } if method == "session/update" => params
-                ["update"]["content"]["text"]
-                .as_str()
-                .map(str::to_string),
+        .filter_map(|e| match e.update()?.update {
+            SessionUpdate::AgentMessageChunk(c) | SessionUpdate::AgentThoughtChunk(c) => {
+                Some(c.content.text)
+            }
             _ => None,
         })
         .collect::<Vec<_>>()

@@ -6,6 +6,7 @@ use lembas_core::engine::{Context, EngineCommand, EngineEvent};
 use lembas_core::jsonrpc::{code, RpcError};
 use lembas_core::store::{Record, Table};
 use lembas_core::testing::Pair;
+use lembas_core::wire::event::update::SessionUpdate;
 use serde_json::{json, Value};
 
 fn linked() -> Pair {
@@ -46,22 +47,15 @@ fn a_prompt_streams_and_is_answered() {
     let a = a[0].as_ref().unwrap();
     assert_eq!(a["stopReason"], "end_turn");
     assert_eq!(a["_meta"]["lembas"]["turnId"], "t1");
-    let chunks: Vec<&Value> = p
+    let chunks: Vec<String> = p
         .client_events
         .iter()
-        .filter_map(|e| match e {
-            ClientEvent::Notification { method, params } if method == "session/update" => {
-                Some(params)
-            }
+        .filter_map(|e| match e.update()?.update {
+            SessionUpdate::AgentMessageChunk(c) => Some(c.content.text),
             _ => None,
         })
         .collect();
-    assert!(
-        chunks
-            .iter()
-            .any(|u| u["update"]["content"]["text"] == "echo: hello"),
-        "{chunks:?}"
-    );
+    assert!(chunks.iter().any(|t| t == "echo: hello"), "{chunks:?}");
 }
 
 #[test]

@@ -6,6 +6,7 @@
 
 mod deletes;
 mod event_json;
+mod heard;
 mod input;
 mod timers;
 mod turns;
