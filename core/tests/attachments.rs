@@ -36,7 +36,7 @@ fn prompt_events(p: &Pair) -> usize {
 fn a_failed_attachment_write_refuses_the_prompt_with_the_reason_and_starts_nothing() {
     let mut p = linked();
     let s = p.new_session("/home/dev/work/app");
-    p.attachment_write_fails = Some("No space left on device (os error 28)".into());
+    p.os.attachment_write_fails = Some("No space left on device (os error 28)".into());
     prompt_with_image(&mut p, &s, "t1");
 
     let a = p.answers("t1");
@@ -67,33 +67,33 @@ fn a_failed_attachment_write_refuses_the_prompt_with_the_reason_and_starts_nothi
 fn a_prompt_refused_for_its_attachment_is_forgotten_and_runs_when_sent_again() {
     let mut p = linked();
     let s = p.new_session("/home/dev/work/app");
-    p.attachment_write_fails = Some("No space left on device".into());
+    p.os.attachment_write_fails = Some("No space left on device".into());
     prompt_with_image(&mut p, &s, "t1");
     assert!(p.answers("t1")[0].is_err());
     // The turn never ran, so its id is kept neither in memory nor in the store: the same
     // prompt sent again (the client's retry) is tried afresh.
-    let kept: Vec<_> = p
-        .store
-        .session_entries(&s)
-        .into_iter()
-        .filter(|e| e.table == Table::Turns)
-        .collect();
+    let kept: Vec<_> =
+        p.os.store
+            .session_entries(&s)
+            .into_iter()
+            .filter(|e| e.table == Table::Turns)
+            .collect();
     assert!(
         kept.is_empty(),
         "the refused turn is still stored: {kept:?}"
     );
 
-    p.attachment_write_fails = None;
+    p.os.attachment_write_fails = None;
     prompt_with_image(&mut p, &s, "t1");
     let a = p.answers("t1");
     assert_eq!(a.len(), 2, "{a:?}");
     assert_eq!(a[1].as_ref().unwrap()["stopReason"], "end_turn", "{a:?}");
     assert_eq!(p.starts("t1"), 1);
-    assert_eq!(p.attachments.len(), 1);
+    assert_eq!(p.os.attachments.len(), 1);
     assert!(
-        p.attachments[0].1.ends_with("-shot.png"),
+        p.os.attachments[0].1.ends_with("-shot.png"),
         "{:?}",
-        p.attachments
+        p.os.attachments
     );
 }
 
@@ -109,6 +109,6 @@ fn a_written_attachment_reaches_its_turn() {
     );
     let started = &p.started[0];
     assert_eq!(started.attachments.len(), 1);
-    assert_eq!(p.attachments[0].1, started.attachments[0].file_name);
+    assert_eq!(p.os.attachments[0].1, started.attachments[0].file_name);
     assert_eq!(prompt_events(&p), 1);
 }

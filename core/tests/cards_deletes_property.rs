@@ -664,6 +664,7 @@ impl Run {
             }
             let kept: Vec<String> = self
                 .p
+                .os
                 .store
                 .entries()
                 .into_iter()
@@ -695,6 +696,7 @@ impl Run {
         }
         let kept: Vec<String> = self
             .p
+            .os
             .store
             .entries()
             .into_iter()

@@ -198,10 +198,10 @@ fn a_session_directory_re_pointed_outside_the_roots_is_refused_after_symlinks() 
     let mut p = linked();
     let s = session_with_a_turn(&mut p);
     // The directory is now a symlink out of the roots: lexically it is still inside.
-    p.links.insert(APP.into(), Some("/etc/elsewhere".into()));
+    p.os.links.insert(APP.into(), Some("/etc/elsewhere".into()));
     every_session_request_is_refused(&mut p, &s, "`/etc/elsewhere` is outside the device's roots");
     // Pointed back, the session works again.
-    p.links.clear();
+    p.os.links.clear();
     assert_eq!(
         prompt(&mut p, &s, "t_back").unwrap()["stopReason"],
         "end_turn"
@@ -212,7 +212,7 @@ fn a_session_directory_re_pointed_outside_the_roots_is_refused_after_symlinks() 
 fn a_session_directory_that_no_longer_resolves_is_refused_with_the_reason() {
     let mut p = linked();
     let s = session_with_a_turn(&mut p);
-    p.links.insert(APP.into(), None);
+    p.os.links.insert(APP.into(), None);
     every_session_request_is_refused(&mut p, &s, "cannot be checked: no such directory");
 }
 

@@ -63,11 +63,11 @@ fn a_session_set_aside_and_prompted_again_answers_a_duplicate_from_its_ledger() 
     prompt(&mut p, &s, "hello", "t1");
     p.settle().unwrap();
     set_aside(&mut p, &s);
-    assert!(p.loads.is_empty());
+    assert!(p.os.loads.is_empty());
     // The client sends t1 again (it missed the answer, say): read back, not run again.
     prompt(&mut p, &s, "hello", "t1");
     p.settle().unwrap();
-    assert_eq!(p.loads, vec![s.clone()]);
+    assert_eq!(p.os.loads, vec![s.clone()]);
     let a = p.answers("t1");
     assert_eq!(a.len(), 2, "{a:?}");
     assert_eq!(a[0], a[1]);
@@ -118,7 +118,7 @@ fn status_and_reattach_of_a_session_set_aside_read_it_back() {
     p.reachable = true;
     p.advance(120_000).unwrap();
     assert!(p.client.is_ready());
-    assert_eq!(p.loads, vec![s.clone()]);
+    assert_eq!(p.os.loads, vec![s.clone()]);
     let how: Vec<&Reattach> = p
         .client_events
         .iter()
@@ -162,7 +162,8 @@ fn a_session_set_aside_is_deleted_by_the_client_and_on_the_device() {
     assert_eq!(p.device.session_count(), 2);
     for gone in [&a, &b] {
         assert!(
-            !p.store
+            !p.os
+                .store
                 .entries()
                 .iter()
                 .any(|e| e.table != Table::Deletes && e.key.starts_with(gone.as_str())),
@@ -257,7 +258,7 @@ fn without_a_store_nothing_is_set_aside() {
         e.message
     );
     assert_eq!(p.device.session_count(), 2);
-    assert!(p.loads.is_empty());
+    assert!(p.os.loads.is_empty());
 }
 
 #[test]
@@ -276,7 +277,7 @@ fn a_restart_keeps_the_most_recent_sessions_in_memory_and_reads_the_others_back(
     assert_eq!(p.device.live_session_count(), 2);
     prompt(&mut p, &a, "hello", "t1");
     p.settle().unwrap();
-    assert_eq!(p.loads, vec![a.clone()]);
+    assert_eq!(p.os.loads, vec![a.clone()]);
     let got = p.answers("t1");
     assert_eq!(got.len(), 2, "{got:?}");
     assert_eq!(got[0], got[1]);
@@ -303,7 +304,7 @@ fn a_session_read_back_passes_the_limits_of_the_moment() {
                     "_meta": { "lembas": { "turnId": "t2" } } }),
         )
         .unwrap_err();
-    assert_eq!(p.loads, vec![s.clone()]);
+    assert_eq!(p.os.loads, vec![s.clone()]);
     assert_eq!(e.code, code::INVALID_PARAMS);
     assert!(
         e.message.contains("cannot be used over the link now")
@@ -321,7 +322,7 @@ fn a_failed_read_back_refuses_the_waiting_request_with_the_reason_and_keeps_the_
     prompt(&mut p, &s, "hello", "t1");
     p.settle().unwrap();
     set_aside(&mut p, &s);
-    p.load_fails = Some("disk I/O error".into());
+    p.os.load_fails = Some("disk I/O error".into());
     let e = p
         .call("_lembas/session/status", json!({ "sessionId": s }))
         .unwrap_err();
@@ -333,11 +334,11 @@ fn a_failed_read_back_refuses_the_waiting_request_with_the_reason_and_keeps_the_
     );
     assert!(e.message.contains("disk I/O error"), "{}", e.message);
     // Not lost: the next request naming it reads it again.
-    p.load_fails = None;
+    p.os.load_fails = None;
     let st = p
         .call("_lembas/session/status", json!({ "sessionId": s }))
         .unwrap();
     assert_eq!(st["exists"], true, "{st}");
     assert_eq!(st["lastTurnId"], "t1", "{st}");
-    assert_eq!(p.loads, vec![s.clone(), s.clone()]);
+    assert_eq!(p.os.loads, vec![s.clone(), s.clone()]);
 }

@@ -362,7 +362,7 @@ fn session_new_is_confined_to_roots_trust_and_models() {
     )
     .unwrap_err();
     assert!(e.message.contains("outside"), "{}", e.message);
-    p.links
+    p.os.links
         .insert("/home/dev/work/escape".into(), Some("/etc".into()));
     let e = call(
         &mut p,
@@ -446,7 +446,7 @@ fn a_ledger_untouched_for_30_days_is_pruned() {
         p.device.turn_state(&s, "t1").is_none(),
         "pruned after 30 days"
     );
-    assert!(!p.store.entries().iter().any(|e| e.key.ends_with("/t1")));
+    assert!(!p.os.store.entries().iter().any(|e| e.key.ends_with("/t1")));
 }
 
 /// A finished turn's answer leaves only after the ledger change is acknowledged durable.
@@ -594,7 +594,7 @@ fn context_survives_a_device_restart() {
 fn a_session_record_without_a_context_restores_as_before() {
     let mut p = linked();
     let old = r#"{"id":"ses_old","cwd":"/home/dev/work/app","root":"/home/dev/work","title":"old","mode":"edit","model":"lembas/default","effort":null,"instance":true,"touched":0,"given":true}"#;
-    p.store.apply(&[Record::Put {
+    p.os.store.apply(&[Record::Put {
         table: Table::Sessions,
         key: "ses_old".into(),
         value: old.into(),

@@ -89,7 +89,7 @@ fn open_answers_with_the_terminal_its_cwd_size_and_shell() {
     );
     assert_eq!(r["shell"], "bash");
     assert_eq!(r["integration"], true);
-    assert_eq!(p.shells.get(id), Some(&(120, 40)));
+    assert_eq!(p.os.shells.get(id), Some(&(120, 40)));
     let r = open(&mut p, json!({ "cwd": format!("{ROOT}/app") })).unwrap();
     assert_eq!(r["cwd"], format!("{ROOT}/app"));
     assert_eq!(
@@ -157,7 +157,7 @@ fn resize_changes_the_pty_and_an_out_of_range_size_is_not_applied() {
             .unwrap();
         p.settle().unwrap();
     }
-    assert_eq!(p.shells.get(&id), Some(&(132, 50)));
+    assert_eq!(p.os.shells.get(&id), Some(&(132, 50)));
 }
 
 #[test]
@@ -172,7 +172,7 @@ fn close_hangs_up_and_the_shell_s_exit_is_reported() {
         )
         .unwrap();
     p.settle().unwrap();
-    assert_eq!(p.hangups, std::slice::from_ref(&id));
+    assert_eq!(p.os.hangups, std::slice::from_ref(&id));
     let exits = heard(&p, "_lembas/terminal/exit", &id);
     assert_eq!(exits.len(), 1);
     assert_eq!(exits[0]["code"], 129);
@@ -208,7 +208,7 @@ fn a_fifth_terminal_is_refused_with_the_rule() {
     }
     let e = refused(open(&mut p, json!({})));
     assert!(e.message.contains("at most 4 terminals a link"), "{e:?}");
-    assert_eq!(p.shells.len(), 4);
+    assert_eq!(p.os.shells.len(), 4);
 }
 
 #[test]
@@ -225,7 +225,7 @@ fn sizes_out_of_range_are_refused_with_the_rule_and_the_value() {
     }
     let e = refused(open(&mut p, json!({ "cols": 70000 })));
     assert!(e.message.contains("cols"), "{e:?}");
-    assert!(p.shells.is_empty());
+    assert!(p.os.shells.is_empty());
 }
 
 #[test]
@@ -235,14 +235,14 @@ fn a_cwd_outside_the_roots_is_refused_lexically_and_after_symlinks() {
     assert!(e.message.contains("outside the device's roots"), "{e:?}");
     let e = refused(open(&mut p, json!({ "cwd": format!("{ROOT}/../../etc") })));
     assert!(e.message.contains("outside the device's roots"), "{e:?}");
-    p.links
+    p.os.links
         .insert(format!("{ROOT}/escape"), Some("/var/secret".into()));
     let e = refused(open(&mut p, json!({ "cwd": format!("{ROOT}/escape") })));
     assert!(e.message.contains("/var/secret"), "{e:?}");
-    p.links.insert(format!("{ROOT}/gone"), None);
+    p.os.links.insert(format!("{ROOT}/gone"), None);
     let e = refused(open(&mut p, json!({ "cwd": format!("{ROOT}/gone") })));
     assert!(e.message.contains("cannot be used"), "{e:?}");
-    assert!(p.shells.is_empty());
+    assert!(p.os.shells.is_empty());
     // Refused opens hold no slot: four still open.
     for _ in 0..4 {
         open_id(&mut p);
@@ -274,7 +274,7 @@ fn a_device_with_terminals_off_refuses_open_with_the_rule() {
             .contains("remote.terminal is false"),
         "{answer}"
     );
-    assert!(p.shells.is_empty());
+    assert!(p.os.shells.is_empty());
 }
 
 #[test]
@@ -291,7 +291,7 @@ fn remote_work_off_refuses_open_like_a_folder_outside_the_roots() {
 #[test]
 fn a_shell_that_cannot_start_is_an_internal_error_with_the_reason() {
     let mut p = linked(true);
-    p.shell_fails = Some("no such file: /bin/zsh".into());
+    p.os.shell_fails = Some("no such file: /bin/zsh".into());
     let e = open(&mut p, json!({})).expect_err("refused");
     assert_eq!(e.code, code::INTERNAL_ERROR);
     assert!(e.message.contains("/bin/zsh"), "{e:?}");
@@ -304,12 +304,12 @@ fn every_terminal_closes_with_its_link_and_the_next_link_starts_afresh() {
     let ids: Vec<String> = (0..4).map(|_| open_id(&mut p)).collect();
     p.cut().unwrap();
     p.settle().unwrap();
-    let mut hung: Vec<String> = p.hangups.clone();
+    let mut hung: Vec<String> = p.os.hangups.clone();
     hung.sort();
     let mut want = ids.clone();
     want.sort();
     assert_eq!(hung, want);
-    assert!(p.shells.is_empty());
+    assert!(p.os.shells.is_empty());
     assert_eq!(p.device.terminals().count(), 0);
     // Redialled: the new link has its own four, and the old ids mean nothing on it.
     p.advance(120_000).unwrap();
@@ -344,5 +344,5 @@ fn keystrokes_for_an_unknown_terminal_or_not_base64_do_nothing() {
     p.advance(10).unwrap();
     p.settle().unwrap();
     assert!(output(&p, &id).is_empty());
-    assert_eq!(p.shells.len(), 1);
+    assert_eq!(p.os.shells.len(), 1);
 }

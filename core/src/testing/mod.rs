@@ -1,9 +1,11 @@
-//! Test machinery, behind the `testing` feature: the in-memory `Pair`, the fuzz drivers, and the
-//! oracle of what a device says on its connections that both run.
+//! Test machinery, behind the `testing` feature: the in-memory `Pair`, the fuzz drivers, and what
+//! both run: the fake OS a device runs on, and the oracle of what it says on its connections.
 
 pub mod device_frames;
+mod fake_os;
 pub mod fuzz;
 mod oracle;
 mod pair;
 
+pub use fake_os::FakeOs;
 pub use pair::{Dir, Faults, Livelock, Pair, Trace};

@@ -11,7 +11,7 @@ use crate::engine::{Decision, Engine, EngineCommand, Report, TurnStart};
 use crate::host::{self, ShellOutput};
 use crate::rng::Rng;
 use crate::scripted::ScriptedEngine;
-use crate::store::MemStore;
+use crate::testing::fake_os::FakeOs;
 use crate::testing::oracle::Conversations;
 use crate::time::Time;
 
@@ -66,30 +66,13 @@ impl std::fmt::Display for Livelock {
 
 pub struct Pair {
     pub device: Device,
-    /// The device's disk: every persisted record, surviving `restart_device`.
-    pub store: MemStore,
+    /// The fake OS the device runs on: its store (surviving `restart_device`), paths,
+    /// attachments and shells.
+    pub os: FakeOs,
     pub engine: ScriptedEngine,
     /// Every turn the engine was asked to start, across restarts, in order.
     pub started: Vec<TurnStart>,
-    /// Attachments written: (session, file name, size).
-    pub attachments: Vec<(String, String, usize)>,
-    /// How `ResolvePath` answers: a path under a key is moved under its value (a symlink), and
-    /// a path under a key mapped to `None` fails to resolve.
-    pub links: BTreeMap<String, Option<String>>,
     pub restarts: usize,
-    /// The fake shells of open terminals and their sizes. A fake shell echoes its input as its
-    /// output, and ends with code 129 (128 + SIGHUP) when hung up.
-    pub shells: BTreeMap<String, (u16, u16)>,
-    /// Terminals hung up (`CloseTerminal`), in order.
-    pub hangups: Vec<String>,
-    /// When set, starting a shell fails with this reason.
-    pub shell_fails: Option<String>,
-    /// When set, the fake OS fails every attachment write with this reason (a full disk).
-    pub attachment_write_fails: Option<String>,
-    /// When set, reading a session back from the store (`LoadSession`) fails with this reason.
-    pub load_fails: Option<String>,
-    /// Sessions the device asked to read back from the store (`LoadSession`), in order.
-    pub loads: Vec<String>,
     /// Every card decision the engine was told, in order: (toolCallId, decision).
     pub decisions: Vec<(String, Decision)>,
     /// Connections whose reader is behind (their queue past `outbound.pause_bytes`, as a shell
@@ -132,20 +115,12 @@ impl Pair {
     pub fn new(device: DeviceConfig, client: ClientConfig, faults: Faults, seed: u64) -> Pair {
         Pair {
             device: Device::new(device.clone(), Time::ZERO).expect("test device config is valid"),
-            store: MemStore::default(),
+            os: FakeOs::default(),
             engine: ScriptedEngine::new(),
             started: Vec::new(),
-            attachments: Vec::new(),
-            links: BTreeMap::new(),
-            shells: BTreeMap::new(),
-            hangups: Vec::new(),
-            shell_fails: None,
-            attachment_write_fails: None,
-            load_fails: None,
             restarts: 0,
             decisions: Vec::new(),
             slow_readers: BTreeSet::new(),
-            loads: Vec::new(),
             device_config: device,
             client: Client::new(client, Time::ZERO).expect("test client config is valid"),
             now: Time::ZERO,
@@ -217,16 +192,9 @@ impl Pair {
         self.stdio_out.clear();
         self.local_kinds.clear();
         self.talk = Conversations::default();
-        // The PTYs died with the process.
-        self.shells.clear();
+        // The engine's runs and the PTYs died with the process.
         self.engine.forget_all();
-        let (device, unreadable) =
-            Device::restore(self.device_config.clone(), self.store.entries(), self.now)
-                .expect("test device config is valid");
-        assert!(
-            unreadable.is_empty(),
-            "the store holds unreadable entries: {unreadable:?}"
-        );
+        let device = self.os.restart(self.device_config.clone(), self.now);
         self.device = device;
         self.restarts += 1;
         self.device.start_link(self.now);
@@ -541,9 +509,11 @@ impl Pair {
         }
     }
 
-    /// Perform an effect as a fake OS: a store in memory, paths resolved through `links`,
-    /// attachments noted, echo shells.
+    /// Perform an effect: the network's (`Dial`) here, the rest on the fake OS.
     fn effect(&mut self, effect: Effect) {
+        let Some(effect) = self.os.perform(&mut self.device, effect, self.now) else {
+            return;
+        };
         match effect {
             Effect::Dial => {
                 self.dials += 1;
@@ -566,111 +536,9 @@ impl Pair {
                         .handle_dial_failed(DialFailure::Transient, self.now);
                 }
             }
-            Effect::Persist { seq, records } => {
-                self.store.apply(&records);
-                self.device.handle_persisted(seq, self.now);
-            }
-            Effect::ResolvePath { request, path } => {
-                let resolved = self.resolve(&path);
-                self.device
-                    .handle_path_resolved(request, resolved, self.now);
-            }
-            Effect::LoadSession {
-                request,
-                session_id,
-            } => {
-                self.loads.push(session_id.clone());
-                if let Some(why) = &self.load_fails {
-                    self.device
-                        .handle_session_load_failed(request, why, self.now);
-                    return;
-                }
-                let entries = self.store.session_entries(&session_id);
-                let unreadable = self
-                    .device
-                    .handle_session_loaded(request, entries, self.now);
-                assert!(
-                    unreadable.is_empty(),
-                    "the store holds unreadable entries: {unreadable:?}"
-                );
-            }
-            Effect::WriteAttachment {
-                request,
-                session_id,
-                file_name,
-                bytes,
-            } => {
-                let written = match &self.attachment_write_fails {
-                    Some(why) => Err(why.clone()),
-                    None => {
-                        self.attachments.push((session_id, file_name, bytes.len()));
-                        Ok(())
-                    }
-                };
-                self.device
-                    .handle_attachment_written(request, written, self.now);
-            }
-            Effect::OpenTerminal {
-                terminal_id,
-                cols,
-                rows,
-                ..
-            } => {
-                let started = match &self.shell_fails {
-                    Some(why) => Err(why.clone()),
-                    None => Ok(crate::device::ShellInfo {
-                        shell: "bash".into(),
-                        integration: true,
-                    }),
-                };
-                let ok = started.is_ok();
-                if self
-                    .device
-                    .handle_terminal_opened(&terminal_id, started, self.now)
-                    && ok
-                {
-                    self.shells.insert(terminal_id, (cols, rows));
-                }
-            }
-            Effect::TerminalInput { terminal_id, bytes } => {
-                if self.shells.contains_key(&terminal_id) {
-                    self.device
-                        .handle_terminal_output(&terminal_id, &bytes, self.now);
-                }
-            }
-            Effect::ResizeTerminal {
-                terminal_id,
-                cols,
-                rows,
-            } => {
-                if let Some(size) = self.shells.get_mut(&terminal_id) {
-                    *size = (cols, rows);
-                }
-            }
-            Effect::CloseTerminal { terminal_id } => {
-                if self.shells.remove(&terminal_id).is_some() {
-                    self.device
-                        .handle_terminal_exit(&terminal_id, 129, self.now);
-                }
-                self.hangups.push(terminal_id);
-            }
-            // Nothing comes back for these: noted for the tests.
-            e @ (Effect::Stop { .. } | Effect::RemoveAttachments { .. }) => {
-                self.device_effects.push(e)
-            }
+            // Nothing comes back for the rest the OS hands back: noted for the tests.
+            e => self.device_effects.push(e),
         }
-    }
-
-    fn resolve(&self, path: &str) -> Result<String, String> {
-        for (from, to) in &self.links {
-            if crate::paths::inside(path, from) {
-                let Some(to) = to else {
-                    return Err("no such directory".into());
-                };
-                return Ok(format!("{to}{}", &path[from.trim_end_matches('/').len()..]));
-            }
-        }
-        Ok(path.to_string())
     }
 
     fn route_client(&mut self, out: ClientOutput) {

@@ -228,6 +228,7 @@ fn session_gone(w: &mut LinkWorld) {
     let pair = w.built();
     assert_eq!(pair.device.session_count(), 0);
     let kept: Vec<String> = pair
+        .os
         .store
         .entries()
         .into_iter()
@@ -242,6 +243,7 @@ fn editor_session_kept(w: &mut LinkWorld) {
     let s = named(w, "the editor's session");
     let kept = w
         .built()
+        .os
         .store
         .entries()
         .into_iter()

@@ -60,7 +60,7 @@ fn directory_re_pointed(w: &mut LinkWorld, to: String) {
         )
         .expect("the session's history");
     let root = status["root"].as_str().expect("a root").to_string();
-    pair.links.insert(root, Some(to));
+    pair.os.links.insert(root, Some(to));
 }
 
 #[when(regex = r#"^the device's max_mode becomes "([^"]*)" while it runs$"#)]

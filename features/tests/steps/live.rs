@@ -34,5 +34,5 @@ fn counts(w: &mut LinkWorld, all: usize, live: usize) {
 #[then("the device read the session back from its store")]
 fn read_back(w: &mut LinkWorld) {
     let s = session(w);
-    assert_eq!(w.built().loads, vec![s]);
+    assert_eq!(w.built().os.loads, vec![s]);
 }

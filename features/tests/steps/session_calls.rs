@@ -153,7 +153,7 @@ fn wrote_attachments(w: &mut LinkWorld, step: &Step) {
         .map(|r| (r[0].clone(), r[1].parse().expect("bytes is a number")))
         .collect();
     let s = session(w);
-    let written = &w.built().attachments;
+    let written = &w.built().os.attachments;
     assert!(
         written.iter().all(|(session, _, _)| *session == s),
         "an attachment went elsewhere: {written:?}"

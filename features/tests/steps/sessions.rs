@@ -147,6 +147,7 @@ fn no_session(w: &mut LinkWorld) {
     let pair = w.built();
     assert_eq!(pair.device.session_count(), 0);
     let kept = pair
+        .os
         .store
         .entries()
         .into_iter()

@@ -86,7 +86,7 @@ fn opened(w: &mut LinkWorld, cwd: String, cols: u64, rows: u64, shell: String, i
     assert_eq!(r["integration"], integration, "{r}");
     let id = r["terminalId"].as_str().unwrap();
     assert_eq!(
-        w.built().shells.get(id),
+        w.built().os.shells.get(id),
         Some(&(cols as u16, rows as u16)),
         "the shell was started at that size"
     );
@@ -118,7 +118,7 @@ fn refused(w: &mut LinkWorld, code: i64, words: String) {
 
 #[then("no shell was started")]
 fn no_shell(w: &mut LinkWorld) {
-    assert!(w.built().shells.is_empty(), "{:?}", w.built().shells);
+    assert!(w.built().os.shells.is_empty(), "{:?}", w.built().os.shells);
 }
 
 #[then("every terminal was hung up")]
@@ -126,18 +126,22 @@ fn all_hung_up(w: &mut LinkWorld) {
     let p = w.built();
     for id in &w.terminals {
         assert!(
-            p.hangups.contains(id),
+            p.os.hangups.contains(id),
             "{id} was not hung up: {:?}",
-            p.hangups
+            p.os.hangups
         );
     }
-    assert!(p.shells.is_empty() && p.device.terminals().count() == 0);
+    assert!(p.os.shells.is_empty() && p.device.terminals().count() == 0);
 }
 
 #[then("the terminal was hung up")]
 fn hung_up(w: &mut LinkWorld) {
     let id = w.terminals.last().expect("a terminal");
-    assert!(w.built().hangups.contains(id), "{:?}", w.built().hangups);
+    assert!(
+        w.built().os.hangups.contains(id),
+        "{:?}",
+        w.built().os.hangups
+    );
 }
 
 #[when(regex = r#"^the client types "(.*)" into the terminal$"#)]

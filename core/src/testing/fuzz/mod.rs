@@ -5,8 +5,9 @@
 //! a failing input replays the same way everywhere.
 //!
 //! By job: this file holds the drivers and the frame checks; `turn_table.rs` a driver of one
-//! sub-state alone (a session's turns); `grammar.rs` what the `device`
-//! driver reads from its input; `run.rs` the shell it plays around the device (a fake OS) and
+//! sub-state alone (a session's turns); `grammar.rs` what the `device` driver reads from its
+//! input; `run.rs` the shell it plays around the device (on `testing/fake_os.rs`, the Pair's
+//! fake OS) and
 //! the invariants it checks after every operation (those on what is said on each connection are
 //! `testing/oracle.rs`, which the Pair runs too).
 

@@ -1,8 +1,8 @@
-//! The shell around the device under fuzz ([`Run`]): a fake OS (an in-memory store, paths,
-//! echo shells) and the ledger of everything said, against which the fuzzer's invariants are
+//! The shell around the device under fuzz ([`Run`]): the Pair's fake OS (`testing/fake_os.rs`,
+//! here with held persists, paths named "missing" that fail and a flaky disk) and the ledger of everything said, against which the fuzzer's invariants are
 //! checked after every operation.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::config::DeviceConfig;
 use crate::device::{ConnId, ConnKind, Device, DialFailure, Effect, Misuse};
@@ -10,11 +10,11 @@ use crate::engine::Engine;
 use crate::host::{self, ShellOutput};
 use crate::methods::{Direction, Kind, METHODS};
 use crate::scripted::ScriptedEngine;
-use crate::store::{MemStore, Record};
 use crate::time::Time;
 
 use super::grammar::{Failure, Op, Reconfig};
 use super::{lossy, MAX_OUTPUTS_PER_OP};
+use crate::testing::fake_os::FakeOs;
 use crate::testing::oracle::Conversations;
 
 /// The shell around the device, and the ledger the checks are made against.
@@ -22,10 +22,8 @@ pub(crate) struct Run {
     pub(crate) config: DeviceConfig,
     pub(crate) device: Device,
     pub(crate) engine: ScriptedEngine,
-    pub(crate) store: MemStore,
-    pub(crate) defer_persist: bool,
-    /// Persists written but not yet acknowledged (when deferring).
-    pub(crate) held: VecDeque<(u64, Vec<Record>)>,
+    /// The fake OS the device runs on (the Pair's): its store outlives a restart.
+    pub(crate) os: FakeOs,
     pub(crate) last_persist: u64,
     pub(crate) now: Time,
     pub(crate) ops: usize,
@@ -62,9 +60,12 @@ impl Run {
             config,
             device,
             engine: ScriptedEngine::new(),
-            store: MemStore::default(),
-            defer_persist,
-            held: VecDeque::new(),
+            os: FakeOs {
+                hold_persists: defer_persist,
+                missing_paths_fail: true,
+                every_fifth_write_fails: true,
+                ..FakeOs::default()
+            },
             last_persist: 0,
             now: Time::ZERO,
             ops: 0,
@@ -83,7 +84,6 @@ impl Run {
 
     /// The process died: forget every per-process fact.
     pub(crate) fn forget_process(&mut self) {
-        self.held.clear();
         self.last_persist = 0;
         self.engine.forget_all();
         self.open.clear();
@@ -181,14 +181,8 @@ impl Run {
                 self.drain();
             }
             Op::Persisted { all } => {
-                let n = if *all { self.held.len() } else { 1 };
-                for _ in 0..n {
-                    let Some((seq, records)) = self.held.pop_front() else {
-                        break;
-                    };
-                    self.store.apply(&records);
-                    self.device.handle_persisted(seq, self.now);
-                }
+                let n = if *all { self.os.held.len() } else { 1 };
+                self.os.release(&mut self.device, n, self.now);
                 self.drain();
             }
             Op::Restart => self.restart(),
@@ -203,7 +197,9 @@ impl Run {
             Op::TerminalExit { pick, code } => {
                 if let Some(t) = self.pick_terminal(*pick) {
                     self.terminals.remove(&t);
-                    if !self.held.is_empty() {
+                    // The fake PTY's shell is gone too: nothing echoes any more.
+                    self.os.shells.remove(&t);
+                    if !self.os.held.is_empty() {
                         self.exited.insert(t.clone());
                     }
                     self.device.handle_terminal_exit(&t, *code, self.now);
@@ -216,14 +212,7 @@ impl Run {
 
     pub(crate) fn restart(&mut self) {
         self.forget_process();
-        let (device, unreadable) =
-            Device::restore(self.config.clone(), self.store.entries(), self.now)
-                .expect("the fuzz config is valid");
-        assert!(
-            unreadable.is_empty(),
-            "a restart cannot read records the device wrote itself: {unreadable:?}"
-        );
-        self.device = device;
+        self.device = self.os.restart(self.config.clone(), self.now);
         self.drain();
     }
 
@@ -248,7 +237,7 @@ impl Run {
                 .expect("the device asked for a dial, so a link may open");
             self.dialing = false;
             self.opened(conn, ConnKind::Link);
-        } else if self.held.is_empty() {
+        } else if self.os.held.is_empty() {
             // (With persists held, a `Dial` may be waiting behind them.)
             let r = self.device.handle_open(ConnKind::Link, self.now);
             assert_eq!(
@@ -266,7 +255,7 @@ impl Run {
             Failure::TokenRefused => DialFailure::TokenRefused,
             Failure::Unsupported(s) => DialFailure::Unsupported(s.clone()),
         };
-        if !self.dialing && !self.held.is_empty() {
+        if !self.dialing && !self.os.held.is_empty() {
             // A `Dial` may wait behind the held persists: the shell has not dialled yet.
             return;
         }
@@ -379,7 +368,15 @@ impl Run {
                 Some(&ConnKind::Link),
                 "a ping was asked for on {conn:?}, which is not an open link"
             ),
-            ShellOutput::Effect(Effect::Dial) => {
+            ShellOutput::Effect(effect) => self.effect(effect, d),
+        }
+    }
+
+    /// Check what the device asks for against what the fuzzer knows, then have the fake OS
+    /// perform it.
+    pub(crate) fn effect(&mut self, effect: Effect, d: &mut Drained) {
+        match &effect {
+            Effect::Dial => {
                 d.dials += 1;
                 assert!(!self.stopped, "a dial was asked for after Stop");
                 assert!(
@@ -392,89 +389,37 @@ impl Run {
                 );
                 self.dialing = true;
             }
-            ShellOutput::Effect(Effect::Stop { .. }) => {
+            Effect::Stop { .. } => {
                 self.stopped = true;
                 self.dialing = false;
             }
-            ShellOutput::Effect(Effect::Persist { seq, records }) => {
+            Effect::Persist { seq, .. } => {
                 assert!(
-                    seq > self.last_persist,
+                    *seq > self.last_persist,
                     "persists are numbered upwards: {seq} after {}",
                     self.last_persist
                 );
-                self.last_persist = seq;
-                if self.defer_persist {
-                    self.held.push_back((seq, records));
-                } else {
-                    self.store.apply(&records);
-                    self.device.handle_persisted(seq, self.now);
-                }
+                self.last_persist = *seq;
             }
-            ShellOutput::Effect(Effect::ResolvePath { request, path }) => {
-                let resolved = if path.contains("missing") {
-                    Err("no such directory".to_string())
-                } else {
-                    Ok(path)
-                };
-                self.device
-                    .handle_path_resolved(request, resolved, self.now);
-            }
-            // Asked for only once every persist before it is acknowledged: the store is current.
-            ShellOutput::Effect(Effect::LoadSession {
-                request,
-                session_id,
-            }) => {
-                let entries = self.store.session_entries(&session_id);
-                let unreadable = self
-                    .device
-                    .handle_session_loaded(request, entries, self.now);
-                assert!(
-                    unreadable.is_empty(),
-                    "a session read back holds records the device could not read: {unreadable:?}"
-                );
-            }
-            // A disk that fails one write in five: a prompt refused for its attachment must
-            // leave the device as consistent as one that ran.
-            ShellOutput::Effect(Effect::WriteAttachment { request, .. }) => {
-                let written = if request % 5 == 4 {
-                    Err("no space left on device".to_string())
-                } else {
-                    Ok(())
-                };
-                self.device
-                    .handle_attachment_written(request, written, self.now);
-            }
-            // A shell that echoes what it is sent and ends when hung up.
-            ShellOutput::Effect(Effect::OpenTerminal { terminal_id, .. }) => {
-                let info = crate::device::ShellInfo {
-                    shell: "bash".into(),
-                    integration: true,
-                };
+            Effect::OpenTerminal { terminal_id, .. } => {
                 self.terminals.insert(terminal_id.clone());
-                self.device
-                    .handle_terminal_opened(&terminal_id, Ok(info), self.now);
             }
-            ShellOutput::Effect(Effect::TerminalInput { terminal_id, bytes }) => {
-                assert!(
-                    self.terminals.contains(&terminal_id) || self.exited.contains(&terminal_id),
-                    "keystrokes for terminal {terminal_id}, whose shell is not running"
-                );
-                self.device
-                    .handle_terminal_output(&terminal_id, &bytes, self.now);
-            }
-            ShellOutput::Effect(Effect::CloseTerminal { terminal_id }) => {
-                assert!(
-                    self.terminals.remove(&terminal_id) || self.exited.remove(&terminal_id),
-                    "terminal {terminal_id} hung up, whose shell is not running"
-                );
-                self.device
-                    .handle_terminal_exit(&terminal_id, 129, self.now);
-            }
-            // A resize changes nothing a fake shell shows; nothing comes back for a removal.
-            ShellOutput::Effect(
-                Effect::ResizeTerminal { .. } | Effect::RemoveAttachments { .. },
-            ) => {}
+            Effect::TerminalInput { terminal_id, .. } => assert!(
+                self.terminals.contains(terminal_id) || self.exited.contains(terminal_id),
+                "keystrokes for terminal {terminal_id}, whose shell is not running"
+            ),
+            Effect::CloseTerminal { terminal_id } => assert!(
+                self.terminals.remove(terminal_id) || self.exited.remove(terminal_id),
+                "terminal {terminal_id} hung up, whose shell is not running"
+            ),
+            Effect::ResolvePath { .. }
+            | Effect::LoadSession { .. }
+            | Effect::WriteAttachment { .. }
+            | Effect::ResizeTerminal { .. }
+            | Effect::RemoveAttachments { .. } => {}
         }
+        // The network's effects (a dial, a stop) are the fuzzer's own, noted above.
+        let _network = self.os.perform(&mut self.device, effect, self.now);
     }
 
     pub(crate) fn sent(&mut self, conn: ConnId, frame: &[u8]) {
@@ -559,7 +504,7 @@ impl Run {
     }
 
     pub(crate) fn check_state(&mut self) {
-        if self.held.is_empty() {
+        if self.os.held.is_empty() {
             // Nothing waits in the device's queue now: what it asks from here on, it asked
             // knowing of every exit.
             self.exited.clear();
@@ -575,7 +520,7 @@ impl Run {
             .collect();
         for (conn, kind) in let_go {
             assert!(
-                !self.held.is_empty(),
+                !self.os.held.is_empty(),
                 "the device let go of {conn:?} without closing it"
             );
             self.open.remove(&conn);
@@ -591,7 +536,7 @@ impl Run {
             theirs, self.open,
             "the device's connections are the ones opened and not closed"
         );
-        if self.held.is_empty() {
+        if self.os.held.is_empty() {
             assert_eq!(
                 self.device.link_stopped(),
                 self.stopped,

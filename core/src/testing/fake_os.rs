@@ -1,0 +1,187 @@
+//! `FakeOs`: the operating system the Pair and the fuzzer run a device on, in memory. It
+//! performs every [`Effect`] a shell is handed (a store, path resolution, session read-back,
+//! attachment writes, echo shells) and restarts a device from its store. The network's effects
+//! (`Dial`, `Stop`) are the caller's: each has its own idea of a link.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use crate::config::DeviceConfig;
+use crate::device::{Device, Effect, ShellInfo};
+use crate::store::{MemStore, Record};
+use crate::time::Time;
+
+/// The reason a failing disk gives.
+const DISK_FULL: &str = "no space left on device";
+
+#[derive(Debug, Default)]
+pub struct FakeOs {
+    /// The device's disk: every persisted record, surviving a restart.
+    pub store: MemStore,
+    /// When set, persists are written to `held` and acknowledged only by [`FakeOs::release`].
+    pub hold_persists: bool,
+    /// Persists written but not yet acknowledged (when holding); lost if the process dies.
+    pub held: VecDeque<(u64, Vec<Record>)>,
+    /// How `ResolvePath` answers: a path under a key is moved under its value (a symlink), and
+    /// a path under a key mapped to `None` fails to resolve.
+    pub links: BTreeMap<String, Option<String>>,
+    /// When set, a path containing "missing" fails to resolve (the fuzzer's grammar names such
+    /// paths).
+    pub missing_paths_fail: bool,
+    /// Attachments written: (session, file name, size).
+    pub attachments: Vec<(String, String, usize)>,
+    /// When set, every attachment write fails with this reason (a full disk).
+    pub attachment_write_fails: Option<String>,
+    /// When set, one attachment write in five fails (request ids 4, 9, ...): a flaky disk.
+    pub every_fifth_write_fails: bool,
+    /// When set, reading a session back from the store (`LoadSession`) fails with this reason.
+    pub load_fails: Option<String>,
+    /// Sessions the device asked to read back from the store (`LoadSession`), in order.
+    pub loads: Vec<String>,
+    /// The fake shells of open terminals and their sizes. A fake shell echoes its input as its
+    /// output, and ends with code 129 (128 + SIGHUP) when hung up.
+    pub shells: BTreeMap<String, (u16, u16)>,
+    /// Terminals hung up (`CloseTerminal`), in order.
+    pub hangups: Vec<String>,
+    /// When set, starting a shell fails with this reason.
+    pub shell_fails: Option<String>,
+}
+
+impl FakeOs {
+    /// Perform `effect` for `device`, answering it at once where the OS answers. Hands back
+    /// what is not the OS's to perform: the network's `Dial` and `Stop`, and
+    /// `RemoveAttachments`, which nothing answers (for the caller to note).
+    #[must_use]
+    pub fn perform(&mut self, device: &mut Device, effect: Effect, now: Time) -> Option<Effect> {
+        match effect {
+            e @ (Effect::Dial | Effect::Stop { .. } | Effect::RemoveAttachments { .. }) => {
+                return Some(e)
+            }
+            Effect::Persist { seq, records } => {
+                if self.hold_persists {
+                    self.held.push_back((seq, records));
+                } else {
+                    self.store.apply(&records);
+                    device.handle_persisted(seq, now);
+                }
+            }
+            Effect::ResolvePath { request, path } => {
+                let resolved = self.resolve(&path);
+                device.handle_path_resolved(request, resolved, now);
+            }
+            // Asked for only once every persist before it is acknowledged: the store is current.
+            Effect::LoadSession {
+                request,
+                session_id,
+            } => {
+                self.loads.push(session_id.clone());
+                if let Some(why) = &self.load_fails {
+                    device.handle_session_load_failed(request, why, now);
+                    return None;
+                }
+                let entries = self.store.session_entries(&session_id);
+                let unreadable = device.handle_session_loaded(request, entries, now);
+                assert!(
+                    unreadable.is_empty(),
+                    "a session read back holds records the device could not read: {unreadable:?}"
+                );
+            }
+            Effect::WriteAttachment {
+                request,
+                session_id,
+                file_name,
+                bytes,
+            } => {
+                let written = match &self.attachment_write_fails {
+                    Some(why) => Err(why.clone()),
+                    None if self.every_fifth_write_fails && request % 5 == 4 => {
+                        Err(DISK_FULL.to_string())
+                    }
+                    None => {
+                        self.attachments.push((session_id, file_name, bytes.len()));
+                        Ok(())
+                    }
+                };
+                device.handle_attachment_written(request, written, now);
+            }
+            Effect::OpenTerminal {
+                terminal_id,
+                cols,
+                rows,
+                ..
+            } => {
+                let started = match &self.shell_fails {
+                    Some(why) => Err(why.clone()),
+                    None => Ok(ShellInfo {
+                        shell: "bash".into(),
+                        integration: true,
+                    }),
+                };
+                let ok = started.is_ok();
+                if device.handle_terminal_opened(&terminal_id, started, now) && ok {
+                    self.shells.insert(terminal_id, (cols, rows));
+                }
+            }
+            Effect::TerminalInput { terminal_id, bytes } => {
+                if self.shells.contains_key(&terminal_id) {
+                    device.handle_terminal_output(&terminal_id, &bytes, now);
+                }
+            }
+            Effect::ResizeTerminal {
+                terminal_id,
+                cols,
+                rows,
+            } => {
+                if let Some(size) = self.shells.get_mut(&terminal_id) {
+                    *size = (cols, rows);
+                }
+            }
+            Effect::CloseTerminal { terminal_id } => {
+                if self.shells.remove(&terminal_id).is_some() {
+                    device.handle_terminal_exit(&terminal_id, 129, now);
+                }
+                self.hangups.push(terminal_id);
+            }
+        }
+        None
+    }
+
+    /// Acknowledge up to `n` held persists, oldest first: they reach the store.
+    pub fn release(&mut self, device: &mut Device, n: usize, now: Time) {
+        for _ in 0..n {
+            let Some((seq, records)) = self.held.pop_front() else {
+                break;
+            };
+            self.store.apply(&records);
+            device.handle_persisted(seq, now);
+        }
+    }
+
+    /// The process died and starts again from the store: held persists are lost, the shells
+    /// died with it. The device restored from the store's entries.
+    pub fn restart(&mut self, config: DeviceConfig, now: Time) -> Device {
+        self.held.clear();
+        self.shells.clear();
+        let (device, unreadable) = Device::restore(config, self.store.entries(), now)
+            .expect("test device config is valid");
+        assert!(
+            unreadable.is_empty(),
+            "a restart cannot read records the device wrote itself: {unreadable:?}"
+        );
+        device
+    }
+
+    fn resolve(&self, path: &str) -> Result<String, String> {
+        for (from, to) in &self.links {
+            if crate::paths::inside(path, from) {
+                let Some(to) = to else {
+                    return Err("no such directory".into());
+                };
+                return Ok(format!("{to}{}", &path[from.trim_end_matches('/').len()..]));
+            }
+        }
+        if self.missing_paths_fail && path.contains("missing") {
+            return Err("no such directory".into());
+        }
+        Ok(path.to_string())
+    }
+}
