@@ -57,7 +57,12 @@ impl OpenCard {
     }
 }
 
-pub(crate) type Cards = BTreeMap<CardKey, OpenCard>;
+/// The open cards, each with who was asked it (the one index of that: a connection's pending
+/// request for a card is dropped when the card is settled).
+#[derive(Debug, Default)]
+pub(crate) struct Cards {
+    open: BTreeMap<CardKey, OpenCard>,
+}
 
 /// Whether a person at a terminal holds the session (of `holders`): a card's web copy is
 /// then not timed out, since that person may answer.
@@ -68,22 +73,6 @@ pub(super) fn holds_terminal(
     holders
         .iter()
         .any(|h| conns.get(h).is_some_and(|c| c.kind == ConnKind::Terminal))
-}
-
-/// Put every open card of `session` to `conn`, which just came to hold it (`c`), where it may
-/// be asked and was not yet. `patient`: a terminal holds the session.
-pub(super) fn offer_open(
-    cards: &mut Cards,
-    session: &str,
-    conn: ConnId,
-    c: &mut Connection,
-    patient: bool,
-    ids: &mut RequestIds,
-    out: &mut Outbox,
-) {
-    for (key, open) in cards.iter_mut().filter(|((s, _), _)| s == session) {
-        offer_one(key, open, conn, c, patient, ids, out);
-    }
 }
 
 /// Send the card to `conn` if it may be asked and has not been yet.
@@ -107,39 +96,30 @@ fn offer_one(
     out.send(conn, jsonrpc::encode_request(&id, method, &params));
 }
 
-/// The card the device put to `conn` with the request `id`, if it did (and it is still open).
-pub(super) fn asked_with(cards: &Cards, conn: ConnId, id: &Id) -> Option<CardKey> {
-    cards
-        .iter()
-        .find(|(_, open)| open.asked.get(&conn) == Some(id))
-        .map(|(key, _)| key.clone())
-}
-
 fn cut(label: &str) -> String {
     label.chars().take(MAX_LABEL_CHARS).collect()
 }
 
-impl Device {
-    /// The engine asks a person.
-    pub(super) fn ask(&mut self, session: &str, turn: &str, mut card: Card) {
+impl Cards {
+    /// Open a card for `turn` of `session` until `deadline` (not yet put to anyone): its key,
+    /// or why it cannot be (over the spec's bounds, or its `toolCallId` already open).
+    pub fn open(
+        &mut self,
+        session: &str,
+        turn: &str,
+        mut card: Card,
+        deadline: Time,
+        capped: bool,
+    ) -> Result<CardKey, String> {
+        check_card(&mut card)?;
         let key = (session.to_string(), card.tool_call_id.clone());
-        if let Err(why) = check_card(&mut card) {
-            return self.decide_engine(session, turn, &card.tool_call_id, Decision::Refused(why));
-        }
-        if self.cards.contains_key(&key) {
-            let why = format!(
+        if self.open.contains_key(&key) {
+            return Err(format!(
                 "a card with toolCallId `{}` is already open",
                 card.tool_call_id
-            );
-            return self.decide_engine(session, turn, &card.tool_call_id, Decision::Refused(why));
+            ));
         }
-        let capped = self.sessions.get(session).is_some_and(|s| s.capped);
-        let deadline = self
-            .clock
-            .now()
-            .plus_ms(self.config.remote.approval_timeout_ms);
-        let needs_lembas = !matches!(card.ask, Ask::Permission { .. });
-        self.cards.insert(
+        self.open.insert(
             key.clone(),
             OpenCard {
                 turn_id: turn.to_string(),
@@ -149,38 +129,195 @@ impl Device {
                 capped,
             },
         );
+        Ok(key)
+    }
+
+    /// Put the card to `conn` (`c`) if it may be asked and was not yet. `patient`: a terminal
+    /// holds the session.
+    pub fn offer(
+        &mut self,
+        key: &CardKey,
+        conn: ConnId,
+        c: &mut Connection,
+        patient: bool,
+        ids: &mut RequestIds,
+        out: &mut Outbox,
+    ) {
+        if let Some(open) = self.open.get_mut(key) {
+            offer_one(key, open, conn, c, patient, ids, out);
+        }
+    }
+
+    /// Put every open card of `session` to `conn`, which just came to hold it (`c`), where it
+    /// may be asked and was not yet.
+    pub fn offer_open(
+        &mut self,
+        session: &str,
+        conn: ConnId,
+        c: &mut Connection,
+        patient: bool,
+        ids: &mut RequestIds,
+        out: &mut Outbox,
+    ) {
+        for (key, open) in self.open.iter_mut().filter(|((s, _), _)| s == session) {
+            offer_one(key, open, conn, c, patient, ids, out);
+        }
+    }
+
+    /// Whether the card is open and was put to no one.
+    pub fn asked_nobody(&self, key: &CardKey) -> bool {
+        self.open.get(key).is_some_and(|c| c.asked.is_empty())
+    }
+
+    /// The card the device put to `conn` with the request `id`, if it did (and it is still
+    /// open).
+    pub fn asked_with(&self, conn: ConnId, id: &Id) -> Option<CardKey> {
+        self.open
+            .iter()
+            .find(|(_, open)| open.asked.get(&conn) == Some(id))
+            .map(|(key, _)| key.clone())
+    }
+
+    /// `conn` answered the card: the decision, when this answer decides it (the first one
+    /// does; `None` for a late answer, or a client that cannot be asked while others may).
+    /// `max_mode`: the mode an approved plan is lowered to in a capped session.
+    pub fn answered(
+        &mut self,
+        conn: ConnId,
+        key: &CardKey,
+        outcome: Result<Value, RpcError>,
+        max_mode: Mode,
+    ) -> Option<Decision> {
+        // Decided already, or taken down: a late answer changes nothing.
+        let open = self.open.get_mut(key)?;
+        open.asked.remove(&conn);
+        Some(match outcome {
+            Err(e) if e.code == code::METHOD_NOT_FOUND && !is_permission(&open.card) => {
+                // That client cannot be asked (it is protocol 1 now); the others still may.
+                if !open.asked.is_empty() {
+                    return None;
+                }
+                Decision::NobodyToAsk
+            }
+            Err(_) => refusal(&open.card),
+            Ok(value) => read_answer(&open.card, &value, open.capped.then_some(max_mode)),
+        })
+    }
+
+    /// Take a card out, decided or no longer waited for (then [`Cards::settle`] it).
+    pub fn take(&mut self, key: &CardKey) -> Option<OpenCard> {
+        self.open.remove(key)
+    }
+
+    /// Take the card's other copies down (not on `answered_by`), and drop the requests still
+    /// out for it: their answers, should they come, change nothing.
+    pub fn settle(
+        key: &CardKey,
+        open: OpenCard,
+        answered_by: Option<ConnId>,
+        conns: &mut BTreeMap<ConnId, Connection>,
+        out: &mut Outbox,
+    ) {
+        let frame = jsonrpc::encode_notification(
+            "_lembas/permission/settled",
+            &SettledParams {
+                session_id: key.0.clone(),
+                tool_call_id: key.1.clone(),
+            },
+        );
+        for (conn, id) in open.asked {
+            let Some(c) = conns.get_mut(&conn) else {
+                continue;
+            };
+            c.pending.remove(&id);
+            if Some(conn) != answered_by && c.may_receive("_lembas/permission/settled") {
+                out.send(conn, frame.clone());
+            }
+        }
+    }
+
+    /// Cards past their time, each with its decision: denied or dismissed.
+    pub fn expired(&self, now: Time) -> Vec<(CardKey, Decision)> {
+        self.open
+            .iter()
+            .filter(|(_, c)| c.deadline <= now)
+            .map(|(key, c)| {
+                let decision = match c.card.ask {
+                    Ask::Permission { .. } => Decision::Permission(PermissionDecision::Deny {
+                        feedback: None,
+                        timed_out: true,
+                    }),
+                    Ask::Question { .. } => {
+                        Decision::Question(QuestionDecision::Dismissed { timed_out: true })
+                    }
+                    Ask::Plan { .. } => Decision::Plan(PlanDecision::Dismissed { timed_out: true }),
+                };
+                (key.clone(), decision)
+            })
+            .collect()
+    }
+
+    /// A turn ended: its cards, taken out (to be settled).
+    pub fn take_turn(&mut self, session: &str, turn: &str) -> Vec<(CardKey, OpenCard)> {
+        let keys: Vec<CardKey> = self
+            .open
+            .iter()
+            .filter(|((s, _), c)| s == session && c.turn_id == turn)
+            .map(|(k, _)| k.clone())
+            .collect();
+        keys.into_iter()
+            .filter_map(|key| self.open.remove(&key).map(|open| (key, open)))
+            .collect()
+    }
+
+    /// When the next card times out.
+    pub fn deadline(&self) -> Option<Time> {
+        self.open.values().map(|c| c.deadline).min()
+    }
+
+    /// A connection went away: the cards it was asked stay open for the others and the next.
+    pub fn forget_connection(&mut self, conn: ConnId) {
+        for open in self.open.values_mut() {
+            open.asked.remove(&conn);
+        }
+    }
+}
+
+impl Device {
+    /// The engine asks a person.
+    pub(super) fn ask(&mut self, session: &str, turn: &str, card: Card) {
+        let tool_call_id = card.tool_call_id.clone();
+        let capped = self.sessions.get(session).is_some_and(|s| s.capped);
+        let deadline = self
+            .clock
+            .now()
+            .plus_ms(self.config.remote.approval_timeout_ms);
+        let needs_lembas = !matches!(card.ask, Ask::Permission { .. });
+        let key = match self.cards.open(session, turn, card, deadline, capped) {
+            Ok(key) => key,
+            Err(why) => {
+                return self.decide_engine(session, turn, &tool_call_id, Decision::Refused(why))
+            }
+        };
         let holders: Vec<ConnId> = self
             .sessions
             .get(session)
             .map(|s| s.holders.iter().copied().collect())
             .unwrap_or_default();
-        for conn in holders {
-            self.offer(conn, &key);
-        }
-        // A question or a plan nobody here can be asked is not left waiting: the engine is told.
-        if needs_lembas && self.cards.get(&key).is_some_and(|c| c.asked.is_empty()) {
-            self.close_card(&key, Decision::NobodyToAsk, None);
-        }
-    }
-
-    /// Send the card to `conn` if it may be asked and has not been yet.
-    fn offer(&mut self, conn: ConnId, key: &CardKey) {
         let patient = self
             .sessions
-            .get(&key.0)
+            .get(session)
             .is_some_and(|s| holds_terminal(&s.holders, &self.conns));
-        let (Some(open), Some(c)) = (self.cards.get_mut(key), self.conns.get_mut(&conn)) else {
-            return;
-        };
-        offer_one(
-            key,
-            open,
-            conn,
-            c,
-            patient,
-            &mut self.request_ids,
-            &mut self.out,
-        );
+        for conn in holders {
+            if let Some(c) = self.conns.get_mut(&conn) {
+                let (ids, out) = (&mut self.request_ids, &mut self.out);
+                self.cards.offer(&key, conn, c, patient, ids, out);
+            }
+        }
+        // A question or a plan nobody here can be asked is not left waiting: the engine is told.
+        if needs_lembas && self.cards.asked_nobody(&key) {
+            self.close_card(&key, Decision::NobodyToAsk, None);
+        }
     }
 
     /// A connection answered a card's request.
@@ -190,32 +327,16 @@ impl Device {
         key: CardKey,
         outcome: Result<Value, RpcError>,
     ) {
-        let Some(open) = self.cards.get_mut(&key) else {
-            // Decided already, or taken down: a late answer changes nothing.
-            return;
-        };
-        open.asked.remove(&conn);
-        let decision = match outcome {
-            Err(e) if e.code == code::METHOD_NOT_FOUND && !is_permission(&open.card) => {
-                // That client cannot be asked (it is protocol 1 now); the others still may.
-                if open.asked.is_empty() {
-                    self.close_card(&key, Decision::NobodyToAsk, None);
-                }
-                return;
-            }
-            Err(_) => refusal(&open.card),
-            Ok(value) => read_answer(
-                &open.card,
-                &value,
-                open.capped.then_some(self.config.remote.max_mode),
-            ),
-        };
-        self.close_card(&key, decision, Some(conn));
+        let max_mode = self.config.remote.max_mode;
+        if let Some(decision) = self.cards.answered(conn, &key, outcome, max_mode) {
+            let answered_by = (!matches!(decision, Decision::NobodyToAsk)).then_some(conn);
+            self.close_card(&key, decision, answered_by);
+        }
     }
 
     /// Decide a card: the engine is told, every other copy is taken down.
     fn close_card(&mut self, key: &CardKey, decision: Decision, answered_by: Option<ConnId>) {
-        let Some(open) = self.cards.remove(key) else {
+        let Some(open) = self.cards.take(key) else {
             return;
         };
         // An approved plan sets the session's mode (lowered already when the session is
@@ -224,28 +345,7 @@ impl Device {
             self.change_mode(&key.0, mode);
         }
         self.decide_engine(&key.0, &open.turn_id, &key.1, decision);
-        self.settle(key, open, answered_by);
-    }
-
-    /// Take the card's other copies down, and drop the requests still out for it.
-    fn settle(&mut self, key: &CardKey, open: OpenCard, answered_by: Option<ConnId>) {
-        let frame = jsonrpc::encode_notification(
-            "_lembas/permission/settled",
-            &SettledParams {
-                session_id: key.0.clone(),
-                tool_call_id: key.1.clone(),
-            },
-        );
-        for (conn, id) in open.asked {
-            let Some(c) = self.conns.get_mut(&conn) else {
-                continue;
-            };
-            // The answer to that request, should it come, now changes nothing.
-            c.pending.remove(&id);
-            if Some(conn) != answered_by && c.may_receive("_lembas/permission/settled") {
-                self.out.send(conn, frame.clone());
-            }
-        }
+        Cards::settle(key, open, answered_by, &mut self.conns, &mut self.out);
     }
 
     fn decide_engine(&mut self, session: &str, turn: &str, tool_call_id: &str, decision: Decision) {
@@ -259,50 +359,15 @@ impl Device {
 
     /// Cards past their time: denied or dismissed, and taken down everywhere.
     pub(super) fn expire_cards(&mut self, now: Time) {
-        let due: Vec<CardKey> = self
-            .cards
-            .iter()
-            .filter(|(_, c)| c.deadline <= now)
-            .map(|(k, _)| k.clone())
-            .collect();
-        for key in due {
-            let decision = match self.cards[&key].card.ask {
-                Ask::Permission { .. } => Decision::Permission(PermissionDecision::Deny {
-                    feedback: None,
-                    timed_out: true,
-                }),
-                Ask::Question { .. } => {
-                    Decision::Question(QuestionDecision::Dismissed { timed_out: true })
-                }
-                Ask::Plan { .. } => Decision::Plan(PlanDecision::Dismissed { timed_out: true }),
-            };
+        for (key, decision) in self.cards.expired(now) {
             self.close_card(&key, decision, None);
         }
     }
 
     /// A turn ended: its cards are no longer waited for.
     pub(super) fn drop_turn_cards(&mut self, session: &str, turn: &str) {
-        let keys: Vec<CardKey> = self
-            .cards
-            .iter()
-            .filter(|((s, _), c)| s == session && c.turn_id == turn)
-            .map(|(k, _)| k.clone())
-            .collect();
-        for key in keys {
-            if let Some(open) = self.cards.remove(&key) {
-                self.settle(&key, open, None);
-            }
-        }
-    }
-
-    pub(super) fn cards_deadline(&self) -> Option<Time> {
-        self.cards.values().map(|c| c.deadline).min()
-    }
-
-    /// A connection went away: the cards it was asked stay open for the others and the next.
-    pub(super) fn forget_card_requests(&mut self, conn: ConnId) {
-        for open in self.cards.values_mut() {
-            open.asked.remove(&conn);
+        for (key, open) in self.cards.take_turn(session, turn) {
+            Cards::settle(&key, open, None, &mut self.conns, &mut self.out);
         }
     }
 }
@@ -529,6 +594,7 @@ fn read_answer(card: &Card, v: &Value, max_mode: Option<Mode>) -> Decision {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::device::Output;
     use crate::engine::{Question, QuestionOption};
     use serde_json::json;
 
@@ -564,22 +630,24 @@ mod tests {
             asked: asked.iter().map(|(c, id)| (*c, Id::string(id))).collect(),
             capped: false,
         };
-        let mut cards = Cards::new();
-        cards.insert(
+        let mut cards = Cards::default();
+        cards.open.insert(
             ("s".into(), "call_1".into()),
             open(&[(web, "0-1"), (terminal, "0-2")]),
         );
-        cards.insert(("s".into(), "call_2".into()), open(&[(web, "0-3")]));
+        cards
+            .open
+            .insert(("s".into(), "call_2".into()), open(&[(web, "0-3")]));
         let key = |call: &str| Some(("s".to_string(), call.to_string()));
-        assert_eq!(asked_with(&cards, web, &Id::string("0-1")), key("call_1"));
+        assert_eq!(cards.asked_with(web, &Id::string("0-1")), key("call_1"));
         assert_eq!(
-            asked_with(&cards, terminal, &Id::string("0-2")),
+            cards.asked_with(terminal, &Id::string("0-2")),
             key("call_1")
         );
-        assert_eq!(asked_with(&cards, web, &Id::string("0-3")), key("call_2"));
+        assert_eq!(cards.asked_with(web, &Id::string("0-3")), key("call_2"));
         // The id another connection was asked with, or none at all, answers nothing.
-        assert_eq!(asked_with(&cards, terminal, &Id::string("0-1")), None);
-        assert_eq!(asked_with(&cards, web, &Id::string("0-9")), None);
+        assert_eq!(cards.asked_with(terminal, &Id::string("0-1")), None);
+        assert_eq!(cards.asked_with(web, &Id::string("0-9")), None);
     }
 
     #[test]
@@ -688,5 +756,119 @@ mod tests {
             read_answer(&c, &approve, Some(Mode::Plan)),
             Decision::Plan(PlanDecision::Dismissed { timed_out: false })
         );
+    }
+
+    /// A connection that has said it takes cards (protocol 3, `_meta.lembas`).
+    fn ready() -> Connection {
+        let mut c = Connection::new(ConnKind::Link);
+        c.phase = super::super::connection::Phase::Ready;
+        c.said.lembas = true;
+        c.said.protocol = 3;
+        c
+    }
+
+    /// Two connections asked the same card, and what was sent.
+    fn asked_twice(deadline: Time) -> (Cards, CardKey, BTreeMap<ConnId, Connection>, Outbox) {
+        let (mut cards, mut ids, mut out) =
+            (Cards::default(), RequestIds::default(), Outbox::default());
+        let mut conns: BTreeMap<ConnId, Connection> = [(ConnId(1), ready()), (ConnId(2), ready())]
+            .into_iter()
+            .collect();
+        let key = cards
+            .open("s", "t", permission(false), deadline, false)
+            .unwrap();
+        for (conn, c) in conns.iter_mut() {
+            cards.offer(&key, *conn, c, false, &mut ids, &mut out);
+            // Offered again, it is not sent twice.
+            cards.offer(&key, *conn, c, false, &mut ids, &mut out);
+        }
+        let sent: Vec<_> = std::iter::from_fn(|| out.poll()).collect();
+        assert!(
+            matches!(
+                sent.as_slice(),
+                [
+                    Output::Send {
+                        conn: ConnId(1),
+                        ..
+                    },
+                    Output::Send {
+                        conn: ConnId(2),
+                        ..
+                    }
+                ]
+            ),
+            "{sent:?}"
+        );
+        (cards, key, conns, out)
+    }
+
+    #[test]
+    fn the_first_answer_wins_and_a_late_one_is_settled_not_applied() {
+        let (mut cards, key, mut conns, mut out) = asked_twice(Time(1_000));
+        let once = json!({ "outcome": { "outcome": "selected", "optionId": "once" } });
+        let deny = json!({ "outcome": { "outcome": "selected", "optionId": "deny" } });
+        let decided = cards.answered(ConnId(2), &key, Ok(once), Mode::Auto);
+        assert!(matches!(
+            decided,
+            Some(Decision::Permission(PermissionDecision::AllowOnce {
+                command: None
+            }))
+        ));
+        let open = cards.take(&key).unwrap();
+        Cards::settle(&key, open, Some(ConnId(2)), &mut conns, &mut out);
+        // The other copy is taken down; the one that answered is told nothing more.
+        let sent: Vec<_> = std::iter::from_fn(|| out.poll()).collect();
+        assert!(
+            matches!(sent.as_slice(), [Output::Send { conn: ConnId(1), frame }]
+                if String::from_utf8_lossy(frame).contains("_lembas/permission/settled")),
+            "{sent:?}"
+        );
+        // Its request is no longer waited for, and a late answer decides nothing.
+        assert!(conns[&ConnId(1)].pending.is_empty());
+        assert_eq!(cards.asked_with(ConnId(1), &Id::string("0-1")), None);
+        assert!(cards
+            .answered(ConnId(1), &key, Ok(deny), Mode::Auto)
+            .is_none());
+        assert_eq!(cards.deadline(), None);
+    }
+
+    #[test]
+    fn a_card_nobody_answers_in_time_is_denied() {
+        let (cards, key, _, _) = asked_twice(Time(1_000));
+        assert_eq!(cards.deadline(), Some(Time(1_000)));
+        assert!(cards.expired(Time(999)).is_empty());
+        let expired = cards.expired(Time(1_000));
+        assert!(
+            matches!(expired.as_slice(), [(k, Decision::Permission(PermissionDecision::Deny { feedback: None, timed_out: true }))] if *k == key),
+            "{expired:?}"
+        );
+    }
+
+    #[test]
+    fn a_client_that_cannot_be_asked_leaves_the_card_to_the_others() {
+        let mut cards = Cards::default();
+        let key = cards
+            .open("s", "t", question(&["a"]), Time(1), false)
+            .unwrap();
+        let (mut ids, mut out) = (RequestIds::default(), Outbox::default());
+        let mut conns: BTreeMap<ConnId, Connection> = [(ConnId(1), ready()), (ConnId(2), ready())]
+            .into_iter()
+            .collect();
+        for (conn, c) in conns.iter_mut() {
+            cards.offer(&key, *conn, c, false, &mut ids, &mut out);
+        }
+        let not_found = || Err(RpcError::new(code::METHOD_NOT_FOUND, "no"));
+        assert!(cards
+            .answered(ConnId(1), &key, not_found(), Mode::Auto)
+            .is_none());
+        assert!(matches!(
+            cards.answered(ConnId(2), &key, not_found(), Mode::Auto),
+            Some(Decision::NobodyToAsk)
+        ));
+        // The same toolCallId cannot be opened twice.
+        assert!(cards
+            .open("s", "t", question(&["a"]), Time(1), false)
+            .unwrap_err()
+            .contains("already open"));
     }
 }

@@ -129,7 +129,7 @@ impl Device {
         let Some(method) = c.pending.get(&id).map(|p| p.method) else {
             return;
         };
-        let card = super::cards::asked_with(&self.cards, conn, &id);
+        let card = self.cards.asked_with(conn, &id);
         let outcome = match (&card, r.outcome) {
             (Some((_, tool_call_id)), Ok(raw)) => {
                 let answer: Value = serde_json::from_str(raw.get()).unwrap_or(Value::Null);

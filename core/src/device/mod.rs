@@ -288,7 +288,7 @@ impl Device {
             sessions: SessionSet::default(),
             resolving: Default::default(),
             terminals: Default::default(),
-            cards: cards::Cards::new(),
+            cards: Default::default(),
             deletes: Default::default(),
             writes: Default::default(),
             next_steer: 0,
@@ -399,7 +399,7 @@ impl Device {
         let c = self.conns.remove(&conn)?;
         self.link.let_go(conn);
         self.forget_connection(conn);
-        self.forget_card_requests(conn);
+        self.cards.forget_connection(conn);
         self.close_terminals_of(conn);
         self.unconfirm_deletes(conn);
         Some(c)

@@ -337,7 +337,7 @@ impl Device {
             let patient = cards::holds_terminal(&s.holders, &self.conns);
             if let Some(c) = self.conns.get_mut(&conn) {
                 let (ids, out) = (&mut self.request_ids, &mut self.out);
-                cards::offer_open(&mut self.cards, session, conn, c, patient, ids, out);
+                self.cards.offer_open(session, conn, c, patient, ids, out);
             }
         }
         Ok((s, &mut self.rng))
@@ -453,7 +453,8 @@ impl Device {
             let patient = cards::holds_terminal(&s.holders, &self.conns);
             if let Some(c) = self.conns.get_mut(&conn) {
                 let (ids, out) = (&mut self.request_ids, &mut self.out);
-                cards::offer_open(&mut self.cards, &p.session_id, conn, c, patient, ids, out);
+                self.cards
+                    .offer_open(&p.session_id, conn, c, patient, ids, out);
             }
         }
         Ok(serde_json::to_value(StatusResult {

@@ -51,7 +51,7 @@ impl Device {
             LinkState::Waiting { at, .. } => t.set(Timer::Redial, at),
             _ => t.set_or_stop(Timer::Heartbeat, self.link.heartbeat_deadline()),
         }
-        t.set_or_stop(Timer::CardExpiry, self.cards_deadline());
+        t.set_or_stop(Timer::CardExpiry, self.cards.deadline());
         t.set_or_stop(Timer::TerminalFlush, self.terminals_deadline());
         t.set_or_stop(Timer::ConfirmDeletes, self.deletes_deadline());
         t.set(Timer::PruneLedgers, self.next_prune);
