@@ -1,11 +1,13 @@
 //! Test machinery, behind the `testing` feature: the in-memory `Pair`, the fuzz drivers, and what
-//! both run: the fake OS a device runs on, and the oracle of what it says on its connections.
+//! both run: the fake OS a device runs on, the oracle of what it says on its connections, and the
+//! order of its persists.
 
 pub mod device_frames;
 mod fake_os;
 pub mod fuzz;
 mod oracle;
 mod pair;
+mod persist_order;
 
 pub use fake_os::FakeOs;
 pub use pair::{Dir, Faults, Livelock, Pair, Trace};

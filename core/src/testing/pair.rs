@@ -13,6 +13,7 @@ use crate::rng::Rng;
 use crate::scripted::ScriptedEngine;
 use crate::testing::fake_os::FakeOs;
 use crate::testing::oracle::Conversations;
+use crate::testing::persist_order::PersistOrder;
 use crate::time::Time;
 
 /// What can go wrong with frames on the link, per frame, in thousandths.
@@ -106,6 +107,8 @@ pub struct Pair {
     local_kinds: BTreeMap<ConnId, ConnKind>,
     /// The fuzzer's oracle of what is said on each connection, run in every Pair test.
     talk: Conversations,
+    /// The fuzzer's check that persist numbers go up, run in every Pair test.
+    persists: PersistOrder,
     in_flight: Vec<InFlight>,
     seq: u64,
     rng: Rng,
@@ -139,6 +142,7 @@ impl Pair {
             link: None,
             local_kinds: BTreeMap::new(),
             talk: Conversations::default(),
+            persists: PersistOrder::default(),
             in_flight: Vec::new(),
             seq: 0,
             rng: Rng::new(seed ^ 0x5eed),
@@ -192,6 +196,7 @@ impl Pair {
         self.stdio_out.clear();
         self.local_kinds.clear();
         self.talk = Conversations::default();
+        self.persists = PersistOrder::default();
         // The engine's runs and the PTYs died with the process.
         self.engine.forget_all();
         let device = self.os.restart(self.device_config.clone(), self.now);
@@ -511,6 +516,9 @@ impl Pair {
 
     /// Perform an effect: the network's (`Dial`) here, the rest on the fake OS.
     fn effect(&mut self, effect: Effect) {
+        if let Effect::Persist { seq, .. } = &effect {
+            self.persists.asked(*seq);
+        }
         let Some(effect) = self.os.perform(&mut self.device, effect, self.now) else {
             return;
         };

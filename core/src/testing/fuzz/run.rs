@@ -16,6 +16,7 @@ use super::grammar::{Failure, Op, Reconfig};
 use super::{lossy, MAX_OUTPUTS_PER_OP};
 use crate::testing::fake_os::FakeOs;
 use crate::testing::oracle::Conversations;
+use crate::testing::persist_order::PersistOrder;
 
 /// The shell around the device, and the ledger the checks are made against.
 pub(crate) struct Run {
@@ -24,7 +25,7 @@ pub(crate) struct Run {
     pub(crate) engine: ScriptedEngine,
     /// The fake OS the device runs on (the Pair's): its store outlives a restart.
     pub(crate) os: FakeOs,
-    pub(crate) last_persist: u64,
+    pub(crate) persists: PersistOrder,
     pub(crate) now: Time,
     pub(crate) ops: usize,
     /// Session ids the device handed out (they outlive a restart, as the store does).
@@ -66,7 +67,7 @@ impl Run {
                 every_fifth_write_fails: true,
                 ..FakeOs::default()
             },
-            last_persist: 0,
+            persists: PersistOrder::default(),
             now: Time::ZERO,
             ops: 0,
             sessions: Vec::new(),
@@ -84,7 +85,7 @@ impl Run {
 
     /// The process died: forget every per-process fact.
     pub(crate) fn forget_process(&mut self) {
-        self.last_persist = 0;
+        self.persists = PersistOrder::default();
         self.engine.forget_all();
         self.open.clear();
         self.closed.clear();
@@ -393,14 +394,7 @@ impl Run {
                 self.stopped = true;
                 self.dialing = false;
             }
-            Effect::Persist { seq, .. } => {
-                assert!(
-                    *seq > self.last_persist,
-                    "persists are numbered upwards: {seq} after {}",
-                    self.last_persist
-                );
-                self.last_persist = *seq;
-            }
+            Effect::Persist { seq, .. } => self.persists.asked(*seq),
             Effect::OpenTerminal { terminal_id, .. } => {
                 self.terminals.insert(terminal_id.clone());
             }
