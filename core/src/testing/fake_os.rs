@@ -1,12 +1,14 @@
 //! `FakeOs`: the operating system the Pair and the fuzzer run a device on, in memory. It
 //! performs every [`Effect`] a shell is handed (a store, path resolution, session read-back,
 //! attachment writes, echo shells) and restarts a device from its store. The network's effects
-//! (`Dial`, `Stop`) are the caller's: each has its own idea of a link.
+//! (`Dial`, `Stop`) are the caller's: each has its own idea of a link. It answers the device
+//! the way a shell's code would be written down, as [`Input`]s through [`Device::handle`], so
+//! every Pair test and fuzz run also goes through the one place an input is routed.
 
 use std::collections::{BTreeMap, VecDeque};
 
 use crate::config::DeviceConfig;
-use crate::device::{Device, Effect, ShellInfo};
+use crate::device::{Device, Effect, Handled, Input, ShellInfo};
 use crate::store::{MemStore, Record};
 use crate::time::Time;
 
@@ -61,12 +63,12 @@ impl FakeOs {
                     self.held.push_back((seq, records));
                 } else {
                     self.store.apply(&records);
-                    device.handle_persisted(seq, now);
+                    answer(device, Input::Persisted { seq }, now);
                 }
             }
             Effect::ResolvePath { request, path } => {
                 let resolved = self.resolve(&path);
-                device.handle_path_resolved(request, resolved, now);
+                answer(device, Input::PathResolved { request, resolved }, now);
             }
             // Asked for only once every persist before it is acknowledged: the store is current.
             Effect::LoadSession {
@@ -74,15 +76,16 @@ impl FakeOs {
                 session_id,
             } => {
                 self.loads.push(session_id.clone());
-                if let Some(why) = &self.load_fails {
-                    device.handle_session_load_failed(request, why, now);
+                if let Some(error) = self.load_fails.clone() {
+                    answer(device, Input::SessionLoadFailed { request, error }, now);
                     return None;
                 }
                 let entries = self.store.session_entries(&session_id);
-                let unreadable = device.handle_session_loaded(request, entries, now);
-                assert!(
-                    unreadable.is_empty(),
-                    "a session read back holds records the device could not read: {unreadable:?}"
+                let read = answer(device, Input::SessionLoaded { request, entries }, now);
+                assert_eq!(
+                    read,
+                    Handled::Unreadable(Vec::new()),
+                    "a session read back holds records the device could not read"
                 );
             }
             Effect::WriteAttachment {
@@ -101,7 +104,7 @@ impl FakeOs {
                         Ok(())
                     }
                 };
-                device.handle_attachment_written(request, written, now);
+                answer(device, Input::AttachmentWritten { request, written }, now);
             }
             Effect::OpenTerminal {
                 terminal_id,
@@ -117,13 +120,17 @@ impl FakeOs {
                     }),
                 };
                 let ok = started.is_ok();
-                if device.handle_terminal_opened(&terminal_id, started, now) && ok {
+                let opened = Input::TerminalOpened {
+                    terminal_id: terminal_id.clone(),
+                    started,
+                };
+                if answer(device, opened, now) == Handled::Wanted(true) && ok {
                     self.shells.insert(terminal_id, (cols, rows));
                 }
             }
             Effect::TerminalInput { terminal_id, bytes } => {
                 if self.shells.contains_key(&terminal_id) {
-                    device.handle_terminal_output(&terminal_id, &bytes, now);
+                    answer(device, Input::TerminalOutput { terminal_id, bytes }, now);
                 }
             }
             Effect::ResizeTerminal {
@@ -137,7 +144,11 @@ impl FakeOs {
             }
             Effect::CloseTerminal { terminal_id } => {
                 if self.shells.remove(&terminal_id).is_some() {
-                    device.handle_terminal_exit(&terminal_id, 129, now);
+                    let exit = Input::TerminalExit {
+                        terminal_id: terminal_id.clone(),
+                        code: 129,
+                    };
+                    answer(device, exit, now);
                 }
                 self.hangups.push(terminal_id);
             }
@@ -152,7 +163,7 @@ impl FakeOs {
                 break;
             };
             self.store.apply(&records);
-            device.handle_persisted(seq, now);
+            answer(device, Input::Persisted { seq }, now);
         }
     }
 
@@ -184,4 +195,11 @@ impl FakeOs {
         }
         Ok(path.to_string())
     }
+}
+
+/// Answer the device; the OS only answers what the device asked of it, so a refusal is a bug.
+fn answer(device: &mut Device, input: Input, now: Time) -> Handled {
+    device
+        .handle(input, now)
+        .unwrap_or_else(|e| panic!("the device refused an answer of the fake OS: {e}"))
 }

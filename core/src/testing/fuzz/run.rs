@@ -5,7 +5,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::config::DeviceConfig;
-use crate::device::{ConnId, ConnKind, Device, DialFailure, Effect, Misuse};
+use crate::device::{
+    ConnId, ConnKind, Device, DialFailure, Effect, Handled, Input, Misuse, Refused,
+};
 use crate::engine::Engine;
 use crate::host::{self, ShellOutput};
 use crate::methods::{Direction, Kind, METHODS};
@@ -98,6 +100,12 @@ impl Run {
         self.closing.clear();
     }
 
+    /// Give the device one input the way a shell writes it down: through the one place every
+    /// input is routed ([`Device::handle`]).
+    fn input(&mut self, input: Input) -> Result<Handled, Refused> {
+        self.device.handle(input, self.now)
+    }
+
     pub(crate) fn pick(&self, k: u8) -> Option<(ConnId, ConnKind)> {
         if self.open.is_empty() {
             return None;
@@ -111,11 +119,11 @@ impl Run {
         match op {
             Op::OpenLink => self.open_link(),
             Op::OpenStdio => {
-                let conn = self
-                    .device
-                    .handle_open(ConnKind::Stdio, self.now)
-                    .expect("stdio opens at any time");
-                self.opened(conn, ConnKind::Stdio);
+                let kind = ConnKind::Stdio;
+                let Ok(Handled::Opened(conn)) = self.input(Input::Open { kind }) else {
+                    panic!("stdio opens at any time");
+                };
+                self.opened(conn, kind);
                 self.drain();
             }
             Op::Frame { conn, frame } => {
@@ -148,7 +156,8 @@ impl Run {
             }
             Op::Stale { ms } => {
                 let stale = Time(self.now.0.saturating_sub(u64::from(*ms)));
-                self.device.handle_timeout(stale);
+                let ticked = self.device.handle(Input::Tick, stale);
+                assert_eq!(ticked, Ok(Handled::Done));
                 self.drain();
             }
             Op::Ask { conn, method } => {
@@ -173,10 +182,10 @@ impl Run {
                     .nth(usize::from(*back) % self.closed.len().max(1))
                     .copied()
                     .unwrap_or(ConnId(u64::MAX - u64::from(*back)));
-                let r = self.device.handle_frame(conn, b"{}", self.now);
+                let frame = b"{}".to_vec();
                 assert_eq!(
-                    r,
-                    Err(Misuse::UnknownConnection(conn)),
+                    self.input(Input::Frame { conn, frame }),
+                    Err(Refused::Misuse(Misuse::UnknownConnection(conn))),
                     "a frame on a connection that is not open is a misuse"
                 );
                 self.drain();
@@ -190,8 +199,10 @@ impl Run {
             Op::Reconfigure(r) => self.reconfigure(r),
             Op::DeleteSession { pick } => self.delete_session(*pick),
             Op::TerminalOutput { pick, bytes } => {
-                if let Some(t) = self.pick_terminal(*pick) {
-                    self.device.handle_terminal_output(&t, bytes, self.now);
+                if let Some(terminal_id) = self.pick_terminal(*pick) {
+                    let bytes = bytes.clone();
+                    let output = Input::TerminalOutput { terminal_id, bytes };
+                    assert_eq!(self.input(output), Ok(Handled::Done));
                     self.drain();
                 }
             }
@@ -203,7 +214,11 @@ impl Run {
                     if !self.os.held.is_empty() {
                         self.exited.insert(t.clone());
                     }
-                    self.device.handle_terminal_exit(&t, *code, self.now);
+                    let exit = Input::TerminalExit {
+                        terminal_id: t,
+                        code: *code,
+                    };
+                    assert_eq!(self.input(exit), Ok(Handled::Done));
                     self.drain();
                 }
             }
@@ -228,22 +243,21 @@ impl Run {
     pub(crate) fn open_link(&mut self) {
         if !self.started {
             self.started = true;
-            self.device.start_link(self.now);
+            assert_eq!(self.input(Input::StartLink), Ok(Handled::Done));
             self.drain();
         }
+        let kind = ConnKind::Link;
         if self.dialing {
-            let conn = self
-                .device
-                .handle_open(ConnKind::Link, self.now)
-                .expect("the device asked for a dial, so a link may open");
+            let Ok(Handled::Opened(conn)) = self.input(Input::Open { kind }) else {
+                panic!("the device asked for a dial, so a link may open");
+            };
             self.dialing = false;
-            self.opened(conn, ConnKind::Link);
+            self.opened(conn, kind);
         } else if self.os.held.is_empty() {
             // (With persists held, a `Dial` may be waiting behind them.)
-            let r = self.device.handle_open(ConnKind::Link, self.now);
             assert_eq!(
-                r,
-                Err(Misuse::NotDialing),
+                self.input(Input::Open { kind }),
+                Err(Refused::Misuse(Misuse::NotDialing)),
                 "a link opened though no dial was asked for"
             );
         }
@@ -261,7 +275,7 @@ impl Run {
             return;
         }
         let was_dialing = self.dialing;
-        self.device.handle_dial_failed(failure, self.now);
+        assert_eq!(self.input(Input::DialFailed { failure }), Ok(Handled::Done));
         if was_dialing {
             self.dialing = false;
         }
@@ -286,9 +300,8 @@ impl Run {
     }
 
     pub(crate) fn close(&mut self, conn: ConnId, kind: ConnKind, code: Option<u16>) {
-        self.device
-            .handle_closed(conn, code, self.now)
-            .expect("the connection is open");
+        let closed = self.input(Input::Closed { conn, code });
+        assert_eq!(closed, Ok(Handled::Done), "the connection is open");
         self.open.remove(&conn);
         self.closed.insert(conn);
         let d = self.drain();
@@ -322,9 +335,9 @@ impl Run {
     pub(crate) fn feed(&mut self, conn: ConnId, frame: &[u8]) {
         let limits = self.device.config().frames;
         self.talk.heard(conn, frame, &limits);
-        self.device
-            .handle_frame(conn, frame, self.now)
-            .expect("the connection is open");
+        let frame = frame.to_vec();
+        let fed = self.input(Input::Frame { conn, frame });
+        assert_eq!(fed, Ok(Handled::Done), "the connection is open");
         self.drain();
     }
 
@@ -442,8 +455,11 @@ impl Run {
     pub(crate) fn reconfigure(&mut self, r: &Reconfig) {
         let remote = r.remote(self.device.config().remote.clone());
         let same = remote == self.device.config().remote;
-        match self.device.reconfigure(remote.clone(), self.now) {
-            Ok(changed) => {
+        let reloaded = self.input(Input::Reconfigure {
+            remote: remote.clone(),
+        });
+        match reloaded {
+            Ok(Handled::Changed(changed)) => {
                 assert!(
                     !(same && changed),
                     "an unchanged `remote:` changed the device"
@@ -456,12 +472,13 @@ impl Run {
                 // The next process starts with what the person saved.
                 self.config.remote = remote;
             }
-            Err(e) => assert_ne!(
+            Err(Refused::Config(e)) => assert_ne!(
                 self.device.config().remote,
                 remote,
                 "a refused `remote:` ({}) was taken anyway",
                 e.0
             ),
+            other => panic!("a reload is answered whether it changed anything: {other:?}"),
         }
         self.drain();
     }
@@ -474,14 +491,20 @@ impl Run {
             Some(id) if pick < 200 => id.clone(),
             _ => format!("stranger-{pick}"),
         };
-        let deleted = self.device.delete_session(&id, self.now);
+        let delete = || Input::DeleteSession {
+            session_id: id.clone(),
+        };
+        let deleted = self.input(delete());
         self.drain();
-        if deleted {
-            assert!(
-                !self.device.delete_session(&id, self.now),
+        if deleted == Ok(Handled::Changed(true)) {
+            assert_eq!(
+                self.input(delete()),
+                Ok(Handled::Changed(false)),
                 "session {id} was deleted twice"
             );
             self.drain();
+        } else {
+            assert_eq!(deleted, Ok(Handled::Changed(false)));
         }
     }
 
@@ -519,10 +542,10 @@ impl Run {
             );
             self.open.remove(&conn);
             self.closing.insert(conn, kind);
-            let r = self.device.handle_frame(conn, b"{}", self.now);
+            let frame = b"{}".to_vec();
             assert_eq!(
-                r,
-                Err(Misuse::UnknownConnection(conn)),
+                self.input(Input::Frame { conn, frame }),
+                Err(Refused::Misuse(Misuse::UnknownConnection(conn))),
                 "a frame on a connection the device let go of is a misuse"
             );
         }
