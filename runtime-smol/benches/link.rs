@@ -169,28 +169,7 @@ fn sessions_over_the_link() {
             ),
         )
         .unwrap();
-        let token = home.path().join("token");
-        std::fs::write(&token, "test-token").unwrap();
-        let mut c = Command::new(env!("CARGO_BIN_EXE_lembas"));
-        c.args([
-            "login",
-            &instance.url(),
-            "--token-file",
-            token.to_str().unwrap(),
-        ])
-        .stdout(Stdio::null());
-        scratch_env(&mut c, home.path());
-        assert!(c.status().unwrap().success());
-        let mut c = Command::new(env!("CARGO_BIN_EXE_lembas"));
-        c.arg("link").stderr(Stdio::null());
-        scratch_env(&mut c, home.path());
-        let mut child = c.spawn().unwrap();
-        let (ready, _) = instance
-            .wait_for(Duration::from_secs(10), |e| {
-                matches!(e, Event::Client(ClientEvent::Ready { .. }))
-            })
-            .await;
-        assert!(ready.is_some(), "the device never linked");
+        let mut child = linked_device(&instance, home.path()).await;
         smol::Timer::after(Duration::from_secs(1)).await;
         let (before, _) = rss_of(child.id());
         let start = Instant::now();
@@ -316,6 +295,39 @@ fn raw_writer(path: &str) {
         out.write_all(line).unwrap();
     }
     out.flush().unwrap();
+}
+
+/// `lembas login` to the test instance, then `lembas link` in the scratch home `home`, once the
+/// instance's client says the device is ready.
+async fn linked_device(
+    instance: &lembas::instance::TestInstance,
+    home: &std::path::Path,
+) -> std::process::Child {
+    use lembas::instance::Event;
+    use lembas_core::client::ClientEvent;
+    let token = home.join("token");
+    std::fs::write(&token, "test-token").unwrap();
+    let mut c = Command::new(env!("CARGO_BIN_EXE_lembas"));
+    c.args([
+        "login",
+        &instance.url(),
+        "--token-file",
+        token.to_str().unwrap(),
+    ])
+    .stdout(Stdio::null());
+    scratch_env(&mut c, home);
+    assert!(c.status().unwrap().success());
+    let mut c = Command::new(env!("CARGO_BIN_EXE_lembas"));
+    c.arg("link").stderr(Stdio::null());
+    scratch_env(&mut c, home);
+    let child = c.spawn().unwrap();
+    let (ready, _) = instance
+        .wait_for(Duration::from_secs(10), |e| {
+            matches!(e, Event::Client(ClientEvent::Ready { .. }))
+        })
+        .await;
+    assert!(ready.is_some(), "the device never linked");
+    child
 }
 
 fn scratch_env(c: &mut Command, home: &std::path::Path) {
@@ -572,34 +584,12 @@ fn turns() {
 
 fn rss() {
     smol::block_on(async {
-        use lembas::instance::{Event, InstanceOptions, TestInstance};
-        use lembas_core::client::ClientEvent;
+        use lembas::instance::{InstanceOptions, TestInstance};
         let instance = TestInstance::start(InstanceOptions::default())
             .await
             .unwrap();
         let home = tempfile::tempdir().unwrap();
-        let token = home.path().join("token");
-        std::fs::write(&token, "test-token").unwrap();
-        let mut c = Command::new(env!("CARGO_BIN_EXE_lembas"));
-        c.args([
-            "login",
-            &instance.url(),
-            "--token-file",
-            token.to_str().unwrap(),
-        ])
-        .stdout(Stdio::null());
-        scratch_env(&mut c, home.path());
-        assert!(c.status().unwrap().success());
-        let mut c = Command::new(env!("CARGO_BIN_EXE_lembas"));
-        c.arg("link").stderr(Stdio::null());
-        scratch_env(&mut c, home.path());
-        let mut child = c.spawn().unwrap();
-        let (ready, _) = instance
-            .wait_for(Duration::from_secs(10), |e| {
-                matches!(e, Event::Client(ClientEvent::Ready { .. }))
-            })
-            .await;
-        assert!(ready.is_some(), "the device never linked");
+        let mut child = linked_device(&instance, home.path()).await;
         smol::Timer::after(Duration::from_secs(2)).await;
         let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
         let field = |name: &str| {
