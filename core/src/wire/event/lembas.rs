@@ -64,61 +64,34 @@ impl LembasEvent {
 /// them sorted (a derived internally tagged enum would write `type` first).
 impl Serialize for LembasEvent {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        #[derive(Serialize)]
-        struct TypeLast<'a, B> {
-            #[serde(flatten)]
-            body: &'a B,
-            r#type: &'static str,
-        }
         let kind = self.kind();
         match self {
-            LembasEvent::Prompt(b) => TypeLast {
-                body: b,
-                r#type: kind,
-            }
-            .serialize(s),
-            LembasEvent::Task(b) => TypeLast {
-                body: b,
-                r#type: kind,
-            }
-            .serialize(s),
-            LembasEvent::Text(b) | LembasEvent::Reasoning(b) => TypeLast {
-                body: b,
-                r#type: kind,
-            }
-            .serialize(s),
-            LembasEvent::ToolStart(b) => TypeLast {
-                body: b,
-                r#type: kind,
-            }
-            .serialize(s),
-            LembasEvent::ToolEnd(b) => TypeLast {
-                body: b,
-                r#type: kind,
-            }
-            .serialize(s),
-            LembasEvent::Steered(b) => TypeLast {
-                body: b,
-                r#type: kind,
-            }
-            .serialize(s),
-            LembasEvent::Mode(b) => TypeLast {
-                body: b,
-                r#type: kind,
-            }
-            .serialize(s),
-            LembasEvent::Title(b) => TypeLast {
-                body: b,
-                r#type: kind,
-            }
-            .serialize(s),
-            LembasEvent::Plan(b) => TypeLast {
-                body: b,
-                r#type: kind,
-            }
-            .serialize(s),
+            LembasEvent::Prompt(b) => type_last(b, kind, s),
+            LembasEvent::Task(b) => type_last(b, kind, s),
+            LembasEvent::Text(b) | LembasEvent::Reasoning(b) => type_last(b, kind, s),
+            LembasEvent::ToolStart(b) => type_last(b, kind, s),
+            LembasEvent::ToolEnd(b) => type_last(b, kind, s),
+            LembasEvent::Steered(b) => type_last(b, kind, s),
+            LembasEvent::Mode(b) => type_last(b, kind, s),
+            LembasEvent::Title(b) => type_last(b, kind, s),
+            LembasEvent::Plan(b) => type_last(b, kind, s),
         }
     }
+}
+
+/// An event's own fields, then its `type`.
+fn type_last<S: serde::Serializer, B: Serialize>(
+    body: &B,
+    kind: &'static str,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct TypeLast<'a, B> {
+        #[serde(flatten)]
+        body: &'a B,
+        r#type: &'static str,
+    }
+    TypeLast { body, r#type: kind }.serialize(s)
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
