@@ -37,6 +37,21 @@ async function linked(deviceOptions = {}, clientOptions = {}) {
   return { client, device };
 }
 
+/** A store over `inner` whose writes finish a moment later, as a real disk's do; its reads
+ * fail ("the database is locked") while `canRead()` says no. */
+function slowStore(inner, canRead = () => true) {
+  return {
+    entries: async () => {
+      if (!canRead()) throw new Error("the database is locked");
+      return inner.entries();
+    },
+    apply(records) {
+      inner.apply(records);
+      return new Promise((resolve) => setTimeout(resolve, 1));
+    },
+  };
+}
+
 async function newSession(client, cwd = ROOT) {
   const id = client.call("session/new", { cwd });
   return client.next((e) => e.kind === "answer" && e.id === id);
@@ -79,14 +94,7 @@ test("a store whose writes are promises holds the frames that wait on them, and 
 });
 
 test("past sessions.maxLive a session is set aside and read back from the store's entries()", async () => {
-  const inner = new MemStore();
-  const store = {
-    entries: async () => inner.entries(),
-    apply(records) {
-      inner.apply(records);
-      return new Promise((resolve) => setTimeout(resolve, 1));
-    },
-  };
+  const store = slowStore(new MemStore());
   const bounded = { ...config, sessions: { maxLive: 1 } };
   const { client, device } = await linked({ store, open: true, config: bounded });
   try {
@@ -263,18 +271,8 @@ test("a write_attachment onEffect rejects refuses its prompt with the reason; on
 });
 
 test("a store whose entries() rejects while reading a session back refuses the waiting request", async () => {
-  const inner = new MemStore();
   let failReads = false;
-  const store = {
-    entries: async () => {
-      if (failReads) throw new Error("the database is locked");
-      return inner.entries();
-    },
-    apply(records) {
-      inner.apply(records);
-      return new Promise((resolve) => setTimeout(resolve, 1));
-    },
-  };
+  const store = slowStore(new MemStore(), () => !failReads);
   const bounded = { ...config, sessions: { maxLive: 1 } };
   const { client, device } = await linked({ store, open: true, config: bounded });
   try {

@@ -170,6 +170,14 @@ mod tests {
         text.as_bytes().to_vec()
     }
 
+    /// What `poll` gives for a frame `text` sent on `conn`.
+    fn sent(conn: ConnId, text: &str) -> Option<Output> {
+        Some(Output::Send {
+            conn,
+            frame: frame(text),
+        })
+    }
+
     fn drain(out: &mut Outbox) -> Vec<Output> {
         std::iter::from_fn(|| out.poll()).collect()
     }
@@ -187,24 +195,12 @@ mod tests {
         out.send(A, frame("before"));
         out.persist(vec![record("s")]);
         out.send(A, frame("after"));
-        assert_eq!(
-            out.poll(),
-            Some(Output::Send {
-                conn: A,
-                frame: frame("before")
-            })
-        );
+        assert_eq!(out.poll(), sent(A, "before"));
         assert_eq!(out.poll().as_ref().and_then(persist_seq), Some(1));
         // Not written yet: the frame announcing it stays.
         assert_eq!(out.poll(), None);
         out.acked(1);
-        assert_eq!(
-            out.poll(),
-            Some(Output::Send {
-                conn: A,
-                frame: frame("after")
-            })
-        );
+        assert_eq!(out.poll(), sent(A, "after"));
         assert_eq!(out.poll(), None);
     }
 
@@ -217,13 +213,7 @@ mod tests {
         let seqs: Vec<_> = drain(&mut out).iter().filter_map(persist_seq).collect();
         assert_eq!(seqs, vec![1, 2]);
         out.acked(1);
-        assert_eq!(
-            out.poll(),
-            Some(Output::Send {
-                conn: A,
-                frame: frame("x")
-            })
-        );
+        assert_eq!(out.poll(), sent(A, "x"));
     }
 
     #[test]
@@ -245,13 +235,7 @@ mod tests {
         assert_eq!(out.poll().as_ref().and_then(persist_seq), Some(1));
         assert_eq!(out.poll(), None, "waits behind the frame");
         out.acked(1);
-        assert_eq!(
-            out.poll(),
-            Some(Output::Send {
-                conn: A,
-                frame: frame("x")
-            })
-        );
+        assert_eq!(out.poll(), sent(A, "x"));
         assert_eq!(out.poll().as_ref().and_then(persist_seq), Some(2));
     }
 
@@ -319,13 +303,7 @@ mod tests {
                 reason: "dead".into()
             })
         );
-        assert_eq!(
-            out.poll(),
-            Some(Output::Send {
-                conn: B,
-                frame: frame("first")
-            })
-        );
+        assert_eq!(out.poll(), sent(B, "first"));
         assert_eq!(out.poll().as_ref().and_then(persist_seq), Some(1));
         out.acked(1);
         assert_eq!(
