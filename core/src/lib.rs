@@ -43,6 +43,7 @@ pub mod host;
 pub mod jsonrpc;
 pub mod liveness;
 pub mod methods;
+pub mod model;
 pub mod paths;
 pub mod rng;
 pub mod scripted;

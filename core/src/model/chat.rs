@@ -1,0 +1,1 @@
+//! The chat completions request body and its streamed chunks (OpenAI-compatible).

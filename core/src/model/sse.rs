@@ -1,0 +1,1 @@
+//! A server-sent events parser: bytes in any split, events out, every bound named.
