@@ -216,6 +216,13 @@ export interface TurnStart {
   model: string | null;
   effort: string | null;
   cwd: string;
+  /** The session's finished turns, oldest first (left out when there are none). */
+  history?: PriorTurn[];
+}
+
+export interface PriorTurn {
+  prompt: string;
+  answer: string;
 }
 
 export type StopReason = "end_turn" | "max_turn_requests" | "max_tokens" | "cancelled";

@@ -95,6 +95,7 @@ fn turn() -> TurnStart {
         model: Some("lembas/default".into()),
         effort: None,
         cwd: "/w".into(),
+        history: Vec::new(),
     }
 }
 

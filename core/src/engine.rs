@@ -204,6 +204,18 @@ pub struct TurnStart {
     pub model: Option<String>,
     pub effort: Option<String>,
     pub cwd: String,
+    /// The session's finished turns, oldest first, as the model is to see them again. An
+    /// engine keeps what fits its context budget, dropping the oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<PriorTurn>,
+}
+
+/// One finished turn of a session: what the person asked and what the model answered.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PriorTurn {
+    pub prompt: String,
+    pub answer: String,
 }
 
 /// A tool call's status, as ACP's `tool_call_update` says it.

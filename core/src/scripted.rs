@@ -526,6 +526,7 @@ mod tests {
             model: None,
             effort: None,
             cwd: "/".into(),
+            history: Vec::new(),
         }
     }
 

@@ -340,6 +340,7 @@ mod tests {
             model: None,
             effort: None,
             cwd: "/w".into(),
+            history: Vec::new(),
         }
     }
 

@@ -245,6 +245,7 @@ impl Device {
             model: s.durable.model.clone(),
             effort: s.durable.effort.clone(),
             cwd: s.durable.cwd.clone(),
+            history: Vec::new(),
         };
         let writing: Vec<u64> = (0..prepared.attachments.len() as u64)
             .map(|i| first_write + i)
