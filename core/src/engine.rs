@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::config::Mode;
+use crate::engine_io::{IoCall, IoId, IoReply};
 use crate::shape;
 use crate::time::Time;
 use crate::wire::{need, one_pass, only};
@@ -75,6 +76,14 @@ pub trait Engine {
     /// Time passed: what is due makes its events when polled. Early or repeated is harmless.
     fn handle_timeout(&mut self, now: Time);
 
+    /// The next thing the shell must do for the engine (an HTTP request to the instance, a
+    /// read of its body, a file read), or `None`. See [`crate::engine_io`].
+    #[must_use]
+    fn poll_io(&mut self) -> Option<IoCall>;
+
+    /// A reply to one of the engine's [`IoCall`]s, as it arrived at `now`.
+    fn handle_io(&mut self, id: IoId, reply: IoReply, now: Time);
+
     /// Stop every running turn (the shell is shutting down): each reports `Done(Cancelled)`.
     fn cancel_all(&mut self);
 
@@ -98,6 +107,12 @@ impl<E: Engine + ?Sized> Engine for Box<E> {
     }
     fn handle_timeout(&mut self, now: Time) {
         (**self).handle_timeout(now)
+    }
+    fn poll_io(&mut self) -> Option<IoCall> {
+        (**self).poll_io()
+    }
+    fn handle_io(&mut self, id: IoId, reply: IoReply, now: Time) {
+        (**self).handle_io(id, reply, now)
     }
     fn cancel_all(&mut self) {
         (**self).cancel_all()

@@ -32,6 +32,7 @@
 
 use crate::device::{ConnId, Device, Effect, Output};
 use crate::engine::Engine;
+use crate::engine_io::{IoCall, IoId, IoReply};
 use crate::time::Time;
 
 /// What the shell must perform: the device's outputs less the engine's commands, which the
@@ -55,6 +56,9 @@ pub enum ShellOutput {
         conn: ConnId,
     },
     Effect(Effect),
+    /// Something the engine needs done (an HTTP request to the instance, a file read): the
+    /// shell performs it and answers with [`Host::handle_io`].
+    Io(IoCall),
 }
 
 /// A device and the engine that answers its prompts.
@@ -108,6 +112,12 @@ impl<E: Engine> Host<E> {
         poll_output(&mut self.device, &mut self.engine, now, paused)
     }
 
+    /// A reply to one of the engine's [`ShellOutput::Io`] calls; drain [`Host::poll_output`]
+    /// after.
+    pub fn handle_io(&mut self, id: IoId, reply: IoReply, now: Time) {
+        self.engine.handle_io(id, reply, now)
+    }
+
     /// The earliest deadline of the device and the engine.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Time> {
@@ -141,6 +151,9 @@ pub fn poll_output<E: Engine + ?Sized>(
                     continue;
                 }
             });
+        }
+        if let Some(call) = engine.poll_io() {
+            return Some(ShellOutput::Io(call));
         }
         let holders_of = &*device;
         let report = engine.poll_event_unless(&mut |session| {

@@ -24,6 +24,7 @@ use crate::engine::{
     Ask, Card, Decision, Engine, EngineCommand, EngineEvent, PermissionDecision, PlanDecision,
     Question, QuestionAnswer, QuestionDecision, QuestionOption, StopReason, ToolStatus, TurnStart,
 };
+use crate::engine_io::{IoCall, IoId, IoReply};
 use crate::time::Time;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -408,6 +409,14 @@ impl Engine for ScriptedEngine {
     fn handle_timeout(&mut self, now: Time) {
         ScriptedEngine::handle_timeout(self, now)
     }
+
+    /// A scripted turn needs nothing from the shell.
+    fn poll_io(&mut self) -> Option<IoCall> {
+        None
+    }
+
+    /// Never asked for anything, so nothing comes back.
+    fn handle_io(&mut self, _id: IoId, _reply: IoReply, _now: Time) {}
 
     fn cancel_all(&mut self) {
         ScriptedEngine::cancel_all(self)

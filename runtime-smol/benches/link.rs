@@ -504,6 +504,7 @@ impl Bench {
                         .handle_path_resolved(request, Ok(path), now),
                     other @ (ShellOutput::Close { .. }
                     | ShellOutput::Ping { .. }
+                    | ShellOutput::Io(_)
                     | ShellOutput::Effect(
                         Effect::Dial
                         | Effect::Stop { .. }

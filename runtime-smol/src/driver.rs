@@ -18,6 +18,7 @@ use std::sync::Arc;
 use futures_lite::future;
 use lembas_core::device::{ConnId, ConnKind, Device, DialFailure, Effect};
 use lembas_core::engine::{Engine, EngineCommand, Report};
+use lembas_core::engine_io::{IoCall, IoId, IoReply};
 use lembas_core::host::{Host, ShellOutput};
 use lembas_core::jsonrpc::{self, RpcError};
 use lembas_core::scripted::ScriptedEngine;
@@ -555,6 +556,15 @@ impl Driver {
                 }
             }
             ShellOutput::Effect(effect) => self.effect(effect, now).await,
+            // The scripted engine asks for nothing; until the HTTP client lands, say so.
+            ShellOutput::Io(IoCall::Abort { .. }) => {}
+            ShellOutput::Io(call) => self.host.handle_io(
+                call.id(),
+                IoReply::Failed {
+                    reason: "this shell performs no engine I/O yet".into(),
+                },
+                now,
+            ),
         }
     }
 
@@ -728,6 +738,12 @@ impl<E: Engine> Engine for Logged<E> {
     }
     fn handle_timeout(&mut self, now: Time) {
         self.0.handle_timeout(now)
+    }
+    fn poll_io(&mut self) -> Option<IoCall> {
+        self.0.poll_io()
+    }
+    fn handle_io(&mut self, id: IoId, reply: IoReply, now: Time) {
+        self.0.handle_io(id, reply, now)
     }
     fn cancel_all(&mut self) {
         self.0.cancel_all()

@@ -8,6 +8,7 @@
 //! the socket's own buffer (a browser's or `ws`'s), as they did before the host loop.
 
 use lembas_core::device::{ConnId, Device, Effect};
+use lembas_core::engine_io::{IoCall, IoReply};
 use lembas_core::host::{Host, ShellOutput};
 use lembas_core::scripted::ScriptedEngine;
 use lembas_core::store::Record;
@@ -96,6 +97,15 @@ impl DeviceLoop {
             // Never asked for: the wasm device runs without liveness (`json::device_config`),
             // since a JS socket cannot ping.
             ShellOutput::Ping { .. } => return,
+            // The wasm device's engine is scripted, which asks for nothing; until it can
+            // fetch, say so rather than leave a call unanswered.
+            ShellOutput::Io(IoCall::Abort { .. }) => return,
+            ShellOutput::Io(call) => {
+                let reason = "this shell performs no engine I/O yet".into();
+                return self
+                    .host
+                    .handle_io(call.id(), IoReply::Failed { reason }, now);
+            }
         };
         let device = self.host.device_mut();
         match effect {

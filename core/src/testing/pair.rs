@@ -8,6 +8,7 @@ use crate::client::{Client, ClientEvent, ClientOutput};
 use crate::config::{ClientConfig, DeviceConfig};
 use crate::device::{ConnId, ConnKind, Device, DialFailure, Effect};
 use crate::engine::{Decision, Engine, EngineCommand, Report, TurnStart};
+use crate::engine_io::{IoCall, IoId, IoReply};
 use crate::host::{self, ShellOutput};
 use crate::rng::Rng;
 use crate::scripted::ScriptedEngine;
@@ -511,6 +512,8 @@ impl Pair {
                 }
             }
             ShellOutput::Effect(effect) => self.effect(effect),
+            // The Pair's engine is scripted, which needs nothing from a shell.
+            ShellOutput::Io(call) => panic!("the scripted engine asked for I/O: {call:?}"),
         }
     }
 
@@ -724,6 +727,12 @@ impl Engine for Recording<'_> {
     }
     fn handle_timeout(&mut self, now: Time) {
         self.engine.handle_timeout(now)
+    }
+    fn poll_io(&mut self) -> Option<IoCall> {
+        self.engine.poll_io()
+    }
+    fn handle_io(&mut self, id: IoId, reply: IoReply, now: Time) {
+        self.engine.handle_io(id, reply, now)
     }
     fn cancel_all(&mut self) {
         Engine::cancel_all(self.engine)

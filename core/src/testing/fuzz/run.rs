@@ -383,6 +383,8 @@ impl Run {
                 "a ping was asked for on {conn:?}, which is not an open link"
             ),
             ShellOutput::Effect(effect) => self.effect(effect, d),
+            // The fuzzed engine is scripted, which needs nothing from a shell.
+            ShellOutput::Io(call) => panic!("the scripted engine asked for I/O: {call:?}"),
         }
     }
 
