@@ -3,5 +3,6 @@
 //! All sans-IO: the shell performs the HTTP the engine asks for and feeds the bytes back.
 
 pub mod chat;
+pub mod engine;
 pub mod models;
 pub mod sse;
