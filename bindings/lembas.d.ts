@@ -67,7 +67,15 @@ export interface DeviceConfig {
   outbound?: { pauseBytes?: number; maxBytes?: number };
   /** What a connection's reader may hold unhandled: a bound the shell enforces, as `outbound`. */
   inbound?: { pauseBytes?: number };
-  models?: { id: string; instance?: boolean }[];
+  /** The models the device can speak to; the first is a session's default. */
+  models?: {
+    id: string;
+    instance?: boolean;
+    /** Takes images as image parts. */
+    vision?: boolean;
+    /** Its context window in tokens, where the instance's `/v1/models` says it. */
+    contextLength?: number;
+  }[];
   /** Whether the shell answers `load_session` from a store (default true). Without one no
    * session is set aside. A `DeviceDriver` sets it from its `store` option. */
   hasStore?: boolean;

@@ -419,10 +419,14 @@ fn samples() -> String {
     // Not this build's version: the file would go stale at every release.
     device.version = "0.0.0-sample".into();
     device.connection = Some("home".into());
-    device.models = vec![Model {
-        id: "lembas/default".into(),
-        instance: true,
-    }];
+    device.models = vec![
+        Model {
+            vision: true,
+            context_length: Some(131_072),
+            ..Model::served("lembas/default")
+        },
+        Model::served("lembas/small"),
+    ];
     let v = s.out("DeviceConfig", &device);
     assert_eq!(
         json::out(&json::device_config(v).unwrap()),

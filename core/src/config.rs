@@ -111,13 +111,31 @@ impl Backoff {
 
 /// A model the device can speak to.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Model {
     /// The device's ref, which for an instance's model is its served id.
     pub id: String,
     /// Served by the instance this device is linked to (`instance` in results and events).
     #[serde(default)]
     pub instance: bool,
+    /// Takes images as image parts (others get a line saying the file is there).
+    #[serde(default)]
+    pub vision: bool,
+    /// Its context window in tokens, where `/v1/models` says it; else the engine's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_length: Option<u64>,
+}
+
+impl Model {
+    /// A model the linked instance serves under `id`, nothing else known of it.
+    pub fn served(id: impl Into<String>) -> Model {
+        Model {
+            id: id.into(),
+            instance: true,
+            vision: false,
+            context_length: None,
+        }
+    }
 }
 
 /// Bounds on sessions and turns, each stated in the refusal that enforces it.

@@ -125,10 +125,7 @@ fn nothing_is_sent_on_a_connection_after_it_closed_even_behind_a_persist() {
     config.remote.enabled = true;
     config.remote.roots = vec!["/tmp".into()];
     config.remote.trusted = vec!["/tmp".into()];
-    config.models = vec![Model {
-        id: "lembas/default".into(),
-        instance: true,
-    }];
+    config.models = vec![Model::served("lembas/default")];
     let mut device = Device::new(config, Time(0)).unwrap();
     let conn = device.handle_open(ConnKind::Stdio, Time(0)).unwrap();
     let mut held = Vec::new();

@@ -3,6 +3,7 @@
 //! All sans-IO: the shell performs the HTTP the engine asks for and feeds the bytes back.
 
 pub mod chat;
+pub mod effort;
 pub mod engine;
 pub mod models;
 pub mod sse;

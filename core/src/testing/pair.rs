@@ -161,10 +161,7 @@ impl Pair {
         d.remote.enabled = true;
         d.remote.roots = roots.iter().map(|r| r.to_string()).collect();
         d.remote.trusted = d.remote.roots.clone();
-        d.models = vec![crate::config::Model {
-            id: "lembas/default".into(),
-            instance: true,
-        }];
+        d.models = vec![crate::config::Model::served("lembas/default")];
         d.host = "devbox".into();
         d.platform = "linux".into();
         tweak(&mut d);

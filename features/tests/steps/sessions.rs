@@ -28,10 +28,7 @@ fn trusts(w: &mut LinkWorld, list: String) {
 
 #[given(regex = r#"^the device can speak to the instance's model "([^"]*)"$"#)]
 fn speaks_to(w: &mut LinkWorld, model: String) {
-    w.config_mut().models = vec![Model {
-        id: model,
-        instance: true,
-    }];
+    w.config_mut().models = vec![Model::served(model)];
 }
 
 /// A linked device whose remote work is on over the default root, trusting it, with one
@@ -46,10 +43,7 @@ fn client_with_session(w: &mut LinkWorld) {
         }
         c.remote.trusted = c.remote.roots.clone();
         if c.models.is_empty() {
-            c.models = vec![Model {
-                id: DEFAULT_MODEL.into(),
-                instance: true,
-            }];
+            c.models = vec![Model::served(DEFAULT_MODEL)];
         }
     }
     if !w.pair().client.is_ready() {

@@ -226,10 +226,7 @@ pub fn device(data: &[u8]) {
         config.remote.roots = vec!["/tmp".into()];
         config.remote.trusted = vec!["/tmp".into()];
     }
-    config.models = vec![Model {
-        id: "lembas/default".into(),
-        instance: true,
-    }];
+    config.models = vec![Model::served("lembas/default")];
     let mut run = Run::new(config, setup.defer_persist);
     for _ in 0..MAX_OPS {
         if u.is_empty() {
