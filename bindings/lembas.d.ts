@@ -265,6 +265,9 @@ export type EngineEvent =
   | { type: "mode_changed"; mode: Mode }
   | { type: "plan"; plan: unknown | null }
   | { type: "ask"; toolCallId: string; ask: Ask }
+  | { type: "step"; step: number }
+  | { type: "usage"; inputTokens: number; outputTokens: number }
+  | { type: "notice"; text: string }
   | { type: "done"; stopReason: StopReason }
   | { type: "failed"; message: string };
 

@@ -249,6 +249,12 @@ fn engine_events() -> Vec<EngineEvent> {
                 plan: None,
             },
         ),
+        EngineEvent::Step(1),
+        EngineEvent::Usage {
+            input_tokens: 12,
+            output_tokens: 3,
+        },
+        EngineEvent::Notice("2 earlier turns were left out".into()),
         EngineEvent::Done(StopReason::EndTurn),
         EngineEvent::Failed("the model went away".into()),
     ]

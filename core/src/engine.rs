@@ -279,6 +279,18 @@ pub enum EngineEvent {
     Plan(Option<Value>),
     /// Ask a person: an approval, a question or a plan. Answered with `EngineCommand::Decide`.
     Ask(Card),
+    /// A model call began (the `n`th of the turn, from 1): the `step` event.
+    #[serde(serialize_with = "step_member")]
+    Step(u32),
+    /// Tokens the model call counted: the `usage` event.
+    Usage {
+        input_tokens: u64,
+        output_tokens: u64,
+    },
+    /// Something the person should know (context dropped, an attachment cut): the `notice`
+    /// event.
+    #[serde(serialize_with = "text_member")]
+    Notice(String),
     /// The turn ended.
     #[serde(serialize_with = "stop_reason_member")]
     Done(StopReason),
@@ -289,6 +301,7 @@ pub enum EngineEvent {
 
 shape::member_fn!(text_member, "text", String);
 shape::member_fn!(mode_member, "mode", Mode);
+shape::member_fn!(step_member, "step", u32);
 shape::member_fn!(plan_member, "plan", Option<Value>);
 shape::member_fn!(stop_reason_member, "stopReason", StopReason);
 shape::member_fn!(message_member, "message", String);
@@ -316,6 +329,9 @@ struct EventFields {
     ask: Option<Ask>,
     stop_reason: Option<StopReason>,
     message: Option<String>,
+    step: Option<u32>,
+    input_tokens: Option<u64>,
+    output_tokens: Option<u64>,
 }
 
 #[derive(Clone, Copy, Deserialize)]
@@ -329,12 +345,15 @@ enum EventTag {
     ModeChanged,
     Plan,
     Ask,
+    Step,
+    Usage,
+    Notice,
     Done,
     Failed,
 }
 
 impl EventFields {
-    fn given(&self) -> [(&'static str, bool); 14] {
+    fn given(&self) -> [(&'static str, bool); 17] {
         [
             ("text", self.text.is_some()),
             ("id", self.id.is_some()),
@@ -350,6 +369,9 @@ impl EventFields {
             ("ask", self.ask.is_some()),
             ("stopReason", self.stop_reason.is_some()),
             ("message", self.message.is_some()),
+            ("step", self.step.is_some()),
+            ("inputTokens", self.input_tokens.is_some()),
+            ("outputTokens", self.output_tokens.is_some()),
         ]
     }
 }
@@ -363,13 +385,15 @@ impl<'de> Deserialize<'de> for EngineEvent {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         one_pass(d, "an engine event", |f: EventFields| {
             let takes: &[&str] = match f.tag {
-                EventTag::Text | EventTag::Thought => &["text"],
+                EventTag::Text | EventTag::Thought | EventTag::Notice => &["text"],
                 EventTag::ToolCall => &["id", "title", "kind", "rawInput"],
                 EventTag::ToolCallUpdate => &["id", "status", "output"],
                 EventTag::Steered => &["ids"],
                 EventTag::ModeChanged => &["mode"],
                 EventTag::Plan => &["plan"],
                 EventTag::Ask => &["toolCallId", "ask"],
+                EventTag::Step => &["step"],
+                EventTag::Usage => &["inputTokens", "outputTokens"],
                 EventTag::Done => &["stopReason"],
                 EventTag::Failed => &["message"],
             };
@@ -397,6 +421,12 @@ impl<'de> Deserialize<'de> for EngineEvent {
                     tool_call_id: need(f.tool_call_id, "toolCallId")?,
                     ask: need(f.ask, "ask")?,
                 }),
+                EventTag::Step => EngineEvent::Step(need(f.step, "step")?),
+                EventTag::Usage => EngineEvent::Usage {
+                    input_tokens: need(f.input_tokens, "inputTokens")?,
+                    output_tokens: need(f.output_tokens, "outputTokens")?,
+                },
+                EventTag::Notice => EngineEvent::Notice(need(f.text, "text")?),
                 EventTag::Done => EngineEvent::Done(need(f.stop_reason, "stopReason")?),
                 EventTag::Failed => EngineEvent::Failed(need(f.message, "message")?),
             })

@@ -21,6 +21,7 @@
 //!     match out {
 //!         ShellOutput::Send { conn, frame } => { /* write `frame` on `conn` */ }
 //!         ShellOutput::Close { .. } | ShellOutput::Ping { .. } => {}
+//!         ShellOutput::Io(call) => { /* do what the engine asked, then host.handle_io(..) */ }
 //!         ShellOutput::Effect(effect) => match effect {
 //!             Effect::Persist { seq, .. } => host.device_mut().handle_persisted(seq, Time(1)),
 //!             _ => { /* a real shell performs each, by name */ }

@@ -15,8 +15,8 @@ use crate::rng::Rng;
 use crate::store::{self, history_record, turn_record, Record, StoredTurnState, Table};
 use crate::turn::Answer;
 use crate::wire::event::lembas::{
-    LembasEvent, PlanEvent, PromptEvent, SteeredEvent, TaskEvent, TaskState, ToolEndEvent,
-    ToolStartEvent,
+    DoneEvent, ErrorEvent, LembasEvent, NoticeEvent, PlanEvent, PromptEvent, SteeredEvent,
+    StepEvent, TaskEvent, TaskState, ToolEndEvent, ToolStartEvent, UsageEvent,
 };
 use crate::wire::event::update::{SessionUpdate, ToolCall, ToolCallContent, ToolCallUpdate};
 use crate::wire::session::{
@@ -555,6 +555,22 @@ impl Device {
                 self.broadcast_event(session, LembasEvent::Plan(PlanEvent { plan }));
             }
             EngineEvent::Ask(card) => self.ask(session, turn, card),
+            EngineEvent::Step(step) => {
+                self.broadcast_event(session, LembasEvent::Step(StepEvent { step }))
+            }
+            EngineEvent::Usage {
+                input_tokens,
+                output_tokens,
+            } => self.broadcast_event(
+                session,
+                LembasEvent::Usage(UsageEvent {
+                    input_tokens,
+                    output_tokens,
+                }),
+            ),
+            EngineEvent::Notice(text) => {
+                self.broadcast_event(session, LembasEvent::Notice(NoticeEvent { text }))
+            }
             EngineEvent::Done(reason) => self.finish(session, Ok(reason)),
             EngineEvent::Failed(message) => self.finish(session, Err(message)),
         }
@@ -566,6 +582,14 @@ impl Device {
         let max_answer = self.config.sessions.max_answer_bytes;
         let Some(s) = self.sessions.get_mut(session) else {
             return;
+        };
+        let end = match &outcome {
+            Ok(stop_reason) => LembasEvent::Done(DoneEvent {
+                stop_reason: *stop_reason,
+            }),
+            Err(message) => LembasEvent::Error(ErrorEvent {
+                message: message.clone(),
+            }),
         };
         let Some(Finished {
             running: r,
@@ -599,6 +623,7 @@ impl Device {
         ];
         self.out.persist(records);
         self.drop_turn_cards(session, &r.turn_id);
+        self.broadcast_event(session, end);
         for (conn, id) in waiting {
             if self.conns.contains_key(&conn) {
                 self.out.send(conn, answer.frame(&id, &r.turn_id));

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::config::Mode;
+use crate::engine::StopReason;
 use crate::wire::session::AttachmentMeta;
 
 /// `_lembas/event` params.
@@ -40,6 +41,16 @@ pub enum LembasEvent {
     Title(TitleEvent),
     /// The session's plan changed (`plan: null`: cleared).
     Plan(PlanEvent),
+    /// A model call began.
+    Step(StepEvent),
+    /// Tokens a model call counted.
+    Usage(UsageEvent),
+    /// Something the person should know (what was cut, and by which bound).
+    Notice(NoticeEvent),
+    /// The turn ended, and why.
+    Done(DoneEvent),
+    /// The turn failed, with the reason (its prompt is answered with the error).
+    Error(ErrorEvent),
 }
 
 impl LembasEvent {
@@ -56,6 +67,11 @@ impl LembasEvent {
             LembasEvent::Mode(_) => "mode",
             LembasEvent::Title(_) => "title",
             LembasEvent::Plan(_) => "plan",
+            LembasEvent::Step(_) => "step",
+            LembasEvent::Usage(_) => "usage",
+            LembasEvent::Notice(_) => "notice",
+            LembasEvent::Done(_) => "done",
+            LembasEvent::Error(_) => "error",
         }
     }
 }
@@ -75,6 +91,11 @@ impl Serialize for LembasEvent {
             LembasEvent::Mode(b) => type_last(b, kind, s),
             LembasEvent::Title(b) => type_last(b, kind, s),
             LembasEvent::Plan(b) => type_last(b, kind, s),
+            LembasEvent::Step(b) => type_last(b, kind, s),
+            LembasEvent::Usage(b) => type_last(b, kind, s),
+            LembasEvent::Notice(b) => type_last(b, kind, s),
+            LembasEvent::Done(b) => type_last(b, kind, s),
+            LembasEvent::Error(b) => type_last(b, kind, s),
         }
     }
 }
@@ -161,6 +182,35 @@ pub struct PlanEvent {
     pub plan: Option<Value>,
 }
 
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StepEvent {
+    /// The model call's number in its turn, from 1.
+    pub step: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UsageEvent {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NoticeEvent {
+    pub text: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DoneEvent {
+    pub stop_reason: StopReason,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ErrorEvent {
+    pub message: String,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -225,6 +275,20 @@ mod tests {
                 plan: Some(serde_json::json!({ "title": "p", "phases": [] })),
             }),
             LembasEvent::Plan(PlanEvent { plan: None }),
+            LembasEvent::Step(StepEvent { step: 2 }),
+            LembasEvent::Usage(UsageEvent {
+                input_tokens: 12,
+                output_tokens: 3,
+            }),
+            LembasEvent::Notice(NoticeEvent {
+                text: s("2 earlier turns were left out"),
+            }),
+            LembasEvent::Done(DoneEvent {
+                stop_reason: StopReason::MaxTokens,
+            }),
+            LembasEvent::Error(ErrorEvent {
+                message: s("the model went away"),
+            }),
         ]
     }
 
