@@ -45,9 +45,16 @@ pub enum IoCall {
     /// Stop `id` at once (close its connection, stop reading its file). Nothing more is
     /// reported for it.
     Abort { id: IoId },
-    /// Read a file (a turn's attachment): answered by [`IoReply::File`] with its first `max`
-    /// bytes and its whole size, or `Failed`.
-    ReadFile { id: IoId, path: String, max: u64 },
+    /// Read a turn's attachment, `file_name` in the session's attachment directory (where
+    /// `Effect::WriteAttachment` put it; the shell refuses a name that is not a plain file
+    /// name): answered by [`IoReply::File`] with its first `max` bytes and its whole size, or
+    /// `Failed`.
+    ReadAttachment {
+        id: IoId,
+        session_id: String,
+        file_name: String,
+        max: u64,
+    },
 }
 
 /// What came back for a call.
@@ -76,7 +83,7 @@ impl IoCall {
             IoCall::Fetch { id, .. }
             | IoCall::Read { id, .. }
             | IoCall::Abort { id }
-            | IoCall::ReadFile { id, .. } => *id,
+            | IoCall::ReadAttachment { id, .. } => *id,
         }
     }
 }
