@@ -2,6 +2,8 @@
 //! multi-line data, a BOM, multi-byte UTF-8, fields the parser ignores, an unterminated tail):
 //! fed whole, a byte at a time, or cut anywhere (inside a CRLF, inside a UTF-8 sequence), the
 //! parser gives exactly the events the generator meant, and the same whatever the cuts.
+//! And random bytes under small bounds (over-long lines and events, invalid UTF-8): the same
+//! events and the same error whatever the cuts, never more held than the bounds allow.
 
 use lembas_core::model::sse::{SseEvent, SseLimits, SseParser};
 use lembas_core::rng::Rng;
@@ -210,5 +212,105 @@ fn any_split_gives_the_events_the_stream_means() {
         eprintln!("seed {seed}: {:?}", String::from_utf8_lossy(&stream.bytes));
         eprintln!("meant: {:#?}", stream.events);
         run(seed);
+    }
+}
+
+/// Bytes a hostile or broken server might send: pieces of fields and line ends, split and
+/// invalid UTF-8, long runs.
+fn garbage(rng: &mut Rng) -> Vec<u8> {
+    const PIECES: &[&[u8]] = &[
+        b"data:",
+        b"data: ",
+        b"event:",
+        b"id:",
+        b":",
+        b" ",
+        b"\r",
+        b"\n",
+        b"\r\n",
+        b"\n\n",
+        b"a",
+        b"\xC3\xA9",
+        b"\xEF\xBB\xBF",
+        b"\0",
+        b"xxxxxxxxxxxxxxxx",
+    ];
+    // Rarer, so that most streams get some way before they break.
+    const BROKEN: &[&[u8]] = &[b"\xC3", b"\xA9", b"\xFF", b"\xE2\x9C"];
+    let mut bytes = Vec::new();
+    for _ in 0..rng.below(300) {
+        let piece = if rng.below(100) == 0 {
+            BROKEN[rng.below(BROKEN.len() as u64) as usize]
+        } else {
+            PIECES[rng.below(PIECES.len() as u64) as usize]
+        };
+        let repeat = if rng.below(20) == 0 {
+            1 + rng.below(8)
+        } else {
+            1
+        };
+        for _ in 0..repeat {
+            bytes.extend_from_slice(piece);
+        }
+    }
+    bytes
+}
+
+fn feed_garbage(
+    limits: SseLimits,
+    bytes: &[u8],
+    cuts: &[usize],
+) -> (Vec<SseEvent>, Result<(), String>) {
+    let mut parser = SseParser::new(limits);
+    let mut out = Vec::new();
+    let mut start = 0;
+    for &end in cuts.iter().chain(std::iter::once(&bytes.len())) {
+        let fed = parser.feed(&bytes[start..end], &mut out);
+        assert!(parser.buffered() <= limits.max_line_bytes + limits.max_event_bytes);
+        if let Err(error) = fed {
+            // Dead from now on, with the same error.
+            assert_eq!(parser.feed(b"data: more\n\n", &mut out), Err(error.clone()));
+            return (out, Err(error.0));
+        }
+        start = end;
+    }
+    parser.finish();
+    (out, Ok(()))
+}
+
+fn run_garbage(seed: u64) {
+    let mut rng = Rng::new(seed);
+    let limits = SseLimits {
+        max_line_bytes: 1 + rng.below(160) as usize,
+        max_event_bytes: rng.below(200) as usize,
+    };
+    let bytes = garbage(&mut rng);
+    let whole = feed_garbage(limits, &bytes, &[]);
+    let every_byte: Vec<usize> = (1..bytes.len()).collect();
+    assert_eq!(
+        feed_garbage(limits, &bytes, &every_byte),
+        whole,
+        "one byte at a time, {limits:?}: {:?}",
+        String::from_utf8_lossy(&bytes)
+    );
+    for _ in 0..8 {
+        let mut cuts: Vec<usize> = (0..rng.below(12))
+            .map(|_| rng.below(bytes.len() as u64 + 1) as usize)
+            .collect();
+        cuts.sort_unstable();
+        assert_eq!(
+            feed_garbage(limits, &bytes, &cuts),
+            whole,
+            "cut at {cuts:?}, {limits:?}: {:?}",
+            String::from_utf8_lossy(&bytes)
+        );
+    }
+}
+
+/// 300 seeds, as above.
+#[test]
+fn garbage_gives_the_same_events_and_error_whatever_the_cuts() {
+    if let Some(seed) = property::seeds(&[], 300, run_garbage) {
+        run_garbage(seed);
     }
 }

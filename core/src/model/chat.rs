@@ -689,6 +689,23 @@ mod tests {
     }
 
     #[test]
+    fn every_cut_of_a_chunk_is_read_or_refused_briefly() {
+        // Multi-byte text everywhere, so the error's cut-short quotes land inside characters.
+        let chunk = format!(
+            r#"{{"choices":[{{"index":0,"delta":{{"content":"{}","reasoning":"é✓𝄞"}},"finish_reason":"ß"}}],"usage":{{"prompt_tokens":1}}}}"#,
+            "é✓𝄞中".repeat(30)
+        );
+        let mut out = Vec::new();
+        for cut in (0..chunk.len()).filter(|&i| chunk.is_char_boundary(i)) {
+            let error = parse_chunk(&chunk[..cut], &mut out).unwrap_err();
+            assert!(error.0.len() < 250, "cut {cut}: {} bytes", error.0.len());
+        }
+        assert!(out.is_empty());
+        parse_chunk(&chunk, &mut out).unwrap();
+        assert_eq!(out.len(), 4);
+    }
+
+    #[test]
     fn a_llama_cpp_chunk_with_extra_fields() {
         let chunk = r#"{"choices":[{"finish_reason":null,"index":0,"delta":{"content":" world","tool_calls":[{"index":0,"id":"t1","type":"function","function":{"name":"f","arguments":"{"}}]}}],"created":1760000000,"id":"chatcmpl-x","model":"qwen","system_fingerprint":"b6000-abc","object":"chat.completion.chunk","timings":{"prompt_n":10,"prompt_ms":12.5,"predicted_n":3,"predicted_per_second":40.1}}"#;
         assert_eq!(parse(chunk), vec![Delta::Text(" world".into())]);
