@@ -202,7 +202,7 @@ pub const METHODS: &[MethodSpec] = &[
     sends("_lembas/hello", Notification, None, Link),
     sends("_lembas/event", Notification, None, Any),
     not_yet("_lembas/directories", ClientToAgent, Request, Some("directories"), Link),
-    not_yet("_lembas/configure", ClientToAgent, Request, Some("configure"), Any).checked(),
+    request("_lembas/configure", Some("configure"), Any, R::Configure).checked(),
     request("_lembas/steer", Some("steer"), Any, R::Steer).checked(),
     request("_lembas/session/history", Some("sessions"), Any, R::History).checked(),
     request("_lembas/session/status", Some("status"), Any, R::Status).checked_answering_refusal(),
@@ -256,6 +256,9 @@ pub enum Needs {
     Store,
     /// `remote.terminal: true`.
     RemoteTerminal,
+    /// Models to speak to (`DeviceConfig::models` not empty): the device is logged in to an
+    /// instance that serves it some.
+    Models,
 }
 
 /// One capability string.
@@ -292,6 +295,8 @@ pub const CAPABILITIES: &[CapabilitySpec] = &[
         Gates::PartOf("session/update"),
         Needs::Nothing,
     ),
+    cap("model", Gates::PartOf("session/new"), Needs::Models),
+    cap("configure", Gates::Methods, Needs::Models),
     cap("delete", Gates::Methods, Needs::Nothing),
     cap("terminal", Gates::Methods, Needs::RemoteTerminal),
     cap(
@@ -301,7 +306,6 @@ pub const CAPABILITIES: &[CapabilitySpec] = &[
     ),
     // Listed from the change that serves their methods.
     cap("directories", Gates::Methods, Needs::Nothing),
-    cap("configure", Gates::Methods, Needs::Nothing),
     cap("jobs", Gates::Methods, Needs::Nothing),
     cap("rewind", Gates::Methods, Needs::Nothing),
     cap("show", Gates::Methods, Needs::Nothing),

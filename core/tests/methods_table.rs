@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use lembas_core::config::Model;
 use lembas_core::device::{ConnId, ConnKind, Device, Output};
 use lembas_core::jsonrpc::code;
 use lembas_core::methods::{
@@ -187,9 +188,10 @@ struct Harness {
 
 impl Harness {
     fn new() -> Harness {
-        // Terminals on, so every capability this build implements is listed.
+        // Terminals on and a model, so every capability this build implements is listed.
         let mut config = DeviceConfig::default();
         config.remote.terminal = true;
+        config.models = vec![Model::served("lembas/default")];
         let mut device = Device::new(config, Time(0)).expect("default config");
         let conn = device
             .handle_open(ConnKind::Stdio, Time(0))

@@ -62,6 +62,7 @@ pub(crate) enum RequestHandler {
     SessionNew,
     Prompt,
     SetMode,
+    Configure,
     Steer,
     Status,
     History,
@@ -77,6 +78,7 @@ impl RequestHandler {
             RequestHandler::SessionNew => session_new(d, c),
             RequestHandler::Prompt => prompt(d, c),
             RequestHandler::SetMode => set_mode(d, c),
+            RequestHandler::Configure => configure(d, c),
             RequestHandler::Steer => steer(d, c),
             RequestHandler::Status => status(d, c),
             RequestHandler::History => history(d, c),
@@ -124,6 +126,10 @@ fn prompt(d: &mut Device, c: &Call<'_>) -> Result<Reply, RpcError> {
 
 fn set_mode(d: &mut Device, c: &Call<'_>) -> Result<Reply, RpcError> {
     c.answer(&d.set_mode(c.conn, c.params()?)?)
+}
+
+fn configure(d: &mut Device, c: &Call<'_>) -> Result<Reply, RpcError> {
+    c.answer(&d.configure(c.conn, c.params()?)?)
 }
 
 fn steer(d: &mut Device, c: &Call<'_>) -> Result<Reply, RpcError> {

@@ -123,6 +123,7 @@ pub(super) fn capabilities(
                 Needs::Nothing => true,
                 Needs::Store => config.has_store,
                 Needs::RemoteTerminal => config.remote.terminal,
+                Needs::Models => !config.models.is_empty(),
             };
             here && set && c.built()
         })

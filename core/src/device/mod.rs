@@ -19,6 +19,7 @@ mod ledger;
 mod limits;
 mod link;
 mod live;
+mod models;
 mod outbox;
 mod reconfigure;
 mod resolving;

@@ -4,11 +4,12 @@
 //! `max_mode`, `require_trust`, the capabilities) the device closes the instance link once no
 //! session works (no turn running or waiting) and dials again at once: the new handshake carries
 //! the new limits. A change they do not show (`approval_timeout`, the trusted list) keeps the
-//! link. A turn in progress, or a remote terminal open on the link, is never cut for it.
+//! link. A turn in progress, or a remote terminal open on the link, is never cut for it. The
+//! instance's model list is taken the same way ([`Device::set_models`]).
 
 use super::link::LinkState;
 use super::{ConnKind, Device, Effect};
-use crate::config::{ConfigError, Remote};
+use crate::config::{ConfigError, Model, Remote};
 use crate::time::Time;
 use crate::wire::handshake::Limits;
 
@@ -38,6 +39,26 @@ impl Device {
         }
         self.after_input();
         Ok(true)
+    }
+
+    /// The instance's model list, fetched again (at login and at every dial). The device's
+    /// list is replaced; sessions keep their model, and one whose model the instance no longer
+    /// serves has its next prompt refused with -32602 naming it. A change that lists or
+    /// unlists `model` and `configure` (models where there were none, or none left) is a
+    /// handshake change, and restarts the link as new settings do; any other keeps it. Returns
+    /// whether anything changed.
+    pub fn set_models(&mut self, models: Vec<Model>, now: Time) -> bool {
+        self.clock.advance(now);
+        if models == self.config.models {
+            return false;
+        }
+        let before = self.announced();
+        self.config.models = models;
+        if self.announced() != before {
+            self.relink_pending = true;
+        }
+        self.after_input();
+        true
     }
 
     /// What a link's hello and `initialize` say that the settings decide.
@@ -329,6 +350,68 @@ mod tests {
             matches!(o, Output::Close { conn, code: CLOSE_SETTINGS_CHANGED, .. } if conn == link)
         });
         assert!(closed, "the link restarts with no timer to wait for");
+    }
+
+    /// A new model list that still has models keeps the link and the sessions' models; the
+    /// session whose model went has its next prompt refused, naming it. One that leaves none
+    /// unlists `model` and `configure`: the link restarts, and lists neither again.
+    #[test]
+    fn a_model_list_change_restarts_the_link_only_when_it_flips_model_and_configure() {
+        let mut pair = Pair::default_with_roots(&["/work"]);
+        pair.start().unwrap();
+        let listed = |pair: &Pair, cap: &str| pair.client.capabilities().iter().any(|c| c == cap);
+        assert!(listed(&pair, "model") && listed(&pair, "configure"));
+        let session = pair.new_session("/work/p");
+        let (link, dials) = (pair.link(), pair.dials);
+        let other = vec![Model::served("other/model")];
+        assert!(pair.device.set_models(other.clone(), pair.now));
+        pair.settle().unwrap();
+        assert!(
+            !pair.device.set_models(other.clone(), pair.now),
+            "nothing changed"
+        );
+        assert!(!pair.device.relink_pending());
+        assert_eq!((pair.link(), pair.dials), (link, dials));
+        assert!(pair.device_closes.is_empty());
+        assert_eq!(pair.device.config().models, other);
+        let status = pair
+            .call("_lembas/session/status", json!({ "sessionId": session }))
+            .unwrap();
+        assert_eq!(status["exists"], true);
+        pair.client
+            .prompt(
+                &session,
+                json!([{ "type": "text", "text": "hi" }]),
+                Some("t1"),
+                pair.now,
+            )
+            .unwrap();
+        pair.settle().unwrap();
+        let refused = pair.answers("t1");
+        let message = match refused.as_slice() {
+            [Err(e)] => e.message.clone(),
+            other => panic!("the prompt should be refused: {other:?}"),
+        };
+        assert!(
+            message.contains("`lembas/default`, which the instance no longer serves"),
+            "{message}"
+        );
+        assert_eq!(pair.starts("t1"), 0);
+        // None left: a handshake change.
+        assert!(pair.device.set_models(Vec::new(), pair.now));
+        pair.settle().unwrap();
+        assert_eq!(
+            pair.device_closes,
+            vec![(CLOSE_SETTINGS_CHANGED, SETTINGS_CHANGED.to_string())]
+        );
+        assert_eq!(pair.dials, dials + 1);
+        assert!(pair.client.is_ready());
+        assert!(!listed(&pair, "model") && !listed(&pair, "configure"));
+        // And back: listed again, after another restart.
+        assert!(pair.device.set_models(other, pair.now));
+        pair.settle().unwrap();
+        assert_eq!(pair.device_closes.len(), 2);
+        assert!(listed(&pair, "model") && listed(&pair, "configure"));
     }
 
     /// A change the hello and `initialize` do not show keeps the link (it used to close it

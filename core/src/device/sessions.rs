@@ -131,6 +131,7 @@ impl Device {
         }
         .capped(self.max_mode(kind));
         let model = self.pick_model(meta.lembas_model.as_deref(), meta.model.as_deref())?;
+        super::models::check_effort(meta.effort.as_deref())?;
         let context = meta.lembas.map(Context::from).unwrap_or_default();
         let mut pending = PendingNew {
             conn,
@@ -195,38 +196,6 @@ impl Device {
             }
             Err(e) => self.reply_error(pending.conn, &pending.id, &e),
         }
-    }
-
-    /// The model a new session runs on: the instance's `lembas_model`, else a ref the device
-    /// knows, else the device's default. Never a substitute for one it cannot speak to.
-    fn pick_model(
-        &self,
-        lembas_model: Option<&str>,
-        model: Option<&str>,
-    ) -> Result<Option<(String, bool)>, RpcError> {
-        let models = &self.config.models;
-        if let Some(name) = lembas_model {
-            return models
-                .iter()
-                .find(|m| m.instance && m.id == name)
-                .map(|m| Some((m.id.clone(), true)))
-                .ok_or_else(|| {
-                    RpcError::invalid_params(format!(
-                        "model `{name}` is not one this device can speak to (the instance does not \
-                         serve it to this device, or the device is not logged in to it)"
-                    ))
-                });
-        }
-        if let Some(name) = model {
-            return models
-                .iter()
-                .find(|m| m.id == name)
-                .map(|m| Some((m.id.clone(), m.instance)))
-                .ok_or_else(|| {
-                    RpcError::invalid_params(format!("model `{name}` is not known to this device"))
-                });
-        }
-        Ok(models.first().map(|m| (m.id.clone(), m.instance)))
     }
 
     /// A new session in memory (room made for it first, see live.rs).

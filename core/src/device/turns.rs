@@ -216,11 +216,15 @@ impl Device {
         let limits = self.config.sessions;
         let now = self.clock.now().0;
         let first_write = self.writes.next_number();
+        let unserved = self.unserved(&p.session_id);
         let (s, rng) = self.attach_drawing(conn, &p.session_id)?;
         match s.turns.seen(&turn_id, (conn, id.clone())) {
             Seen::Done(answer) => return Ok(Some(answer.frame(id, &turn_id))),
             Seen::Waiting => return Ok(None),
             Seen::New => {}
+        }
+        if let Some(why) = unserved {
+            return Err(RpcError::invalid_params(why));
         }
         if s.turns.queued() >= limits.max_queued {
             return Err(RpcError::invalid_params(format!(

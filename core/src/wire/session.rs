@@ -1,5 +1,6 @@
 //! Sessions and turns on the wire: `session/new`, `session/prompt`, `session/set_mode`,
-//! `session/cancel`, `_lembas/steer`, `_lembas/session/status`, `history` and `title`.
+//! `session/cancel`, `_lembas/configure`, `_lembas/steer`, `_lembas/session/status`, `history`
+//! and `title`.
 
 use std::borrow::Cow;
 
@@ -207,6 +208,18 @@ pub struct SessionIdParams {
 pub struct SetModeParams {
     pub session_id: String,
     pub mode_id: String,
+}
+
+/// `_lembas/configure`: the instance's name of a model, and an effort (a level or `"off"`);
+/// either may be left out.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigureParams {
+    pub session_id: String,
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub effort: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -37,6 +37,8 @@ pub enum LembasEvent {
     Steered(SteeredEvent),
     /// The session's mode changed.
     Mode(ModeEvent),
+    /// The session's model or effort changed.
+    Model(ModelEvent),
     /// The session's title changed.
     Title(TitleEvent),
     /// The session's plan changed (`plan: null`: cleared).
@@ -65,6 +67,7 @@ impl LembasEvent {
             LembasEvent::ToolEnd(_) => "tool_end",
             LembasEvent::Steered(_) => "steered",
             LembasEvent::Mode(_) => "mode",
+            LembasEvent::Model(_) => "model",
             LembasEvent::Title(_) => "title",
             LembasEvent::Plan(_) => "plan",
             LembasEvent::Step(_) => "step",
@@ -89,6 +92,7 @@ impl Serialize for LembasEvent {
             LembasEvent::ToolEnd(b) => type_last(b, kind, s),
             LembasEvent::Steered(b) => type_last(b, kind, s),
             LembasEvent::Mode(b) => type_last(b, kind, s),
+            LembasEvent::Model(b) => type_last(b, kind, s),
             LembasEvent::Title(b) => type_last(b, kind, s),
             LembasEvent::Plan(b) => type_last(b, kind, s),
             LembasEvent::Step(b) => type_last(b, kind, s),
@@ -171,6 +175,17 @@ pub struct ModeEvent {
     pub mode: Mode,
 }
 
+/// `model`: the session's model as the device names it (`ref`, its served id for an instance
+/// model), its effort (a level or `"off"`), the device connection it is spoken to through, and
+/// whether that is this link's instance. Fields in the order they sort.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModelEvent {
+    pub connection: Option<String>,
+    pub effort: Option<String>,
+    pub instance: bool,
+    pub r#ref: Option<String>,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TitleEvent {
     pub id: String,
@@ -213,6 +228,8 @@ pub struct ErrorEvent {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     /// Every event, with every optional field given.
@@ -267,6 +284,18 @@ mod tests {
                 texts: vec![s("also this")],
             }),
             LembasEvent::Mode(ModeEvent { mode: Mode::Edit }),
+            LembasEvent::Model(ModelEvent {
+                connection: Some(s("home")),
+                effort: Some(s("high")),
+                instance: true,
+                r#ref: Some(s("deepseek/flash")),
+            }),
+            LembasEvent::Model(ModelEvent {
+                connection: None,
+                effort: None,
+                instance: false,
+                r#ref: None,
+            }),
             LembasEvent::Title(TitleEvent {
                 id: s("ses_1"),
                 title: s("Fix it"),
@@ -306,10 +335,12 @@ mod tests {
             assert_eq!(typed, as_value);
             let back: EventParams = serde_json::from_str(&typed).unwrap();
             assert_eq!(back, params);
-            assert_eq!(
-                serde_json::from_str::<Value>(&typed).unwrap()["event"]["type"],
-                params.event.kind()
-            );
+            let v = serde_json::from_str::<Value>(&typed).unwrap();
+            assert_eq!(v["event"]["type"], params.event.kind());
+            if let LembasEvent::Model(m) = &params.event {
+                // The spec's key, not the Rust name.
+                assert_eq!(v["event"]["ref"], json!(m.r#ref), "{typed}");
+            }
         }
     }
 }
