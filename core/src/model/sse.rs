@@ -54,6 +54,15 @@ impl std::error::Error for SseError {}
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 
+/// Where the line ending at `end` (a CR or LF in `bytes`) is over: a CRLF is one line end.
+fn past_line_end(bytes: &[u8], end: usize) -> usize {
+    if bytes[end] == b'\r' && bytes.get(end + 1) == Some(&b'\n') {
+        end + 2
+    } else {
+        end + 1
+    }
+}
+
 pub struct SseParser {
     limits: SseLimits,
     /// The start of a line whose end has not come yet (never more than `max_line_bytes`).
@@ -107,47 +116,63 @@ impl SseParser {
         result
     }
 
-    fn feed_lines(&mut self, mut bytes: &[u8], out: &mut Vec<SseEvent>) -> Result<(), SseError> {
+    fn feed_lines(&mut self, fed: &[u8], out: &mut Vec<SseEvent>) -> Result<(), SseError> {
+        let mut bytes = fed;
         if self.after_cr && !bytes.is_empty() {
             self.after_cr = false;
             if bytes[0] == b'\n' {
                 bytes = &bytes[1..];
             }
         }
-        while !bytes.is_empty() {
+        // Finish the line an earlier feed began.
+        if !self.line.is_empty() {
             let Some(end) = memchr::memchr2(b'\n', b'\r', bytes) else {
-                // No line end in what came: hold it, within the bound.
-                self.check_line(self.line.len() + bytes.len())?;
-                self.line.extend_from_slice(bytes);
-                return Ok(());
+                return self.hold(bytes);
             };
-            let rest = if bytes[end] == b'\n' {
-                &bytes[end + 1..]
-            } else {
-                match bytes.get(end + 1) {
-                    Some(b'\n') => &bytes[end + 2..],
-                    Some(_) => &bytes[end + 1..],
-                    None => {
-                        self.after_cr = true;
-                        &[]
-                    }
+            self.check_line(self.line.len() + end)?;
+            let mut line = std::mem::take(&mut self.line);
+            line.extend_from_slice(&bytes[..end]);
+            let read = self.take_line_bytes(&line, out);
+            line.clear();
+            // Keep the allocation for the next split line.
+            self.line = line;
+            read?;
+            bytes = &bytes[past_line_end(bytes, end)..];
+        }
+        // The whole lines of this feed, checked as UTF-8 in one go (a line end never falls
+        // inside a character), then read in place; a bad one is found line by line.
+        let whole = memchr::memrchr2(b'\n', b'\r', bytes).map_or(0, |last| last + 1);
+        let (lines, tail) = bytes.split_at(whole);
+        match std::str::from_utf8(lines) {
+            Ok(text) => {
+                let mut at = 0;
+                while let Some(end) = memchr::memchr2(b'\n', b'\r', &text.as_bytes()[at..]) {
+                    self.check_line(end)?;
+                    self.take_line(&text[at..at + end], out)?;
+                    at = past_line_end(text.as_bytes(), at + end);
                 }
-            };
-            if self.line.is_empty() {
-                // The common case: the whole line is in this feed, read in place.
-                self.check_line(end)?;
-                self.take_line(&bytes[..end], out)?;
-            } else {
-                self.check_line(self.line.len() + end)?;
-                let mut line = std::mem::take(&mut self.line);
-                line.extend_from_slice(&bytes[..end]);
-                let read = self.take_line(&line, out);
-                line.clear();
-                // Keep the allocation for the next split line.
-                self.line = line;
-                read?;
             }
-            bytes = rest;
+            Err(_) => {
+                let mut at = 0;
+                while let Some(end) = memchr::memchr2(b'\n', b'\r', &lines[at..]) {
+                    self.check_line(end)?;
+                    self.take_line_bytes(&lines[at..at + end], out)?;
+                    at = past_line_end(lines, at + end);
+                }
+            }
+        }
+        // A CR last may be the first half of a CRLF: an LF first in the next feed is its end.
+        if !fed.is_empty() {
+            self.after_cr = fed.last() == Some(&b'\r');
+        }
+        self.hold(tail)
+    }
+
+    /// Keeps the start of a line whose end has not come, within the bound.
+    fn hold(&mut self, bytes: &[u8]) -> Result<(), SseError> {
+        if !bytes.is_empty() {
+            self.check_line(self.line.len() + bytes.len())?;
+            self.line.extend_from_slice(bytes);
         }
         Ok(())
     }
@@ -163,24 +188,29 @@ impl SseParser {
         Ok(())
     }
 
+    /// One whole line, not yet checked as UTF-8, without its line end.
+    fn take_line_bytes(&mut self, line: &[u8], out: &mut Vec<SseEvent>) -> Result<(), SseError> {
+        let line = std::str::from_utf8(line).map_err(|e| {
+            SseError(format!(
+                "sse: line {} is not UTF-8 (invalid byte at {} of the line)",
+                self.lines + 1,
+                e.valid_up_to()
+            ))
+        })?;
+        self.take_line(line, out)
+    }
+
     /// One whole line, without its line end.
-    fn take_line(&mut self, mut line: &[u8], out: &mut Vec<SseEvent>) -> Result<(), SseError> {
+    fn take_line(&mut self, mut line: &str, out: &mut Vec<SseEvent>) -> Result<(), SseError> {
         self.lines += 1;
         if self.first_line {
             self.first_line = false;
-            line = line.strip_prefix(BOM).unwrap_or(line);
+            line = line.strip_prefix('\u{FEFF}').unwrap_or(line);
         }
         if line.is_empty() {
             self.dispatch(out);
             return Ok(());
         }
-        let line = std::str::from_utf8(line).map_err(|e| {
-            SseError(format!(
-                "sse: line {} is not UTF-8 (invalid byte at {} of the line)",
-                self.lines,
-                e.valid_up_to()
-            ))
-        })?;
         if line.starts_with(':') {
             // A comment (servers send them to keep the connection alive).
             return Ok(());
