@@ -1,11 +1,23 @@
 //! The model engine: runs a turn as streamed chat completions on the instance's models.
-//! Sans-IO: it asks the shell for HTTP (`IoCall`) and parses what comes back.
+//! Sans-IO: it asks the shell for HTTP and file reads ([`IoCall`]) and parses what comes back.
+//!
+//! A turn: read its attachments, compose the messages (`prompt.rs`), then one model call per
+//! step. A step is `POST /v1/chat/completions` with `stream: true`; its body is read one piece
+//! at a time, and the next piece is asked for only once every event made from the last one
+//! has been taken (`poll_event_unless`), so a session whose reader is behind holds its stream
+//! at the socket, not in memory. Steered messages join at the next step: a step that ends with
+//! messages waiting is followed by another, given the answer so far and the messages.
+
+use std::collections::{BTreeMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
 use crate::config::Model;
-use crate::engine::{Engine, EngineCommand, EngineEvent, Report};
-use crate::engine_io::{IoCall, IoId, IoReply};
+use crate::engine::{Engine, EngineCommand, EngineEvent, Report, StopReason, TurnStart};
+use crate::engine_io::{HttpMethod, IoCall, IoId, IoReply};
+use crate::model::chat::{self, ChatRequest, Delta, Finish, Message, Part, Role};
+use crate::model::prompt::{self, ReadAttachment, SystemParts};
+use crate::model::sse::{SseEvent, SseLimits, SseParser};
 use crate::time::Time;
 
 /// The engine's bounds and manners, each named where it refuses or gives up
@@ -25,10 +37,15 @@ pub struct ModelEngineConfig {
     pub retry_max_ms: u64,
     /// The longest `Retry-After` honoured; a longer one fails the turn, saying so.
     pub max_retry_after_ms: u64,
-    /// A stream silent this long is given up (the turn fails, naming this setting).
+    /// A request or a stream silent this long while the engine waits on it is given up (the
+    /// turn fails, naming this setting).
     pub idle_timeout_ms: u64,
     /// Bytes asked for per body read.
     pub read_bytes: usize,
+    /// The bytes of an error response's body read for its words.
+    pub max_error_body_bytes: usize,
+    /// The SSE parser's bounds.
+    pub sse: SseLimits,
     /// An attachment's bytes given to the model; more is cut, and a notice says so.
     pub max_attachment_bytes: u64,
     /// The device's own system text, before the instance's instructions.
@@ -48,8 +65,12 @@ impl Default for ModelEngineConfig {
             max_retry_after_ms: 60_000,
             idle_timeout_ms: 120_000,
             read_bytes: 16 * 1024,
+            max_error_body_bytes: 16 * 1024,
+            sse: SseLimits::default(),
             max_attachment_bytes: 1024 * 1024,
-            system_text: String::new(),
+            system_text: "You are LLeMbas CLI, a coding assistant working in the person's \
+                          project on their machine."
+                .into(),
             instance_name: None,
         }
     }
@@ -59,7 +80,62 @@ impl Default for ModelEngineConfig {
 pub struct ModelEngine {
     config: ModelEngineConfig,
     models: Vec<Model>,
-    out: Vec<Report>,
+    /// Running turns, by session (a session runs one turn at a time).
+    turns: BTreeMap<String, Turn>,
+    /// Which turn each outstanding call belongs to.
+    calls: BTreeMap<IoId, String>,
+    io: VecDeque<IoCall>,
+    out: VecDeque<Report>,
+    next_io: u64,
+    now: Time,
+}
+
+/// An attachment's bytes (perhaps cut) and its whole size, or why it could not be read.
+pub type FileRead = Result<(Vec<u8>, u64), String>;
+
+struct Turn {
+    start: Box<TurnStart>,
+    model: Model,
+    /// Attachments read so far (in the turn's order), while they are being read, and the
+    /// call reading each.
+    files: Vec<Option<FileRead>>,
+    file_calls: Vec<IoId>,
+    messages: Vec<Message>,
+    phase: Phase,
+    step: u32,
+    /// Steered messages not yet given to the model.
+    steered: Vec<(u64, String)>,
+    /// This step's answer so far (given back to the model at the next step).
+    answer: String,
+    finish: Option<Finish>,
+    /// Retries of this step so far.
+    retries: u32,
+    rate_limited: u32,
+}
+
+enum Phase {
+    /// Waiting for its attachments.
+    Reading,
+    /// Waiting to (re)try its step until then.
+    Backoff { until: Time },
+    /// The request is out; waiting for its head since `since`.
+    Asked { call: IoId, since: Time },
+    /// An error response's body is being read for its words.
+    Refused {
+        call: IoId,
+        status: u16,
+        retry_after: Option<String>,
+        body: Vec<u8>,
+        since: Time,
+    },
+    /// Streaming: `reading` since when a read is out (else the next is asked once the events
+    /// made so far are taken).
+    Streaming {
+        call: IoId,
+        sse: Box<SseParser>,
+        reading: Option<Time>,
+        done: bool,
+    },
 }
 
 impl ModelEngine {
@@ -67,11 +143,17 @@ impl ModelEngine {
         ModelEngine {
             config,
             models,
-            out: Vec::new(),
+            turns: BTreeMap::new(),
+            calls: BTreeMap::new(),
+            io: VecDeque::new(),
+            out: VecDeque::new(),
+            next_io: 0,
+            now: Time::ZERO,
         }
     }
 
-    /// The instance's model list changed (fetched again at a dial).
+    /// The instance's model list changed (fetched again at a dial). Running turns keep the
+    /// model they started on.
     pub fn set_models(&mut self, models: Vec<Model>) {
         self.models = models;
     }
@@ -79,35 +161,687 @@ impl ModelEngine {
     pub fn config(&self) -> &ModelEngineConfig {
         &self.config
     }
+
+    fn io_id(&mut self) -> IoId {
+        self.next_io += 1;
+        IoId(self.next_io)
+    }
+
+    fn report(&mut self, session: &str, event: EngineEvent) {
+        if let Some(t) = self.turns.get(session) {
+            self.out
+                .push_back((session.to_string(), t.start.turn_id.clone(), event));
+        }
+    }
+
+    /// The turn ends: its calls are let go, and its last event is reported.
+    fn end(&mut self, session: &str, event: EngineEvent) {
+        self.report(session, event);
+        if let Some(t) = self.turns.remove(session) {
+            if let Some(call) = t.phase.call() {
+                self.calls.remove(&call);
+                self.io.push_back(IoCall::Abort { id: call });
+            }
+            // Attachment reads still out are let go too.
+            self.calls.retain(|_, s| s != session);
+        }
+    }
+
+    fn start(&mut self, start: Box<TurnStart>, now: Time) {
+        let session = start.session_id.clone();
+        if let Some(old) = self.turns.get(&session) {
+            // The device runs one turn a session; a second start means the first is over.
+            let old_turn = old.start.turn_id.clone();
+            self.end(&session, EngineEvent::Done(StopReason::Cancelled));
+            debug_assert!(false, "turn {old_turn} of {session} was still running");
+        }
+        let model = match &start.model {
+            None => {
+                self.out.push_back((
+                    session,
+                    start.turn_id.clone(),
+                    EngineEvent::Failed(
+                        "this session has no model: the device is not logged in to an \
+                         instance that serves one (run `lembas login <url>`)"
+                            .into(),
+                    ),
+                ));
+                return;
+            }
+            Some(id) => match self.models.iter().find(|m| &m.id == id) {
+                Some(m) => m.clone(),
+                None => {
+                    self.out.push_back((
+                        session,
+                        start.turn_id.clone(),
+                        EngineEvent::Failed(format!(
+                            "model `{id}` is not served by the instance any more; choose \
+                             another with _lembas/configure"
+                        )),
+                    ));
+                    return;
+                }
+            },
+        };
+        let files = vec![None; start.attachments.len()];
+        let mut turn = Turn {
+            start,
+            model,
+            files,
+            file_calls: Vec::new(),
+            messages: Vec::new(),
+            phase: Phase::Reading,
+            step: 0,
+            steered: Vec::new(),
+            answer: String::new(),
+            finish: None,
+            retries: 0,
+            rate_limited: 0,
+        };
+        let reads: Vec<IoCall> = turn
+            .start
+            .attachments
+            .iter()
+            .map(|a| IoCall::ReadAttachment {
+                id: self.io_id(),
+                session_id: session.clone(),
+                file_name: a.file_name.clone(),
+                max: self.config.max_attachment_bytes,
+            })
+            .collect();
+        for r in reads {
+            turn.file_calls.push(r.id());
+            self.calls.insert(r.id(), session.clone());
+            self.io.push_back(r);
+        }
+        let ready = turn.files.is_empty();
+        self.turns.insert(session.clone(), turn);
+        if ready {
+            self.compose(&session);
+            self.next_step(&session, now);
+        }
+    }
+
+    /// The turn's messages, once its attachments are read; what was cut is said.
+    fn compose(&mut self, session: &str) {
+        let Some(t) = self.turns.get_mut(session) else {
+            return;
+        };
+        let files = std::mem::take(&mut t.files);
+        let read: Vec<ReadAttachment<'_>> = t
+            .start
+            .attachments
+            .iter()
+            .zip(files)
+            .map(|(attachment, read)| ReadAttachment {
+                attachment,
+                read: read.unwrap_or_else(|| Err("it was not read".into())),
+            })
+            .collect();
+        let system = SystemParts {
+            own: &self.config.system_text,
+            instance: self.config.instance_name.as_deref(),
+        };
+        let budget = t.model.context_length.unwrap_or(self.config.context_tokens);
+        let composed = prompt::compose(
+            &system,
+            &t.start.context,
+            &t.start.history,
+            &t.start.text,
+            &read,
+            t.model.vision,
+            budget,
+        );
+        t.messages = composed.messages;
+        for notice in composed.notices {
+            self.report(session, EngineEvent::Notice(notice));
+        }
+    }
+
+    /// Make the next model call (a new step, or a retry of this one).
+    fn call_model(&mut self, session: &str, now: Time) {
+        let id = self.io_id();
+        let Some(t) = self.turns.get_mut(session) else {
+            return;
+        };
+        let body = chat::request_body(&ChatRequest {
+            model: t.model.id.clone(),
+            messages: t.messages.clone(),
+            effort: t.start.effort.clone(),
+        });
+        t.phase = Phase::Asked {
+            call: id,
+            since: now,
+        };
+        t.answer.clear();
+        t.finish = None;
+        self.calls.insert(id, session.to_string());
+        self.io.push_back(IoCall::Fetch {
+            id,
+            method: HttpMethod::Post,
+            path: "/v1/chat/completions".into(),
+            body,
+        });
+    }
+
+    /// A new step: the steered messages join, and the model is called.
+    fn next_step(&mut self, session: &str, now: Time) {
+        let Some(t) = self.turns.get_mut(session) else {
+            return;
+        };
+        t.step += 1;
+        t.retries = 0;
+        t.rate_limited = 0;
+        let step = t.step;
+        let steered = std::mem::take(&mut t.steered);
+        if !steered.is_empty() {
+            if !t.answer.is_empty() {
+                t.messages.push(Message {
+                    role: Role::Assistant,
+                    parts: vec![Part::Text(std::mem::take(&mut t.answer))],
+                });
+            }
+            for (_, text) in &steered {
+                t.messages.push(Message {
+                    role: Role::User,
+                    parts: vec![Part::Text(text.clone())],
+                });
+            }
+            let ids = steered.iter().map(|(id, _)| *id).collect();
+            self.report(session, EngineEvent::Steered { ids });
+        }
+        self.report(session, EngineEvent::Step(step));
+        self.call_model(session, now);
+    }
+
+    /// A step failed in a way worth trying again: wait, or give up with `reason`.
+    fn retry_or_fail(&mut self, session: &str, reason: String, wait: Option<u64>, now: Time) {
+        let c = &self.config;
+        let Some(t) = self.turns.get_mut(session) else {
+            return;
+        };
+        let (tried, most, setting) = if wait.is_some() {
+            (
+                &mut t.rate_limited,
+                c.max_rate_limited,
+                "engine.max_rate_limited",
+            )
+        } else {
+            (&mut t.retries, c.max_retries, "engine.max_retries")
+        };
+        let tries = *tried + 1;
+        if *tried >= most {
+            self.end(
+                session,
+                EngineEvent::Failed(format!("{reason} (gave up after {tries} tries, {setting})")),
+            );
+            return;
+        }
+        let backoff = c
+            .retry_initial_ms
+            .saturating_mul(1 << (*tried).min(20))
+            .min(c.retry_max_ms);
+        *tried = tries;
+        t.phase = Phase::Backoff {
+            until: now.plus_ms(wait.unwrap_or(backoff)),
+        };
+    }
+
+    fn on_head(
+        &mut self,
+        session: &str,
+        call: IoId,
+        status: u16,
+        retry_after: Option<String>,
+        now: Time,
+    ) {
+        let Some(t) = self.turns.get_mut(session) else {
+            return;
+        };
+        if (200..300).contains(&status) {
+            t.phase = Phase::Streaming {
+                call,
+                sse: Box::new(SseParser::new(self.config.sse)),
+                reading: None,
+                done: false,
+            };
+        } else {
+            t.phase = Phase::Refused {
+                call,
+                status,
+                retry_after,
+                body: Vec::new(),
+                since: now,
+            };
+            self.read(call, self.config.max_error_body_bytes, session, now);
+        }
+    }
+
+    fn read(&mut self, call: IoId, max: usize, session: &str, now: Time) {
+        if let Some(Turn {
+            phase: Phase::Streaming { reading, .. },
+            ..
+        }) = self.turns.get_mut(session)
+        {
+            *reading = Some(now);
+        }
+        self.io.push_back(IoCall::Read { id: call, max });
+    }
+
+    /// An error response ended (or its body is as long as it may be): decide.
+    fn refused(&mut self, session: &str, now: Time) {
+        let Some(Turn {
+            phase:
+                Phase::Refused {
+                    call,
+                    status,
+                    retry_after,
+                    body,
+                    ..
+                },
+            ..
+        }) = self.turns.get_mut(session)
+        else {
+            return;
+        };
+        let (call, status, retry_after) = (*call, *status, retry_after.take());
+        let words = instance_words(body);
+        self.calls.remove(&call);
+        self.io.push_back(IoCall::Abort { id: call });
+        let said = match &words {
+            Some(w) => format!("the instance answered HTTP {status}: {w}"),
+            None => format!("the instance answered HTTP {status}"),
+        };
+        match status {
+            401 | 403 => self.end(
+                session,
+                EngineEvent::Failed(format!(
+                    "{said}; the device token was refused: log in again (`lembas login <url>`)"
+                )),
+            ),
+            429 => {
+                let wait = retry_after
+                    .as_deref()
+                    .and_then(retry_after_ms)
+                    .unwrap_or(self.config.retry_initial_ms);
+                if wait > self.config.max_retry_after_ms {
+                    let most = self.config.max_retry_after_ms;
+                    self.end(
+                        session,
+                        EngineEvent::Failed(format!(
+                            "{said}; it asked to wait {wait} ms, longer than \
+                             engine.max_retry_after_ms ({most} ms)"
+                        )),
+                    );
+                } else {
+                    self.retry_or_fail(session, said, Some(wait), now);
+                }
+            }
+            500..=599 => self.retry_or_fail(session, said, None, now),
+            _ => self.end(session, EngineEvent::Failed(said)),
+        }
+    }
+
+    fn on_body(&mut self, session: &str, bytes: &[u8], now: Time) {
+        let Some(t) = self.turns.get_mut(session) else {
+            return;
+        };
+        match &mut t.phase {
+            Phase::Refused { body, call, .. } => {
+                let room = self.config.max_error_body_bytes.saturating_sub(body.len());
+                body.extend_from_slice(&bytes[..bytes.len().min(room)]);
+                if body.len() >= self.config.max_error_body_bytes {
+                    self.refused(session, now);
+                } else {
+                    let call = *call;
+                    let max = self.config.max_error_body_bytes - body.len();
+                    self.read(call, max, session, now);
+                }
+            }
+            Phase::Streaming { sse, reading, .. } => {
+                *reading = None;
+                let mut events = Vec::new();
+                let fed = sse.feed(bytes, &mut events);
+                for e in events {
+                    if !self.on_sse(session, e) {
+                        return;
+                    }
+                }
+                if let Err(e) = fed {
+                    self.end(
+                        session,
+                        EngineEvent::Failed(format!("the model's stream was refused: {e}")),
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// One server-sent event of the stream; false when it ended the turn.
+    fn on_sse(&mut self, session: &str, event: SseEvent) -> bool {
+        let mut deltas = Vec::new();
+        if let Err(e) = chat::parse_chunk(&event.data, &mut deltas) {
+            self.end(
+                session,
+                EngineEvent::Failed(format!("the model sent a chunk that is not one: {e}")),
+            );
+            return false;
+        }
+        for d in deltas {
+            let Some(t) = self.turns.get_mut(session) else {
+                return false;
+            };
+            match d {
+                Delta::Text(text) => {
+                    t.answer.push_str(&text);
+                    self.report(session, EngineEvent::Text(text));
+                }
+                Delta::Thought(text) => self.report(session, EngineEvent::Thought(text)),
+                Delta::Usage(u) => self.report(
+                    session,
+                    EngineEvent::Usage {
+                        input_tokens: u.input_tokens,
+                        output_tokens: u.output_tokens,
+                    },
+                ),
+                Delta::Finish(f) => t.finish = Some(f),
+                Delta::Done => {
+                    if let Phase::Streaming { done, .. } = &mut t.phase {
+                        *done = true;
+                    }
+                }
+                Delta::Error(message) => {
+                    self.end(
+                        session,
+                        EngineEvent::Failed(format!("the model failed: {message}")),
+                    );
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    /// The stream's body ended: the step is over.
+    fn on_end(&mut self, session: &str, now: Time) {
+        let Some(t) = self.turns.get_mut(session) else {
+            return;
+        };
+        match &mut t.phase {
+            Phase::Refused { .. } => self.refused(session, now),
+            Phase::Streaming {
+                call, sse, done, ..
+            } => {
+                let call = *call;
+                let unterminated = sse.finish();
+                let complete = *done || t.finish.is_some();
+                self.calls.remove(&call);
+                if !complete {
+                    let why = if unterminated {
+                        "the model's stream ended in the middle of an event"
+                    } else {
+                        "the model's stream ended before the model finished"
+                    };
+                    self.end(session, EngineEvent::Failed(why.into()));
+                } else if !t.steered.is_empty() {
+                    self.next_step(session, now);
+                } else {
+                    let reason = match t.finish {
+                        Some(Finish::Length) => StopReason::MaxTokens,
+                        _ => StopReason::EndTurn,
+                    };
+                    self.end(session, EngineEvent::Done(reason));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn on_failed(&mut self, session: &str, reason: String, now: Time) {
+        let Some(t) = self.turns.get_mut(session) else {
+            return;
+        };
+        match &t.phase {
+            // Nothing came back: a reset before the first byte is worth another try.
+            Phase::Asked { call, .. } => {
+                self.calls.remove(&call.clone());
+                self.retry_or_fail(
+                    session,
+                    format!("the instance could not be reached: {reason}"),
+                    None,
+                    now,
+                );
+            }
+            Phase::Refused { .. } => self.refused(session, now),
+            _ => self.end(
+                session,
+                EngineEvent::Failed(format!("the model's stream broke: {reason}")),
+            ),
+        }
+    }
+
+    fn on_file(
+        &mut self,
+        session: &str,
+        call: IoId,
+        read: Result<(Vec<u8>, u64), String>,
+        now: Time,
+    ) {
+        let Some(t) = self.turns.get_mut(session) else {
+            return;
+        };
+        let Some(i) = t.file_calls.iter().position(|c| *c == call) else {
+            return;
+        };
+        t.files[i] = Some(read);
+        if t.files.iter().all(Option::is_some) {
+            self.compose(session);
+            self.next_step(session, now);
+        }
+    }
+
+    /// Whether `session` has events waiting to be taken.
+    fn has_out(&self, session: &str) -> bool {
+        self.out.iter().any(|(s, _, _)| s == session)
+    }
+}
+
+impl Phase {
+    /// The HTTP call this phase waits on.
+    fn call(&self) -> Option<IoId> {
+        match self {
+            Phase::Asked { call, .. }
+            | Phase::Refused { call, .. }
+            | Phase::Streaming { call, .. } => Some(*call),
+            Phase::Reading | Phase::Backoff { .. } => None,
+        }
+    }
+
+    /// Since when the engine has waited on the instance, if it waits on it now.
+    fn waiting_since(&self) -> Option<Time> {
+        match self {
+            Phase::Asked { since, .. } | Phase::Refused { since, .. } => Some(*since),
+            Phase::Streaming { reading, .. } => *reading,
+            Phase::Reading | Phase::Backoff { .. } => None,
+        }
+    }
+}
+
+/// The instance's own words from an error body: `{"error": {"message"}}`, `{"detail"}`, or the
+/// text itself, cut short.
+fn instance_words(body: &[u8]) -> Option<String> {
+    let v: Option<serde_json::Value> = serde_json::from_slice(body).ok();
+    let from_json = v.as_ref().and_then(|v| {
+        v.pointer("/error/message")
+            .or_else(|| v.get("error").filter(|e| e.is_string()))
+            .or_else(|| v.get("detail").filter(|e| e.is_string()))
+            .or_else(|| v.get("message"))
+            .and_then(|m| m.as_str())
+            .map(str::to_string)
+    });
+    let words = from_json.unwrap_or_else(|| String::from_utf8_lossy(body).trim().to_string());
+    if words.is_empty() {
+        return None;
+    }
+    const MOST: usize = 500;
+    Some(match words.char_indices().nth(MOST) {
+        Some((cut, _)) => format!("{}…", &words[..cut]),
+        None => words,
+    })
+}
+
+/// `Retry-After` in seconds. An HTTP date is not read (the core has no wall clock): the
+/// engine's own backoff applies then.
+fn retry_after_ms(value: &str) -> Option<u64> {
+    let secs: f64 = value.trim().parse().ok()?;
+    (secs.is_finite() && secs >= 0.0).then(|| (secs * 1000.0).ceil() as u64)
 }
 
 impl Engine for ModelEngine {
-    fn handle_command(&mut self, command: EngineCommand, _now: Time) {
-        if let EngineCommand::Start(turn) = command {
-            self.out.push((
-                turn.session_id,
-                turn.turn_id,
-                EngineEvent::Failed("the model engine is not built yet".into()),
-            ));
+    fn handle_command(&mut self, command: EngineCommand, now: Time) {
+        self.now = self.now.max(now);
+        match command {
+            EngineCommand::Start(start) => self.start(start, now),
+            EngineCommand::Cancel {
+                session_id,
+                turn_id,
+            } => {
+                if self
+                    .turns
+                    .get(&session_id)
+                    .is_some_and(|t| t.start.turn_id == turn_id)
+                {
+                    self.end(&session_id, EngineEvent::Done(StopReason::Cancelled));
+                }
+            }
+            EngineCommand::Steer {
+                session_id,
+                turn_id,
+                id,
+                text,
+            } => {
+                if let Some(t) = self.turns.get_mut(&session_id) {
+                    if t.start.turn_id == turn_id {
+                        t.steered.push((id, text));
+                    }
+                }
+            }
+            // This engine puts no cards before a person (the tools of part 2 will).
+            EngineCommand::Decide { .. } => {}
         }
     }
+
     fn poll_event_unless(&mut self, paused: &mut dyn FnMut(&str) -> bool) -> Option<Report> {
         let i = self.out.iter().position(|(s, _, _)| !paused(s))?;
-        Some(self.out.remove(i))
+        self.out.remove(i)
     }
+
     fn poll_timeout(&self) -> Option<Time> {
-        None
+        let idle = self.config.idle_timeout_ms;
+        self.turns
+            .values()
+            .filter_map(|t| match &t.phase {
+                Phase::Backoff { until } => Some(*until),
+                p => p.waiting_since().map(|since| since.plus_ms(idle)),
+            })
+            .min()
     }
-    fn handle_timeout(&mut self, _now: Time) {}
+
+    fn handle_timeout(&mut self, now: Time) {
+        self.now = self.now.max(now);
+        let idle = self.config.idle_timeout_ms;
+        let due: Vec<(String, bool)> = self
+            .turns
+            .iter()
+            .filter_map(|(s, t)| match &t.phase {
+                Phase::Backoff { until } if *until <= now => Some((s.clone(), true)),
+                p => p
+                    .waiting_since()
+                    .filter(|since| since.plus_ms(idle) <= now)
+                    .map(|_| (s.clone(), false)),
+            })
+            .collect();
+        for (session, backoff_over) in due {
+            if backoff_over {
+                self.call_model(&session, now);
+            } else {
+                self.end(
+                    &session,
+                    EngineEvent::Failed(format!(
+                        "the instance sent nothing for {idle} ms (engine.idle_timeout_ms)"
+                    )),
+                );
+            }
+        }
+    }
+
     fn poll_io(&mut self) -> Option<IoCall> {
-        None
+        if let Some(call) = self.io.pop_front() {
+            return Some(call);
+        }
+        // A stream whose events have all been taken reads on.
+        let now = self.now;
+        let read_bytes = self.config.read_bytes;
+        let next = self.turns.iter().find_map(|(s, t)| match &t.phase {
+            Phase::Streaming {
+                call,
+                reading: None,
+                ..
+            } if !self.has_out(s) => Some((s.clone(), *call)),
+            _ => None,
+        })?;
+        self.read(next.1, read_bytes, &next.0, now);
+        self.io.pop_front()
     }
-    fn handle_io(&mut self, _id: IoId, _reply: IoReply, _now: Time) {}
-    fn cancel_all(&mut self) {}
+
+    fn handle_io(&mut self, id: IoId, reply: IoReply, now: Time) {
+        self.now = self.now.max(now);
+        let Some(session) = self.calls.get(&id).cloned() else {
+            // A call let go of (cancelled, or its turn ended): what it says is moot.
+            return;
+        };
+        match reply {
+            IoReply::Head {
+                status,
+                retry_after,
+            } => self.on_head(&session, id, status, retry_after, now),
+            IoReply::Body(bytes) => self.on_body(&session, &bytes, now),
+            IoReply::End => self.on_end(&session, now),
+            IoReply::File { bytes, size } => {
+                self.calls.remove(&id);
+                self.on_file(&session, id, Ok((bytes, size)), now)
+            }
+            IoReply::Failed { reason } => {
+                if self
+                    .turns
+                    .get(&session)
+                    .is_some_and(|t| matches!(t.phase, Phase::Reading))
+                {
+                    self.calls.remove(&id);
+                    self.on_file(&session, id, Err(reason), now);
+                } else {
+                    self.on_failed(&session, reason, now)
+                }
+            }
+        }
+    }
+
+    fn cancel_all(&mut self) {
+        let sessions: Vec<String> = self.turns.keys().cloned().collect();
+        for s in sessions {
+            self.end(&s, EngineEvent::Done(StopReason::Cancelled));
+        }
+    }
+
     fn forget_all(&mut self) {
-        self.out.clear()
+        self.turns.clear();
+        self.calls.clear();
+        self.io.clear();
+        self.out.clear();
     }
+
     fn running(&self) -> usize {
-        0
+        self.turns.len()
     }
 }

@@ -6,4 +6,5 @@ pub mod chat;
 pub mod effort;
 pub mod engine;
 pub mod models;
+pub mod prompt;
 pub mod sse;
