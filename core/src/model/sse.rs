@@ -63,6 +63,7 @@ fn past_line_end(bytes: &[u8], end: usize) -> usize {
     }
 }
 
+#[derive(Debug)]
 pub struct SseParser {
     limits: SseLimits,
     /// The start of a line whose end has not come yet (never more than `max_line_bytes`).
