@@ -51,6 +51,8 @@ export interface DeviceConfig {
     maxLive?: number;
     /** Of a turn's answer (and its reasoning), the bytes kept for the session's history. */
     maxAnswerBytes?: number;
+    /** A turn is given at most this many of the session's last finished turns as context. */
+    maxContextTurns?: number;
   };
   /** Remote terminals (`remote.terminal`); ranges are `[min, max]`. */
   terminals?: {

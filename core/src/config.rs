@@ -174,6 +174,9 @@ pub struct SessionLimits {
     /// bound: a device's memory does not grow with an answer's length, and a history stays
     /// under the frame limit.
     pub max_answer_bytes: usize,
+    /// A turn is given at most this many of the session's last finished turns as its context
+    /// (`TurnStart.history`); the engine keeps what fits the model's token budget of those.
+    pub max_context_turns: usize,
 }
 
 impl Default for SessionLimits {
@@ -194,6 +197,7 @@ impl Default for SessionLimits {
             // terminal-held sessions count against it in practice.
             max_live: 1_000,
             max_answer_bytes: 4 * 1024 * 1024,
+            max_context_turns: 50,
         }
     }
 }

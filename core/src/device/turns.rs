@@ -9,7 +9,9 @@ use super::sessions::plan_update;
 use super::turn_table::{Finished, Seen, Steered};
 use super::{ConnId, Device, Effect};
 use crate::config::SessionLimits;
-use crate::engine::{Attachment, EngineCommand, EngineEvent, StopReason, ToolStatus, TurnStart};
+use crate::engine::{
+    Attachment, EngineCommand, EngineEvent, PriorTurn, StopReason, ToolStatus, TurnStart,
+};
 use crate::jsonrpc::{code, Id, RpcError};
 use crate::rng::Rng;
 use crate::store::{self, history_record, turn_record, Record, StoredTurnState, Table};
@@ -188,6 +190,32 @@ fn attachment(
     (meta, bytes)
 }
 
+/// The session's finished turns that answered (a prompt and the non-empty answer after it),
+/// oldest first, at most the last `max`. A prompt with no answer (cancelled before a word, or
+/// failed) or no answer kept (the device stopped mid-turn) gives the model nothing to see.
+fn prior_turns(history: &[HistoryTurn], max: usize) -> Vec<PriorTurn> {
+    let mut prior = Vec::new();
+    let mut answer: Option<&str> = None;
+    for turn in history.iter().rev() {
+        if prior.len() >= max {
+            break;
+        }
+        match turn {
+            HistoryTurn::Assistant { text, .. } => answer = Some(text),
+            HistoryTurn::User { text, .. } => {
+                if let Some(a) = answer.take().filter(|a| !a.is_empty()) {
+                    prior.push(PriorTurn {
+                        prompt: text.clone(),
+                        answer: a.to_owned(),
+                    });
+                }
+            }
+        }
+    }
+    prior.reverse();
+    prior
+}
+
 impl Device {
     /// `session/prompt`. A known turn id never runs again: a finished turn's answer comes at
     /// once, an unfinished one's when it ends.
@@ -337,6 +365,7 @@ impl Device {
     fn pump(&mut self, session: &str) {
         let now = self.clock.now().0;
         let max = self.config.remote.max_mode;
+        let max_context = self.config.sessions.max_context_turns;
         let Some(s) = self.sessions.get_mut(session) else {
             return;
         };
@@ -360,6 +389,7 @@ impl Device {
                 size: a.size,
             })
             .collect();
+        start.history = prior_turns(&s.history, max_context);
         let index = s.history.len();
         let user = HistoryTurn::User {
             text: start.text.clone(),
@@ -683,6 +713,51 @@ mod tests {
         assert_eq!(prepared.text, "look");
         // Nothing more was drawn.
         assert_eq!(rng.token(8), same.token(8));
+    }
+
+    fn user(text: &str) -> HistoryTurn {
+        HistoryTurn::User {
+            text: text.into(),
+            turn_id: None,
+            attachments: Vec::new(),
+        }
+    }
+
+    fn assistant(text: &str) -> HistoryTurn {
+        HistoryTurn::Assistant {
+            text: text.into(),
+            reasoning: String::new(),
+            tools: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn prior_turns_are_the_last_that_answered_oldest_first() {
+        let history = vec![
+            user("one"),
+            assistant("1"),
+            user("cancelled"),
+            assistant(""),
+            user("two"),
+            assistant("2"),
+            user("lost when the device stopped"),
+            user("three"),
+            assistant("3"),
+        ];
+        let got = |max| -> Vec<(String, String)> {
+            prior_turns(&history, max)
+                .into_iter()
+                .map(|t| (t.prompt, t.answer))
+                .collect()
+        };
+        let pair = |p: &str, a: &str| (p.to_string(), a.to_string());
+        assert_eq!(
+            got(50),
+            [pair("one", "1"), pair("two", "2"), pair("three", "3")]
+        );
+        assert_eq!(got(2), [pair("two", "2"), pair("three", "3")]);
+        assert!(got(0).is_empty());
+        assert!(prior_turns(&[user("running")], 50).is_empty());
     }
 
     #[test]
