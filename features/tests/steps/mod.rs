@@ -14,6 +14,7 @@
 //! - `deletes`: deletes from the client and on the device.
 //! - `terminals`: remote terminals on a fake echoing shell.
 //! - `limits`: the `remote:` limits of the moment (restarts, reloads, symlinks, max_mode).
+//! - `models`: the instance's models, `_lembas/configure`, and the model a turn runs on.
 
 mod capabilities;
 mod cards;
@@ -23,6 +24,7 @@ mod jsonrpc;
 mod limits;
 mod live;
 mod liveness;
+mod models;
 mod session_calls;
 mod sessions;
 mod stdio;
