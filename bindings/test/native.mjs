@@ -86,7 +86,7 @@ export class NativeHome {
     mkdirSync(join(this.dir, "config/lembas"), { recursive: true });
     writeFileSync(
       join(this.dir, "config/lembas/config.yaml"),
-      `remote:\n  enabled: true\n  roots: [${this.work}]\ntrusted: [${this.work}]\n`,
+      `remote:\n  enabled: true\n  roots: [${this.work}]\ntrusted: [${this.work}]\nengine: scripted\n`,
     );
     this.tokenFile = join(this.dir, "token.txt");
     writeFileSync(this.tokenFile, token + "\n", { mode: 0o600 });

@@ -14,6 +14,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+#[path = "../tests/common/scripted.rs"]
+mod scripted;
+
 const CHUNKS: usize = 100_000;
 const CHUNK_BYTES: usize = 8192;
 const STALL: Duration = Duration::from_secs(5);
@@ -164,6 +167,7 @@ fn chunk_number(v: &Value) -> Option<usize> {
 
 fn run(stall: Option<Duration>) -> Figures {
     let home = tempfile::tempdir().unwrap();
+    scripted::use_scripted_engine(home.path());
     let mut child = Command::new(env!("CARGO_BIN_EXE_lembas"))
         .args(["serve", "--stdio"])
         .env("HOME", home.path())

@@ -32,6 +32,9 @@ use lembas_core::scripted::ScriptedEngine;
 use lembas_core::{DeviceConfig, Time};
 use serde_json::{json, Value};
 
+#[path = "../tests/common/scripted.rs"]
+mod scripted;
+
 const CHUNKS: usize = 20_000;
 
 fn main() {
@@ -331,6 +334,7 @@ async fn linked_device(
 }
 
 fn scratch_env(c: &mut Command, home: &std::path::Path) {
+    scripted::use_scripted_engine(home);
     c.env("HOME", home)
         .env("XDG_CONFIG_HOME", home.join("config"))
         .env("XDG_STATE_HOME", home.join("state"))

@@ -59,6 +59,13 @@ pub enum Input {
         remote: lembas_core::Remote,
         terminal_integration: bool,
     },
+    /// A reply to one of the engine's I/O calls (see `engine_io`).
+    Io {
+        id: lembas_core::engine_io::IoId,
+        reply: lembas_core::engine_io::IoReply,
+    },
+    /// The instance's chat models, fetched at a dial (`GET /v1/models`).
+    Models(Vec<lembas_core::config::Model>),
     /// Stop now (the demo's end).
     Shutdown,
 }

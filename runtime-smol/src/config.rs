@@ -1,6 +1,7 @@
 //! `config.yaml`: the `remote:` block (what a client on the link may do on this device), the
-//! `trusted:` list, the `sessions:` block (`max_live`, read at start-up) and the `link:` block
-//! (when a quiet link is pinged and a silent one given up; read at start-up). Other top-level
+//! `trusted:` list, the `sessions:` block (`max_live`, read at start-up), the `link:` block
+//! (when a quiet link is pinged and a silent one given up; read at start-up) and `engine:`
+//! (`model`, the default, or `scripted` for tests; read at start-up). Other top-level
 //! keys belong to the rest of LLeMbas CLI and are ignored here;
 //! inside `remote:` an unknown key is refused, since a misspelt limit must not pass silently.
 //! A malformed file is refused with the file, the line and the key. Roots and trusted
@@ -12,6 +13,8 @@ use lembas_core::{Liveness, Mode, Remote};
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 
+use crate::engine::EngineChoice;
+
 #[derive(Debug, Default, Deserialize)]
 struct File {
     #[serde(default)]
@@ -22,6 +25,8 @@ struct File {
     sessions: Option<SessionsBlock>,
     #[serde(default)]
     link: Option<Spanned<LinkBlock>>,
+    #[serde(default)]
+    engine: Option<EngineChoice>,
 }
 
 /// The `sessions:` block: how many the device keeps in memory.
@@ -72,6 +77,8 @@ pub struct Config {
     pub max_live_sessions: usize,
     /// `link.ping_after_ms` and `link.dead_after_ms`.
     pub liveness: Liveness,
+    /// `engine`: what answers prompts.
+    pub engine: EngineChoice,
     /// Where it came from (`None`: no file, the defaults).
     pub file: Option<PathBuf>,
 }
@@ -83,6 +90,7 @@ impl Default for Config {
             terminal_integration: true,
             max_live_sessions: lembas_core::config::SessionLimits::default().max_live,
             liveness: Liveness::default(),
+            engine: EngineChoice::default(),
             file: None,
         }
     }
@@ -224,6 +232,9 @@ pub fn parse(text: &str, path: &Path, home: Option<&Path>) -> Result<Config, Con
             ))
         })?;
     }
+    if let Some(engine) = file.engine {
+        config.engine = engine;
+    }
     if let Some(trusted) = file.trusted {
         config.remote.trusted = trusted
             .iter()
@@ -307,6 +318,9 @@ mod tests {
         assert_eq!(c.remote.approval_timeout_ms, 300_000);
         assert_eq!(c.remote.max_mode, Mode::Edit);
         assert_eq!(c.liveness, Liveness::default());
+        assert_eq!(c.engine, EngineChoice::Model);
+        let c = parse("engine: scripted\n", Path::new("/x/config.yaml"), None).unwrap();
+        assert_eq!(c.engine, EngineChoice::Scripted);
     }
 
     #[test]
@@ -335,6 +349,8 @@ mod tests {
         );
         let e = parse("sessions:\n  max_lives: 3\n", p, None).unwrap_err();
         assert!(e.0.contains(":2:") && e.0.contains("max_lives"), "{e}");
+        let e = parse("remote:\n  enabled: true\nengine: scriptd\n", p, None).unwrap_err();
+        assert!(e.0.contains(":3:") && e.0.contains("engine"), "{e}");
         let e = parse("remote: [\n", p, None).unwrap_err();
         assert!(e.0.starts_with("/etc/lembas/config.yaml:"), "{e}");
     }

@@ -1,6 +1,7 @@
-//! The driver: one task owns the core's `Host` (the `Device` joined to the scripted engine).
-//! Everything else — socket readers, stdin, the dialer, the disk (on `blocking`'s pool) — feeds
-//! it [`Input`]s over one channel. After every input it drains the host's `poll_output()`,
+//! The driver: one task owns the core's `Host` (the `Device` joined to its engine, see
+//! [`crate::engine`]). Everything else — socket readers, stdin, the dialer, the disk (on
+//! `blocking`'s pool), the engine's HTTP ([`crate::engine_io`]) — feeds it [`Input`]s over one
+//! channel. After every input it drains the host's `poll_output()`,
 //! performs what the shell must (every `ShellOutput` and `Effect` by name: a new one does not
 //! compile until it is performed here), writes the persists of the iteration in one
 //! transaction (group commit), and sleeps until `poll_timeout()` or the next input.
@@ -21,7 +22,6 @@ use lembas_core::engine::{Engine, EngineCommand, Report};
 use lembas_core::engine_io::{IoCall, IoId, IoReply};
 use lembas_core::host::{Host, ShellOutput};
 use lembas_core::jsonrpc::{self, RpcError};
-use lembas_core::scripted::ScriptedEngine;
 use lembas_core::store::{Entry, MemStore, Record};
 use lembas_core::Time;
 use smol::channel::{self, Receiver, Sender};
@@ -29,6 +29,8 @@ use smol::{Task, Timer};
 
 pub use crate::channels::{Dialer, Input, Outgoing};
 use crate::clock::Clock;
+use crate::engine::{DeviceEngine, EngineChoice};
+use crate::engine_io::{Performer, Target};
 use crate::outbox::{Gauge, Outbox};
 use crate::store::RedbStore;
 use crate::terminal_host::{TerminalHost, TerminalOptions};
@@ -67,7 +69,9 @@ struct Conn {
 }
 
 pub struct Driver {
-    host: Host<Logged<ScriptedEngine>>,
+    host: Host<Logged<DeviceEngine>>,
+    /// Performs the engine's HTTP and file reads.
+    io: Performer,
     clock: Clock,
     tx: Sender<Input>,
     rx: Receiver<Input>,
@@ -100,7 +104,11 @@ impl Driver {
         let (tx, rx) = channel::bounded(INPUT_CAPACITY);
         let host = device.config().host.clone();
         Driver {
-            host: Host::new(device, Logged(ScriptedEngine::new())),
+            host: Host::new(
+                device,
+                Logged(DeviceEngine::new(EngineChoice::Scripted, Vec::new())),
+            ),
+            io: Performer::new(None, tx.clone()),
             clock: Clock::new(),
             tx,
             rx,
@@ -121,6 +129,18 @@ impl Driver {
             terminals: TerminalHost::default(),
             terminal_options: TerminalOptions::new(true, host),
         }
+    }
+
+    /// Answer prompts with `engine` (before [`Driver::run`]; a new driver has the scripted
+    /// one).
+    pub fn set_engine(&mut self, engine: DeviceEngine) {
+        *self.host.engine_mut() = Logged(engine);
+    }
+
+    /// Send the engine's requests to this instance (none set: every request fails, saying the
+    /// device is not logged in).
+    pub fn set_io_target(&mut self, target: Arc<Target>) {
+        self.io = Performer::new(Some(target), self.tx.clone());
     }
 
     /// How terminals start (the login shell, `remote.terminal_integration`, the host name).
@@ -403,6 +423,12 @@ impl Driver {
                 remote,
                 terminal_integration,
             } => self.reconfigure(remote, terminal_integration, now),
+            Input::Io { id, reply } => {
+                if self.io.accept(id, &reply) {
+                    self.host.handle_io(id, reply, now);
+                }
+            }
+            Input::Models(models) => self.models(models, now),
             Input::Shutdown => {
                 self.exit = Some(Exit {
                     code: 0,
@@ -431,6 +457,13 @@ impl Driver {
             Ok(true) => log::info!("config.yaml changed: the new settings are in force"),
             Err(e) => log::error!("config.yaml not taken, the settings in force stay: {e}"),
         }
+    }
+
+    /// The instance's chat models, fetched again: the engine and the device both take them.
+    fn models(&mut self, models: Vec<lembas_core::config::Model>, now: Time) {
+        log::debug!("the instance serves {} chat models", models.len());
+        self.host.engine_mut().0.set_models(models.clone());
+        let _ = now;
     }
 
     fn session_loaded(&mut self, request: u64, entries: Vec<Entry>, now: Time) {
@@ -556,15 +589,12 @@ impl Driver {
                 }
             }
             ShellOutput::Effect(effect) => self.effect(effect, now).await,
-            // The scripted engine asks for nothing; until the HTTP client lands, say so.
-            ShellOutput::Io(IoCall::Abort { .. }) => {}
-            ShellOutput::Io(call) => self.host.handle_io(
-                call.id(),
-                IoReply::Failed {
-                    reason: "this shell performs no engine I/O yet".into(),
-                },
-                now,
-            ),
+            ShellOutput::Io(call) => {
+                let id = call.id();
+                if let Some(reply) = self.io.perform(call) {
+                    self.host.handle_io(id, reply, now);
+                }
+            }
         }
     }
 

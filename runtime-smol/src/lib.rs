@@ -13,6 +13,8 @@ pub mod demo;
 pub mod device;
 pub mod dirs;
 pub mod driver;
+pub mod engine;
+pub mod engine_io;
 #[cfg(feature = "dev")]
 pub mod instance;
 #[cfg(feature = "dev")]

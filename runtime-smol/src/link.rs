@@ -85,7 +85,7 @@ impl Instance {
                 .is_ok_and(|ip| ip.is_loopback())
     }
 
-    fn host_port(&self) -> String {
+    pub fn host_port(&self) -> String {
         if self.host.contains(':') {
             format!("[{}]:{}", self.host, self.port)
         } else {
@@ -225,7 +225,7 @@ impl LinkDialer {
         let connector = self
             .ca
             .as_ref()
-            .map(|pem| tls_connector(pem))
+            .map(|pem| tls_connector(Some(pem)))
             .transpose()
             .map_err(|e| {
                 log::error!("{e}");
@@ -272,13 +272,13 @@ impl Dialer for LinkDialer {
     }
 }
 
-/// A TLS connector trusting the web's roots and the extra CA in `pem`.
-fn tls_connector(pem: &[u8]) -> Result<futures_rustls::TlsConnector, String> {
+/// A TLS connector trusting the web's roots and the extra CA in `ca` (the login's `ca_file`).
+pub fn tls_connector(ca: Option<&[u8]>) -> Result<futures_rustls::TlsConnector, String> {
     use futures_rustls::rustls::{self, pki_types::pem::PemObject, pki_types::CertificateDer};
     let mut roots = rustls::RootCertStore {
         roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
     };
-    for cert in CertificateDer::pem_slice_iter(pem) {
+    for cert in CertificateDer::pem_slice_iter(ca.unwrap_or_default()) {
         let cert = cert.map_err(|e| format!("the CA file is not PEM: {e}"))?;
         roots
             .add(cert)

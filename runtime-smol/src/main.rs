@@ -9,6 +9,8 @@ use lembas::config;
 use lembas::device::device_config;
 use lembas::dirs::Dirs;
 use lembas::driver::{Disk, Driver};
+use lembas::engine::DeviceEngine;
+use lembas::engine_io::Target;
 use lembas::link::{Instance, LinkDialer};
 use lembas::store::RedbStore;
 use lembas_core::device::Device;
@@ -263,6 +265,12 @@ fn run(command: Command, seed: Option<u64>) -> Result<(), String> {
                 device.session_count()
             );
             let mut driver = Driver::new(device, Disk::Redb(Arc::new(store)), dirs.attachments());
+            driver.set_engine(DeviceEngine::new(config.engine, Vec::new()));
+            driver.set_io_target(Arc::new(Target::new(
+                instance.clone(),
+                token.clone(),
+                ca.as_deref(),
+            )?));
             let host = driver.device().config().host.clone();
             driver.set_terminal_options(lembas::terminal_host::TerminalOptions::new(
                 config.terminal_integration,
@@ -298,6 +306,17 @@ fn run(command: Command, seed: Option<u64>) -> Result<(), String> {
             let device = Device::new(dc, Time(0)).map_err(|e| e.to_string())?;
             let mut driver =
                 Driver::new(device, Disk::Mem(MemStore::default()), dirs.attachments());
+            driver.set_engine(DeviceEngine::new(config.engine, Vec::new()));
+            // Logged in: the engine's requests go to that instance; else each says to log in.
+            if let Ok((login, token)) = lembas::login::load(&dirs) {
+                let instance = Instance::parse(&login.url)?;
+                let ca = login
+                    .ca_file
+                    .as_ref()
+                    .map(|p| std::fs::read(p).map_err(|e| format!("{p}: {e}")))
+                    .transpose()?;
+                driver.set_io_target(Arc::new(Target::new(instance, token, ca.as_deref())?));
+            }
             driver.open_stdio();
             exit_of(smol::block_on(driver.run()))
         }

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 mod common;
 
-use common::programs;
+use common::{programs, scripted};
 
 #[test]
 fn the_acp_typescript_sdk_client_drives_serve_stdio_with_a_permission_round_trip() {
@@ -32,6 +32,7 @@ fn the_acp_typescript_sdk_client_drives_serve_stdio_with_a_permission_round_trip
     let home = tempfile::tempdir().unwrap();
     let work = home.path().join("work");
     std::fs::create_dir_all(&work).unwrap();
+    scripted::use_scripted_engine(home.path());
     let out = Command::new(node)
         .arg(dir.join("client.mjs"))
         .arg(env!("CARGO_BIN_EXE_lembas"))

@@ -6,6 +6,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+#[path = "common/scripted.rs"]
+mod scripted;
+
 struct Editor {
     child: Child,
     stdin: Option<ChildStdin>,
@@ -14,6 +17,7 @@ struct Editor {
 }
 
 fn lembas(home: &std::path::Path, args: &[&str]) -> Command {
+    scripted::use_scripted_engine(home);
     let mut c = Command::new(env!("CARGO_BIN_EXE_lembas"));
     c.args(args)
         .env_clear()

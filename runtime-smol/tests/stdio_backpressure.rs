@@ -9,6 +9,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+#[path = "common/scripted.rs"]
+mod scripted;
+
 /// A turn far past every buffer on the way: ~100 MB of chunks.
 const CHUNKS: usize = 25_000;
 const CHUNK_BYTES: usize = 4096;
@@ -26,6 +29,7 @@ struct Editor {
 impl Editor {
     fn start() -> Editor {
         let home = tempfile::tempdir().unwrap();
+        scripted::use_scripted_engine(home.path());
         let log = std::fs::File::create(home.path().join("stderr.log")).unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_lembas"))
             .args(["serve", "--stdio", "--seed", "7"])

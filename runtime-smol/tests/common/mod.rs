@@ -12,6 +12,9 @@ use lembas_core::jsonrpc::{Id, RpcError};
 use serde_json::{json, Value};
 
 pub mod programs;
+pub mod scripted;
+
+use scripted::with_scripted_engine;
 
 /// The device token of these tests: it must appear in no output of the binary.
 pub const TOKEN: &str = "tok-S3CRET-e2e-0123456789abcdef";
@@ -57,7 +60,10 @@ impl Home {
         self.dir.path()
     }
 
+    /// Write config.yaml. These tests read the scripted engine's replies: `engine: scripted`
+    /// is added unless `text` chooses an engine.
     pub fn write_config(&self, text: &str) {
+        let text = &with_scripted_engine(text);
         let path = self.path().join("config/lembas/config.yaml");
         // Through a rename, as editors save: the watcher never reads half a file.
         let tmp = path.with_extension("yaml.new");
