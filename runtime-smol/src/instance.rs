@@ -4,7 +4,9 @@
 //! core's `Client` over whichever link is up. It never binds anything but loopback. With
 //! `InstanceOptions::tls` it serves HTTPS and wss:// (the tests give it an rcgen certificate).
 //! With `InstanceOptions::relay` it runs no client of its own: it relays a browser page's
-//! WebSocket on `/api/devices/relay` to the device's link (see [`crate::relay`]).
+//! WebSocket on `/api/devices/relay` to the device's link (see [`crate::relay`]). It also
+//! serves `GET /v1/models` and streamed `POST /v1/chat/completions` for the model engine (see
+//! [`crate::instance_api`]).
 
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -27,6 +29,8 @@ use smol::Task;
 
 use crate::channels::Outgoing;
 use crate::clock::Clock;
+use crate::instance_api::Api;
+pub use crate::instance_api::{default_models, ChatReply, ChatStream};
 use crate::outbox::Gauge;
 
 /// How the test instance presents itself.
@@ -44,6 +48,11 @@ pub struct InstanceOptions {
     pub relay: bool,
     /// The client role's heartbeat: when it pings a quiet link and gives up a silent one.
     pub liveness: Option<Liveness>,
+    /// `GET /v1/models`'s `data` ([`default_models`]: two chat models, one embedding model).
+    pub models: Vec<Value>,
+    /// `POST /v1/chat/completions`'s answers, taken in order; with none left, the last user
+    /// message is echoed.
+    pub chat: Vec<ChatReply>,
 }
 
 impl Default for InstanceOptions {
@@ -55,6 +64,8 @@ impl Default for InstanceOptions {
             tls: None,
             relay: false,
             liveness: Some(Liveness::default()),
+            models: default_models(),
+            chat: Vec::new(),
         }
     }
 }
@@ -169,6 +180,7 @@ pub struct TestInstance {
     tls: bool,
     cmd: Sender<Internal>,
     events: Receiver<Event>,
+    api: Arc<Api>,
     _tasks: Vec<Task<()>>,
 }
 
@@ -194,7 +206,18 @@ impl TestInstance {
         let linked = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let relay = options.relay;
         let liveness = options.liveness;
-        let accept = smol::spawn(accept_loop(listener, options, itx.clone(), linked.clone()));
+        let api = Arc::new(Api::new(
+            options.token.clone(),
+            options.models.clone(),
+            options.chat.clone(),
+        ));
+        let accept = smol::spawn(accept_loop(
+            listener,
+            options,
+            itx.clone(),
+            linked.clone(),
+            api.clone(),
+        ));
         let main = if relay {
             smol::spawn(crate::relay::run(irx, etx, linked))
         } else {
@@ -205,6 +228,7 @@ impl TestInstance {
             tls,
             cmd: itx,
             events: erx,
+            api,
             _tasks: vec![accept, main],
         })
     }
@@ -213,6 +237,16 @@ impl TestInstance {
     pub fn url(&self) -> String {
         let scheme = if self.tls { "https" } else { "http" };
         format!("{scheme}://{}", self.addr)
+    }
+
+    /// Every `POST /v1/chat/completions` body received, in order.
+    pub fn chat_requests(&self) -> Vec<Value> {
+        self.api.chat_requests()
+    }
+
+    /// Chat streams the client closed before their end (a cancel that really aborted).
+    pub fn aborted_streams(&self) -> usize {
+        self.api.aborted_streams()
     }
 
     /// The next event, or `None` after `timeout`.
@@ -324,6 +358,7 @@ async fn accept_loop(
     options: InstanceOptions,
     tx: Sender<Internal>,
     linked: Arc<std::sync::atomic::AtomicBool>,
+    api: Arc<Api>,
 ) {
     loop {
         let Ok((stream, _)) = listener.accept().await else {
@@ -332,6 +367,7 @@ async fn accept_loop(
         let options = options.clone();
         let tx = tx.clone();
         let linked = linked.clone();
+        let api = api.clone();
         smol::spawn(async move {
             let _ = stream.set_nodelay(true);
             let stream: Box<dyn Io> = match &options.tls {
@@ -349,7 +385,7 @@ async fn accept_loop(
                     }
                 }
             };
-            if let Err(e) = serve_http(stream, &options, &tx, &linked).await {
+            if let Err(e) = serve_http(stream, &options, &tx, &linked, &api).await {
                 log::debug!("test instance: {e}");
             }
         })
@@ -365,6 +401,7 @@ async fn serve_http(
     options: &InstanceOptions,
     tx: &Sender<Internal>,
     linked: &std::sync::atomic::AtomicBool,
+    api: &Api,
 ) -> std::io::Result<()> {
     let mut head = Vec::new();
     let mut buf = [0u8; 4096];
@@ -394,6 +431,8 @@ async fn serve_http(
             stream.flush().await?;
             stream.close().await
         }
+        ("GET", "/v1/models") => api.models(&mut stream, &head).await,
+        ("POST", "/v1/chat/completions") => api.chat(&mut stream, head).await,
         ("GET", "/api/devices/link") => {
             let expected = format!("Bearer {}", options.token);
             let refused = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));

@@ -18,6 +18,8 @@ pub mod engine_io;
 #[cfg(feature = "dev")]
 pub mod instance;
 #[cfg(feature = "dev")]
+pub mod instance_api;
+#[cfg(feature = "dev")]
 pub mod instance_cli;
 pub mod link;
 pub mod logger;
