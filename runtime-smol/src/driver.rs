@@ -108,7 +108,7 @@ impl Driver {
                 device,
                 Logged(DeviceEngine::new(EngineChoice::Scripted, Vec::new())),
             ),
-            io: Performer::new(None, tx.clone()),
+            io: Performer::new(None, attachments.clone(), tx.clone()),
             clock: Clock::new(),
             tx,
             rx,
@@ -140,7 +140,7 @@ impl Driver {
     /// Send the engine's requests to this instance (none set: every request fails, saying the
     /// device is not logged in).
     pub fn set_io_target(&mut self, target: Arc<Target>) {
-        self.io = Performer::new(Some(target), self.tx.clone());
+        self.io = Performer::new(Some(target), self.attachments.clone(), self.tx.clone());
     }
 
     /// How terminals start (the login shell, `remote.terminal_integration`, the host name).

@@ -1,6 +1,7 @@
 //! The engine's I/O, performed: each `IoCall::Fetch` is one smol task that owns its connection
 //! to the instance (hyper's HTTP/1 client over smol's TCP, TLS by futures-rustls), and each
-//! `ReadFile` one read on `blocking`'s pool. Replies go back to the driver as
+//! `ReadAttachment` one read on `blocking`'s pool, of a file in the session's attachment
+//! directory and nowhere else. Replies go back to the driver as
 //! [`Input::Io`]; the driver hands the ones still wanted to the engine.
 //!
 //! A body is read only when the engine asks (`IoCall::Read`, one at a time), so a reader who is
@@ -11,6 +12,7 @@
 
 use std::collections::HashMap;
 use std::io::Read;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -83,15 +85,18 @@ struct Call {
 /// Performs the engine's calls for the driver.
 pub struct Performer {
     target: Option<Arc<Target>>,
+    /// Where each session's attachments are (`<dir>/<session id>/<file name>`).
+    attachments: PathBuf,
     calls: HashMap<IoId, Call>,
     tx: Sender<Input>,
 }
 
 impl Performer {
     /// `target`: `None` when the device is not logged in (every fetch then fails, saying so).
-    pub fn new(target: Option<Arc<Target>>, tx: Sender<Input>) -> Performer {
+    pub fn new(target: Option<Arc<Target>>, attachments: PathBuf, tx: Sender<Input>) -> Performer {
         Performer {
             target,
+            attachments,
             calls: HashMap::new(),
             tx,
         }
@@ -151,7 +156,20 @@ impl Performer {
                 }
                 None
             }
-            IoCall::ReadFile { id, path, max } => {
+            IoCall::ReadAttachment {
+                id,
+                session_id,
+                file_name,
+                max,
+            } => {
+                // The engine names a session's file, never a path: nothing else can be read.
+                if !plain_name(&session_id) || !plain_name(&file_name) {
+                    return Some(failed(format!(
+                        "`{session_id}/{file_name}` is not a session's attachment (a plain file \
+                         name in a session's directory)"
+                    )));
+                }
+                let path = self.attachments.join(&session_id).join(&file_name);
                 let tx = self.tx.clone();
                 let task = smol::spawn(async move {
                     let reply = blocking::unblock(move || read_file(&path, max)).await;
@@ -203,8 +221,13 @@ fn failed(reason: impl Into<String>) -> IoReply {
     }
 }
 
+/// A name that stays in its directory: not empty, `.` or `..`, and no separator.
+fn plain_name(name: &str) -> bool {
+    !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\\', '\0'])
+}
+
 /// The first `max` bytes of the file at `path`, and its size.
-fn read_file(path: &str, max: u64) -> IoReply {
+fn read_file(path: &Path, max: u64) -> IoReply {
     let read = || -> std::io::Result<IoReply> {
         let file = std::fs::File::open(path)?;
         let meta = file.metadata()?;
@@ -218,7 +241,7 @@ fn read_file(path: &str, max: u64) -> IoReply {
             size: meta.len(),
         })
     };
-    read().unwrap_or_else(|e| failed(format!("{path}: {e}")))
+    read().unwrap_or_else(|e| failed(format!("{}: {e}", path.display())))
 }
 
 /// One request, from its connection to its body's end. Its replies go to `tx`.
@@ -375,7 +398,10 @@ mod tests {
         let instance = Instance::parse(&format!("http://127.0.0.1:{port}")).unwrap();
         let target = Target::new(instance, TOKEN.into(), None).unwrap();
         let (tx, rx) = channel::bounded(16);
-        (Performer::new(Some(Arc::new(target)), tx), rx)
+        (
+            Performer::new(Some(Arc::new(target)), PathBuf::from("/nonexistent"), tx),
+            rx,
+        )
     }
 
     /// The next reply from a call's task (within 5 s), passed through `accept` as the driver
@@ -624,18 +650,24 @@ mod tests {
         });
     }
 
+    /// An attachment's first bytes and its size; a missing one fails; a name that would
+    /// leave the session's directory is refused without a read.
     #[test]
-    fn a_file_read_gives_its_first_bytes_and_its_size() {
+    fn an_attachment_read_gives_its_first_bytes_and_its_size() {
         smol::block_on(async {
             let dir = tempfile::tempdir().unwrap();
-            let path = dir.path().join("a.txt");
-            std::fs::write(&path, b"0123456789").unwrap();
-            let (mut p, rx) = performer(1);
-            p.perform(IoCall::ReadFile {
-                id: IoId(4),
-                path: path.to_str().unwrap().into(),
+            std::fs::create_dir_all(dir.path().join("ses_1")).unwrap();
+            std::fs::write(dir.path().join("ses_1/a.txt"), b"0123456789").unwrap();
+            std::fs::write(dir.path().join("secret"), b"no").unwrap();
+            let (tx, rx) = channel::bounded(16);
+            let mut p = Performer::new(None, dir.path().to_path_buf(), tx);
+            let read = |id: u64, session: &str, name: &str| IoCall::ReadAttachment {
+                id: IoId(id),
+                session_id: session.into(),
+                file_name: name.into(),
                 max: 4,
-            });
+            };
+            p.perform(read(4, "ses_1", "a.txt"));
             assert_eq!(
                 reply(&mut p, &rx).await.1,
                 IoReply::File {
@@ -643,12 +675,17 @@ mod tests {
                     size: 10
                 }
             );
-            p.perform(IoCall::ReadFile {
-                id: IoId(5),
-                path: dir.path().join("none").to_str().unwrap().into(),
-                max: 4,
-            });
+            p.perform(read(5, "ses_1", "none"));
             assert!(matches!(reply(&mut p, &rx).await.1, IoReply::Failed { .. }));
+            for (session, name) in [("ses_1", "../secret"), ("..", "secret"), ("ses_1", "")] {
+                assert!(
+                    matches!(
+                        p.perform(read(6, session, name)),
+                        Some(IoReply::Failed { .. })
+                    ),
+                    "{session}/{name}"
+                );
+            }
             assert_eq!(p.running(), 0);
         });
     }

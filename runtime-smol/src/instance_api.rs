@@ -403,7 +403,11 @@ mod tests {
             None,
         );
         let (tx, rx) = smol::channel::bounded(64);
-        (Performer::new(Some(Arc::new(target.unwrap())), tx), rx)
+        let attachments = std::path::PathBuf::from("/nonexistent");
+        (
+            Performer::new(Some(Arc::new(target.unwrap())), attachments, tx),
+            rx,
+        )
     }
 
     /// Fetch `path` and read its whole answer: the status and the body.
