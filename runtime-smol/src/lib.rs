@@ -13,6 +13,7 @@ pub mod demo;
 pub mod device;
 pub mod dirs;
 pub mod driver;
+pub mod embedding;
 pub mod engine;
 pub mod engine_io;
 #[cfg(feature = "dev")]

@@ -18,6 +18,7 @@ use futures_lite::{future, AsyncRead, AsyncWrite, StreamExt};
 use futures_util::SinkExt;
 use lembas_core::device::{ConnId, DialFailure};
 use lembas_core::discovery::{self, DiscoveryError};
+use lembas_core::model::models::{self, ModelList};
 use smol::channel::{Receiver, Sender};
 use smol::net::TcpStream;
 use smol::Task;
@@ -114,8 +115,9 @@ impl Instance {
     }
 }
 
-/// Fetch the discovery document (blocking; call through `blocking::unblock`).
-pub fn fetch_discovery(instance: &Instance, ca: Option<&[u8]>) -> Result<Vec<u8>, String> {
+/// The agent of the one-shot GETs to the instance (discovery, the model list): a bound on the
+/// whole request, statuses answered rather than errors, the login's extra CA trusted.
+fn agent(ca: Option<&[u8]>) -> Result<ureq::Agent, String> {
     let mut config = ureq::Agent::config_builder()
         .timeout_global(Some(Duration::from_secs(15)))
         .http_status_as_error(false);
@@ -128,7 +130,12 @@ pub fn fetch_discovery(instance: &Instance, ca: Option<&[u8]>) -> Result<Vec<u8>
                 .build(),
         );
     }
-    let agent: ureq::Agent = config.build().into();
+    Ok(config.build().into())
+}
+
+/// Fetch the discovery document (blocking; call through `blocking::unblock`).
+pub fn fetch_discovery(instance: &Instance, ca: Option<&[u8]>) -> Result<Vec<u8>, String> {
+    let agent = agent(ca)?;
     let url = instance.discovery_url();
     let mut resp = agent.get(&url).call().map_err(|e| format!("{url}: {e}"))?;
     let status = resp.status();
@@ -144,12 +151,67 @@ pub fn fetch_discovery(instance: &Instance, ca: Option<&[u8]>) -> Result<Vec<u8>
     Ok(body)
 }
 
+/// The largest `/v1/models` body read.
+const MAX_MODELS_BODY: u64 = 4 << 20;
+
+/// Why the model list could not be had.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ModelsError {
+    /// The instance refused the device token (401 or 403).
+    Refused(String),
+    /// Anything else: unreachable, another status, a body that is not a model list.
+    Failed(String),
+}
+
+impl std::fmt::Display for ModelsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ModelsError::Refused(s) | ModelsError::Failed(s) => f.write_str(s),
+        }
+    }
+}
+
+/// `GET <instance>/v1/models` with the device token, read as the device's models (blocking;
+/// call through `blocking::unblock`).
+pub fn fetch_models(
+    instance: &Instance,
+    token: &str,
+    ca: Option<&[u8]>,
+) -> Result<ModelList, ModelsError> {
+    let agent = agent(ca).map_err(ModelsError::Failed)?;
+    let url = format!("{}/v1/models", instance.base_url());
+    let mut resp = agent
+        .get(&url)
+        .header(AUTHORIZATION.as_str(), &format!("Bearer {token}"))
+        .call()
+        .map_err(|e| ModelsError::Failed(format!("{url}: {e}")))?;
+    let status = resp.status().as_u16();
+    if status == 401 || status == 403 {
+        return Err(ModelsError::Refused(format!(
+            "{url}: the instance refused the device token (HTTP {status}); run `lembas login` \
+             again"
+        )));
+    }
+    if !(200..300).contains(&status) {
+        return Err(ModelsError::Failed(format!("{url} answered HTTP {status}")));
+    }
+    let body = resp
+        .body_mut()
+        .with_config()
+        .limit(MAX_MODELS_BODY)
+        .read_to_vec()
+        .map_err(|e| ModelsError::Failed(format!("{url}: {e}")))?;
+    models::chat_models(&body, models::DEFAULT_MAX_MODELS).map_err(ModelsError::Failed)
+}
+
 /// Dials the instance of the saved login.
 pub struct LinkDialer {
     pub instance: Instance,
     token: String,
     /// An extra certificate authority to trust (PEM).
     pub ca: Option<Arc<Vec<u8>>>,
+    /// Where the model list fetched at each dial goes (the driver).
+    models: Option<Sender<Input>>,
 }
 
 impl std::fmt::Debug for LinkDialer {
@@ -167,6 +229,32 @@ impl LinkDialer {
             instance,
             token,
             ca: ca.map(Arc::new),
+            models: None,
+        }
+    }
+
+    /// Fetch the instance's models at each dial (before the link opens, so its hello lists
+    /// them) and send them to `tx`.
+    pub fn with_models(mut self, tx: Sender<Input>) -> LinkDialer {
+        self.models = Some(tx);
+        self
+    }
+
+    /// The model list, fetched again; a failure is logged and the last list kept.
+    async fn refresh_models(&self, tx: &Sender<Input>) {
+        let (instance, token, ca) = (self.instance.clone(), self.token.clone(), self.ca.clone());
+        let fetched = blocking::unblock(move || {
+            fetch_models(&instance, &token, ca.as_deref().map(|v| &v[..]))
+        })
+        .await;
+        match fetched {
+            Ok(list) => {
+                if let Some(note) = list.cut_note() {
+                    log::warn!("{note}");
+                }
+                let _ = tx.send(Input::Models(list.chat)).await;
+            }
+            Err(e) => log::warn!("the model list: {e}; the last one is kept"),
         }
     }
 
@@ -190,6 +278,9 @@ impl LinkDialer {
                 log::warn!("{e}");
                 return Err(DialFailure::Transient);
             }
+        }
+        if let Some(tx) = &self.models {
+            self.refresh_models(tx).await;
         }
         let url = self.instance.link_url();
         let mut request = url.as_str().into_client_request().map_err(|e| {
@@ -267,6 +358,7 @@ impl Dialer for LinkDialer {
             instance: self.instance.clone(),
             token: self.token.clone(),
             ca: self.ca.clone(),
+            models: self.models.clone(),
         };
         Box::pin(async move { me.connect().await.map(Box::new) })
     }

@@ -1,5 +1,7 @@
-//! `lembas login`: check the instance speaks protocol 3, then save the login (the address in
-//! `login.json`, the token in a file only the user can read).
+//! `lembas login`: check the instance speaks protocol 3 and takes the token (its model list,
+//! `GET /v1/models`), then save the login (the address in `login.json`, the token in a file
+//! only the user can read) and, when config.yaml sets no `embedding:`, the instance's first
+//! embedding model as it (see [`crate::embedding`]).
 
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
@@ -9,7 +11,7 @@ use lembas_core::discovery;
 use serde::{Deserialize, Serialize};
 
 use crate::dirs::{create_private_dir, Dirs};
-use crate::link::{fetch_discovery, Instance};
+use crate::link::{fetch_discovery, fetch_models, Instance, ModelsError};
 
 /// The saved login.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -26,6 +28,7 @@ pub fn login(
     url: &str,
     token: &str,
     ca_file: Option<&Path>,
+    home: Option<&Path>,
 ) -> Result<String, String> {
     let token = token.trim();
     if token.is_empty() {
@@ -37,6 +40,13 @@ pub fn login(
         .transpose()?;
     let doc = fetch_discovery(&instance, ca.as_deref())?;
     let found = discovery::check(&doc, &instance.host).map_err(|e| e.to_string())?;
+    // A refused token fails the login; an instance whose list cannot be read is still one to
+    // link to (each dial fetches the list again).
+    let models = match fetch_models(&instance, token, ca.as_deref()) {
+        Ok(list) => Ok(list),
+        Err(ModelsError::Refused(why)) => return Err(why),
+        Err(ModelsError::Failed(why)) => Err(why),
+    };
     create_private_dir(&dirs.config).map_err(|e| format!("{}: {e}", dirs.config.display()))?;
     write_private(&dirs.token_file(), token.as_bytes())?;
     let login = Login {
@@ -47,11 +57,37 @@ pub fn login(
     };
     let json = serde_json::to_vec_pretty(&login).map_err(|e| e.to_string())?;
     write_private(&dirs.login_file(), &json)?;
-    Ok(format!(
+    let mut said = format!(
         "logged in to {} (LLeMbas {}, link protocol 3)",
         instance.base_url(),
         found.version.as_deref().unwrap_or("2.x")
-    ))
+    );
+    match models {
+        Ok(list) => {
+            let names: Vec<&str> = list.chat.iter().map(|m| m.id.as_str()).collect();
+            said.push_str(&format!(
+                "\n{} chat model{}: {}",
+                names.len(),
+                if names.len() == 1 { "" } else { "s" },
+                names.join(", ")
+            ));
+            if let Some(note) = list.cut_note() {
+                said.push_str(&format!("\n{note}"));
+            }
+            if let Some(id) = list.embedding {
+                let value = format!("{}/{id}", instance.host);
+                match crate::embedding::set_if_unset(&dirs.config_file(), &value, home) {
+                    Ok(true) => said.push_str(&format!("\nembedding: {value} (config.yaml)")),
+                    Ok(false) => {}
+                    Err(e) => said.push_str(&format!("\nembedding not set: {e}")),
+                }
+            }
+        }
+        Err(why) => said.push_str(&format!(
+            "\nthe instance's models could not be listed ({why}); `lembas link` tries again"
+        )),
+    }
+    Ok(said)
 }
 
 /// The saved login and token, or a sentence saying to log in.

@@ -228,7 +228,8 @@ fn run(command: Command, seed: Option<u64>) -> Result<(), String> {
                     "give the device token with --token-file PATH or LEMBAS_TOKEN".to_string()
                 })?,
             };
-            let said = lembas::login::login(&dirs, &url, &token, ca_file.as_deref())?;
+            let said =
+                lembas::login::login(&dirs, &url, &token, ca_file.as_deref(), home.as_deref())?;
             println!("{said}");
             Ok(())
         }
@@ -281,7 +282,8 @@ fn run(command: Command, seed: Option<u64>) -> Result<(), String> {
                 home.clone(),
                 driver.sender(),
             ));
-            driver.start_link(Arc::new(LinkDialer::new(instance, token, ca)));
+            let dialer = LinkDialer::new(instance, token, ca).with_models(driver.sender());
+            driver.start_link(Arc::new(dialer));
             let exit = smol::block_on(driver.run());
             exit_of(exit)
         }

@@ -171,7 +171,16 @@ fn a_refused_token_stops_redial_and_says_to_log_in_again() {
         .await
         .unwrap();
         let home = Home::new();
-        assert!(home.login(&instance.url()).status.success());
+        // `lembas login` checks the token (the model list) and would refuse to save this one:
+        // the token was good at login and is refused since.
+        let out = home.login(&instance.url());
+        assert!(!out.status.success());
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("refused the device token"),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        home.save_login(&instance.url());
         let mut device = home.link();
         let (refused, _) = instance
             .wait_for(T, |e| matches!(e, Event::Refused(401)))

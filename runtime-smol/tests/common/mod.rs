@@ -98,6 +98,14 @@ impl Home {
         out
     }
 
+    /// Save a login to `url` as `lembas login` does, without asking the instance (whose token
+    /// may be another: `lembas login` would refuse it).
+    pub fn save_login(&self, url: &str) {
+        let dir = self.path().join("config/lembas");
+        std::fs::write(dir.join("login.json"), json!({ "url": url }).to_string()).unwrap();
+        std::fs::write(dir.join("token"), TOKEN).unwrap();
+    }
+
     /// Run a one-shot command (`sessions ...`) to its end.
     pub fn run(&self, args: &[&str]) -> (bool, String, String) {
         let out = self.cmd(args).output().unwrap();
