@@ -459,11 +459,14 @@ impl Driver {
         }
     }
 
-    /// The instance's chat models, fetched again: the engine and the device both take them.
+    /// The instance's chat models, fetched again: the engine and the device both take them (a
+    /// change the hello shows restarts the link once idle, as new settings do).
     fn models(&mut self, models: Vec<lembas_core::config::Model>, now: Time) {
         log::debug!("the instance serves {} chat models", models.len());
         self.host.engine_mut().0.set_models(models.clone());
-        let _ = now;
+        if self.host.device_mut().set_models(models, now) {
+            log::info!("the instance's model list changed");
+        }
     }
 
     fn session_loaded(&mut self, request: u64, entries: Vec<Entry>, now: Time) {
