@@ -1,0 +1,282 @@
+//! The model engine end to end: the built `lembas link` on its default engine, against the
+//! test instance's `/v1/models` and streamed `/v1/chat/completions` (real HTTP and server-sent
+//! events on loopback, the replies scripted per test).
+
+use std::time::{Duration, Instant};
+
+use lembas::instance::{ChatReply, ChatStream, Event, InstanceOptions, TestInstance};
+use lembas_core::client::ClientEvent;
+use serde_json::{json, Value};
+
+mod common;
+
+use common::{call, ready, Device, Home, T, TOKEN};
+
+/// A chat model the test instance serves by default.
+const MODEL: &str = "test/chat-small";
+
+/// A home whose device runs the model engine (the default; said here against the helper's
+/// `engine: scripted`).
+fn model_home() -> Home {
+    let home = Home::new();
+    home.write_config(&format!(
+        "remote:\n  enabled: true\n  roots: [{w}]\ntrusted: [{w}]\nengine: model\n",
+        w = home.work.display()
+    ));
+    home
+}
+
+/// A test instance answering chat completions with `chat`, and `lembas link` on the model
+/// engine, logged in to it and linked.
+async fn linked_to(chat: Vec<ChatReply>) -> (TestInstance, Home, Device) {
+    let instance = TestInstance::start(InstanceOptions {
+        token: TOKEN.into(),
+        chat,
+        ..InstanceOptions::default()
+    })
+    .await
+    .unwrap();
+    let home = model_home();
+    let out = home.login(&instance.url());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let device = home.link();
+    ready(&instance).await;
+    (instance, home, device)
+}
+
+/// A session on `model` (the instance's served id, as the web UI sends it).
+async fn model_session(instance: &TestInstance, home: &Home, model: &str) -> Result<Value, String> {
+    call(
+        instance,
+        "session/new",
+        json!({ "cwd": home.work.join("proj"), "mcpServers": [],
+                "_meta": { "lembas_model": model } }),
+    )
+    .await
+}
+
+fn text(t: &str) -> Value {
+    json!([{ "type": "text", "text": t }])
+}
+
+/// The `session/update` texts of one kind (`agent_message_chunk`, `agent_thought_chunk`).
+fn updates(events: &[Event], kind: &str) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Client(ClientEvent::Notification { method, params })
+                if method == "session/update" && params["update"]["sessionUpdate"] == kind =>
+            {
+                Some(params["update"]["content"]["text"].as_str()?.to_string())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// Prompt and wait for the answer: its outcome (an error as its message) and every event seen.
+async fn prompt(
+    instance: &TestInstance,
+    session: &str,
+    words: &str,
+    turn: &str,
+) -> (Result<Value, String>, Vec<Event>) {
+    instance
+        .prompt(session, text(words), Some(turn))
+        .await
+        .unwrap();
+    answered(instance, turn).await
+}
+
+async fn answered(instance: &TestInstance, turn: &str) -> (Result<Value, String>, Vec<Event>) {
+    let (e, seen) = instance
+        .wait_for(T, |e| {
+            matches!(e, Event::Client(ClientEvent::PromptAnswered { turn_id, .. }) if turn_id == turn)
+        })
+        .await;
+    match e {
+        Some(Event::Client(ClientEvent::PromptAnswered { outcome, .. })) => {
+            (outcome.map_err(|e| e.message), seen)
+        }
+        other => panic!("no answer to {turn}: {other:?} after {seen:?}"),
+    }
+}
+
+/// Wait until `check` holds, or fail after `within`.
+async fn eventually(within: Duration, what: &str, mut check: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !check() {
+        assert!(start.elapsed() < within, "{what}: not within {within:?}");
+        smol::Timer::after(Duration::from_millis(20)).await;
+    }
+}
+
+#[test]
+fn a_lembas_model_session_streams_text_and_reasoning() {
+    smol::block_on(async {
+        let (instance, home, _device) = linked_to(vec![ChatReply::Stream(ChatStream {
+            reasoning: vec!["Let me ".into(), "think.".into()],
+            text: vec!["Hel".into(), "lo ".into(), "there".into()],
+            usage: Some((12, 3)),
+            ..ChatStream::default()
+        })])
+        .await;
+        // Login set the library's embedding model, as `<connection>/<served id>`.
+        let config = std::fs::read_to_string(home.path().join("config/lembas/config.yaml"));
+        assert!(
+            config
+                .as_deref()
+                .unwrap_or_default()
+                .contains("embedding: \"127.0.0.1/test/embed\""),
+            "{config:?}"
+        );
+        let session = model_session(&instance, &home, MODEL).await.unwrap();
+        let id = session["sessionId"].as_str().unwrap();
+        let (outcome, seen) = prompt(&instance, id, "hi there", "t1").await;
+        assert_eq!(outcome.unwrap()["stopReason"], "end_turn");
+        assert_eq!(
+            updates(&seen, "agent_message_chunk").concat(),
+            "Hello there"
+        );
+        assert_eq!(
+            updates(&seen, "agent_thought_chunk").concat(),
+            "Let me think."
+        );
+        let sent = instance.chat_requests();
+        assert_eq!(sent.len(), 1, "{sent:?}");
+        assert_eq!(sent[0]["model"], MODEL);
+        assert_eq!(sent[0]["stream"], true);
+        let last = sent[0]["messages"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap()
+            .to_string();
+        assert!(last.contains("hi there"), "{last}");
+    });
+}
+
+#[test]
+fn a_model_the_instance_does_not_serve_is_refused() {
+    smol::block_on(async {
+        let (instance, home, _device) = linked_to(Vec::new()).await;
+        let refused = model_session(&instance, &home, "test/not-served").await;
+        let e = refused.unwrap_err();
+        assert!(e.starts_with("-32602"), "{e}");
+        assert!(e.contains("test/not-served"), "{e}");
+        assert!(instance.chat_requests().is_empty());
+    });
+}
+
+#[test]
+fn cancel_mid_stream_aborts_the_http_request() {
+    smol::block_on(async {
+        let (instance, home, _device) = linked_to(vec![ChatReply::Stream(ChatStream {
+            text: (0..100).map(|i| format!("w{i} ")).collect(),
+            delay: Duration::from_millis(100),
+            ..ChatStream::default()
+        })])
+        .await;
+        let session = model_session(&instance, &home, MODEL).await.unwrap();
+        let id = session["sessionId"].as_str().unwrap().to_string();
+        instance
+            .prompt(&id, text("talk"), Some("t1"))
+            .await
+            .unwrap();
+        let (first, _) = instance
+            .wait_for(T, |e| {
+                !updates(std::slice::from_ref(e), "agent_message_chunk").is_empty()
+            })
+            .await;
+        assert!(first.is_some(), "the turn never streamed");
+        instance
+            .notify("session/cancel", json!({ "sessionId": id }))
+            .await
+            .unwrap();
+        let (outcome, _) = answered(&instance, "t1").await;
+        assert_eq!(outcome.unwrap()["stopReason"], "cancelled");
+        // The instance saw its stream closed long before its 10 s end.
+        eventually(Duration::from_secs(2), "the HTTP stream aborted", || {
+            instance.aborted_streams() == 1
+        })
+        .await;
+    });
+}
+
+#[test]
+fn a_rate_limited_request_waits_and_then_succeeds() {
+    smol::block_on(async {
+        let (instance, home, _device) =
+            linked_to(vec![ChatReply::rate_limited(1), ChatReply::text(&["ok"])]).await;
+        let session = model_session(&instance, &home, MODEL).await.unwrap();
+        let id = session["sessionId"].as_str().unwrap();
+        let start = Instant::now();
+        let (outcome, seen) = prompt(&instance, id, "hi", "t1").await;
+        assert_eq!(outcome.unwrap()["stopReason"], "end_turn");
+        assert_eq!(updates(&seen, "agent_message_chunk").concat(), "ok");
+        assert_eq!(instance.chat_requests().len(), 2);
+        assert!(
+            start.elapsed() >= Duration::from_millis(900),
+            "Retry-After: 1 not waited ({:?})",
+            start.elapsed()
+        );
+    });
+}
+
+#[test]
+fn a_refused_token_fails_the_turn_saying_to_log_in_again() {
+    smol::block_on(async {
+        let (instance, home, _device) =
+            linked_to(vec![ChatReply::status(401, "the token was revoked")]).await;
+        let session = model_session(&instance, &home, MODEL).await.unwrap();
+        let id = session["sessionId"].as_str().unwrap();
+        let (outcome, _) = prompt(&instance, id, "hi", "t1").await;
+        let message = outcome.unwrap_err();
+        assert!(
+            message.contains("lembas login") || message.contains("log in"),
+            "{message}"
+        );
+        assert_eq!(instance.chat_requests().len(), 1, "a 401 is not retried");
+    });
+}
+
+#[test]
+fn a_link_cut_during_a_stream_is_reattached_and_the_turn_finishes_once() {
+    smol::block_on(async {
+        let words: Vec<String> = (0..15).map(|i| format!("w{i} ")).collect();
+        let (instance, home, _device) = linked_to(vec![ChatReply::Stream(ChatStream {
+            text: words.clone(),
+            delay: Duration::from_millis(100),
+            ..ChatStream::default()
+        })])
+        .await;
+        let session = model_session(&instance, &home, MODEL).await.unwrap();
+        let id = session["sessionId"].as_str().unwrap().to_string();
+        instance
+            .prompt(&id, text("talk"), Some("t1"))
+            .await
+            .unwrap();
+        let (first, _) = instance
+            .wait_for(T, |e| {
+                !updates(std::slice::from_ref(e), "agent_message_chunk").is_empty()
+            })
+            .await;
+        assert!(first.is_some(), "the turn never streamed");
+        instance.cut().await;
+        let (re, seen) = instance
+            .wait_for(T, |e| {
+                matches!(e, Event::Client(ClientEvent::Reattached { .. }))
+            })
+            .await;
+        assert!(re.is_some(), "no reattach after {seen:?}");
+        let (outcome, _) = answered(&instance, "t1").await;
+        assert_eq!(outcome.unwrap()["stopReason"], "end_turn");
+        // The device kept the stream while unlinked: one request, not aborted, not redone.
+        assert_eq!(instance.chat_requests().len(), 1);
+        assert_eq!(instance.aborted_streams(), 0);
+    });
+}
