@@ -123,6 +123,8 @@ export type DeviceInput =
   | { type: "terminal_exit"; terminalId: string; code: number }
   /** New `remote` settings (`Device.handle` returns whether anything changed). */
   | { type: "reconfigure"; remote: NonNullable<DeviceConfig["remote"]> }
+  /** The instance's model list, fetched again (`Device.handle` returns whether it changed). */
+  | { type: "models"; models: NonNullable<DeviceConfig["models"]> }
   | { type: "delete_session"; sessionId: string };
 
 export type ClientInput =

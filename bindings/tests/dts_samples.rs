@@ -393,6 +393,8 @@ fn device_inputs() -> Vec<Value> {
         json!({ "type": "terminal_output", "terminalId": "term_1", "base64": "aGk=" }),
         json!({ "type": "terminal_exit", "terminalId": "term_1", "code": 0 }),
         json!({ "type": "reconfigure", "remote": { "enabled": true, "roots": ["/w"] } }),
+        json!({ "type": "models", "models": [{ "id": "a/b", "instance": true,
+                "contextLength": 8192 }] }),
         json!({ "type": "delete_session", "sessionId": "ses_1" }),
     ]
 }

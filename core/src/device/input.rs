@@ -11,7 +11,7 @@ use base64::Engine as _;
 use serde::Deserialize;
 
 use super::{ConnId, ConnKind, Device, DialFailure, Misuse, ShellInfo, Unreadable};
-use crate::config::{ConfigError, Remote};
+use crate::config::{ConfigError, Model, Remote};
 use crate::engine::EngineEvent;
 use crate::store::Entry;
 use crate::time::Time;
@@ -68,6 +68,8 @@ pub enum Input {
     TerminalExit { terminal_id: String, code: i32 },
     /// `reconfigure {remote}`: new `remote:` settings ([`Device::reconfigure`]).
     Reconfigure { remote: Remote },
+    /// `models {models}`: the instance's model list, fetched again ([`Device::set_models`]).
+    Models { models: Vec<Model> },
     /// `delete_session {sessionId}`: a delete on the device's own account.
     DeleteSession { session_id: String },
 }
@@ -80,8 +82,8 @@ pub enum Handled {
     Done,
     /// `open`: the new connection's id.
     Opened(ConnId),
-    /// `delete_session`: whether there was such a session; `reconfigure`: whether anything
-    /// changed.
+    /// `delete_session`: whether there was such a session; `reconfigure` and `models`:
+    /// whether anything changed.
     Changed(bool),
     /// `terminal_opened`: whether the device still wants the terminal (`false`: hang it up).
     Wanted(bool),
@@ -174,6 +176,7 @@ impl Device {
             Input::Reconfigure { remote } => {
                 Handled::Changed(self.reconfigure(remote, now).map_err(Refused::Config)?)
             }
+            Input::Models { models } => Handled::Changed(self.set_models(models, now)),
             Input::DeleteSession { session_id } => {
                 Handled::Changed(self.delete_session(&session_id, now))
             }
@@ -206,6 +209,7 @@ struct Fields {
     integration: Option<bool>,
     base64: Option<String>,
     remote: Option<Remote>,
+    models: Option<Vec<Model>>,
 }
 
 #[derive(Deserialize)]
@@ -228,11 +232,12 @@ enum Tag {
     TerminalOutput,
     TerminalExit,
     Reconfigure,
+    Models,
     DeleteSession,
 }
 
 impl Fields {
-    fn given(&self) -> [(&'static str, bool); 18] {
+    fn given(&self) -> [(&'static str, bool); 19] {
         [
             ("kind", self.kind.is_some()),
             ("failure", self.failure.is_some()),
@@ -252,6 +257,7 @@ impl Fields {
             ("integration", self.integration.is_some()),
             ("base64", self.base64.is_some()),
             ("remote", self.remote.is_some()),
+            ("models", self.models.is_some()),
         ]
     }
 }
@@ -282,6 +288,7 @@ fn pick(f: Fields) -> Result<Input, Misfit> {
         Tag::TerminalOutput => &["terminalId", "base64"],
         Tag::TerminalExit => &["terminalId", "code"],
         Tag::Reconfigure => &["remote"],
+        Tag::Models => &["models"],
         Tag::DeleteSession => &["sessionId"],
     };
     only(&f.given(), takes)?;
@@ -359,6 +366,9 @@ fn pick(f: Fields) -> Result<Input, Misfit> {
         Tag::Reconfigure => Input::Reconfigure {
             remote: need(f.remote, "remote")?,
         },
+        Tag::Models => Input::Models {
+            models: need(f.models, "models")?,
+        },
         Tag::DeleteSession => Input::DeleteSession {
             session_id: need(f.session_id, "sessionId")?,
         },
@@ -419,6 +429,19 @@ mod tests {
             })
         );
         assert_eq!(
+            read(
+                json!({ "type": "models", "models": [{ "id": "a/b", "instance": true,
+                "vision": true, "contextLength": 8192 }] })
+            ),
+            Ok(Input::Models {
+                models: vec![Model {
+                    vision: true,
+                    context_length: Some(8192),
+                    ..Model::served("a/b")
+                }]
+            })
+        );
+        assert_eq!(
             read(json!({ "type": "attachment_written", "request": 1 })),
             Ok(Input::AttachmentWritten {
                 request: 1,
@@ -470,6 +493,14 @@ mod tests {
             ),
             Ok(Handled::Changed(false))
         );
+        let models = vec![Model::served("a/b")];
+        for changed in [true, false] {
+            let input = Input::Models {
+                models: models.clone(),
+            };
+            assert_eq!(d.handle(input, Time::ZERO), Ok(Handled::Changed(changed)));
+        }
+        assert_eq!(d.config().models, models);
         assert_eq!(
             d.handle(Input::Activity { conn: ConnId(9) }, Time::ZERO),
             Err(Refused::Misuse(Misuse::UnknownConnection(ConnId(9))))
