@@ -61,6 +61,13 @@ fn frame_corpus_replays() {
 }
 
 #[test]
+fn model_engine_corpus_replays() {
+    replay("model_engine", fuzz::model_engine, |data| {
+        format!("{data:?}")
+    });
+}
+
+#[test]
 fn turn_table_corpus_replays() {
     replay("turn_table", fuzz::turn_table, |data| format!("{data:?}"));
 }

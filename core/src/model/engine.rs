@@ -177,13 +177,18 @@ impl ModelEngine {
     /// The turn ends: its calls are let go, and its last event is reported.
     fn end(&mut self, session: &str, event: EngineEvent) {
         self.report(session, event);
-        if let Some(t) = self.turns.remove(session) {
-            if let Some(call) = t.phase.call() {
-                self.calls.remove(&call);
-                self.io.push_back(IoCall::Abort { id: call });
+        if self.turns.remove(session).is_some() {
+            // Its request, and attachment reads still out, are let go.
+            let mine: Vec<IoId> = self
+                .calls
+                .iter()
+                .filter(|(_, s)| *s == session)
+                .map(|(id, _)| *id)
+                .collect();
+            for id in mine {
+                self.calls.remove(&id);
+                self.io.push_back(IoCall::Abort { id });
             }
-            // Attachment reads still out are let go too.
-            self.calls.retain(|_, s| s != session);
         }
     }
 
@@ -648,16 +653,6 @@ impl ModelEngine {
 }
 
 impl Phase {
-    /// The HTTP call this phase waits on.
-    fn call(&self) -> Option<IoId> {
-        match self {
-            Phase::Asked { call, .. }
-            | Phase::Refused { call, .. }
-            | Phase::Streaming { call, .. } => Some(*call),
-            Phase::Reading | Phase::Backoff { .. } => None,
-        }
-    }
-
     /// Since when the engine has waited on the instance, if it waits on it now.
     fn waiting_since(&self) -> Option<Time> {
         match self {

@@ -175,9 +175,11 @@ pub(crate) fn lossy(bytes: &[u8]) -> String {
 // device
 
 mod grammar;
+mod model_engine;
 mod run;
 mod turn_table;
 
+pub use model_engine::model_engine;
 pub use turn_table::turn_table;
 
 use grammar::{Op, Setup};
