@@ -181,7 +181,7 @@ impl SseParser {
     fn check_line(&self, len: usize) -> Result<(), SseError> {
         if len > self.limits.max_line_bytes {
             return Err(SseError(format!(
-                "sse: line {} is longer than sse.max_line_bytes ({}) without a line end",
+                "sse: line {} is longer than engine.sse.max_line_bytes ({}) without a line end",
                 self.lines + 1,
                 self.limits.max_line_bytes
             )));
@@ -226,7 +226,7 @@ impl SseParser {
                 let joined = self.data.len() + usize::from(self.has_data) + value.len();
                 if joined > self.limits.max_event_bytes {
                     return Err(SseError(format!(
-                        "sse: an event's data (line {}) is over sse.max_event_bytes ({})",
+                        "sse: an event's data (line {}) is over engine.sse.max_event_bytes ({})",
                         self.lines, self.limits.max_event_bytes
                     )));
                 }
@@ -490,7 +490,7 @@ mod tests {
         parser.feed(b"data: 1234", &mut out).unwrap(); // 10 bytes: at the bound
         assert_eq!(parser.buffered(), 10);
         let error = parser.feed(b"5", &mut out).unwrap_err();
-        assert!(error.0.contains("sse.max_line_bytes (10)"), "{error}");
+        assert!(error.0.contains("engine.sse.max_line_bytes (10)"), "{error}");
         // Dead from now on, with the same error.
         assert_eq!(parser.feed(b"\n\n", &mut out), Err(error));
         assert_eq!(parser.buffered(), 0);
@@ -514,7 +514,7 @@ mod tests {
             vec![data("ab\ncd")]
         );
         let error = parse_with(limits, b"data: ab\ndata: cde\n\n").unwrap_err();
-        assert!(error.0.contains("sse.max_event_bytes (5)"), "{error}");
+        assert!(error.0.contains("engine.sse.max_event_bytes (5)"), "{error}");
     }
 
     #[test]
