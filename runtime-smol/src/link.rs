@@ -204,6 +204,28 @@ pub fn fetch_models(
     models::chat_models(&body, models::DEFAULT_MAX_MODELS).map_err(ModelsError::Failed)
 }
 
+/// Fetch the model list (on `blocking`'s pool) and send it to the driver; a failure is logged
+/// and the last list kept.
+pub async fn send_models(
+    instance: Instance,
+    token: String,
+    ca: Option<Arc<Vec<u8>>>,
+    tx: &Sender<Input>,
+) {
+    let fetched =
+        blocking::unblock(move || fetch_models(&instance, &token, ca.as_deref().map(|v| &v[..])))
+            .await;
+    match fetched {
+        Ok(list) => {
+            if let Some(note) = list.cut_note() {
+                log::warn!("{note}");
+            }
+            let _ = tx.send(Input::Models(list.chat)).await;
+        }
+        Err(e) => log::warn!("the model list: {e}; the last one is kept"),
+    }
+}
+
 /// Dials the instance of the saved login.
 pub struct LinkDialer {
     pub instance: Instance,
@@ -240,24 +262,6 @@ impl LinkDialer {
         self
     }
 
-    /// The model list, fetched again; a failure is logged and the last list kept.
-    async fn refresh_models(&self, tx: &Sender<Input>) {
-        let (instance, token, ca) = (self.instance.clone(), self.token.clone(), self.ca.clone());
-        let fetched = blocking::unblock(move || {
-            fetch_models(&instance, &token, ca.as_deref().map(|v| &v[..]))
-        })
-        .await;
-        match fetched {
-            Ok(list) => {
-                if let Some(note) = list.cut_note() {
-                    log::warn!("{note}");
-                }
-                let _ = tx.send(Input::Models(list.chat)).await;
-            }
-            Err(e) => log::warn!("the model list: {e}; the last one is kept"),
-        }
-    }
-
     /// Check discovery, then open the WebSocket.
     pub async fn connect(&self) -> Result<LinkSocket, DialFailure> {
         let instance = self.instance.clone();
@@ -280,7 +284,8 @@ impl LinkDialer {
             }
         }
         if let Some(tx) = &self.models {
-            self.refresh_models(tx).await;
+            let (instance, token) = (self.instance.clone(), self.token.clone());
+            send_models(instance, token, self.ca.clone(), tx).await;
         }
         let url = self.instance.link_url();
         let mut request = url.as_str().into_client_request().map_err(|e| {

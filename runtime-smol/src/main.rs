@@ -309,7 +309,9 @@ fn run(command: Command, seed: Option<u64>) -> Result<(), String> {
             let mut driver =
                 Driver::new(device, Disk::Mem(MemStore::default()), dirs.attachments());
             driver.set_engine(DeviceEngine::new(config.engine, Vec::new()));
-            // Logged in: the engine's requests go to that instance; else each says to log in.
+            // Logged in: the engine's requests go to that instance, whose models are fetched
+            // while the editor starts; else each request says to log in.
+            let mut _models = None;
             if let Ok((login, token)) = lembas::login::load(&dirs) {
                 let instance = Instance::parse(&login.url)?;
                 let ca = login
@@ -317,7 +319,15 @@ fn run(command: Command, seed: Option<u64>) -> Result<(), String> {
                     .as_ref()
                     .map(|p| std::fs::read(p).map_err(|e| format!("{p}: {e}")))
                     .transpose()?;
-                driver.set_io_target(Arc::new(Target::new(instance, token, ca.as_deref())?));
+                driver.set_io_target(Arc::new(Target::new(
+                    instance.clone(),
+                    token.clone(),
+                    ca.as_deref(),
+                )?));
+                let tx = driver.sender();
+                _models = Some(smol::spawn(async move {
+                    lembas::link::send_models(instance, token, ca.map(Arc::new), &tx).await
+                }));
             }
             driver.open_stdio();
             exit_of(smol::block_on(driver.run()))

@@ -280,3 +280,84 @@ fn a_link_cut_during_a_stream_is_reattached_and_the_turn_finishes_once() {
         assert_eq!(instance.aborted_streams(), 0);
     });
 }
+
+/// `serve --stdio` on a logged-in device runs the model engine too: the instance's models are
+/// fetched as the editor starts, and a session on one streams its answer.
+#[test]
+fn serve_stdio_runs_turns_on_the_instances_models() {
+    use std::io::{BufRead, BufReader, Write};
+    smol::block_on(async {
+        let instance = TestInstance::start(InstanceOptions {
+            token: TOKEN.into(),
+            chat: vec![ChatReply::text(&["from ", "the model"])],
+            ..InstanceOptions::default()
+        })
+        .await
+        .unwrap();
+        let home = model_home();
+        assert!(home.login(&instance.url()).status.success());
+        let mut child = home
+            .cmd(&["serve", "--stdio"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut send = |v: Value| writeln!(stdin, "{v}").unwrap();
+        // Every line up to and with the answer to `id`.
+        let mut until = |id: u64| {
+            let mut seen = Vec::new();
+            loop {
+                let mut line = String::new();
+                assert!(stdout.read_line(&mut line).unwrap() > 0, "stdout ended");
+                let v: Value = serde_json::from_str(&line).unwrap();
+                let done = v["id"] == id && v.get("method").is_none();
+                seen.push(v);
+                if done {
+                    return seen;
+                }
+            }
+        };
+        send(json!({"jsonrpc":"2.0","id":0,"method":"initialize",
+                    "params":{"protocolVersion":1,"clientCapabilities":{}}}));
+        until(0);
+        // The list arrives while the editor starts: a refusal before it is retried.
+        let start = Instant::now();
+        let mut id = 1;
+        let session = loop {
+            send(
+                json!({"jsonrpc":"2.0","id":id,"method":"session/new","params":{
+                "cwd": home.work.join("proj"), "mcpServers": [],
+                "_meta": { "lembas_model": MODEL }}}),
+            );
+            let answer = until(id).pop().unwrap();
+            id += 1;
+            if let Some(s) = answer["result"]["sessionId"].as_str() {
+                break s.to_string();
+            }
+            assert!(start.elapsed() < T, "never took {MODEL}: {answer}");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        send(
+            json!({"jsonrpc":"2.0","id":id,"method":"session/prompt","params":{
+            "sessionId": session, "prompt": text("hi")}}),
+        );
+        let seen = until(id);
+        assert_eq!(
+            seen.last().unwrap()["result"]["stopReason"],
+            "end_turn",
+            "{seen:?}"
+        );
+        let said: String = seen
+            .iter()
+            .filter(|v| v["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+            .filter_map(|v| v["params"]["update"]["content"]["text"].as_str())
+            .collect();
+        assert_eq!(said, "from the model");
+        assert_eq!(instance.chat_requests().len(), 1);
+        let _ = child.kill();
+        let _ = child.wait();
+    });
+}
