@@ -50,6 +50,10 @@ pub struct ModelEngineConfig {
     pub max_attachment_bytes: u64,
     /// The device's own system text, before the instance's instructions.
     pub system_text: String,
+    /// The device's own personalization (`{ personality, personality_custom, instructions }`),
+    /// used unless the client sends the account's: config.yaml's, or the instance's
+    /// `/v1/me/personalization` when it has one available.
+    pub personalization: Option<serde_json::Value>,
     /// The instance's name, for `## Instructions from <instance>`.
     pub instance_name: Option<String>,
 }
@@ -71,6 +75,7 @@ impl Default for ModelEngineConfig {
             system_text: "You are LLeMbas CLI, a coding assistant working in the person's \
                           project on their machine."
                 .into(),
+            personalization: None,
             instance_name: None,
         }
     }
@@ -160,6 +165,12 @@ impl ModelEngine {
 
     pub fn config(&self) -> &ModelEngineConfig {
         &self.config
+    }
+
+    /// For what the shell learns after start: the personalization the instance keeps, the
+    /// instance's name. Turns already running keep what they were composed with.
+    pub fn config_mut(&mut self) -> &mut ModelEngineConfig {
+        &mut self.config
     }
 
     fn io_id(&mut self) -> IoId {
@@ -285,6 +296,7 @@ impl ModelEngine {
             .collect();
         let system = SystemParts {
             own: &self.config.system_text,
+            personalization: self.config.personalization.as_ref(),
             instance: self.config.instance_name.as_deref(),
         };
         let budget = t.model.context_length.unwrap_or(self.config.context_tokens);

@@ -24,6 +24,10 @@ pub struct Composed {
 pub struct SystemParts<'a> {
     /// The device's own system text.
     pub own: &'a str,
+    /// The device's own personalization (`{ personality, personality_custom, instructions }`:
+    /// config.yaml's, or the instance's `/v1/me/personalization` when logged in to one that
+    /// has it), used unless the client sends the account's.
+    pub personalization: Option<&'a Value>,
     /// The instance's name, for `## Instructions from <instance>`.
     pub instance: Option<&'a str>,
 }
@@ -113,8 +117,9 @@ fn text_message(role: Role, text: &str) -> Message {
 /// instructions under `## Instructions from <instance>`.
 fn system_text(system: &SystemParts<'_>, context: &Context) -> String {
     let mut out = String::from(system.own.trim_end());
-    // `personalization: null`, or never said: the device's own (already in `own`).
-    if let Some(p) = context.personalization.as_ref().filter(|p| !p.is_null()) {
+    // `personalization: null`, or never said: the device's own.
+    let said = context.personalization.as_ref().filter(|p| !p.is_null());
+    if let Some(p) = said.or(system.personalization) {
         let personal = personalization_text(p);
         if !personal.is_empty() {
             push_section(&mut out, &personal);
@@ -273,6 +278,7 @@ mod tests {
     fn system() -> SystemParts<'static> {
         SystemParts {
             own: "You are LLeMbas CLI.",
+            personalization: None,
             instance: Some("example"),
         }
     }
@@ -322,6 +328,22 @@ mod tests {
         };
         let c = compose(&system(), &null, &[], "hi", &[], false, 10_000);
         assert_eq!(texts(&c.messages[0]), "You are LLeMbas CLI.");
+        // The device's own, used for null and for nothing said, not over the account's.
+        let own = serde_json::json!({ "personality": "terse", "instructions": "" });
+        let with_own = SystemParts {
+            personalization: Some(&own),
+            ..system()
+        };
+        for context in [&null, &Context::default()] {
+            let c = compose(&with_own, context, &[], "hi", &[], false, 10_000);
+            assert_eq!(
+                texts(&c.messages[0]),
+                "You are LLeMbas CLI.\n\nPersonality: terse"
+            );
+        }
+        let c = compose(&with_own, &said, &[], "hi", &[], false, 10_000);
+        assert!(texts(&c.messages[0]).contains("friendly"));
+        assert!(!texts(&c.messages[0]).contains("terse"));
     }
 
     #[test]

@@ -490,7 +490,10 @@ mod tests {
         parser.feed(b"data: 1234", &mut out).unwrap(); // 10 bytes: at the bound
         assert_eq!(parser.buffered(), 10);
         let error = parser.feed(b"5", &mut out).unwrap_err();
-        assert!(error.0.contains("engine.sse.max_line_bytes (10)"), "{error}");
+        assert!(
+            error.0.contains("engine.sse.max_line_bytes (10)"),
+            "{error}"
+        );
         // Dead from now on, with the same error.
         assert_eq!(parser.feed(b"\n\n", &mut out), Err(error));
         assert_eq!(parser.buffered(), 0);
@@ -514,7 +517,10 @@ mod tests {
             vec![data("ab\ncd")]
         );
         let error = parse_with(limits, b"data: ab\ndata: cde\n\n").unwrap_err();
-        assert!(error.0.contains("engine.sse.max_event_bytes (5)"), "{error}");
+        assert!(
+            error.0.contains("engine.sse.max_event_bytes (5)"),
+            "{error}"
+        );
     }
 
     #[test]
