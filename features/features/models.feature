@@ -6,6 +6,8 @@ Feature: A session runs on the model the client named, and on no other
   `_lembas/configure` changes model or effort between prompts and emits a `model` event; while
   a turn runs, or for a model that cannot be served, -32602 and the session keeps its model.
   Capabilities `model` and `configure` are listed once they work: when the device has models.
+  The device's list follows the instance's: a change that lists or unlists them restarts the
+  link (1012), any other keeps it; a session whose model went has its next prompt refused.
 
   Background:
     Given a device whose remote work is on over "/home/dev/work"
@@ -70,4 +72,24 @@ Feature: A session runs on the model the client named, and on no other
     Given the device is logged in to no instance that serves it models
     And the device and the client have completed the handshake
     Then the client was not listed "model"
+    And the client was not listed "configure"
+
+  Scenario: A new model list keeps the link; a session whose model went is refused its next prompt
+    Given a client with a session on the device
+    When the instance's models become "qwen/coder, mistral/large"
+    Then the device has not closed the link
+    When the client prompts "say hi" as turn "t1"
+    Then turn "t1" is refused with the error -32602, saying "runs on model `deepseek/flash`, which the instance no longer serves"
+    And the engine started no turn
+    When the client configures the session with {"model": "home/large"}
+    Then the call is answered with exactly {"model": "mistral/large", "effort": null}
+    When the client prompts "say hi" as turn "t2"
+    Then the engine started turn "t2" on the model "mistral/large" with the effort null
+
+  Scenario: A list that leaves no models restarts the link, which lists neither model nor configure
+    Given the device and the client have completed the handshake
+    When the instance serves the device no models any more
+    Then the device closes the link with 1012, naming "settings changed"
+    And the client is ready
+    And the client was not listed "model"
     And the client was not listed "configure"

@@ -3,6 +3,7 @@
 
 use cucumber::{given, then, when};
 use lembas_core::config::Model;
+use lembas_core::device::{Handled, Input};
 use serde_json::json;
 
 use super::sessions::call;
@@ -52,4 +53,29 @@ fn started_on(w: &mut LinkWorld, turn: String, model: String, effort: String) {
 fn client_listed(w: &mut LinkWorld, capability: String) {
     let caps = w.built().client.capabilities();
     assert!(caps.contains(&capability), "`{capability}` not in {caps:?}");
+}
+
+/// The instance's list, fetched again at a dial (`models` input): these, or none.
+#[when(regex = r#"^the instance's models become "([^"]*)"$"#)]
+fn models_become(w: &mut LinkWorld, models: String) {
+    set_models(w, &models);
+}
+
+#[when("the instance serves the device no models any more")]
+fn models_gone(w: &mut LinkWorld) {
+    set_models(w, "");
+}
+
+fn set_models(w: &mut LinkWorld, models: &str) {
+    let models = roots(models).into_iter().map(Model::served).collect();
+    let pair = w.pair();
+    let handled = pair
+        .device_input(Input::Models { models })
+        .expect("the link settles");
+    assert_eq!(
+        handled,
+        Ok(Handled::Changed(true)),
+        "the list did not change"
+    );
+    pair.settle().expect("the link settles");
 }
