@@ -1,7 +1,8 @@
 //! `config.yaml`: the `remote:` block (what a client on the link may do on this device), the
 //! `trusted:` list, the `sessions:` block (`max_live`, read at start-up), the `link:` block
 //! (when a quiet link is pinged and a silent one given up; read at start-up) and `engine:`
-//! (`model`, the default, or `scripted` for tests; read at start-up). Other top-level
+//! (`model`, the default, `scripted` for tests, or a block of the model engine's settings; read
+//! at start-up). Other top-level
 //! keys belong to the rest of LLeMbas CLI and are ignored here;
 //! inside `remote:` an unknown key is refused, since a misspelt limit must not pass silently.
 //! A malformed file is refused with the file, the line and the key. Roots and trusted
@@ -318,9 +319,23 @@ mod tests {
         assert_eq!(c.remote.approval_timeout_ms, 300_000);
         assert_eq!(c.remote.max_mode, Mode::Edit);
         assert_eq!(c.liveness, Liveness::default());
-        assert_eq!(c.engine, EngineChoice::Model);
-        let c = parse("engine: scripted\n", Path::new("/x/config.yaml"), None).unwrap();
+        assert_eq!(c.engine, EngineChoice::default());
+        let p = Path::new("/x/config.yaml");
+        let c = parse("engine: scripted\n", p, None).unwrap();
         assert_eq!(c.engine, EngineChoice::Scripted);
+        assert_eq!(
+            parse("engine: model\n", p, None).unwrap().engine,
+            EngineChoice::default()
+        );
+        // A block is the model engine's settings (`engine.<field>`).
+        let c = parse("engine:\n  max_retries: 7\n", p, None).unwrap();
+        let EngineChoice::Model(settings) = c.engine else {
+            panic!("not the model engine");
+        };
+        assert_eq!(settings.max_retries, 7);
+        assert_eq!(settings.context_tokens, 32_768, "the rest default");
+        let e = parse("engine:\n  max_retrys: 7\n", p, None).unwrap_err();
+        assert!(e.0.contains(":2:") && e.0.contains("max_retrys"), "{e}");
     }
 
     #[test]

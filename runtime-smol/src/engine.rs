@@ -1,5 +1,7 @@
 //! Which engine answers the device's prompts: the model engine on the instance's models (the
 //! default), or the scripted one (`engine: scripted` in config.yaml: tests and `lembas demo`).
+//! config.yaml's `engine:` is `model`, `scripted`, or a block of the model engine's settings
+//! (`engine.<field>`, as its refusals name them; an unknown field is refused).
 
 use lembas_core::config::Model;
 use lembas_core::engine::{Engine, EngineCommand, Report};
@@ -9,14 +11,43 @@ use lembas_core::scripted::ScriptedEngine;
 use lembas_core::Time;
 
 /// config.yaml's `engine:`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum EngineChoice {
-    /// Streamed chat completions on the instance's models.
-    #[default]
-    Model,
+    /// Streamed chat completions on the instance's models, with these settings.
+    Model(ModelEngineConfig),
     /// Replies made up from the prompt's text (see `lembas_core::scripted`).
     Scripted,
+}
+
+impl Default for EngineChoice {
+    fn default() -> Self {
+        EngineChoice::Model(ModelEngineConfig::default())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for EngineChoice {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::{self, Deserialize};
+        struct Choice;
+        impl<'de> de::Visitor<'de> for Choice {
+            type Value = EngineChoice;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("`model`, `scripted`, or a block of the model engine's settings")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<EngineChoice, E> {
+                match s {
+                    "model" => Ok(EngineChoice::default()),
+                    "scripted" => Ok(EngineChoice::Scripted),
+                    other => Err(E::unknown_variant(other, &["model", "scripted"])),
+                }
+            }
+            fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<EngineChoice, A::Error> {
+                ModelEngineConfig::deserialize(de::value::MapAccessDeserializer::new(map))
+                    .map(EngineChoice::Model)
+            }
+        }
+        d.deserialize_any(Choice)
+    }
 }
 
 /// The engine a driver runs.
@@ -29,10 +60,9 @@ impl DeviceEngine {
     pub fn new(choice: EngineChoice, models: Vec<Model>) -> DeviceEngine {
         match choice {
             EngineChoice::Scripted => DeviceEngine::Scripted(ScriptedEngine::new()),
-            EngineChoice::Model => DeviceEngine::Model(Box::new(ModelEngine::new(
-                ModelEngineConfig::default(),
-                models,
-            ))),
+            EngineChoice::Model(config) => {
+                DeviceEngine::Model(Box::new(ModelEngine::new(config, models)))
+            }
         }
     }
 
