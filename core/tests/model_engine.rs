@@ -391,6 +391,42 @@ fn a_paused_session_reads_no_more_of_its_stream_until_its_events_are_taken() {
 }
 
 #[test]
+fn one_session_behind_holds_only_its_own_stream() {
+    let mut e = engine();
+    start(&mut e, turn("t1", Some("lembas/small")), 0);
+    let mut other = turn("t1", Some("lembas/small"));
+    other.session_id = "ses_2".into();
+    start(&mut e, other, 0);
+    let fetches: Vec<IoId> = calls(&mut e)
+        .iter()
+        .filter(|c| matches!(c, IoCall::Fetch { .. }))
+        .map(IoCall::id)
+        .collect();
+    let [a, b] = fetches[..] else {
+        panic!("two fetches, not {fetches:?}");
+    };
+    for id in [a, b] {
+        head(&mut e, id, 200, None, 1);
+    }
+    let steps = std::iter::from_fn(|| e.poll_event_unless(&mut |_| false)).count();
+    assert_eq!(steps, 2);
+    let asked = calls(&mut e);
+    assert!(read_of(&asked, a) && read_of(&asked, b), "{asked:?}");
+    body(&mut e, a, &sse(&[text("a1"), text("a2")]), 2);
+    body(&mut e, b, &sse(&[text("b1"), text("b2")]), 2);
+    // ses_1's reader is behind: its events stay, ses_2's go, and only ses_2 reads on.
+    let behind = |s: &str| s == SESSION;
+    let taken: Vec<String> =
+        std::iter::from_fn(|| e.poll_event_unless(&mut |s| behind(s)).map(|(s, _, _)| s)).collect();
+    assert_eq!(taken, vec!["ses_2"; 2]);
+    let asked = calls(&mut e);
+    assert!(read_of(&asked, b) && !read_of(&asked, a), "{asked:?}");
+    // Once ses_1's are taken, it reads on too.
+    assert_eq!(events(&mut e).len(), 2);
+    assert!(read_of(&calls(&mut e), a));
+}
+
+#[test]
 fn a_steered_message_joins_at_the_next_step() {
     let mut e = engine();
     start(&mut e, turn("t1", Some("lembas/small")), 0);

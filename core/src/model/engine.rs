@@ -116,6 +116,10 @@ struct Turn {
     /// Retries of this step so far.
     retries: u32,
     rate_limited: u32,
+    /// Its events reported and not yet taken: its stream reads on only at 0. Counted here, not
+    /// found by scanning `out`, which with many sessions streaming made every `poll_io` cost
+    /// sessions x queued events.
+    queued: usize,
 }
 
 enum Phase {
@@ -179,7 +183,8 @@ impl ModelEngine {
     }
 
     fn report(&mut self, session: &str, event: EngineEvent) {
-        if let Some(t) = self.turns.get(session) {
+        if let Some(t) = self.turns.get_mut(session) {
+            t.queued += 1;
             self.out
                 .push_back((session.to_string(), t.start.turn_id.clone(), event));
         }
@@ -253,6 +258,7 @@ impl ModelEngine {
             finish: None,
             retries: 0,
             rate_limited: 0,
+            queued: 0,
         };
         let reads: Vec<IoCall> = turn
             .start
@@ -657,11 +663,6 @@ impl ModelEngine {
             self.next_step(session, now);
         }
     }
-
-    /// Whether `session` has events waiting to be taken.
-    fn has_out(&self, session: &str) -> bool {
-        self.out.iter().any(|(s, _, _)| s == session)
-    }
 }
 
 impl Phase {
@@ -741,7 +742,14 @@ impl Engine for ModelEngine {
 
     fn poll_event_unless(&mut self, paused: &mut dyn FnMut(&str) -> bool) -> Option<Report> {
         let i = self.out.iter().position(|(s, _, _)| !paused(s))?;
-        self.out.remove(i)
+        let report = self.out.remove(i)?;
+        if let Some(t) = self.turns.get_mut(&report.0) {
+            // An ended turn's last events may outlive it; only this turn's own are counted.
+            if t.start.turn_id == report.1 {
+                t.queued = t.queued.saturating_sub(1);
+            }
+        }
+        Some(report)
     }
 
     fn poll_timeout(&self) -> Option<Time> {
@@ -795,7 +803,7 @@ impl Engine for ModelEngine {
                 call,
                 reading: None,
                 ..
-            } if !self.has_out(s) => Some((s.clone(), *call)),
+            } if t.queued == 0 => Some((s.clone(), *call)),
             _ => None,
         })?;
         self.read(next.1, read_bytes, &next.0, now);
