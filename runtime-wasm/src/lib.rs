@@ -12,6 +12,9 @@
 //!   promises of `next`, calls made through its methods, undelivered deletes kept in a
 //!   localStorage-like `storage` or an asynchronous `kept`.
 //!
+//! The device role is the default feature `device`; without it (the bindings' client-only
+//! module) only the client's driver is built.
+//!
 //! Nothing here is exported to JS: `bindings` wraps both drivers in its exported classes. State
 //! is in an `Rc<RefCell<…>>` that is never borrowed while JS runs (see [`queue`]), since a JS
 //! callback may call back into the driver. Builds natively too, where the pure parts
@@ -20,7 +23,9 @@
 mod client_driver;
 pub mod client_loop;
 mod clock;
+#[cfg(feature = "device")]
 mod device_driver;
+#[cfg(feature = "device")]
 pub mod device_loop;
 pub mod js;
 pub mod json;
@@ -29,4 +34,5 @@ mod socket;
 mod timer;
 
 pub use client_driver::ClientDriver;
+#[cfg(feature = "device")]
 pub use device_driver::DeviceDriver;

@@ -28,8 +28,9 @@ pub enum SocketEvent {
     Open,
     /// A message's `data`: a string, or bytes.
     Message(JsValue),
-    /// Closed (with the close event's code) or failed (`error`, no code).
-    Down(Option<u16>),
+    /// Closed (with the close event's code) or failed (`error`, no code). Only the device's
+    /// driver reads the code.
+    Down(#[cfg_attr(not(feature = "device"), allow(dead_code))] Option<u16>),
 }
 
 pub struct Socket(SocketLike);
