@@ -244,6 +244,17 @@ impl TestInstance {
         self.api.chat_requests()
     }
 
+    /// From now on answer `GET /v1/models` with `status` (an outage), or with the list again
+    /// (`None`).
+    pub fn fail_models(&self, status: Option<u16>) {
+        self.api.fail_models(status)
+    }
+
+    /// `GET /v1/models` requests answered so far (a dial fetches the list once).
+    pub fn models_served(&self) -> usize {
+        self.api.models_served()
+    }
+
     /// Chat streams the client closed before their end (a cancel that really aborted).
     pub fn aborted_streams(&self) -> usize {
         self.api.aborted_streams()

@@ -6,7 +6,7 @@
 //! test proves a cancel really aborted the HTTP request.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -104,6 +104,10 @@ pub(crate) struct Api {
     script: Mutex<VecDeque<ChatReply>>,
     requests: Mutex<Vec<Value>>,
     aborted: AtomicUsize,
+    /// Answer `/v1/models` with this status instead of the list (0: the list).
+    models_status: AtomicU16,
+    /// `/v1/models` requests answered (either way).
+    models_served: AtomicUsize,
 }
 
 impl Api {
@@ -114,7 +118,20 @@ impl Api {
             script: Mutex::new(chat.into()),
             requests: Mutex::new(Vec::new()),
             aborted: AtomicUsize::new(0),
+            models_status: AtomicU16::new(0),
+            models_served: AtomicUsize::new(0),
         }
+    }
+
+    /// From now on answer `/v1/models` with `status` (an outage), or the list again (`None`).
+    pub(crate) fn fail_models(&self, status: Option<u16>) {
+        self.models_status
+            .store(status.unwrap_or(0), Ordering::SeqCst);
+    }
+
+    /// `/v1/models` requests answered so far.
+    pub(crate) fn models_served(&self) -> usize {
+        self.models_served.load(Ordering::SeqCst)
     }
 
     /// Every chat request body received, in order.
@@ -141,8 +158,13 @@ impl Api {
         stream: &mut Box<dyn Io>,
         head: &[u8],
     ) -> std::io::Result<()> {
+        self.models_served.fetch_add(1, Ordering::SeqCst);
         if !self.authorized(head) {
             return error(stream, 401, None, "the device token is not valid").await;
+        }
+        let failing = self.models_status.load(Ordering::SeqCst);
+        if failing != 0 {
+            return error(stream, failing, None, "the model list is unavailable").await;
         }
         let body = json!({ "object": "list", "data": self.models }).to_string();
         respond(stream, 200, &[("content-type", "application/json")], &body).await

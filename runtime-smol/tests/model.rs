@@ -361,3 +361,30 @@ fn serve_stdio_runs_turns_on_the_instances_models() {
         let _ = child.wait();
     });
 }
+
+/// The list is fetched again at every dial; a dial whose fetch fails keeps the last list (the
+/// session on its model still runs), and a dial's fetch comes before its link.
+#[test]
+fn a_failed_model_fetch_at_a_dial_keeps_the_last_list() {
+    smol::block_on(async {
+        let (instance, home, device) = linked_to(vec![ChatReply::text(&["still ", "here"])]).await;
+        // Login's fetch and the first dial's.
+        assert_eq!(instance.models_served(), 2);
+        instance.fail_models(Some(500));
+        instance.cut().await;
+        let (up, _) = instance.wait_for(T, |e| matches!(e, Event::LinkUp)).await;
+        assert!(up.is_some(), "no redial");
+        ready(&instance).await;
+        assert_eq!(instance.models_served(), 3, "the redial fetched the list");
+        assert!(
+            device.stderr().contains("the last one is kept"),
+            "{}",
+            device.stderr()
+        );
+        let session = model_session(&instance, &home, MODEL).await.unwrap();
+        let id = session["sessionId"].as_str().unwrap();
+        let (outcome, seen) = prompt(&instance, id, "hi", "t1").await;
+        assert_eq!(outcome.unwrap()["stopReason"], "end_turn");
+        assert_eq!(updates(&seen, "agent_message_chunk").concat(), "still here");
+    });
+}
