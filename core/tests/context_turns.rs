@@ -29,6 +29,7 @@ fn history_of(p: &Pair, turn: &str) -> Vec<PriorTurn> {
 #[test]
 fn a_second_prompt_is_given_the_first_turn_and_only_the_last_few_are_kept() {
     let mut p = Pair::default_with(&["/work"], |d| d.sessions.max_context_turns = 2);
+    // Two turns of context at most, counted among those that answered.
     p.start().unwrap();
     let s = p.new_session("/work/app");
     prompt(&mut p, &s, "t1", "say one");
@@ -41,7 +42,11 @@ fn a_second_prompt_is_given_the_first_turn_and_only_the_last_few_are_kept() {
             answer: "one".into()
         }]
     );
+    // A failed turn is not given, though it said something before it failed.
+    prompt(&mut p, &s, "bad", "say half\nfail the instance went away");
     prompt(&mut p, &s, "t3", "say three");
+    let prompts: Vec<String> = history_of(&p, "t3").into_iter().map(|t| t.prompt).collect();
+    assert_eq!(prompts, ["say one", "say two"]);
     prompt(&mut p, &s, "t4", "say four");
     let prompts: Vec<String> = history_of(&p, "t4").into_iter().map(|t| t.prompt).collect();
     assert_eq!(prompts, ["say two", "say three"]);

@@ -132,7 +132,16 @@ impl Device {
             .models
             .iter()
             .any(|m| m.instance && m.id == model);
-        (!served).then(|| {
+        if served {
+            return None;
+        }
+        Some(if self.config.models.is_empty() {
+            format!(
+                "session `{}` runs on model `{model}`, and the device is not logged in to an \
+                 instance that serves it models",
+                s.id
+            )
+        } else {
             format!(
                 "session `{}` runs on model `{model}`, which the instance no longer serves to \
                  this device: choose another with `_lembas/configure`",

@@ -407,6 +407,17 @@ mod tests {
         assert_eq!(pair.dials, dials + 1);
         assert!(pair.client.is_ready());
         assert!(!listed(&pair, "model") && !listed(&pair, "configure"));
+        pair.client
+            .prompt(
+                &session,
+                json!([{ "type": "text", "text": "hi" }]),
+                Some("t2"),
+                pair.now,
+            )
+            .unwrap();
+        pair.settle().unwrap();
+        let refused = format!("{:?}", pair.answers("t2"));
+        assert!(refused.contains("the device is not logged in"), "{refused}");
         // And back: listed again, after another restart.
         assert!(pair.device.set_models(other, pair.now));
         pair.settle().unwrap();

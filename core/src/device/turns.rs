@@ -5,6 +5,7 @@ use base64::Engine as _;
 use serde_json::{json, Value};
 
 use super::chunks::Chunk;
+use super::ledger::TurnState;
 use super::sessions::plan_update;
 use super::turn_table::{Finished, Seen, Steered};
 use super::{ConnId, Device, Effect};
@@ -191,9 +192,14 @@ fn attachment(
 }
 
 /// The session's finished turns that answered (a prompt and the non-empty answer after it),
-/// oldest first, at most the last `max`. A prompt with no answer (cancelled before a word, or
-/// failed) or no answer kept (the device stopped mid-turn) gives the model nothing to see.
-fn prior_turns(history: &[HistoryTurn], max: usize) -> Vec<PriorTurn> {
+/// oldest first, at most the last `max`. A prompt with no answer (cancelled before a word),
+/// no answer kept (the device stopped mid-turn), or whose turn `failed` (as far as the ledger
+/// still says: a failure's partial text would mislead the model) gives the model nothing.
+fn prior_turns(
+    history: &[HistoryTurn],
+    max: usize,
+    failed: impl Fn(&str) -> bool,
+) -> Vec<PriorTurn> {
     let mut prior = Vec::new();
     let mut answer: Option<&str> = None;
     for turn in history.iter().rev() {
@@ -202,8 +208,10 @@ fn prior_turns(history: &[HistoryTurn], max: usize) -> Vec<PriorTurn> {
         }
         match turn {
             HistoryTurn::Assistant { text, .. } => answer = Some(text),
-            HistoryTurn::User { text, .. } => {
-                if let Some(a) = answer.take().filter(|a| !a.is_empty()) {
+            HistoryTurn::User { text, turn_id, .. } => {
+                let answer = answer.take().filter(|a| !a.is_empty());
+                let failed = turn_id.as_deref().is_some_and(&failed);
+                if let Some(a) = answer.filter(|_| !failed) {
                     prior.push(PriorTurn {
                         prompt: text.clone(),
                         answer: a.to_owned(),
@@ -389,7 +397,13 @@ impl Device {
                 size: a.size,
             })
             .collect();
-        start.history = prior_turns(&s.history, max_context);
+        let ledger = s.turns.ledger();
+        start.history = prior_turns(&s.history, max_context, |turn| {
+            matches!(
+                ledger.get(turn),
+                Some(TurnState::Done(Answer::Failed { .. }))
+            )
+        });
         let index = s.history.len();
         let user = HistoryTurn::User {
             text: start.text.clone(),
@@ -718,7 +732,7 @@ mod tests {
     fn user(text: &str) -> HistoryTurn {
         HistoryTurn::User {
             text: text.into(),
-            turn_id: None,
+            turn_id: Some(format!("turn {text}")),
             attachments: Vec::new(),
         }
     }
@@ -741,11 +755,13 @@ mod tests {
             user("two"),
             assistant("2"),
             user("lost when the device stopped"),
+            user("failed"),
+            assistant("half an answer"),
             user("three"),
             assistant("3"),
         ];
         let got = |max| -> Vec<(String, String)> {
-            prior_turns(&history, max)
+            prior_turns(&history, max, |turn| turn == "turn failed")
                 .into_iter()
                 .map(|t| (t.prompt, t.answer))
                 .collect()
@@ -757,7 +773,10 @@ mod tests {
         );
         assert_eq!(got(2), [pair("two", "2"), pair("three", "3")]);
         assert!(got(0).is_empty());
-        assert!(prior_turns(&[user("running")], 50).is_empty());
+        assert!(prior_turns(&[user("running")], 50, |_| false).is_empty());
+        // Not known to have failed (the ledger forgot it): given as it is.
+        let kept = prior_turns(&history, 50, |_| false);
+        assert!(kept.iter().any(|t| t.answer == "half an answer"));
     }
 
     #[test]
