@@ -234,6 +234,11 @@ pub fn parse(text: &str, path: &Path, home: Option<&Path>) -> Result<Config, Con
         })?;
     }
     if let Some(engine) = file.engine {
+        if let EngineChoice::Model(settings) = &engine {
+            settings
+                .validate()
+                .map_err(|e| ConfigError(format!("{}: key `engine`: {}", path.display(), e.0)))?;
+        }
         config.engine = engine;
     }
     if let Some(trusted) = file.trusted {
@@ -334,6 +339,8 @@ mod tests {
         };
         assert_eq!(settings.max_retries, 7);
         assert_eq!(settings.context_tokens, 32_768, "the rest default");
+        let e = parse("engine:\n  read_bytes: 0\n", p, None).unwrap_err();
+        assert!(e.0.contains("engine.read_bytes must be at least 1"), "{e}");
         let e = parse("engine:\n  max_retrys: 7\n", p, None).unwrap_err();
         assert!(e.0.contains(":2:") && e.0.contains("max_retrys"), "{e}");
     }

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::Model;
+use crate::config::{ConfigError, Model};
 use crate::engine::{Engine, EngineCommand, EngineEvent, Report, StopReason, TurnStart};
 use crate::engine_io::{HttpMethod, IoCall, IoId, IoReply};
 use crate::model::chat::{self, ChatRequest, Delta, Finish, Message, Part, Role};
@@ -78,6 +78,37 @@ impl Default for ModelEngineConfig {
             personalization: None,
             instance_name: None,
         }
+    }
+}
+
+impl ModelEngineConfig {
+    /// Settings that would stop every turn are refused, naming the setting and the rule.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let at_least_one = [
+            ("engine.context_tokens", self.context_tokens),
+            ("engine.retry_initial_ms", self.retry_initial_ms),
+            ("engine.idle_timeout_ms", self.idle_timeout_ms),
+            ("engine.read_bytes", self.read_bytes as u64),
+            (
+                "engine.max_error_body_bytes",
+                self.max_error_body_bytes as u64,
+            ),
+            ("engine.sse.max_line_bytes", self.sse.max_line_bytes as u64),
+            (
+                "engine.sse.max_event_bytes",
+                self.sse.max_event_bytes as u64,
+            ),
+        ];
+        if let Some((name, _)) = at_least_one.iter().find(|(_, v)| *v == 0) {
+            return Err(ConfigError(format!("{name} must be at least 1 (got 0)")));
+        }
+        if self.retry_max_ms < self.retry_initial_ms {
+            return Err(ConfigError(format!(
+                "engine.retry_max_ms ({}) must be at least engine.retry_initial_ms ({})",
+                self.retry_max_ms, self.retry_initial_ms
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -858,5 +889,35 @@ impl Engine for ModelEngine {
 
     fn running(&self) -> usize {
         self.turns.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_read_as_config_yaml_writes_them_and_bad_ones_are_refused_by_name() {
+        let c: ModelEngineConfig =
+            serde_json::from_str(r#"{"max_retries": 7, "sse": {"max_line_bytes": 10}}"#).unwrap();
+        assert_eq!((c.max_retries, c.sse.max_line_bytes), (7, 10));
+        assert_eq!(c.sse.max_event_bytes, SseLimits::default().max_event_bytes);
+        assert_eq!(c.validate(), Ok(()));
+        let zero: ModelEngineConfig =
+            serde_json::from_str(r#"{"sse": {"max_event_bytes": 0}}"#).unwrap();
+        assert_eq!(
+            zero.validate().unwrap_err().0,
+            "engine.sse.max_event_bytes must be at least 1 (got 0)"
+        );
+        let upside_down: ModelEngineConfig =
+            serde_json::from_str(r#"{"retry_initial_ms": 10, "retry_max_ms": 5}"#).unwrap();
+        assert!(upside_down
+            .validate()
+            .unwrap_err()
+            .0
+            .contains("engine.retry_max_ms (5)"));
+        assert!(
+            serde_json::from_str::<ModelEngineConfig>(r#"{"sse": {"maxLineBytes": 1}}"#).is_err()
+        );
     }
 }

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 /// The bounds on what one stream may make the parser hold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
+#[serde(default, rename_all = "snake_case", deny_unknown_fields)]
 pub struct SseLimits {
     /// The longest line (without its line end), refused as soon as that many bytes came
     /// without one.
