@@ -90,24 +90,21 @@ impl Device {
             None => (before.0.clone(), before.1),
         };
         let effort = p.effort.or_else(|| before.2.clone());
-        let s = self
-            .sessions
-            .get_mut(&p.session_id)
-            .expect("attached just now");
-        if (&model, instance, &effort) != (&before.0, before.1, &before.2) {
+        let result = json!({ "model": model, "effort": effort });
+        let changed = (&model, instance, &effort) != (&before.0, before.1, &before.2);
+        // Attached above, with nothing in between that could set it aside.
+        if let Some(s) = self.sessions.get_mut(&p.session_id).filter(|_| changed) {
             s.durable.model = model;
             s.durable.instance = instance;
             s.durable.effort = effort;
             s.durable.touched = now;
             let record = s.record();
-            let event = self.model_event(&p.session_id);
             self.out.persist(vec![record]);
-            if let Some(event) = event {
+            if let Some(event) = self.model_event(&p.session_id) {
                 self.broadcast_event(&p.session_id, event);
             }
         }
-        let s = &self.sessions.get(&p.session_id).expect("attached").durable;
-        Ok(json!({ "model": s.model, "effort": s.effort }))
+        Ok(result)
     }
 
     /// The `model` event saying the session's model and effort as they are now.
