@@ -525,7 +525,7 @@ mod tests {
 
     #[test]
     fn limits_read_from_config_with_defaults() {
-        let limits: SseLimits = serde_json::from_str(r#"{"maxLineBytes": 64}"#).unwrap();
+        let limits: SseLimits = serde_json::from_str(r#"{"max_line_bytes": 64}"#).unwrap();
         assert_eq!(limits.max_line_bytes, 64);
         assert_eq!(limits.max_event_bytes, 8 * 1024 * 1024);
         assert!(serde_json::from_str::<SseLimits>(r#"{"maxLines": 1}"#).is_err());
