@@ -389,6 +389,77 @@ export interface DeviceDriverOptions {
   onEffect?: (effect: Effect) => unknown;
   /** Milliseconds; default `performance.now()`. */
   clock?: () => number;
+  /** Run the model engine on this instance's models instead of the scripted engine (the
+   * default). Its HTTP goes through the global `fetch`. */
+  model?: ModelOptions;
+  /** The model engine reads a prompt's attachments (written through `onEffect`'s
+   * `write_attachment`) back with this: the file (a `Uint8Array`, cut to `max` bytes here), or
+   * its first bytes and whole size, or a promise of either. A throw or a rejection fails the
+   * read with its message. Without it an attachment cannot be read, and the turn is told so. */
+  readAttachment?: (
+    sessionId: string,
+    fileName: string,
+    max: number,
+  ) => AttachmentRead | Promise<AttachmentRead>;
+  /** What the device has to say that is no one's answer (a model list that could not be
+   * fetched, and the last one kept). Default: `console.warn`. */
+  onLog?: (line: string) => void;
+}
+
+export type AttachmentRead = Uint8Array | { bytes: Uint8Array; size: number };
+
+/** The model engine's instance. Unknown members are refused. Before each dial (the first at
+ * `start()`) the driver fetches `GET <instance>/v1/models` with the token, and the device and
+ * the engine take its chat models; a failure goes to `onLog` and the last list is kept. */
+export interface ModelOptions {
+  /** The instance's base URL, `http://` or `https://`: a call's path (`/v1/chat/completions`)
+   * is joined to it. */
+  instance: string;
+  /** The device token, sent as `Authorization: Bearer <token>` and nowhere else: never in a
+   * URL, an error, or a log line. */
+  token: string;
+  /** The engine's settings; what is left out takes the core's default. */
+  engine?: ModelEngineConfig;
+  /** The whole `GET /v1/models`, answer and body (default 15000). */
+  modelsTimeoutMs?: number;
+  /** Its body's bytes (default 4 MiB). */
+  maxModelsBytes?: number;
+  /** The chat models kept of it (default 1000). */
+  maxModels?: number;
+}
+
+/** The core's `ModelEngineConfig` (core/src/model/engine.rs), snake_case; every member is
+ * optional and named where its bound refuses or gives up. Unknown members are refused, and so
+ * are settings that would stop every turn (a zero bound, `retry_max_ms` under
+ * `retry_initial_ms`). */
+export interface ModelEngineConfig {
+  /** The context budget, in tokens, for a model whose `/v1/models` entry gives no length. */
+  context_tokens?: number;
+  /** Retries of a request answered 429 (waiting its `Retry-After`). */
+  max_rate_limited?: number;
+  /** Retries of a 5xx, or of a connection that failed before its first byte. */
+  max_retries?: number;
+  /** The first retry's wait; it doubles, up to `retry_max_ms`. */
+  retry_initial_ms?: number;
+  retry_max_ms?: number;
+  /** The longest `Retry-After` honoured; a longer one fails the turn. */
+  max_retry_after_ms?: number;
+  /** A request or a stream silent this long is given up. */
+  idle_timeout_ms?: number;
+  /** Bytes asked for per body read. */
+  read_bytes?: number;
+  /** The bytes of an error response's body read for its words. */
+  max_error_body_bytes?: number;
+  /** The server-sent events parser's bounds. */
+  sse?: { max_line_bytes?: number; max_event_bytes?: number };
+  /** An attachment's bytes given to the model; more is cut, and a notice says so. */
+  max_attachment_bytes?: number;
+  /** The device's own system text, before the instance's instructions. */
+  system_text?: string;
+  /** The device's own personalization, used unless the client sends the account's. */
+  personalization?: { personality?: string; personality_custom?: string; instructions?: string } | null;
+  /** The instance's name, for `## Instructions from <instance>`. */
+  instance_name?: string | null;
 }
 
 /** A client's undelivered deletes, kept where a reload cannot lose them. */

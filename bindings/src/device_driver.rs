@@ -8,8 +8,9 @@ use lembas_runtime_wasm::DeviceDriver;
 
 use crate::turn_phase;
 
-/// A wasm device: the core's device and the scripted engine, run over the instance link that
-/// `options.dial()` makes, with its store in `options.store` (default: none, the device's
+/// A wasm device: the core's device and its engine (the scripted one, or with `options.model`
+/// the model engine, which reaches the instance through `fetch`), run over the instance link
+/// that `options.dial()` makes, with its store in `options.store` (default: none, the device's
 /// state lives as long as the driver).
 #[wasm_bindgen(js_name = DeviceDriver)]
 pub struct JsDeviceDriver {

@@ -19,6 +19,13 @@ async function f() {
   const phase: "queued" | "running" | "done" | undefined = d.turnState("ses_1", "t1");
   // A MemStore is a store the driver takes.
   const restarted = new DeviceDriver({ dial: () => ws, store: new MemStore() });
+  // The model engine on an instance, its attachments read back from the page's own copy.
+  const modelled = new DeviceDriver({
+    dial: () => ws,
+    model: { instance: "https://llembas.example", token: "t", engine: { max_retries: 1, sse: { max_line_bytes: 1024 } } },
+    readAttachment: async (_sessionId, _fileName, max) => ({ bytes: new Uint8Array(Math.min(max, 1)), size: 1 }),
+    onLog: (line: string) => void line,
+  });
   const c = await ClientDriver.open({ kept: await idbKept(), onEvent: (e: ClientEvent) => void e });
   c.attach(ws);
   const e = await c.next((e) => e.kind === "ready");
@@ -28,6 +35,6 @@ async function f() {
   const caps: string[] = e.kind === "ready" ? e.capabilities : [];
   const cards = c.openCards().map((card) => c.respond(card.id, { result: {} }));
   const kept = new ClientDriver({ storage: localStorage, storageKey: "k" }).pendingDeletes();
-  return [n, phase, restarted, caps, id, turn, cards, kept];
+  return [n, phase, restarted, modelled, caps, id, turn, cards, kept];
 }
 f();

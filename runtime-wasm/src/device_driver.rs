@@ -1,21 +1,30 @@
-//! `DeviceDriver`: a device and the scripted engine (joined by the core's host loop, see
+//! `DeviceDriver`: a device and its engine (joined by the core's host loop, see
 //! [`DeviceLoop`]) over the instance link a JS `dial()` makes, with one `setTimeout`, and a
 //! store in JS (`{ entries(), apply(records) }`, IndexedDB in a browser) or none (the device's
 //! own state, acknowledged at once). With a store, a session set aside from memory
 //! (`sessions.max_live`) is read back through `entries()` when a client names it again; without
 //! one, no session is set aside and `session/new` is refused past the bound.
+//!
+//! The engine is the scripted one, or with `options.model` the model engine, whose HTTP goes
+//! to the instance through `fetch` ([`InstanceHttp`]) and whose attachments are read back
+//! through `options.readAttachment`; the instance's model list is fetched before each dial, so
+//! the link's hello lists it.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use wasm_bindgen::prelude::*;
 
 use lembas_core::device::{ConnId, ConnKind, Device, DialFailure, Effect, TurnPhase, Unreadable};
+use lembas_core::engine_io::{IoCall, IoReply};
 use lembas_core::store::{Entry, Record};
 use lembas_core::{DeviceConfig, Time};
 
+use crate::attachment_read;
 use crate::clock::Clock;
 use crate::device_loop::{DeviceAction, DeviceLoop};
+use crate::engine::EngineChoice;
+use crate::instance_http::{self, InstanceHttp, ModelOptions, ModelsLimits, Reply};
 use crate::js::{self, err, Func};
 use crate::json;
 use crate::queue::Queue;
@@ -30,6 +39,9 @@ const OPTIONS: &[&str] = &[
     "onStop",
     "onEffect",
     "clock",
+    "model",
+    "readAttachment",
+    "onLog",
 ];
 
 /// A store in JS: `entries()` once at start-up, `apply(records)` for every persist (it may
@@ -46,12 +58,15 @@ struct Hooks {
     resolve_path: Option<Func>,
     on_stop: Option<Func>,
     on_effect: Option<Func>,
+    read_attachment: Option<Func>,
+    on_log: Option<Func>,
 }
 
 struct Options {
     config: DeviceConfig,
     hooks: Hooks,
     clock: Clock,
+    model: Option<ModelOptions>,
 }
 
 fn options(o: &JsValue) -> Result<Options, JsValue> {
@@ -84,8 +99,11 @@ fn options(o: &JsValue) -> Result<Options, JsValue> {
             resolve_path: js::function(o, "resolvePath", "options.resolvePath")?,
             on_stop: js::function(o, "onStop", "options.onStop")?,
             on_effect: js::function(o, "onEffect", "options.onEffect")?,
+            read_attachment: js::function(o, "readAttachment", "options.readAttachment")?,
+            on_log: js::function(o, "onLog", "options.onLog")?,
         },
         clock: Clock::new(js::function(o, "clock", "options.clock")?),
+        model: instance_http::model_options(&js::member(o, "model"))?,
     })
 }
 
@@ -110,9 +128,18 @@ struct State {
     link: Option<Link>,
 }
 
+/// The model engine's way to the instance.
+struct Instance {
+    http: Rc<InstanceHttp>,
+    models: ModelsLimits,
+    /// A model list is being fetched; the dial waits for it.
+    fetching_models: Cell<bool>,
+}
+
 struct Shared {
     clock: Clock,
     hooks: Hooks,
+    instance: Option<Instance>,
     state: RefCell<State>,
     queue: Queue<DeviceAction>,
     timer: Timer,
@@ -173,15 +200,26 @@ impl DeviceDriver {
         let now = o.clock.now();
         o.config.has_store = o.hooks.store.is_some();
         let (device, unreadable) = Device::restore(o.config, entries, now).map_err(err)?;
+        let engine = match &o.model {
+            Some(m) => EngineChoice::Model(m.engine.clone()),
+            None => EngineChoice::Scripted,
+        };
         let run = DeviceLoop::new(
             device,
             o.hooks.store.is_some(),
             o.hooks.resolve_path.is_some(),
+            engine,
         );
+        let instance = o.model.map(|m| Instance {
+            http: Rc::new(InstanceHttp::new(m.instance)),
+            models: m.models,
+            fetching_models: Cell::new(false),
+        });
         Ok(DeviceDriver {
             shared: Rc::new(Shared {
                 clock: o.clock,
                 hooks: o.hooks,
+                instance,
                 state: RefCell::new(State {
                     run,
                     unreadable,
@@ -202,7 +240,8 @@ impl DeviceDriver {
             .input(|s, now| s.run.device_mut().start_link(now));
     }
 
-    /// Stop for good: close the link, clear the timer, take no more input.
+    /// Stop for good: close the link, abort the engine's requests, clear the timer, take no
+    /// more input.
     pub fn stop(&self) {
         let link = {
             let mut s = self.shared.state.borrow_mut();
@@ -210,6 +249,9 @@ impl DeviceDriver {
             s.link.take()
         };
         self.shared.timer.clear();
+        if let Some(i) = &self.shared.instance {
+            i.http.abort_all();
+        }
         if let Some(link) = link {
             link.socket.close(1000, "stopped");
         }
@@ -348,9 +390,10 @@ impl Shared {
             DeviceAction::Dial => {
                 let stopped = self.state.borrow().stopped;
                 if !stopped {
-                    self.dial();
+                    self.refresh_models_then_dial();
                 }
             }
+            DeviceAction::Io(call) => self.io(call),
             DeviceAction::Persist { seq, records } => self.persist(seq, &records),
             DeviceAction::ResolvePath { request, path } => self.resolve_path(request, &path),
             DeviceAction::LoadSession {
@@ -375,6 +418,123 @@ impl Shared {
                     }
                 }
             }
+        }
+    }
+
+    /// A line for the harness (`onLog`, else the console).
+    fn log(&self, line: &str) {
+        match &self.hooks.on_log {
+            Some(f) => {
+                if let Err(e) = f.call1(&JsValue::UNDEFINED, &line.into()) {
+                    js::report(e);
+                }
+            }
+            None => js::warn(line),
+        }
+    }
+
+    /// With an instance, fetch its model list first (the engine and the device take it, so
+    /// the link's hello lists it; a failure is logged and the last list kept), then dial.
+    fn refresh_models_then_dial(self: &Rc<Self>) {
+        let Some(instance) = &self.instance else {
+            return self.dial();
+        };
+        // One at a time; the dial waiting on the fetch under way is this one.
+        if instance.fetching_models.replace(true) {
+            return;
+        }
+        let me = self.clone();
+        instance.http.get_models(instance.models, move |fetched| {
+            if let Some(i) = &me.instance {
+                i.fetching_models.set(false);
+            }
+            match fetched {
+                Ok(list) => {
+                    if let Some(note) = list.cut_note() {
+                        me.log(&note);
+                    }
+                    me.input(|s, now| s.run.set_models(list.chat, now));
+                }
+                Err(why) => me.log(&format!("{why}; the last model list is kept")),
+            }
+            let stopped = me.state.borrow().stopped;
+            if !stopped {
+                me.dial();
+            }
+        });
+    }
+
+    /// Perform one of the engine's calls; its replies go back to the engine.
+    fn io(self: &Rc<Self>, call: IoCall) {
+        let me = self.clone();
+        let id = call.id();
+        let reply: Reply = Rc::new(move |reply| {
+            me.input(|s, now| s.run.handle_io(id, reply, now));
+        });
+        let http = self.instance.as_ref().map(|i| &i.http);
+        match (call, http) {
+            (
+                IoCall::ReadAttachment {
+                    session_id,
+                    file_name,
+                    max,
+                    ..
+                },
+                _,
+            ) => self.read_attachment(&session_id, &file_name, max, reply),
+            (IoCall::Abort { id }, Some(http)) => http.abort(id),
+            (IoCall::Abort { .. }, None) => {}
+            (
+                IoCall::Fetch {
+                    id,
+                    method,
+                    path,
+                    body,
+                },
+                Some(http),
+            ) => http.fetch(id, method, &path, &body, reply),
+            (IoCall::Read { id, max }, Some(http)) => http.read(id, max, reply),
+            // Only the model engine asks, and it runs only with an instance.
+            (IoCall::Fetch { .. } | IoCall::Read { .. }, None) => reply(IoReply::Failed {
+                reason: "this device was given no instance to fetch from (options.model)".into(),
+            }),
+        }
+    }
+
+    /// `ReadAttachment`, asked of `options.readAttachment`: what it gives (or its promise
+    /// settles to) is the file; a throw, a rejection or another shape fails the read with why.
+    fn read_attachment(&self, session_id: &str, file_name: &str, max: u64, reply: Reply) {
+        let failed = |reason: String| IoReply::Failed { reason };
+        if !attachment_read::plain_file_name(file_name) {
+            return reply(failed(format!(
+                "attachment `{file_name}` is not a plain file name"
+            )));
+        }
+        let Some(f) = &self.hooks.read_attachment else {
+            return reply(failed(format!(
+                "attachment `{file_name}` cannot be read: this device was given no \
+                 options.readAttachment"
+            )));
+        };
+        let called = f.call3(
+            &JsValue::UNDEFINED,
+            &session_id.into(),
+            &file_name.into(),
+            &(max as f64).into(),
+        );
+        match called {
+            Ok(given) => {
+                let rejected = reply.clone();
+                let read = js::once(move |v| {
+                    reply(match attachment_read::read(&v, max) {
+                        Ok((bytes, size)) => IoReply::File { bytes, size },
+                        Err(why) => failed(why),
+                    })
+                });
+                let thrown = js::once(move |e| rejected(failed(js::message_of(&e))));
+                js::on_settled(&given, read, &thrown);
+            }
+            Err(e) => reply(failed(js::message_of(&e))),
         }
     }
 

@@ -1,19 +1,20 @@
-//! The device's run loop without JS: the core's `Host` (a `Device` joined to the scripted
-//! engine), and what is left over for the shell as [`DeviceAction`]s. Pure, so the routing is
-//! tested natively.
+//! The device's run loop without JS: the core's `Host` (a `Device` joined to its engine, the
+//! scripted one or the model engine: [`EngineChoice`]), and what is left over for the shell as
+//! [`DeviceAction`]s. Pure, so the routing is tested natively.
 //!
 //! No backpressure reaches the engine here: a JS socket reports `bufferedAmount` but has no
 //! event for when it drains, and this loop performs its sends only after a whole pump, so a
 //! pause would need a polling timer and a pump cut short. Until then a turn's frames wait in
 //! the socket's own buffer (a browser's or `ws`'s), as they did before the host loop.
 
+use lembas_core::config::Model;
 use lembas_core::device::{ConnId, Device, Effect};
-use lembas_core::engine_io::{IoCall, IoReply};
+use lembas_core::engine_io::{IoCall, IoId, IoReply};
 use lembas_core::host::{Host, ShellOutput};
-use lembas_core::scripted::ScriptedEngine;
 use lembas_core::store::Record;
 use lembas_core::Time;
 
+use crate::engine::{DeviceEngine, EngineChoice};
 use crate::json;
 
 /// Work for the shell, in the order the device asked for it.
@@ -46,12 +47,14 @@ pub enum DeviceAction {
         session_id: String,
     },
     Stop(String),
+    /// The engine's HTTP to the instance or an attachment read: answer with `handle_io`.
+    Io(IoCall),
     /// What neither the loop nor the shell performs (attachments, terminals): `onEffect`.
     Effect(Effect),
 }
 
 pub struct DeviceLoop {
-    host: Host<ScriptedEngine>,
+    host: Host<DeviceEngine>,
     store_in_js: bool,
     resolve_in_js: bool,
 }
@@ -59,10 +62,17 @@ pub struct DeviceLoop {
 impl DeviceLoop {
     /// `store_in_js`: persists go to the shell; without, the device's own state is all there
     /// is and a persist is acknowledged at once. `resolve_in_js`: paths go to the shell;
-    /// without, a path resolves to itself.
-    pub fn new(device: Device, store_in_js: bool, resolve_in_js: bool) -> DeviceLoop {
+    /// without, a path resolves to itself. `engine`: the scripted engine, or the model engine
+    /// on the device config's models (until [`DeviceLoop::set_models`]).
+    pub fn new(
+        device: Device,
+        store_in_js: bool,
+        resolve_in_js: bool,
+        engine: EngineChoice,
+    ) -> DeviceLoop {
+        let engine = DeviceEngine::new(engine, device.config().models.clone());
         DeviceLoop {
-            host: Host::new(device, ScriptedEngine::new()),
+            host: Host::new(device, engine),
             store_in_js,
             resolve_in_js,
         }
@@ -75,6 +85,19 @@ impl DeviceLoop {
     /// The device, for an input; `pump` after it.
     pub fn device_mut(&mut self) -> &mut Device {
         self.host.device_mut()
+    }
+
+    /// The instance's chat models, fetched again: the engine and the device both take them (a
+    /// change the hello shows restarts the link once idle). Returns whether the device's list
+    /// changed; `pump` after it.
+    pub fn set_models(&mut self, models: Vec<Model>, now: Time) -> bool {
+        self.host.engine_mut().set_models(models.clone());
+        self.host.device_mut().set_models(models, now)
+    }
+
+    /// A reply to a [`DeviceAction::Io`]; `pump` after it.
+    pub fn handle_io(&mut self, id: IoId, reply: IoReply, now: Time) {
+        self.host.handle_io(id, reply, now);
     }
 
     /// Drain the device and the engine until both are quiet.
@@ -97,15 +120,8 @@ impl DeviceLoop {
             // Never asked for: the wasm device runs without liveness (`json::device_config`),
             // since a JS socket cannot ping.
             ShellOutput::Ping { .. } => return,
-            // The wasm device's engine is scripted, which asks for nothing; until it can
-            // fetch, say so rather than leave a call unanswered.
-            ShellOutput::Io(IoCall::Abort { .. }) => return,
-            ShellOutput::Io(call) => {
-                let reason = "this shell performs no engine I/O yet".into();
-                return self
-                    .host
-                    .handle_io(call.id(), IoReply::Failed { reason }, now);
-            }
+            // The model engine's (the scripted one asks for nothing): the driver performs it.
+            ShellOutput::Io(call) => return out.push(DeviceAction::Io(call)),
         };
         let device = self.host.device_mut();
         match effect {

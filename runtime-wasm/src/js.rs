@@ -32,6 +32,18 @@ extern "C" {
         b: &JsValue,
     ) -> Result<JsValue, JsValue>;
 
+    #[wasm_bindgen(method, catch, js_name = call)]
+    fn call_with3(
+        this: &Func,
+        this_arg: &JsValue,
+        a: &JsValue,
+        b: &JsValue,
+        c: &JsValue,
+    ) -> Result<JsValue, JsValue>;
+
+    #[wasm_bindgen(js_namespace = console, js_name = warn)]
+    fn console_warn(line: &str);
+
     /// What `Promise.resolve` gives: the promise itself, or one settled with a plain value.
     pub type Settled;
 
@@ -57,6 +69,22 @@ impl Func {
     pub fn call2(&self, this: &JsValue, a: &JsValue, b: &JsValue) -> Result<JsValue, JsValue> {
         self.call_with2(this, a, b)
     }
+
+    pub fn call3(
+        &self,
+        this: &JsValue,
+        a: &JsValue,
+        b: &JsValue,
+        c: &JsValue,
+    ) -> Result<JsValue, JsValue> {
+        self.call_with3(this, a, b, c)
+    }
+}
+
+/// A line for the console (`console.warn`): what a driver reports when its caller gave it
+/// nowhere else to.
+pub fn warn(line: &str) {
+    console_warn(line);
 }
 
 pub fn err(e: impl Display) -> JsError {

@@ -5,12 +5,16 @@
 use serde_json::{json, Value};
 
 use lembas_core::client::{Client, ClientEvent};
+use lembas_core::config::Model;
 use lembas_core::device::{ConnId, ConnKind, Device};
+use lembas_core::engine_io::{HttpMethod, IoCall, IoReply};
 use lembas_core::jsonrpc::Id;
+use lembas_core::model::engine::ModelEngineConfig;
 use lembas_core::store::MemStore;
 use lembas_core::{ClientConfig, Time};
 use lembas_runtime_wasm::client_loop::{ClientAction, ClientLoop};
 use lembas_runtime_wasm::device_loop::{DeviceAction, DeviceLoop};
+use lembas_runtime_wasm::engine::EngineChoice;
 use lembas_runtime_wasm::json;
 
 const ROOT: &str = "/home/dev/work";
@@ -37,6 +41,10 @@ impl Pair {
 
     /// A pair whose device config has this `sessions` block.
     fn with_sessions(store_in_js: bool, sessions: Value) -> Pair {
+        Pair::with(store_in_js, sessions, EngineChoice::Scripted)
+    }
+
+    fn with(store_in_js: bool, sessions: Value, engine: EngineChoice) -> Pair {
         let config = json::device_config(json!({
             "seed": 4,
             "remote": { "enabled": true, "roots": [ROOT], "trusted": [ROOT] },
@@ -46,7 +54,7 @@ impl Pair {
         let device = Device::new(config, Time(0)).unwrap();
         let client = Client::new(ClientConfig::default(), Time(0)).unwrap();
         Pair {
-            device: DeviceLoop::new(device, store_in_js, false),
+            device: DeviceLoop::new(device, store_in_js, false, engine),
             client: ClientLoop::new(client, Vec::new()),
             link: None,
             now: Time(0),
@@ -328,4 +336,102 @@ fn deletes_are_handed_out_to_keep_only_when_they_change() {
     let mut run = ClientLoop::new(client, kept);
     run.pump(Time(0), &mut out);
     assert_eq!(out, []);
+}
+
+/// The engine's calls that reached the shell since the last look.
+fn io_calls(p: &mut Pair) -> Vec<IoCall> {
+    let (io, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut p.shell)
+        .into_iter()
+        .partition(|a| matches!(a, DeviceAction::Io(_)));
+    p.shell = rest;
+    io.into_iter()
+        .map(|a| match a {
+            DeviceAction::Io(call) => call,
+            _ => unreachable!(),
+        })
+        .collect()
+}
+
+/// With the model engine the loop hands its HTTP to the shell as `Io` actions and takes the
+/// replies back; the instance's models reach the device and the engine through `set_models`.
+#[test]
+fn the_model_engine_asks_the_shell_for_its_http_and_streams_the_reply() {
+    let mut p = Pair::with(
+        false,
+        json!({}),
+        EngineChoice::Model(ModelEngineConfig::default()),
+    );
+    let served = vec![Model::served("qwen/coder")];
+    assert!(p.device.set_models(served.clone(), p.now));
+    assert!(!p.device.set_models(served, p.now), "the same list again");
+    p.device.device_mut().start_link(p.now);
+    p.drive();
+    let id = p
+        .client
+        .client
+        .call(
+            "session/new",
+            &json!({ "cwd": ROOT, "_meta": { "lembas_model": "qwen/coder" } }),
+            p.now,
+        )
+        .unwrap();
+    p.drive();
+    let session = p.answer(&id).expect("session/new answered")["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    p.client
+        .client
+        .prompt(
+            &session,
+            json!([{ "type": "text", "text": "hi" }]),
+            Some("t1"),
+            p.now,
+        )
+        .unwrap();
+    p.drive();
+
+    let calls = io_calls(&mut p);
+    let [IoCall::Fetch {
+        id: call,
+        method: HttpMethod::Post,
+        path,
+        body,
+    }] = &calls[..]
+    else {
+        panic!("one chat completion asked for: {calls:?}")
+    };
+    assert_eq!(path, "/v1/chat/completions");
+    let body: Value = serde_json::from_slice(body).unwrap();
+    assert_eq!(body["model"], "qwen/coder");
+    assert_eq!(body["stream"], true);
+    let call = *call;
+
+    let head = IoReply::Head {
+        status: 200,
+        retry_after: None,
+    };
+    let stream = [
+        "data: {\"choices\":[{\"delta\":{\"content\":\"Hel\"}}]}\n\n",
+        "data: {\"choices\":[{\"delta\":{\"content\":\"lo\"}}]}\n\ndata: [DONE]\n\n",
+    ];
+    let mut replies = vec![head];
+    replies.extend(stream.iter().map(|s| IoReply::Body(s.as_bytes().to_vec())));
+    replies.push(IoReply::End);
+    for reply in replies {
+        p.device.handle_io(call, reply, p.now);
+        p.drive();
+        // One read at a time: the next is asked for once this one's events are taken.
+        let reads: Vec<_> = io_calls(&mut p)
+            .into_iter()
+            .filter(|c| matches!(c, IoCall::Read { .. }))
+            .collect();
+        assert!(reads.len() <= 1, "{reads:?}");
+    }
+    assert_eq!(p.said(), "Hel|lo");
+    let answered = p.events.iter().any(|e| {
+        matches!(e, ClientEvent::PromptAnswered { turn_id, outcome: Ok(v), .. }
+            if turn_id == "t1" && v["stopReason"] == "end_turn")
+    });
+    assert!(answered, "{:?}", p.events);
 }
