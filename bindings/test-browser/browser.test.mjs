@@ -2,7 +2,9 @@
 // web build (pkg-web-client) in a page served on loopback, over a browser WebSocket to the test
 // instance's relay, to a native `lembas link` device. It completes a prompt, answers a permission card (scripted engine
 // `permit <title>`), and a delete made while the device is unlinked is kept in IndexedDB
-// across a page reload and delivered once the device links again.
+// across a page reload and delivered once the device links again. A wasm device in a page
+// keeps its store in IndexedDB across a reload, and one runs the model engine through the
+// browser's fetch against a fake instance of another origin.
 //
 // Needs /usr/bin/chromium (`apt-get install chromium`; .ci/run installs it), bindings/pkg-web
 // and pkg-web-client (bindings/build.sh) and the lembas binary (`cargo build -p lembas`). A
@@ -18,6 +20,7 @@ import { join, dirname, normalize, extname, sep } from "node:path";
 import { fileURLToPath } from "node:url";
 import { createRequire } from "node:module";
 import { NativeInstance, NativeHome, LEMBAS } from "../test/native.mjs";
+import { fakeInstance, held, streamed } from "../test/fake-instance.mjs";
 
 const require = createRequire(import.meta.url);
 const { chromium } = require("playwright-core");
@@ -206,6 +209,43 @@ test("a wasm device in Chromium keeps its ledger and a pending delete in Indexed
   } finally {
     await context.close();
     server.close();
+    rmSync(profile, { recursive: true, force: true });
+  }
+});
+
+test("a wasm device in Chromium runs the model engine against an instance of another origin through fetch", async (t) => {
+  if (!chromiumInstalled(t)) return;
+  const MODEL = "qwen/coder";
+  const inst = await fakeInstance({ token: TOKEN, models: [MODEL], cors: true });
+  // "hold" in the prompt: one piece, then the stream stays open until the page cancels.
+  inst.chat = (req, res, body) =>
+    (JSON.stringify(body.messages).includes("hold") ? held("Holding") : streamed(["Hel", "lo"]))(req, res);
+  const server = await serve();
+  const profile = mkdtempSync(join(tmpdir(), "lembas-chromium-"));
+  const context = await launch(profile);
+  try {
+    const page = context.pages()[0] ?? (await context.newPage());
+    const errors = [];
+    page.on("pageerror", (e) => errors.push(String(e)));
+    await page.goto(`http://127.0.0.1:${server.address().port}/test-browser/model.html`);
+    await page.waitForFunction(() => window.run !== undefined);
+    const r = await page.evaluate(([url, token, model]) => window.run(url, token, model), [inst.url, TOKEN, MODEL]);
+    assert.ok(r.capabilities.includes("model"), r.capabilities.join(","));
+    assert.equal(r.first, "end_turn");
+    assert.equal(r.said, "Hello");
+    assert.equal(r.second, "cancelled");
+    assert.deepEqual(r.logs, []);
+    for (let i = 0; i < 100 && inst.cutShort < 1; i++) await new Promise((res) => setTimeout(res, 20));
+    assert.equal(inst.cutShort, 1, "the held stream was not closed at the instance");
+    const chats = inst.chats();
+    assert.equal(chats.length, 2);
+    assert.equal(chats[0].authorization, `Bearer ${TOKEN}`);
+    assert.equal(chats[0].accept, "text/event-stream");
+    assert.deepEqual(errors, []);
+  } finally {
+    await context.close();
+    server.close();
+    await inst.close();
     rmSync(profile, { recursive: true, force: true });
   }
 });

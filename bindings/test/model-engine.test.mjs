@@ -7,10 +7,10 @@
 // options are refused without ever showing the token.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import http from "node:http";
 import { createRequire } from "node:module";
 
 import { pair } from "./socket-pair.mjs";
+import { fakeInstance as fake, held, json, streamed } from "./fake-instance.mjs";
 
 const require = createRequire(import.meta.url);
 const { DeviceDriver, ClientDriver } = require("../pkg-node/lembas_bindings.js");
@@ -24,81 +24,7 @@ const config = {
   backoff: { initialMs: 20, maxMs: 100 },
 };
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-function json(res, status, body) {
-  res.writeHead(status, { "content-type": "application/json" });
-  res.end(JSON.stringify(body));
-}
-
-const sse = (delta) => `data: ${JSON.stringify({ choices: [{ delta }] })}\n\n`;
-
-/** A chat completion streamed a piece at a time, then `finish_reason` and `[DONE]`. */
-const streamed = (pieces) => (req, res) => {
-  res.writeHead(200, { "content-type": "text/event-stream" });
-  let i = 0;
-  const next = () => {
-    if (res.destroyed) return;
-    if (i < pieces.length) {
-      res.write(sse({ content: pieces[i++] }));
-      setTimeout(next, 5);
-    } else {
-      res.write(`data: ${JSON.stringify({ choices: [{ delta: {}, finish_reason: "stop" }] })}\n\n`);
-      res.end("data: [DONE]\n\n");
-    }
-  };
-  next();
-};
-
-/** A fake instance on loopback. `chat` answers `POST /v1/chat/completions`; `modelsStatus`
- * other than 200 makes `/v1/models` fail. Every request is recorded, and a response whose
- * connection closed before it ended is counted in `cutShort`. */
-async function fakeInstance() {
-  const inst = { requests: [], modelsStatus: 200, chat: streamed(["Hel", "lo"]), cutShort: 0 };
-  const server = http.createServer((req, res) => {
-    const body = [];
-    req.on("data", (c) => body.push(c));
-    req.on("end", () => {
-      const seen = {
-        method: req.method,
-        url: req.url,
-        authorization: req.headers.authorization,
-        accept: req.headers.accept,
-        contentType: req.headers["content-type"],
-        body: Buffer.concat(body).toString(),
-      };
-      inst.requests.push(seen);
-      res.on("close", () => {
-        if (!res.writableFinished) inst.cutShort++;
-      });
-      if (req.headers.authorization !== `Bearer ${TOKEN}`) {
-        return json(res, 401, { error: { message: "invalid device token" } });
-      }
-      if (req.method === "GET" && req.url === "/v1/models") {
-        if (inst.modelsStatus !== 200) return json(res, inst.modelsStatus, { error: { message: "models are down" } });
-        return json(res, 200, {
-          object: "list",
-          data: [
-            { id: MODEL, kind: "chat", context_length: 32768 },
-            { id: "nomic/embed", kind: "embedding" },
-          ],
-        });
-      }
-      if (req.method === "POST" && req.url === "/v1/chat/completions") {
-        return inst.chat(req, res, JSON.parse(seen.body));
-      }
-      json(res, 404, { error: { message: `no route ${req.method} ${req.url}` } });
-    });
-  });
-  await new Promise((r) => server.listen(0, "127.0.0.1", r));
-  inst.url = `http://127.0.0.1:${server.address().port}`;
-  inst.chats = () => inst.requests.filter((r) => r.url === "/v1/chat/completions");
-  inst.close = () =>
-    new Promise((r) => {
-      server.closeAllConnections();
-      server.close(r);
-    });
-  return inst;
-}
+const fakeInstance = () => fake({ token: TOKEN, models: [MODEL] });
 
 /** A model-engine device on `instance` and a client linked to it in memory. */
 async function linked(instance, extra = {}, engine = undefined) {
@@ -205,10 +131,7 @@ test("reads smaller than what the instance sends at once keep every byte for the
 test("a cancel mid-stream aborts the HTTP request and the turn is cancelled", async () => {
   const inst = await fakeInstance();
   // One piece, then the stream stays open until the device lets it go.
-  inst.chat = (req, res) => {
-    res.writeHead(200, { "content-type": "text/event-stream" });
-    res.write(sse({ content: "Thinking" }));
-  };
+  inst.chat = held("Thinking");
   const { client, device, events } = await linked(inst.url);
   try {
     const sessionId = (await newSession(client, { lembas_model: MODEL })).result.sessionId;
