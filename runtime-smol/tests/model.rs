@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 
 mod common;
 
-use common::{call, ready, Device, Home, T, TOKEN};
+use common::{answer, call, ready, Device, Home, T, TOKEN};
 
 /// A chat model the test instance serves by default.
 const MODEL: &str = "test/chat-small";
@@ -386,5 +386,83 @@ fn a_failed_model_fetch_at_a_dial_keeps_the_last_list() {
         let (outcome, seen) = prompt(&instance, id, "hi", "t1").await;
         assert_eq!(outcome.unwrap()["stopReason"], "end_turn");
         assert_eq!(updates(&seen, "agent_message_chunk").concat(), "still here");
+    });
+}
+
+/// `_lembas/configure` between prompts: the next turn runs on the new model and effort, a
+/// `model` event says so, and the second turn is given the first as context.
+#[test]
+fn configure_changes_the_model_of_the_next_turn() {
+    smol::block_on(async {
+        let reply = |words: &str| {
+            ChatReply::Stream(ChatStream {
+                text: vec![words.into()],
+                ..ChatStream::default()
+            })
+        };
+        let (instance, home, _device) =
+            linked_to(vec![reply("first answer"), reply("second answer")]).await;
+        let session = model_session(&instance, &home, MODEL).await.unwrap();
+        let id = session["sessionId"].as_str().unwrap().to_string();
+        let (outcome, _) = prompt(&instance, &id, "one", "t1").await;
+        assert_eq!(outcome.unwrap()["stopReason"], "end_turn");
+        // An unserved model is refused, and the session keeps its own.
+        let refused = call(
+            &instance,
+            "_lembas/configure",
+            json!({ "sessionId": id, "model": "test/not-served" }),
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            refused.starts_with("-32602") && refused.contains(MODEL),
+            "{refused}"
+        );
+        let asked = instance
+            .call(
+                "_lembas/configure",
+                json!({ "sessionId": id, "model": "test/chat-large", "effort": "high" }),
+            )
+            .await
+            .unwrap();
+        let (changed, before_answer) = answer(&instance, &asked).await;
+        assert_eq!(
+            changed.unwrap(),
+            json!({ "model": "test/chat-large", "effort": "high" })
+        );
+        // The change is announced to the session's holders.
+        let model_event = before_answer.iter().any(|e| {
+            matches!(e, Event::Client(ClientEvent::Notification { method, params })
+                if method == "_lembas/event"
+                    && params["event"]["type"] == "model"
+                    && params["event"]["ref"] == "test/chat-large"
+                    && params["event"]["effort"] == "high"
+                    && params["event"]["instance"] == true)
+        });
+        assert!(model_event, "no model event: {before_answer:?}");
+        let (outcome, seen) = prompt(&instance, &id, "two", "t2").await;
+        assert_eq!(outcome.unwrap()["stopReason"], "end_turn");
+        assert_eq!(
+            updates(&seen, "agent_message_chunk").concat(),
+            "second answer"
+        );
+        let sent = instance.chat_requests();
+        assert_eq!(sent.len(), 2, "{sent:?}");
+        assert_eq!(sent[0]["model"], MODEL);
+        assert_eq!(sent[1]["model"], "test/chat-large");
+        assert_eq!(sent[1]["reasoning_effort"], "high");
+        // The first turn went in as context of the second.
+        let roles: Vec<(&str, String)> = sent[1]["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| (m["role"].as_str().unwrap(), m["content"].to_string()))
+            .collect();
+        let tail: Vec<&str> = roles[roles.len() - 3..].iter().map(|(r, _)| *r).collect();
+        assert_eq!(tail, ["user", "assistant", "user"], "{roles:?}");
+        assert!(
+            roles[roles.len() - 2].1.contains("first answer"),
+            "{roles:?}"
+        );
     });
 }
