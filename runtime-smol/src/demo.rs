@@ -4,7 +4,9 @@
 //! shows a prompt streaming, a permission card answered by the client, the link cut mid-turn
 //! and the client reattaching, a duplicate prompt answered without running again, and a
 //! session deleted while the device is down (as `lembas sessions delete` does) delivered on the
-//! next link.
+//! next link. The device comes back on the model engine: a session opened on one of the
+//! instance's models (`lembas_model`) gets its answer streamed from the instance's chat
+//! completions (scripted there: reasoning, then text).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -17,7 +19,9 @@ use lembas_core::DeviceConfig;
 use serde_json::{json, Value};
 
 use crate::driver::{Disk, Driver, Input};
-use crate::instance::{Event, InstanceOptions, TestInstance};
+use crate::engine::{DeviceEngine, EngineChoice};
+use crate::engine_io::Target;
+use crate::instance::{ChatReply, ChatStream, Event, InstanceOptions, TestInstance};
 use crate::link::{Instance, LinkDialer};
 use crate::store::RedbStore;
 
@@ -56,6 +60,12 @@ async fn demo(local: &smol::LocalExecutor<'_>, out: &mut dyn Write) -> Result<()
     let token = format!("demo-{}", crate::device::fresh_seed());
     let instance = TestInstance::start(InstanceOptions {
         token: token.clone(),
+        chat: vec![ChatReply::Stream(ChatStream {
+            reasoning: vec!["The person ".into(), "says hello.".into()],
+            text: vec!["Hello ".into(), "from ".into(), "the model.".into()],
+            delay: Duration::from_millis(60),
+            ..ChatStream::default()
+        })],
         ..InstanceOptions::default()
     })
     .await
@@ -78,7 +88,9 @@ async fn demo(local: &smol::LocalExecutor<'_>, out: &mut dyn Write) -> Result<()
     config.remote.trusted = vec![work.clone()];
     let store_file = scratch.0.join("state/lembas.redb");
     let attachments = scratch.0.join("attachments");
-    let start = |config: DeviceConfig| -> Result<_, String> {
+    // `engine`: the scripted engine answers from the prompt's text; the model engine's
+    // requests go to the instance, whose models each dial fetches.
+    let start = |config: DeviceConfig, engine: EngineChoice| -> Result<_, String> {
         let store = RedbStore::open(&store_file).map_err(|e| e.to_string())?;
         let entries = store.entries().map_err(|e| e.to_string())?;
         let now = crate::clock::Clock::new().now();
@@ -86,10 +98,16 @@ async fn demo(local: &smol::LocalExecutor<'_>, out: &mut dyn Write) -> Result<()
         let mut driver = Driver::new(device, Disk::Redb(Arc::new(store)), attachments.clone());
         let stop = driver.sender();
         let target = Instance::parse(&instance.url())?;
-        driver.start_link(Arc::new(LinkDialer::new(target, token.clone(), None)));
+        let mut dialer = LinkDialer::new(target.clone(), token.clone(), None);
+        if engine != EngineChoice::Scripted {
+            driver.set_engine(DeviceEngine::new(engine, Vec::new()));
+            driver.set_io_target(Arc::new(Target::new(target, token.clone(), None)?));
+            dialer = dialer.with_models(driver.sender());
+        }
+        driver.start_link(Arc::new(dialer));
         Ok((stop, local.spawn(driver.run())))
     };
-    let (stop, device_task) = start(config.clone())?;
+    let (stop, device_task) = start(config.clone(), EngineChoice::Scripted)?;
     say(
         out,
         "== the device checks discovery and dials ws://…/api/devices/link",
@@ -286,12 +304,15 @@ async fn demo(local: &smol::LocalExecutor<'_>, out: &mut dyn Write) -> Result<()
         out,
         format!("-- `lembas sessions delete {session}`: kept in the store for the next link"),
     )?;
-    let (stop, device_task) = start(config)?;
+    let (stop, device_task) = start(config, EngineChoice::default())?;
     let (up, _) = instance.wait_for(T, |e| matches!(e, Event::LinkUp)).await;
     if up.is_none() {
         return Err("the device did not link again".into());
     }
-    say(out, "-- the device starts again and links")?;
+    say(
+        out,
+        "-- the device starts again, on the model engine (it fetched GET /v1/models), and links",
+    )?;
     let (gone, _) = instance
         .wait_for(T, |e| {
             matches!(e, Event::Client(ClientEvent::Notification { method, .. })
@@ -308,6 +329,45 @@ async fn demo(local: &smol::LocalExecutor<'_>, out: &mut dyn Write) -> Result<()
         )?,
         _ => return Err("the client never heard of the delete".into()),
     }
+
+    say(
+        out,
+        "\n== a session on one of the instance's models (turn msg_m), answered by the model",
+    )?;
+    let model = "test/chat-small";
+    // The link is ready: the delete came after the client's `initialize`.
+    let id = instance
+        .call(
+            "session/new",
+            json!({ "cwd": work, "mcpServers": [], "_meta": { "lembas_model": model } }),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    let (answer, _) = instance
+        .wait_for(
+            T,
+            |e| matches!(e, Event::Client(ClientEvent::Answer { id: i, .. }) if *i == id),
+        )
+        .await;
+    let session = match answer {
+        Some(Event::Client(ClientEvent::Answer { outcome: Ok(v), .. })) => {
+            v["sessionId"].as_str().unwrap_or_default().to_string()
+        }
+        other => return Err(format!("session/new on {model} failed: {other:?}")),
+    };
+    say(
+        out,
+        format!("client -> device  session/new, _meta.lembas_model {model}: {session}"),
+    )?;
+    instance
+        .prompt(&session, text("Say hello."), Some("msg_m"))
+        .await
+        .map_err(|e| e.to_string())?;
+    say(
+        out,
+        "-- the device streams POST /v1/chat/completions from the instance",
+    )?;
+    follow(out, &instance, "msg_m").await?;
 
     let _ = stop.send(Input::Shutdown).await;
     let _ = smol::future::or(
@@ -328,19 +388,25 @@ fn text(t: &str) -> Value {
 }
 
 fn chunk(e: &Event) -> Option<String> {
+    update(e, "agent_message_chunk")
+}
+
+/// The text of a `session/update` of this kind.
+fn update(e: &Event, kind: &str) -> Option<String> {
     match e {
         Event::Client(ClientEvent::Notification { method, params })
             if method == "session/update" =>
         {
             let u = &params["update"];
-            (u["sessionUpdate"] == "agent_message_chunk")
+            (u["sessionUpdate"] == kind)
                 .then(|| u["content"]["text"].as_str().unwrap_or("").to_string())
         }
         _ => None,
     }
 }
 
-/// Print the chunks of a turn until its answer; returns how many chunks came.
+/// Print the chunks of a turn (its reasoning as `thought`) until its answer; returns how many
+/// chunks came.
 async fn follow(out: &mut dyn Write, instance: &TestInstance, turn: &str) -> Result<usize, String> {
     let mut chunks = 0;
     loop {
@@ -350,6 +416,11 @@ async fn follow(out: &mut dyn Write, instance: &TestInstance, turn: &str) -> Res
                 if let Some(c) = chunk(&e) {
                     chunks += 1;
                     say(out, format!("device -> client  chunk {c:?}"))?;
+                    continue;
+                }
+                if let Some(c) = update(&e, "agent_thought_chunk") {
+                    chunks += 1;
+                    say(out, format!("device -> client  thought {c:?}"))?;
                     continue;
                 }
                 if let Event::Client(ClientEvent::PromptAnswered {

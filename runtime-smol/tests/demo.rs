@@ -3,7 +3,7 @@
 use std::process::Command;
 
 #[test]
-fn the_demo_streams_asks_reattaches_deduplicates_and_delivers_an_offline_delete() {
+fn the_demo_streams_asks_reattaches_deduplicates_delivers_an_offline_delete_and_runs_a_model() {
     let home = tempfile::tempdir().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_lembas"))
         .arg("demo")
@@ -32,12 +32,23 @@ fn the_demo_streams_asks_reattaches_deduplicates_and_delivers_an_offline_delete(
         "msg_2 answered: end_turn",
         "did not run it again",
         "-- the device stops; the link is down",
-        "-- the device starts again and links",
+        "-- the device starts again, on the model engine",
+        "_meta.lembas_model test/chat-small",
+        "POST /v1/chat/completions",
+        "thought \"The person \"",
+        "chunk \"the model.\"",
+        "msg_m answered: end_turn",
         "== done",
     ] {
         assert!(text.contains(line), "missing {line:?} in:\n{text}");
     }
     assert_eq!(text.matches("msg_2 answered").count(), 1, "{text}");
+    // The model's reasoning streams before its text.
+    let thought = text.find("thought \"says hello.\"").expect("the reasoning");
+    assert!(
+        thought < text.find("chunk \"Hello \"").expect("the text"),
+        "{text}"
+    );
     assert!(!text.contains("this must not run"), "{text}");
     // The session the client made is the one deleted offline and announced on the next link.
     let session = text
