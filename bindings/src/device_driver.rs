@@ -43,7 +43,8 @@ impl JsDeviceDriver {
         self.inner.start();
     }
 
-    /// Stop for good: close the link, clear the timer.
+    /// Stop for good: close the link, abort the model engine's requests (and a model list
+    /// being fetched), clear the timer.
     pub fn stop(&self) {
         self.inner.stop();
     }

@@ -8,6 +8,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createRequire } from "node:module";
+import net from "node:net";
 
 import { pair } from "./socket-pair.mjs";
 import { fakeInstance as fake, held, json, streamed } from "./fake-instance.mjs";
@@ -27,7 +28,7 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const fakeInstance = () => fake({ token: TOKEN, models: [MODEL] });
 
 /** A model-engine device on `instance` and a client linked to it in memory. */
-async function linked(instance, extra = {}, engine = undefined) {
+async function linked(instance, extra = {}, engine = undefined, limits = {}) {
   const events = [];
   const client = new ClientDriver({ config: { seed: 5 }, onEvent: (e) => events.push(e) });
   const links = [];
@@ -41,7 +42,7 @@ async function linked(instance, extra = {}, engine = undefined) {
   const device = new DeviceDriver({
     config,
     dial,
-    model: { instance, token: TOKEN, engine },
+    model: { instance, token: TOKEN, engine, ...limits },
     onLog: (line) => logs.push(line),
     ...extra,
   });
@@ -208,6 +209,43 @@ test("a model list that cannot be fetched is logged and the last one kept", asyn
   } finally {
     d2.stop();
     c2.stop();
+  }
+});
+
+test("a model list with no answer is given up after modelsTimeoutMs, and stop() lets one go at once", async () => {
+  // An instance that takes the request and never answers. (`open` holds the connections a
+  // request came on: node's fetch may open a spare one of its own.)
+  const open = new Set();
+  const sockets = new Set();
+  const silent = net.createServer((socket) => {
+    sockets.add(socket);
+    socket.once("data", () => open.add(socket));
+    socket.on("close", () => open.delete(socket));
+  });
+  await new Promise((r) => silent.listen(0, "127.0.0.1", r));
+  const instance = `http://127.0.0.1:${silent.address().port}`;
+  try {
+    const { client, device, logs } = await linked(instance, {}, undefined, { modelsTimeoutMs: 50 });
+    device.stop();
+    client.stop();
+    assert.equal(logs.length, 1, logs.join("\n"));
+    assert.match(logs[0], /\/v1\/models gave no answer within 50 ms \(options\.model\.modelsTimeoutMs\)/);
+
+    const quiet = [];
+    const waiting = new DeviceDriver({
+      dial: () => pair()[0],
+      model: { instance, token: TOKEN },
+      onLog: (line) => quiet.push(line),
+    });
+    waiting.start();
+    await until(() => open.size === 1, "the model list's request to reach the instance");
+    waiting.stop();
+    await until(() => open.size === 0, "the stopped device to close the request");
+    await sleep(20);
+    assert.deepEqual(quiet, [], "a stopped device said nothing of the fetch it let go");
+  } finally {
+    for (const socket of sockets) socket.destroy();
+    await new Promise((r) => silent.close(r));
   }
 });
 

@@ -240,8 +240,8 @@ impl DeviceDriver {
             .input(|s, now| s.run.device_mut().start_link(now));
     }
 
-    /// Stop for good: close the link, abort the engine's requests, clear the timer, take no
-    /// more input.
+    /// Stop for good: close the link, abort the engine's requests (and a model list being
+    /// fetched), clear the timer, take no more input.
     pub fn stop(&self) {
         let link = {
             let mut s = self.shared.state.borrow_mut();

@@ -6,7 +6,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
-use std::rc::Rc;
+use std::rc::{Rc, Weak};
 
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
@@ -184,6 +184,8 @@ struct Request {
 pub struct InstanceHttp {
     instance: Instance,
     requests: RefCell<BTreeMap<IoId, Rc<Request>>>,
+    /// The model list being fetched, if one is.
+    models: RefCell<Weak<ModelsGet>>,
 }
 
 impl InstanceHttp {
@@ -191,6 +193,7 @@ impl InstanceHttp {
         InstanceHttp {
             instance,
             requests: RefCell::new(BTreeMap::new()),
+            models: RefCell::new(Weak::new()),
         }
     }
 
@@ -359,11 +362,17 @@ impl InstanceHttp {
         }
     }
 
-    /// Abort every request (the driver stopped).
+    /// Abort every request, and a model list being fetched without a word of it (the driver
+    /// stopped: nothing is left waiting on the network or a timer).
     pub fn abort_all(&self) {
         let all = std::mem::take(&mut *self.requests.borrow_mut());
         for r in all.into_values() {
             r.controller.abort();
+        }
+        let models = self.models.borrow().upgrade();
+        if let Some(get) = models {
+            get.done.borrow_mut().take();
+            get.finish(Err(String::new()));
         }
     }
 
@@ -414,6 +423,7 @@ impl InstanceHttp {
             })
         };
         *get.timer.borrow_mut() = Some(timer::after(limits.timeout_ms, &timeout));
+        *self.models.borrow_mut() = Rc::downgrade(&get);
         let (answered, failed) = (get.clone(), get.clone());
         let head = js::once(move |v| answered.head(v.unchecked_into()));
         let failed = js::once(move |e| failed.failed(&e));
