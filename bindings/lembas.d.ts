@@ -53,6 +53,8 @@ export interface DeviceConfig {
     maxAnswerBytes?: number;
     /** A turn is given at most this many of the session's last finished turns as context. */
     maxContextTurns?: number;
+    /** Bytes of those turns (prompts and answers) a turn's start copies, newest first. */
+    maxContextBytes?: number;
   };
   /** Remote terminals (`remote.terminal`); ranges are `[min, max]`. */
   terminals?: {

@@ -177,6 +177,9 @@ pub struct SessionLimits {
     /// A turn is given at most this many of the session's last finished turns as its context
     /// (`TurnStart.history`); the engine keeps what fits the model's token budget of those.
     pub max_context_turns: usize,
+    /// And at most this many bytes of them (prompts and answers), newest first: a turn's
+    /// start copies no more than this, however long the session's answers were.
+    pub max_context_bytes: usize,
 }
 
 impl Default for SessionLimits {
@@ -198,6 +201,8 @@ impl Default for SessionLimits {
             max_live: 1_000,
             max_answer_bytes: 4 * 1024 * 1024,
             max_context_turns: 50,
+            // Two whole answers as history keeps them, and more than most models' context.
+            max_context_bytes: 8 * 1024 * 1024,
         }
     }
 }

@@ -611,3 +611,33 @@ fn attachments_are_read_first_in_any_order_and_an_image_goes_to_a_vision_model()
         "data:image/png;base64,cG5nIQ=="
     );
 }
+
+#[test]
+fn the_answer_kept_for_the_next_step_is_bounded_by_the_models_context() {
+    let tiny = Model {
+        context_length: Some(8),
+        ..Model::served("lembas/tiny")
+    };
+    let mut e = ModelEngine::new(ModelEngineConfig::default(), vec![tiny]);
+    start(&mut e, turn("t1", Some("lembas/tiny")), 0);
+    let (id, _) = fetched(&calls(&mut e));
+    head(&mut e, id, 200, None, 1);
+    e.handle_command(
+        EngineCommand::Steer {
+            session_id: SESSION.into(),
+            turn_id: "t1".into(),
+            id: 1,
+            text: "more".into(),
+        },
+        Time(2),
+    );
+    let long = "é".repeat(100);
+    let seen = stream(&mut e, id, &sse(&[text(&long), finish("stop")]), 1000, 3);
+    // The stream itself is never cut.
+    assert!(seen.contains(&EngineEvent::Text(long.clone())));
+    let (_, request) = fetched(&calls(&mut e));
+    let messages = request["messages"].as_array().unwrap();
+    let kept = messages[messages.len() - 2]["content"].as_str().unwrap();
+    // 8 tokens: 32 bytes, cut at a character.
+    assert_eq!(kept, "é".repeat(16));
+}

@@ -198,10 +198,12 @@ fn attachment(
 fn prior_turns(
     history: &[HistoryTurn],
     max: usize,
+    max_bytes: usize,
     failed: impl Fn(&str) -> bool,
 ) -> Vec<PriorTurn> {
     let mut prior = Vec::new();
     let mut answer: Option<&str> = None;
+    let mut bytes = 0usize;
     for turn in history.iter().rev() {
         if prior.len() >= max {
             break;
@@ -212,6 +214,10 @@ fn prior_turns(
                 let answer = answer.take().filter(|a| !a.is_empty());
                 let failed = turn_id.as_deref().is_some_and(&failed);
                 if let Some(a) = answer.filter(|_| !failed) {
+                    bytes = bytes.saturating_add(text.len() + a.len());
+                    if bytes > max_bytes {
+                        break;
+                    }
                     prior.push(PriorTurn {
                         prompt: text.clone(),
                         answer: a.to_owned(),
@@ -374,6 +380,7 @@ impl Device {
         let now = self.clock.now().0;
         let max = self.config.remote.max_mode;
         let max_context = self.config.sessions.max_context_turns;
+        let max_context_bytes = self.config.sessions.max_context_bytes;
         let Some(s) = self.sessions.get_mut(session) else {
             return;
         };
@@ -398,7 +405,7 @@ impl Device {
             })
             .collect();
         let ledger = s.turns.ledger();
-        start.history = prior_turns(&s.history, max_context, |turn| {
+        start.history = prior_turns(&s.history, max_context, max_context_bytes, |turn| {
             matches!(
                 ledger.get(turn),
                 Some(TurnState::Done(Answer::Failed { .. }))
@@ -761,7 +768,7 @@ mod tests {
             assistant("3"),
         ];
         let got = |max| -> Vec<(String, String)> {
-            prior_turns(&history, max, |turn| turn == "turn failed")
+            prior_turns(&history, max, usize::MAX, |turn| turn == "turn failed")
                 .into_iter()
                 .map(|t| (t.prompt, t.answer))
                 .collect()
@@ -773,10 +780,15 @@ mod tests {
         );
         assert_eq!(got(2), [pair("two", "2"), pair("three", "3")]);
         assert!(got(0).is_empty());
-        assert!(prior_turns(&[user("running")], 50, |_| false).is_empty());
+        assert!(prior_turns(&[user("running")], 50, usize::MAX, |_| false).is_empty());
         // Not known to have failed (the ledger forgot it): given as it is.
-        let kept = prior_turns(&history, 50, |_| false);
+        let kept = prior_turns(&history, 50, usize::MAX, |_| false);
         assert!(kept.iter().any(|t| t.answer == "half an answer"));
+        // Bytes bound it too, newest first: "three" + "3" is 6 bytes, "two" + "2" 4 more.
+        let within = |bytes| prior_turns(&history, 50, bytes, |turn| turn == "turn failed");
+        assert_eq!(within(9).len(), 1);
+        assert_eq!(within(10).len(), 2);
+        assert!(within(5).is_empty());
     }
 
     #[test]

@@ -141,8 +141,10 @@ struct Turn {
     step: u32,
     /// Steered messages not yet given to the model.
     steered: Vec<(u64, String)>,
-    /// This step's answer so far (given back to the model at the next step).
+    /// This step's answer so far (given back to the model at the next step), at most as many
+    /// bytes as the model's context could hold: the stream itself is never cut, the copy is.
     answer: String,
+    answer_cap: usize,
     finish: Option<Finish>,
     /// Retries of this step so far.
     retries: u32,
@@ -286,6 +288,7 @@ impl ModelEngine {
             step: 0,
             steered: Vec::new(),
             answer: String::new(),
+            answer_cap: 0,
             finish: None,
             retries: 0,
             rate_limited: 0,
@@ -337,6 +340,7 @@ impl ModelEngine {
             instance: self.config.instance_name.as_deref(),
         };
         let budget = t.model.context_length.unwrap_or(self.config.context_tokens);
+        t.answer_cap = usize::try_from(budget.saturating_mul(4)).unwrap_or(usize::MAX);
         let composed = prompt::compose(
             &system,
             &t.start.context,
@@ -588,7 +592,10 @@ impl ModelEngine {
             };
             match d {
                 Delta::Text(text) => {
-                    t.answer.push_str(&text);
+                    if t.answer.len() < t.answer_cap {
+                        let room = t.answer_cap - t.answer.len();
+                        t.answer.push_str(cut_at_char(&text, room));
+                    }
                     self.report(session, EngineEvent::Text(text));
                 }
                 Delta::Thought(text) => self.report(session, EngineEvent::Thought(text)),
@@ -728,6 +735,18 @@ fn instance_words(body: &[u8]) -> Option<String> {
         Some((cut, _)) => format!("{}…", &words[..cut]),
         None => words,
     })
+}
+
+/// The longest start of `text` within `bytes`, cut at a character boundary.
+fn cut_at_char(text: &str, bytes: usize) -> &str {
+    if text.len() <= bytes {
+        return text;
+    }
+    let mut end = bytes;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
 }
 
 /// `Retry-After` in seconds. An HTTP date is not read (the core has no wall clock): the
