@@ -53,6 +53,9 @@ pub struct InstanceOptions {
     /// `POST /v1/chat/completions`'s answers, taken in order; with none left, the last user
     /// message is echoed.
     pub chat: Vec<ChatReply>,
+    /// Note when each streamed event's last byte was written ([`TestInstance::sse_writes`]):
+    /// the model bench's start line for a frame's latency.
+    pub record_sse_writes: bool,
 }
 
 impl Default for InstanceOptions {
@@ -66,6 +69,7 @@ impl Default for InstanceOptions {
             liveness: Some(Liveness::default()),
             models: default_models(),
             chat: Vec::new(),
+            record_sse_writes: false,
         }
     }
 }
@@ -210,6 +214,7 @@ impl TestInstance {
             options.token.clone(),
             options.models.clone(),
             options.chat.clone(),
+            options.record_sse_writes,
         ));
         let accept = smol::spawn(accept_loop(
             listener,
@@ -253,6 +258,12 @@ impl TestInstance {
     /// `GET /v1/models` requests answered so far (a dial fetches the list once).
     pub fn models_served(&self) -> usize {
         self.api.models_served()
+    }
+
+    /// With `record_sse_writes`: every streamed event's data and when its last byte was
+    /// written (its write returned), in order; taken, so the next call has only newer ones.
+    pub fn sse_writes(&self) -> Vec<(String, std::time::Instant)> {
+        self.api.sse_writes()
     }
 
     /// Chat streams the client closed before their end (a cancel that really aborted).

@@ -8,7 +8,7 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures_lite::{future, AsyncReadExt, AsyncWriteExt};
 use serde_json::{json, Value};
@@ -108,10 +108,17 @@ pub(crate) struct Api {
     models_status: AtomicU16,
     /// `/v1/models` requests answered (either way).
     models_served: AtomicUsize,
+    /// When each streamed event was written, if asked to note it.
+    sse_writes: Option<Mutex<Vec<(String, Instant)>>>,
 }
 
 impl Api {
-    pub(crate) fn new(token: String, models: Vec<Value>, chat: Vec<ChatReply>) -> Api {
+    pub(crate) fn new(
+        token: String,
+        models: Vec<Value>,
+        chat: Vec<ChatReply>,
+        record_sse_writes: bool,
+    ) -> Api {
         Api {
             token,
             models,
@@ -120,6 +127,7 @@ impl Api {
             aborted: AtomicUsize::new(0),
             models_status: AtomicU16::new(0),
             models_served: AtomicUsize::new(0),
+            sse_writes: record_sse_writes.then(|| Mutex::new(Vec::new())),
         }
     }
 
@@ -140,6 +148,13 @@ impl Api {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
+    }
+
+    /// The events written since the last call, and when (empty unless noted).
+    pub(crate) fn sse_writes(&self) -> Vec<(String, Instant)> {
+        self.sse_writes.as_ref().map_or_else(Vec::new, |w| {
+            std::mem::take(&mut *w.lock().unwrap_or_else(|e| e.into_inner()))
+        })
     }
 
     /// Chat streams the client closed before their end.
@@ -229,7 +244,7 @@ impl Api {
                 // Until the client goes: there is no end to reach.
                 !client_left(stream, Duration::from_secs(600)).await
             }
-            ChatReply::Stream(s) => send_stream(stream, &model, &s).await,
+            ChatReply::Stream(s) => send_stream(stream, &model, &s, &self.sse_writes).await,
         };
         if !finished {
             self.aborted.fetch_add(1, Ordering::SeqCst);
@@ -261,7 +276,12 @@ fn echo(request: &Value) -> ChatReply {
 }
 
 /// Stream `s`'s events; whether the stream reached its end (false: the client left).
-async fn send_stream(stream: &mut Box<dyn Io>, model: &str, s: &ChatStream) -> bool {
+async fn send_stream(
+    stream: &mut Box<dyn Io>,
+    model: &str,
+    s: &ChatStream,
+    writes: &Option<Mutex<Vec<(String, Instant)>>>,
+) -> bool {
     let chunk = |delta: Value, finish: Option<&str>| {
         json!({
             "id": "chatcmpl-test", "object": "chat.completion.chunk", "created": 0,
@@ -305,6 +325,12 @@ async fn send_stream(stream: &mut Box<dyn Io>, model: &str, s: &ChatStream) -> b
         let framed = format!("{:x}\r\n{event}\r\n", event.len());
         if stream.write_all(framed.as_bytes()).await.is_err() || stream.flush().await.is_err() {
             return false;
+        }
+        if let Some(w) = writes {
+            let at = Instant::now();
+            w.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push((data.clone(), at));
         }
     }
     stream.write_all(b"0\r\n\r\n").await.is_ok() && stream.flush().await.is_ok()
