@@ -2,6 +2,7 @@
 //! both run: the fake OS a device runs on, the oracle of what it says on its connections, and the
 //! order of its persists.
 
+mod connections;
 pub mod device_frames;
 mod fake_os;
 pub mod fuzz;

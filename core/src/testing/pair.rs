@@ -12,6 +12,7 @@ use crate::engine_io::{IoCall, IoId, IoReply};
 use crate::host::{self, ShellOutput};
 use crate::rng::Rng;
 use crate::scripted::ScriptedEngine;
+use crate::testing::connections::Connections;
 use crate::testing::fake_os::FakeOs;
 use crate::testing::oracle::Conversations;
 use crate::testing::persist_order::PersistOrder;
@@ -104,8 +105,9 @@ pub struct Pair {
     /// close (a NAT that forgot the connection). A new link is not affected.
     black_hole: bool,
     link: Option<ConnId>,
-    /// The kinds of the local connections open (editors, terminals).
-    local_kinds: BTreeMap<ConnId, ConnKind>,
+    /// The device's connections (the link and local ones) and dials, checked as they come
+    /// and go, as the fuzzer checks them.
+    conns: Connections,
     /// The fuzzer's oracle of what is said on each connection, run in every Pair test.
     talk: Conversations,
     /// The fuzzer's check that persist numbers go up, run in every Pair test.
@@ -141,7 +143,7 @@ impl Pair {
             pings: (0, 0),
             black_hole: false,
             link: None,
-            local_kinds: BTreeMap::new(),
+            conns: Connections::default(),
             talk: Conversations::default(),
             persists: PersistOrder::default(),
             in_flight: Vec::new(),
@@ -192,7 +194,7 @@ impl Pair {
             self.client.handle_link_down(self.now);
         }
         self.stdio_out.clear();
-        self.local_kinds.clear();
+        self.conns.forget();
         self.talk = Conversations::default();
         self.persists = PersistOrder::default();
         // The engine's runs and the PTYs died with the process.
@@ -212,6 +214,7 @@ impl Pair {
     /// Cut the link (a dropped network): both sides hear it, frames in flight are lost.
     pub fn cut(&mut self) -> Result<(), Livelock> {
         if let Some(conn) = self.link.take() {
+            self.conns.peer_closed(conn);
             self.in_flight.clear();
             self.device
                 .handle_closed(conn, None, self.now)
@@ -224,6 +227,7 @@ impl Pair {
     /// The server closes the link with `code` (a 1.x server refusing protocol 3 says 4400).
     pub fn close_from_server(&mut self, code: u16) -> Result<(), Livelock> {
         if let Some(conn) = self.link.take() {
+            self.conns.peer_closed(conn);
             self.in_flight.clear();
             self.device
                 .handle_closed(conn, Some(code), self.now)
@@ -286,7 +290,7 @@ impl Pair {
             .handle_open(kind, self.now)
             .expect("local connections open at any time");
         self.stdio_out.insert(conn, Vec::new());
-        self.local_kinds.insert(conn, kind);
+        self.conns.opened(conn, kind);
         conn
     }
 
@@ -419,6 +423,7 @@ impl Pair {
         let f = self.faults;
         if self.roll(f.cut_permille) {
             let conn = self.link.take().expect("checked above");
+            self.conns.peer_closed(conn);
             self.in_flight.clear();
             self.device
                 .handle_closed(conn, None, self.now)
@@ -458,13 +463,7 @@ impl Pair {
         match out {
             ShellOutput::Send { conn, frame } => {
                 // The fuzzer's checks of every frame the device writes hold here too.
-                let kind = if Some(conn) == self.link {
-                    ConnKind::Link
-                } else {
-                    *self.local_kinds.get(&conn).unwrap_or_else(|| {
-                        panic!("a frame was sent on {conn:?}, which is not open")
-                    })
-                };
+                let kind = self.conns.written(conn, &"a frame");
                 self.talk.said(conn, kind, &frame);
                 if Some(conn) == self.link {
                     self.put_in_flight(Dir::ToClient, frame);
@@ -474,6 +473,7 @@ impl Pair {
             }
             // The device has already let go of a connection it closes.
             ShellOutput::Close { conn, code, reason } => {
+                self.conns.device_closed(conn);
                 if Some(conn) == self.link && self.black_hole {
                     // The close frame is lost too: only the client's own heartbeat (or the
                     // next link) tells it.
@@ -498,6 +498,7 @@ impl Pair {
             // A ping and its pong cross at once (control frames are small and go first), unless
             // the network is a black hole; each end hears the other.
             ShellOutput::Ping { conn } => {
+                self.conns.written(conn, &"a ping");
                 if Some(conn) == self.link {
                     self.pings.0 += 1;
                     if !self.black_hole {
@@ -525,12 +526,14 @@ impl Pair {
         match effect {
             Effect::Dial => {
                 self.dials += 1;
+                self.conns.dial_asked();
                 self.device_effects.push(Effect::Dial);
                 if self.reachable {
                     let conn = self
                         .device
                         .handle_open(ConnKind::Link, self.now)
                         .expect("the device asked to dial");
+                    self.conns.opened(conn, ConnKind::Link);
                     if self.black_hole {
                         // The old link's client side never heard it go: the new one replaces
                         // it, as an instance does.
@@ -540,12 +543,18 @@ impl Pair {
                     self.link = Some(conn);
                     self.client.handle_link_up(self.now);
                 } else {
+                    self.conns.dial_failed();
                     self.device
                         .handle_dial_failed(DialFailure::Transient, self.now);
                 }
             }
             // Nothing comes back for the rest the OS hands back: noted for the tests.
-            e => self.device_effects.push(e),
+            e => {
+                if matches!(e, Effect::Stop { .. }) {
+                    self.conns.stopped();
+                }
+                self.device_effects.push(e)
+            }
         }
     }
 
@@ -571,6 +580,7 @@ impl Pair {
             ClientOutput::Close { code, reason } => {
                 self.client_closes.push((code, reason));
                 if let Some(conn) = self.link.take() {
+                    self.conns.peer_closed(conn);
                     self.in_flight.clear();
                     self.device
                         .handle_closed(conn, Some(code), self.now)
@@ -593,10 +603,13 @@ impl Pair {
         &mut self,
         input: crate::device::Input,
     ) -> Result<Result<crate::device::Handled, crate::device::Refused>, Livelock> {
-        if matches!(input, crate::device::Input::Closed { conn, .. } if self.link == Some(conn)) {
-            self.link = None;
-            self.in_flight.clear();
-            self.client.handle_link_down(self.now);
+        if let crate::device::Input::Closed { conn, .. } = input {
+            if self.link == Some(conn) {
+                self.link = None;
+                self.in_flight.clear();
+                self.client.handle_link_down(self.now);
+            }
+            self.conns.peer_closed(conn);
         }
         let opening = match &input {
             crate::device::Input::Open { kind } => Some(*kind),
@@ -609,7 +622,7 @@ impl Pair {
         let handled = self.device.handle(input, self.now);
         if let (Ok(crate::device::Handled::Opened(conn)), Some(kind)) = (&handled, opening) {
             self.stdio_out.entry(*conn).or_default();
-            self.local_kinds.insert(*conn, kind);
+            self.conns.opened(*conn, kind);
         }
         self.drive()?;
         Ok(handled)

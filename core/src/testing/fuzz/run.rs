@@ -16,6 +16,7 @@ use crate::time::Time;
 
 use super::grammar::{Failure, Op, Reconfig};
 use super::{lossy, MAX_OUTPUTS_PER_OP};
+use crate::testing::connections::Connections;
 use crate::testing::fake_os::FakeOs;
 use crate::testing::oracle::Conversations;
 use crate::testing::persist_order::PersistOrder;
@@ -33,11 +34,10 @@ pub(crate) struct Run {
     /// Session ids the device handed out (they outlive a restart, as the store does).
     pub(crate) sessions: Vec<String>,
     /// Everything below is per process.
-    pub(crate) open: BTreeMap<ConnId, ConnKind>,
-    pub(crate) closed: BTreeSet<ConnId>,
+    /// The device's connections and dials, checked as they come and go (the Pair keeps one
+    /// too).
+    pub(crate) conns: Connections,
     pub(crate) started: bool,
-    pub(crate) dialing: bool,
-    pub(crate) stopped: bool,
     /// What was said on each connection, checked as it is said (the oracle the Pair runs too).
     pub(crate) talk: Conversations,
     /// Terminals whose shell runs: opened, and not exited or hung up.
@@ -45,9 +45,6 @@ pub(crate) struct Run {
     /// Terminals whose shell exited while outputs waited behind a held persist: keystrokes or
     /// a hang-up the device queued before it heard of the exit may still come out.
     pub(crate) exited: BTreeSet<String>,
-    /// Connections the device let go of whose `Close` has not left yet (it waits behind a held
-    /// persist): the shell still has them, and a frame on one is a misuse the device refuses.
-    pub(crate) closing: BTreeMap<ConnId, ConnKind>,
 }
 
 /// What one drain saw.
@@ -73,15 +70,11 @@ impl Run {
             now: Time::ZERO,
             ops: 0,
             sessions: Vec::new(),
-            open: BTreeMap::new(),
-            closed: BTreeSet::new(),
+            conns: Connections::default(),
             started: false,
-            dialing: false,
-            stopped: false,
             talk: Conversations::default(),
             terminals: BTreeSet::new(),
             exited: BTreeSet::new(),
-            closing: BTreeMap::new(),
         }
     }
 
@@ -89,15 +82,11 @@ impl Run {
     pub(crate) fn forget_process(&mut self) {
         self.persists = PersistOrder::default();
         self.engine.forget_all();
-        self.open.clear();
-        self.closed.clear();
+        self.conns.forget();
         self.started = false;
-        self.dialing = false;
-        self.stopped = false;
         self.talk = Conversations::default();
         self.terminals.clear();
         self.exited.clear();
-        self.closing.clear();
     }
 
     /// Give the device one input the way a shell writes it down: through the one place every
@@ -107,11 +96,12 @@ impl Run {
     }
 
     pub(crate) fn pick(&self, k: u8) -> Option<(ConnId, ConnKind)> {
-        if self.open.is_empty() {
+        let open = &self.conns.open;
+        if open.is_empty() {
             return None;
         }
-        let i = usize::from(k) % self.open.len();
-        self.open.iter().nth(i).map(|(c, k)| (*c, *k))
+        let i = usize::from(k) % open.len();
+        open.iter().nth(i).map(|(c, k)| (*c, *k))
     }
 
     pub(crate) fn step(&mut self, op: &Op) {
@@ -176,10 +166,10 @@ impl Run {
             }
             Op::FrameToUnknown { back } => {
                 // A connection that closed, or one never opened.
-                let conn = self
-                    .closed
+                let closed = &self.conns.closed;
+                let conn = closed
                     .iter()
-                    .nth(usize::from(*back) % self.closed.len().max(1))
+                    .nth(usize::from(*back) % closed.len().max(1))
                     .copied()
                     .unwrap_or(ConnId(u64::MAX - u64::from(*back)));
                 let frame = b"{}".to_vec();
@@ -233,11 +223,7 @@ impl Run {
     }
 
     pub(crate) fn opened(&mut self, conn: ConnId, kind: ConnKind) {
-        assert!(
-            !self.open.contains_key(&conn) && !self.closed.contains(&conn),
-            "connection ids are never reused: {conn:?}"
-        );
-        self.open.insert(conn, kind);
+        self.conns.opened(conn, kind);
     }
 
     pub(crate) fn open_link(&mut self) {
@@ -247,11 +233,10 @@ impl Run {
             self.drain();
         }
         let kind = ConnKind::Link;
-        if self.dialing {
+        if self.conns.dialing {
             let Ok(Handled::Opened(conn)) = self.input(Input::Open { kind }) else {
                 panic!("the device asked for a dial, so a link may open");
             };
-            self.dialing = false;
             self.opened(conn, kind);
         } else if self.os.held.is_empty() {
             // (With persists held, a `Dial` may be waiting behind them.)
@@ -270,14 +255,14 @@ impl Run {
             Failure::TokenRefused => DialFailure::TokenRefused,
             Failure::Unsupported(s) => DialFailure::Unsupported(s.clone()),
         };
-        if !self.dialing && !self.os.held.is_empty() {
+        if !self.conns.dialing && !self.os.held.is_empty() {
             // A `Dial` may wait behind the held persists: the shell has not dialled yet.
             return;
         }
-        let was_dialing = self.dialing;
+        let was_dialing = self.conns.dialing;
         assert_eq!(self.input(Input::DialFailed { failure }), Ok(Handled::Done));
         if was_dialing {
-            self.dialing = false;
+            self.conns.dial_failed();
         }
         let d = self.drain();
         if was_dialing && matches!(f, Failure::Transient) {
@@ -302,8 +287,7 @@ impl Run {
     pub(crate) fn close(&mut self, conn: ConnId, kind: ConnKind, code: Option<u16>) {
         let closed = self.input(Input::Closed { conn, code });
         assert_eq!(closed, Ok(Handled::Done), "the connection is open");
-        self.open.remove(&conn);
-        self.closed.insert(conn);
+        self.conns.peer_closed(conn);
         let d = self.drain();
         if kind == ConnKind::Link {
             if code == Some(crate::device::CLOSE_PROTOCOL) {
@@ -363,24 +347,14 @@ impl Run {
     pub(crate) fn output(&mut self, out: ShellOutput, d: &mut Drained) {
         match out {
             ShellOutput::Send { conn, frame } => self.sent(conn, &frame),
-            ShellOutput::Close { conn, .. } => {
-                assert!(
-                    !self.closed.contains(&conn),
-                    "the device closed {conn:?} after it was closed"
-                );
-                assert!(
-                    self.open.remove(&conn).is_some() || self.closing.remove(&conn).is_some(),
-                    "the device closed {conn:?}, which never opened"
-                );
-                // The device has let go of a connection it closes.
-                self.closed.insert(conn);
-            }
+            // The device has let go of a connection it closes.
+            ShellOutput::Close { conn, .. } => self.conns.device_closed(conn),
             // Pings go unanswered here (a silent network): the link is given up in time. One
             // queued before the device closed the link leaves ahead of its close.
             ShellOutput::Ping { conn } => assert_eq!(
-                self.open.get(&conn).or(self.closing.get(&conn)),
-                Some(&ConnKind::Link),
-                "a ping was asked for on {conn:?}, which is not an open link"
+                self.conns.written(conn, &"a ping"),
+                ConnKind::Link,
+                "a ping was asked for on {conn:?}, which is not a link"
             ),
             ShellOutput::Effect(effect) => self.effect(effect, d),
             // The fuzzed engine is scripted, which needs nothing from a shell.
@@ -394,21 +368,9 @@ impl Run {
         match &effect {
             Effect::Dial => {
                 d.dials += 1;
-                assert!(!self.stopped, "a dial was asked for after Stop");
-                assert!(
-                    !self.dialing,
-                    "a second dial was asked for before the first ended"
-                );
-                assert!(
-                    !self.open.values().any(|k| *k == ConnKind::Link),
-                    "a dial was asked for while a link is up"
-                );
-                self.dialing = true;
+                self.conns.dial_asked();
             }
-            Effect::Stop { .. } => {
-                self.stopped = true;
-                self.dialing = false;
-            }
+            Effect::Stop { .. } => self.conns.stopped(),
             Effect::Persist { seq, .. } => self.persists.asked(*seq),
             Effect::OpenTerminal { terminal_id, .. } => {
                 self.terminals.insert(terminal_id.clone());
@@ -432,21 +394,9 @@ impl Run {
     }
 
     pub(crate) fn sent(&mut self, conn: ConnId, frame: &[u8]) {
-        assert!(
-            !self.closed.contains(&conn),
-            "a frame was sent on {conn:?} after it closed: {}",
-            lossy(frame)
-        );
-        let kind = *self
-            .open
-            .get(&conn)
-            .or(self.closing.get(&conn))
-            .unwrap_or_else(|| {
-                panic!(
-                    "a frame was sent on {conn:?}, which never opened: {}",
-                    lossy(frame)
-                )
-            });
+        let kind = self
+            .conns
+            .written(conn, &format_args!("a frame ({})", lossy(frame)));
         if let Some(session) = self.talk.said(conn, kind, frame) {
             if !self.sessions.contains(&session) {
                 self.sessions.push(session);
@@ -531,19 +481,19 @@ impl Run {
         let theirs: BTreeMap<ConnId, ConnKind> = self.device.connections().collect();
         // A connection the device closed on its own account behind a held persist: it has let
         // go of it, and the close leaves with that persist.
-        let let_go: Vec<(ConnId, ConnKind)> = self
+        let let_go: Vec<ConnId> = self
+            .conns
             .open
-            .iter()
-            .filter(|(c, _)| !theirs.contains_key(c))
-            .map(|(c, k)| (*c, *k))
+            .keys()
+            .filter(|c| !theirs.contains_key(c))
+            .copied()
             .collect();
-        for (conn, kind) in let_go {
+        for conn in let_go {
             assert!(
                 !self.os.held.is_empty(),
                 "the device let go of {conn:?} without closing it"
             );
-            self.open.remove(&conn);
-            self.closing.insert(conn, kind);
+            self.conns.letting_go(conn);
             let frame = b"{}".to_vec();
             assert_eq!(
                 self.input(Input::Frame { conn, frame }),
@@ -552,13 +502,13 @@ impl Run {
             );
         }
         assert_eq!(
-            theirs, self.open,
+            theirs, self.conns.open,
             "the device's connections are the ones opened and not closed"
         );
         if self.os.held.is_empty() {
             assert_eq!(
                 self.device.link_stopped(),
-                self.stopped,
+                self.conns.stopped,
                 "the device stopped linking exactly when it said Stop"
             );
         }
