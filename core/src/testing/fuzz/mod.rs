@@ -9,7 +9,9 @@
 //! input; `run.rs` the shell it plays around the device (on `testing/fake_os.rs`, the Pair's
 //! fake OS) and
 //! the invariants it checks after every operation (those on what is said on each connection are
-//! `testing/oracle.rs`, which the Pair runs too).
+//! `testing/oracle.rs`, and those of the link's life, opens, closes, dials and stops,
+//! `testing/connections.rs`: the Pair runs both too); `model_engine.rs` a driver of the model
+//! engine alone, against an instance that answers anything.
 
 use arbitrary::{Arbitrary, Unstructured};
 use serde::de::IgnoredAny;
