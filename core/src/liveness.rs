@@ -1,4 +1,4 @@
-//! Whether a link is alive, decided from time alone: one [`Heartbeat`] per link, on both roles.
+//! Whether a link is alive, decided from time alone: one `Heartbeat` per link, on both roles.
 //! Anything that arrives (a message, a pong, a ping) is proof of life. A link quiet for
 //! `ping_after_ms` is pinged, again every `ping_after_ms` while it stays quiet; silent for
 //! `dead_after_ms`, it is dead. Outbound traffic proves nothing: a black hole takes every byte.

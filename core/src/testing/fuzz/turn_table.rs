@@ -81,7 +81,7 @@ struct Model {
     next_write: u64,
 }
 
-/// Drive a [`TurnTable`] through operations read from `data`; panics on a broken promise.
+/// Drive a `TurnTable` through operations read from `data`; panics on a broken promise.
 pub fn turn_table(data: &[u8]) {
     let mut u = Unstructured::new(data);
     let Ok(capacity) = u8::arbitrary(&mut u) else {
