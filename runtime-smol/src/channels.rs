@@ -66,6 +66,8 @@ pub enum Input {
     },
     /// The instance's chat models, fetched at a dial (`GET /v1/models`).
     Models(Vec<lembas_core::config::Model>),
+    /// What the instance said of the account's personalization, fetched at a dial.
+    Personalization(crate::personalization::FromInstance),
     /// Stop now (the demo's end).
     Shutdown,
 }

@@ -2,7 +2,8 @@
 //! `trusted:` list, the `sessions:` block (`max_live`, read at start-up), the `link:` block
 //! (when a quiet link is pinged and a silent one given up; read at start-up) and `engine:`
 //! (`model`, the default, `scripted` for tests, or a block of the model engine's settings; read
-//! at start-up). Other top-level
+//! at start-up), and the device's own personalization: `personality`, `personality_custom` and
+//! `instructions` (strings; read at start-up; see [`crate::personalization`]). Other top-level
 //! keys belong to the rest of LLeMbas CLI and are ignored here;
 //! inside `remote:` an unknown key is refused, since a misspelt limit must not pass silently.
 //! A malformed file is refused with the file, the line and the key. Roots and trusted
@@ -28,6 +29,12 @@ struct File {
     link: Option<Spanned<LinkBlock>>,
     #[serde(default)]
     engine: Option<EngineChoice>,
+    #[serde(default)]
+    personality: Option<String>,
+    #[serde(default)]
+    personality_custom: Option<String>,
+    #[serde(default)]
+    instructions: Option<String>,
 }
 
 /// The `sessions:` block: how many the device keeps in memory.
@@ -80,6 +87,9 @@ pub struct Config {
     pub liveness: Liveness,
     /// `engine`: what answers prompts.
     pub engine: EngineChoice,
+    /// `personality`, `personality_custom` and `instructions`, those set, as one object (`None`:
+    /// none is set): the device's own personalization.
+    pub personalization: Option<serde_json::Value>,
     /// Where it came from (`None`: no file, the defaults).
     pub file: Option<PathBuf>,
 }
@@ -92,6 +102,7 @@ impl Default for Config {
             max_live_sessions: lembas_core::config::SessionLimits::default().max_live,
             liveness: Liveness::default(),
             engine: EngineChoice::default(),
+            personalization: None,
             file: None,
         }
     }
@@ -241,6 +252,11 @@ pub fn parse(text: &str, path: &Path, home: Option<&Path>) -> Result<Config, Con
         }
         config.engine = engine;
     }
+    config.personalization = crate::personalization::fields_of(&serde_json::json!({
+        "personality": file.personality,
+        "personality_custom": file.personality_custom,
+        "instructions": file.instructions,
+    }));
     if let Some(trusted) = file.trusted {
         config.remote.trusted = trusted
             .iter()
@@ -284,6 +300,19 @@ mod tests {
         assert!(c.remote.terminal);
         assert!(!c.terminal_integration);
         assert_eq!(c.max_live_sessions, 50);
+        assert_eq!(c.personalization, None);
+        let own = parse(
+            "personality: warm\ninstructions: \"Use British spelling\"\n",
+            Path::new("/x/config.yaml"),
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            own.personalization,
+            Some(
+                serde_json::json!({ "personality": "warm", "instructions": "Use British spelling" })
+            )
+        );
         assert_eq!(
             c.remote.trusted,
             vec![real.join("proj").to_str().unwrap().to_string()]
@@ -373,6 +402,8 @@ mod tests {
         assert!(e.0.contains(":2:") && e.0.contains("max_lives"), "{e}");
         let e = parse("remote:\n  enabled: true\nengine: scriptd\n", p, None).unwrap_err();
         assert!(e.0.contains(":3:") && e.0.contains("engine"), "{e}");
+        let e = parse("remote:\n  enabled: true\npersonality: [warm]\n", p, None).unwrap_err();
+        assert!(e.0.contains(":3:") && e.0.contains("personality"), "{e}");
         let e = parse("remote: [\n", p, None).unwrap_err();
         assert!(e.0.starts_with("/etc/lembas/config.yaml:"), "{e}");
     }

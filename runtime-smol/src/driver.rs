@@ -429,6 +429,20 @@ impl Driver {
                 }
             }
             Input::Models(models) => self.models(models, now),
+            Input::Personalization(from) => {
+                log::debug!(
+                    "personalization: {}",
+                    match &from {
+                        crate::personalization::FromInstance::NotAvailable =>
+                            "config.yaml's (the instance has none available)",
+                        crate::personalization::FromInstance::Available(Some(_)) =>
+                            "the instance's",
+                        crate::personalization::FromInstance::Available(None) =>
+                            "none (turned off on the instance)",
+                    }
+                );
+                self.host.engine_mut().0.set_instance_personalization(&from);
+            }
             Input::Shutdown => {
                 self.exit = Some(Exit {
                     code: 0,

@@ -10,6 +10,8 @@ use lembas_core::model::engine::{ModelEngine, ModelEngineConfig};
 use lembas_core::scripted::ScriptedEngine;
 use lembas_core::Time;
 
+use crate::personalization::FromInstance;
+
 /// config.yaml's `engine:`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum EngineChoice {
@@ -50,40 +52,76 @@ impl<'de> serde::Deserialize<'de> for EngineChoice {
     }
 }
 
+impl EngineChoice {
+    /// The model engine's settings with what the device knows beyond config.yaml's `engine:`:
+    /// its own personalization, and the instance's name (the login's host) for
+    /// `## Instructions from <instance>`.
+    pub fn with_device(
+        mut self,
+        personalization: Option<serde_json::Value>,
+        instance_name: Option<String>,
+    ) -> EngineChoice {
+        if let EngineChoice::Model(config) = &mut self {
+            config.personalization = personalization;
+            config.instance_name = instance_name;
+        }
+        self
+    }
+}
+
 /// The engine a driver runs.
 pub enum DeviceEngine {
     Scripted(ScriptedEngine),
-    Model(Box<ModelEngine>),
+    Model {
+        engine: Box<ModelEngine>,
+        /// The device's own personalization (config.yaml's), used when the instance has none
+        /// available.
+        own_personalization: Option<serde_json::Value>,
+    },
 }
 
 impl DeviceEngine {
+    /// The model engine's settings carry the device's own personalization.
     pub fn new(choice: EngineChoice, models: Vec<Model>) -> DeviceEngine {
         match choice {
             EngineChoice::Scripted => DeviceEngine::Scripted(ScriptedEngine::new()),
-            EngineChoice::Model(config) => {
-                DeviceEngine::Model(Box::new(ModelEngine::new(config, models)))
-            }
+            EngineChoice::Model(config) => DeviceEngine::Model {
+                own_personalization: config.personalization.clone(),
+                engine: Box::new(ModelEngine::new(config, models)),
+            },
+        }
+    }
+
+    /// What the instance said of the account's personalization (fetched at a dial): it, or
+    /// the device's own, is what turns from now on are composed with.
+    pub fn set_instance_personalization(&mut self, from: &FromInstance) {
+        if let DeviceEngine::Model {
+            engine,
+            own_personalization,
+        } = self
+        {
+            engine.config_mut().personalization = from.effective(own_personalization.clone());
         }
     }
 
     /// The instance's model list changed (fetched at a dial); the scripted engine has none.
     pub fn set_models(&mut self, models: Vec<Model>) {
-        if let DeviceEngine::Model(m) = self {
-            m.set_models(models);
+        if let DeviceEngine::Model { engine, .. } = self {
+            engine.set_models(models);
         }
     }
 
     fn inner(&self) -> &dyn Engine {
         match self {
             DeviceEngine::Scripted(e) => e,
-            DeviceEngine::Model(e) => &**e,
+            DeviceEngine::Model { engine, .. } => &**engine,
         }
     }
 
     fn inner_mut(&mut self) -> &mut dyn Engine {
         match self {
             DeviceEngine::Scripted(e) => e,
-            DeviceEngine::Model(e) => &mut **e,
+            DeviceEngine::Model { engine, .. } => &mut **engine,
         }
     }
 }

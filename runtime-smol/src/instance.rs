@@ -5,7 +5,8 @@
 //! `InstanceOptions::tls` it serves HTTPS and wss:// (the tests give it an rcgen certificate).
 //! With `InstanceOptions::relay` it runs no client of its own: it relays a browser page's
 //! WebSocket on `/api/devices/relay` to the device's link (see [`crate::relay`]). It also
-//! serves `GET /v1/models` and streamed `POST /v1/chat/completions` for the model engine (see
+//! serves `GET /v1/models`, streamed `POST /v1/chat/completions` and `GET`/`PUT
+//! /v1/me/personalization` for the model engine and the CLI (see
 //! [`crate::instance_api`]).
 
 use std::net::SocketAddr;
@@ -56,6 +57,9 @@ pub struct InstanceOptions {
     /// Note when each streamed event's last byte was written ([`TestInstance::sse_writes`]):
     /// the model bench's start line for a frame's latency.
     pub record_sse_writes: bool,
+    /// `GET /v1/me/personalization`'s answer at the start (`{enabled, available, personality,
+    /// personality_custom, instructions}`), changed by each `PUT`; `None`: not served (404).
+    pub personalization: Option<Value>,
 }
 
 impl Default for InstanceOptions {
@@ -70,6 +74,7 @@ impl Default for InstanceOptions {
             models: default_models(),
             chat: Vec::new(),
             record_sse_writes: false,
+            personalization: None,
         }
     }
 }
@@ -215,6 +220,7 @@ impl TestInstance {
             options.models.clone(),
             options.chat.clone(),
             options.record_sse_writes,
+            options.personalization.clone(),
         ));
         let accept = smol::spawn(accept_loop(
             listener,
@@ -264,6 +270,23 @@ impl TestInstance {
     /// written (its write returned), in order; taken, so the next call has only newer ones.
     pub fn sse_writes(&self) -> Vec<(String, std::time::Instant)> {
         self.api.sse_writes()
+    }
+
+    /// `/v1/me/personalization`'s state now (each `PUT` merged in).
+    pub fn personalization(&self) -> Option<Value> {
+        self.api.personalization()
+    }
+
+    /// Every `PUT /v1/me/personalization` body, in order.
+    pub fn personalization_puts(&self) -> Vec<Value> {
+        self.api.personalization_puts()
+    }
+
+    /// From now on refuse a `PUT /v1/me/personalization` with 403 and this `detail` (`None`:
+    /// take them again).
+    pub fn refuse_personalization_puts(&self, detail: Option<&str>) {
+        self.api
+            .refuse_personalization_puts(detail.map(String::from))
     }
 
     /// Chat streams the client closed before their end (a cancel that really aborted).
@@ -455,6 +478,8 @@ async fn serve_http(
         }
         ("GET", "/v1/models") => api.models(&mut stream, &head).await,
         ("POST", "/v1/chat/completions") => api.chat(&mut stream, head).await,
+        ("GET", "/v1/me/personalization") => api.get_personalization(&mut stream, &head).await,
+        ("PUT", "/v1/me/personalization") => api.put_personalization(&mut stream, head).await,
         ("GET", "/api/devices/link") => {
             let expected = format!("Bearer {}", options.token);
             let refused = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));

@@ -3,7 +3,9 @@
 //! chunked HTTP, with replies scripted per test ([`ChatReply`], taken in order; with none left,
 //! the last user message is echoed). Both check `Authorization: Bearer <token>`. Every chat
 //! request body is recorded, and every stream the client closed before its end is counted: a
-//! test proves a cancel really aborted the HTTP request.
+//! test proves a cancel really aborted the HTTP request. It also serves
+//! `GET`/`PUT /v1/me/personalization` (state per test; a partial `PUT` merged, each body
+//! recorded; 403 with a `detail` when not available; 404 when the test gives none).
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
@@ -110,6 +112,12 @@ pub(crate) struct Api {
     models_served: AtomicUsize,
     /// When each streamed event was written, if asked to note it.
     sse_writes: Option<Mutex<Vec<(String, Instant)>>>,
+    /// `/v1/me/personalization`'s state (`None`: not served, 404).
+    personalization: Mutex<Option<Value>>,
+    /// Every `PUT /v1/me/personalization` body, in order.
+    personalization_puts: Mutex<Vec<Value>>,
+    /// Refuse a `PUT` with 403 and this `detail` (a token that is not a device's, say).
+    refuse_puts: Mutex<Option<String>>,
 }
 
 impl Api {
@@ -118,8 +126,12 @@ impl Api {
         models: Vec<Value>,
         chat: Vec<ChatReply>,
         record_sse_writes: bool,
+        personalization: Option<Value>,
     ) -> Api {
         Api {
+            personalization: Mutex::new(personalization),
+            personalization_puts: Mutex::new(Vec::new()),
+            refuse_puts: Mutex::new(None),
             token,
             models,
             script: Mutex::new(chat.into()),
@@ -162,6 +174,93 @@ impl Api {
         self.aborted.load(Ordering::SeqCst)
     }
 
+    /// `/v1/me/personalization`'s state now.
+    pub(crate) fn personalization(&self) -> Option<Value> {
+        lock(&self.personalization).clone()
+    }
+
+    /// Every `PUT /v1/me/personalization` body, in order.
+    pub(crate) fn personalization_puts(&self) -> Vec<Value> {
+        lock(&self.personalization_puts).clone()
+    }
+
+    /// From now on refuse a `PUT` with 403 and `detail` (`None`: take them again).
+    pub(crate) fn refuse_personalization_puts(&self, detail: Option<String>) {
+        *lock(&self.refuse_puts) = detail;
+    }
+
+    /// `GET /v1/me/personalization`.
+    pub(crate) async fn get_personalization(
+        &self,
+        stream: &mut Box<dyn Io>,
+        head: &[u8],
+    ) -> std::io::Result<()> {
+        if !self.authorized(head) {
+            return detail(stream, 401, "the device token is not valid").await;
+        }
+        match self.personalization() {
+            None => detail(stream, 404, "Not Found").await,
+            Some(state) => {
+                let body = state.to_string();
+                respond(stream, 200, &[("content-type", "application/json")], &body).await
+            }
+        }
+    }
+
+    /// `PUT /v1/me/personalization`: the fields given are merged into the state.
+    pub(crate) async fn put_personalization(
+        &self,
+        stream: &mut Box<dyn Io>,
+        head: Vec<u8>,
+    ) -> std::io::Result<()> {
+        if !self.authorized(&head) {
+            return detail(stream, 401, "the device token is not valid").await;
+        }
+        let Some(body) = read_body(stream, head).await? else {
+            return detail(
+                stream,
+                411,
+                "a content-length of at most 16 MiB is required",
+            )
+            .await;
+        };
+        let Ok(Value::Object(put)) = serde_json::from_slice::<Value>(&body) else {
+            return detail(stream, 422, "the body is not a JSON object").await;
+        };
+        lock(&self.personalization_puts).push(Value::Object(put.clone()));
+        let Some(mut state) = self.personalization() else {
+            return detail(stream, 404, "Not Found").await;
+        };
+        if state["available"] != true {
+            return detail(stream, 403, "personalization is not available on this plan").await;
+        }
+        let refusal = lock(&self.refuse_puts).clone();
+        if let Some(why) = refusal {
+            return detail(stream, 403, &why).await;
+        }
+        for (key, value) in &put {
+            let fits = match key.as_str() {
+                "enabled" => value.is_boolean(),
+                k if crate::personalization::FIELDS.contains(&k) => value.is_string(),
+                _ => true,
+            };
+            if !fits {
+                let want = if key == "enabled" {
+                    "a boolean"
+                } else {
+                    "a string"
+                };
+                return detail(stream, 422, &format!("{key} must be {want}")).await;
+            }
+            if key == "enabled" || crate::personalization::FIELDS.contains(&key.as_str()) {
+                state[key] = value.clone();
+            }
+        }
+        *lock(&self.personalization) = Some(state.clone());
+        let body = state.to_string();
+        respond(stream, 200, &[("content-type", "application/json")], &body).await
+    }
+
     fn authorized(&self, head: &[u8]) -> bool {
         let want = format!("Bearer {}", self.token);
         header(head, "authorization").is_some_and(|v| v == want)
@@ -202,20 +301,9 @@ impl Api {
         if len > MAX_BODY {
             return error(stream, 413, None, "the request is too big").await;
         }
-        let start = head
-            .windows(4)
-            .position(|w| w == b"\r\n\r\n")
-            .map_or(head.len(), |i| i + 4);
-        let mut body = head[start..].to_vec();
-        let mut buf = [0u8; 8192];
-        while body.len() < len {
-            let n = stream.read(&mut buf).await?;
-            if n == 0 {
-                return Ok(());
-            }
-            body.extend_from_slice(&buf[..n]);
-        }
-        body.truncate(len);
+        let Some(body) = read_body(stream, head).await? else {
+            return Ok(());
+        };
         let Ok(request) = serde_json::from_slice::<Value>(&body) else {
             return error(stream, 400, None, "the body is not JSON").await;
         };
@@ -251,6 +339,36 @@ impl Api {
         }
         Ok(())
     }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The request's body: what of it `head` holds (read with the head), then the rest up to its
+/// `content-length`. `None`: no length, one past [`MAX_BODY`], or the client left first.
+async fn read_body(stream: &mut Box<dyn Io>, head: Vec<u8>) -> std::io::Result<Option<Vec<u8>>> {
+    let Some(len) = header(&head, "content-length")
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|len| *len <= MAX_BODY)
+    else {
+        return Ok(None);
+    };
+    let start = head
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map_or(head.len(), |i| i + 4);
+    let mut body = head[start..].to_vec();
+    let mut buf = [0u8; 8192];
+    while body.len() < len {
+        let n = stream.read(&mut buf).await?;
+        if n == 0 {
+            return Ok(None);
+        }
+        body.extend_from_slice(&buf[..n]);
+    }
+    body.truncate(len);
+    Ok(Some(body))
 }
 
 /// The default reply: the last user message's text, in three deltas.
@@ -367,6 +485,18 @@ async fn stream_head(stream: &mut Box<dyn Io>) -> std::io::Result<()> {
     stream.flush().await
 }
 
+/// An error as LLeMbas's own API answers one: `{"detail": ...}`.
+async fn detail(stream: &mut Box<dyn Io>, status: u16, detail: &str) -> std::io::Result<()> {
+    let body = json!({ "detail": detail }).to_string();
+    respond(
+        stream,
+        status,
+        &[("content-type", "application/json")],
+        &body,
+    )
+    .await
+}
+
 async fn error(
     stream: &mut Box<dyn Io>,
     status: u16,
@@ -393,7 +523,9 @@ async fn respond(
         401 => "Unauthorized",
         403 => "Forbidden",
         411 => "Length Required",
+        404 => "Not Found",
         413 => "Payload Too Large",
+        422 => "Unprocessable Entity",
         429 => "Too Many Requests",
         500 => "Internal Server Error",
         503 => "Service Unavailable",

@@ -26,6 +26,7 @@ pub mod link;
 pub mod logger;
 pub mod login;
 pub mod outbox;
+pub mod personalization;
 #[cfg(feature = "dev")]
 pub mod relay;
 pub mod reload;

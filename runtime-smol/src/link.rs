@@ -117,7 +117,7 @@ impl Instance {
 
 /// The agent of the one-shot GETs to the instance (discovery, the model list): a bound on the
 /// whole request, statuses answered rather than errors, the login's extra CA trusted.
-fn agent(ca: Option<&[u8]>) -> Result<ureq::Agent, String> {
+pub(crate) fn agent(ca: Option<&[u8]>) -> Result<ureq::Agent, String> {
     let mut config = ureq::Agent::config_builder()
         .timeout_global(Some(Duration::from_secs(15)))
         .http_status_as_error(false);
@@ -204,17 +204,23 @@ pub fn fetch_models(
     models::chat_models(&body, models::DEFAULT_MAX_MODELS).map_err(ModelsError::Failed)
 }
 
-/// Fetch the model list (on `blocking`'s pool) and send it to the driver; a failure is logged
-/// and the last list kept.
+/// Fetch the model list and the account's personalization (on `blocking`'s pool) and send them
+/// to the driver; a failed list is logged and the last one kept (a personalization that cannot
+/// be had is "not available": the device's own applies).
 pub async fn send_models(
     instance: Instance,
     token: String,
     ca: Option<Arc<Vec<u8>>>,
     tx: &Sender<Input>,
 ) {
-    let fetched =
-        blocking::unblock(move || fetch_models(&instance, &token, ca.as_deref().map(|v| &v[..])))
-            .await;
+    let fetched = blocking::unblock(move || {
+        let ca = ca.as_deref().map(|v| &v[..]);
+        let personal = crate::personalization::fetch(&instance, &token, ca);
+        (fetch_models(&instance, &token, ca), personal)
+    })
+    .await;
+    let (fetched, personal) = fetched;
+    let _ = tx.send(Input::Personalization(personal)).await;
     match fetched {
         Ok(list) => {
             if let Some(note) = list.cut_note() {
@@ -232,7 +238,7 @@ pub struct LinkDialer {
     token: String,
     /// An extra certificate authority to trust (PEM).
     pub ca: Option<Arc<Vec<u8>>>,
-    /// Where the model list fetched at each dial goes (the driver).
+    /// Where the model list and personalization fetched at each dial go (the driver).
     models: Option<Sender<Input>>,
 }
 
@@ -255,8 +261,8 @@ impl LinkDialer {
         }
     }
 
-    /// Fetch the instance's models at each dial (before the link opens, so its hello lists
-    /// them) and send them to `tx`.
+    /// Fetch the instance's models and the account's personalization at each dial (before the
+    /// link opens, so its hello lists the models) and send them to `tx`.
     pub fn with_models(mut self, tx: Sender<Input>) -> LinkDialer {
         self.models = Some(tx);
         self

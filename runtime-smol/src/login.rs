@@ -1,7 +1,8 @@
 //! `lembas login`: check the instance speaks protocol 3 and takes the token (its model list,
 //! `GET /v1/models`), then save the login (the address in `login.json`, the token in a file
 //! only the user can read) and, when config.yaml sets no `embedding:`, the instance's first
-//! embedding model as it (see [`crate::embedding`]).
+//! embedding model as it (see [`crate::embedding`]). It says whose personalization applies
+//! (see [`crate::personalization`]).
 
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
@@ -87,6 +88,18 @@ pub fn login(
             "\nthe instance's models could not be listed ({why}); `lembas link` tries again"
         )),
     }
+    use crate::personalization::FromInstance;
+    said.push_str(
+        match crate::personalization::fetch(&instance, token, ca.as_deref()) {
+            FromInstance::NotAvailable => {
+                "\npersonalization: config.yaml's (the instance has none available)"
+            }
+            FromInstance::Available(Some(_)) => {
+                "\npersonalization: the account's, from the instance (in place of config.yaml's)"
+            }
+            FromInstance::Available(None) => "\npersonalization: none (turned off on the instance)",
+        },
+    );
     Ok(said)
 }
 

@@ -266,7 +266,10 @@ fn run(command: Command, seed: Option<u64>) -> Result<(), String> {
                 device.session_count()
             );
             let mut driver = Driver::new(device, Disk::Redb(Arc::new(store)), dirs.attachments());
-            driver.set_engine(DeviceEngine::new(config.engine, Vec::new()));
+            let engine = config
+                .engine
+                .with_device(config.personalization, Some(instance.host.clone()));
+            driver.set_engine(DeviceEngine::new(engine, Vec::new()));
             driver.set_io_target(Arc::new(Target::new(
                 instance.clone(),
                 token.clone(),
@@ -308,12 +311,21 @@ fn run(command: Command, seed: Option<u64>) -> Result<(), String> {
             let device = Device::new(dc, Time(0)).map_err(|e| e.to_string())?;
             let mut driver =
                 Driver::new(device, Disk::Mem(MemStore::default()), dirs.attachments());
-            driver.set_engine(DeviceEngine::new(config.engine, Vec::new()));
-            // Logged in: the engine's requests go to that instance, whose models are fetched
-            // while the editor starts; else each request says to log in.
+            // Logged in: the engine's requests go to that instance, whose models (and the
+            // account's personalization) are fetched while the editor starts; else each request
+            // says to log in.
+            let login = lembas::login::load(&dirs).ok();
+            let instance = login
+                .as_ref()
+                .map(|(login, _)| Instance::parse(&login.url))
+                .transpose()?;
+            let engine = config.engine.with_device(
+                config.personalization,
+                instance.as_ref().map(|i| i.host.clone()),
+            );
+            driver.set_engine(DeviceEngine::new(engine, Vec::new()));
             let mut _models = None;
-            if let Ok((login, token)) = lembas::login::load(&dirs) {
-                let instance = Instance::parse(&login.url)?;
+            if let (Some((login, token)), Some(instance)) = (login, instance) {
                 let ca = login
                     .ca_file
                     .as_ref()
