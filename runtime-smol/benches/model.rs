@@ -16,6 +16,7 @@
 //! p99 under 5 ms.
 //!
 //! The core's own share (no sockets) is `cargo bench -p lembas-core --bench model -- latency`.
+//! `LEMBAS_BENCH_TRACE=1` adds where in each run the latencies over the target fall.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -396,10 +397,45 @@ async fn through_the_device(instance: &TestInstance, home: &Path) -> Samples {
             events += 1;
         }
     }
+    if std::env::var_os("LEMBAS_BENCH_TRACE").is_some() {
+        trace(&frames, &written);
+    }
     assert_eq!(
         (updates, events),
         (SESSIONS * EVENTS, SESSIONS * EVENTS),
         "every token an update and an event"
     );
     latencies
+}
+
+/// `LEMBAS_BENCH_TRACE=1`: the frames' latency by when their event was written, in 100 ms
+/// steps from the run's first write, where any is over the target: whether the tail is spread
+/// over the run or gathered (at turns' starts and ends, say).
+fn trace(frames: &[(Instant, String)], written: &HashMap<String, Instant>) {
+    let Some(first) = written.values().min().copied() else {
+        return;
+    };
+    let mut by_step: std::collections::BTreeMap<u128, Vec<Duration>> = Default::default();
+    for (at, text) in frames {
+        if let Some(wrote) = frame_text(text).and_then(|(_, t)| written.get(&t)) {
+            let step = wrote.duration_since(first).as_millis() / 100;
+            by_step
+                .entry(step)
+                .or_default()
+                .push(at.duration_since(*wrote));
+        }
+    }
+    for (step, mut l) in by_step {
+        l.sort_unstable();
+        let (p50, max) = (l[l.len() / 2], l[l.len() - 1]);
+        if max >= TARGET_P99 {
+            eprintln!(
+                "  written at +{:>5} ms: {:>5} frames, p50 {:>9.1} µs, max {:>9.1} µs",
+                step * 100,
+                l.len(),
+                us(p50),
+                us(max)
+            );
+        }
+    }
 }
