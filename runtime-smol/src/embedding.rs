@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use crate::config;
+use crate::config_edit;
 
 /// Whether the text sets a top-level `embedding:` (even to nothing: it is the person's).
 fn has_embedding(text: &str) -> bool {
@@ -17,11 +17,7 @@ fn has_embedding(text: &str) -> bool {
 /// Set `embedding: <value>` in the config at `path` unless it sets one. Returns whether the file
 /// was written.
 pub fn set_if_unset(path: &Path, value: &str, home: Option<&Path>) -> Result<bool, String> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => return Err(format!("{}: {e}", path.display())),
-    };
+    let text = config_edit::read(path)?;
     if has_embedding(&text) {
         return Ok(false);
     }
@@ -34,15 +30,7 @@ pub fn set_if_unset(path: &Path, value: &str, home: Option<&Path>) -> Result<boo
         "embedding: {}\n",
         serde_json::to_string(value).map_err(|e| e.to_string())?
     ));
-    config::parse(&new, path, home)
-        .map_err(|e| format!("the edited config would not load ({e}); left as it was"))?;
-    if let Some(parent) = path.parent() {
-        crate::dirs::create_private_dir(parent)
-            .map_err(|e| format!("{}: {e}", parent.display()))?;
-    }
-    let tmp = path.with_extension("yaml.tmp");
-    std::fs::write(&tmp, new).map_err(|e| format!("{}: {e}", tmp.display()))?;
-    std::fs::rename(&tmp, path).map_err(|e| format!("{}: {e}", path.display()))?;
+    config_edit::write_checked(path, &new, home)?;
     Ok(true)
 }
 

@@ -8,6 +8,8 @@
 pub mod channels;
 pub mod clock;
 pub mod config;
+pub mod config_edit;
+pub mod config_set;
 #[cfg(feature = "dev")]
 pub mod demo;
 pub mod device;

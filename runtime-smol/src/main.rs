@@ -83,6 +83,22 @@ enum Command {
     },
     /// Stop trusting a directory.
     Untrust { dir: String },
+    /// config.yaml's settings.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum ConfigCommand {
+    /// Set `personality`, `personality_custom` or `instructions` in config.yaml and, logged in to
+    /// an instance that keeps the account's personalization, there too.
+    Set {
+        #[arg(value_parser = clap::builder::PossibleValuesParser::new(lembas::config_set::KEYS))]
+        key: String,
+        value: String,
+    },
 }
 
 #[derive(Subcommand)]
@@ -205,6 +221,15 @@ fn run(command: Command, seed: Option<u64>) -> Result<(), String> {
             println!(
                 "{}",
                 lembas::trust::edit(&dirs.config_file(), &dir, true, home.as_deref())?
+            );
+            Ok(())
+        }
+        Command::Config {
+            command: ConfigCommand::Set { key, value },
+        } => {
+            println!(
+                "{}",
+                lembas::config_set::set(&dirs, &key, &value, home.as_deref())?
             );
             Ok(())
         }

@@ -118,12 +118,17 @@ pub fn put(
         .with_config()
         .limit(MAX_BODY)
         .read_to_vec()
-        .ok()
-        .and_then(|b| serde_json::from_slice::<Value>(&b).ok());
-    let detail = answer.as_ref().map(|a| &a["detail"]).and_then(|d| match d {
-        Value::String(s) if !s.trim().is_empty() => Some(s.clone()),
+        .unwrap_or_default();
+    Err(refusal(&url, status, &answer))
+}
+
+/// A refused `PUT` in the instance's words: a 403's `detail` (else "not allowed"), a 422's
+/// (FastAPI lists its complaints; each one's `msg` is what it says).
+fn refusal(url: &str, status: u16, body: &[u8]) -> String {
+    let answer = serde_json::from_slice::<Value>(body).unwrap_or_default();
+    let detail = match &answer["detail"] {
+        Value::String(s) => Some(s.trim().to_string()).filter(|s| !s.is_empty()),
         Value::Null => None,
-        // FastAPI's 422 lists its complaints; each one's `msg` is what it says.
         Value::Array(items) => Some(
             items
                 .iter()
@@ -136,8 +141,8 @@ pub fn put(
                 .join("; "),
         ),
         other => Some(other.to_string()),
-    });
-    Err(match status {
+    };
+    match status {
         403 => format!(
             "the instance refused: {}",
             detail.unwrap_or_else(|| "not allowed".into())
@@ -150,7 +155,7 @@ pub fn put(
             "{url} answered HTTP {status}{}",
             detail.map(|d| format!(": {d}")).unwrap_or_default()
         ),
-    })
+    }
 }
 
 #[cfg(test)]
@@ -173,5 +178,38 @@ mod tests {
             Some(json!({ "personality": "x" }))
         );
         assert_eq!(fields_of(&json!({ "enabled": true })), None);
+    }
+
+    #[test]
+    fn a_refusal_is_given_in_the_instances_words() {
+        let u = "https://i/v1/me/personalization";
+        let body = |v: Value| v.to_string().into_bytes();
+        assert_eq!(
+            refusal(
+                u,
+                403,
+                &body(json!({ "detail": "personalization is off for this plan" }))
+            ),
+            "the instance refused: personalization is off for this plan"
+        );
+        assert_eq!(
+            refusal(u, 403, b"<html>"),
+            "the instance refused: not allowed"
+        );
+        let fastapi = json!({ "detail": [{ "loc": ["body", "enabled"],
+                                           "msg": "Input should be a valid boolean" }] });
+        assert_eq!(
+            refusal(u, 422, &body(fastapi)),
+            "the instance refused the value: Input should be a valid boolean"
+        );
+        assert_eq!(
+            refusal(
+                u,
+                422,
+                &body(json!({ "detail": "instructions must be a string" }))
+            ),
+            "the instance refused the value: instructions must be a string"
+        );
+        assert_eq!(refusal(u, 500, b""), format!("{u} answered HTTP 500"));
     }
 }

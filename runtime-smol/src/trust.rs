@@ -3,13 +3,14 @@
 //! The directory is canonicalized (`~` expanded, symlinks followed). The file is edited as
 //! text: the top-level `trusted:` entry is replaced by a block list at the end of the file, and
 //! every other line (other keys, comments, the `remote:` block) is kept as it was. The result is
-//! checked with the same parser `lembas link` uses before it replaces the file (atomically).
+//! checked with the same parser `lembas link` uses before it replaces the file (atomically; see
+//! [`crate::config_edit`]).
 
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::config;
+use crate::{config, config_edit};
 
 #[derive(Default, Deserialize)]
 struct Trusted {
@@ -45,34 +46,9 @@ fn resolved(entry: &str, home: Option<&Path>) -> String {
     canonical(entry, home).unwrap_or_else(|_| entry.to_string())
 }
 
-/// The text without its top-level `trusted:` entry (the key line and the lines under it).
-fn without_trusted(text: &str) -> String {
-    let mut out = String::new();
-    let mut skipping = false;
-    for line in text.split_inclusive('\n') {
-        if skipping {
-            if line.starts_with([' ', '\t', '-']) {
-                continue;
-            }
-            let t = line.trim();
-            if t.is_empty() || t.starts_with('#') {
-                out.push_str(line);
-                continue;
-            }
-            skipping = false;
-        }
-        if line.starts_with("trusted:") || line.starts_with("\"trusted\":") {
-            skipping = true;
-            continue;
-        }
-        out.push_str(line);
-    }
-    out
-}
-
 /// The file's text with `trusted:` set to `list`.
 fn with_trusted(text: &str, list: &[String]) -> String {
-    let mut out = without_trusted(text);
+    let mut out = config_edit::without_key(text, "trusted");
     if !out.is_empty() && !out.ends_with('\n') {
         out.push('\n');
     }
@@ -94,11 +70,7 @@ fn with_trusted(text: &str, list: &[String]) -> String {
 /// Add (`add`) or remove `dir` from the trusted list of the config at `path`. Returns a
 /// sentence saying what changed.
 pub fn edit(path: &Path, dir: &str, add: bool, home: Option<&Path>) -> Result<String, String> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => return Err(format!("{}: {e}", path.display())),
-    };
+    let text = config_edit::read(path)?;
     // The file must be good as it is (the error names file, line and key).
     config::parse(&text, path, home).map_err(|e| e.to_string())?;
     let current: Vec<String> = if text.trim().is_empty() {
@@ -132,16 +104,7 @@ pub fn edit(path: &Path, dir: &str, add: bool, home: Option<&Path>) -> Result<St
         }
         (list, format!("no longer trusting {target}"))
     };
-    let new = with_trusted(&text, &list);
-    config::parse(&new, path, home)
-        .map_err(|e| format!("the edited config would not load ({e}); left as it was"))?;
-    if let Some(parent) = path.parent() {
-        crate::dirs::create_private_dir(parent)
-            .map_err(|e| format!("{}: {e}", parent.display()))?;
-    }
-    let tmp = path.with_extension("yaml.tmp");
-    std::fs::write(&tmp, new).map_err(|e| format!("{}: {e}", tmp.display()))?;
-    std::fs::rename(&tmp, path).map_err(|e| format!("{}: {e}", path.display()))?;
+    config_edit::write_checked(path, &with_trusted(&text, &list), home)?;
     Ok(said)
 }
 

@@ -121,3 +121,80 @@ fn config_yamls_applies_unless_the_instance_has_it_available_and_none_when_turne
         }
     });
 }
+
+fn config_text(home: &Home) -> String {
+    std::fs::read_to_string(home.path().join("config/lembas/config.yaml")).unwrap()
+}
+
+#[test]
+fn config_set_writes_the_key_and_puts_only_that_field_with_enabled() {
+    smol::block_on(async {
+        let instance = instance(Some(account(false, true))).await;
+        let home = home();
+        assert!(home.login(&instance.url()).status.success());
+        let before = config_text(&home);
+        let (ok, out, err) = home.run(&["config", "set", "instructions", "Be kind"]);
+        assert!(ok, "{err}");
+        assert!(out.contains("instructions set in"), "{out}");
+        assert!(out.contains("set on http://127.0.0.1"), "{out}");
+        // Only that line changed: the rest of the file (the other keys, their order) is kept.
+        let after = config_text(&home);
+        assert_eq!(
+            after,
+            format!(
+                "{}instructions: \"Be kind\"\n",
+                before.replace("instructions: \"local words\"\n", "")
+            )
+        );
+        assert_eq!(
+            instance.personalization_puts(),
+            vec![json!({ "instructions": "Be kind", "enabled": true })]
+        );
+        // The instance kept what it had for the other fields.
+        let state = instance.personalization().unwrap();
+        assert_eq!(state["personality"], "warm");
+        assert_eq!(state["instructions"], "Be kind");
+        assert_eq!(state["enabled"], true);
+        // An unknown key is refused before anything is written.
+        let (ok, _, err) = home.run(&["config", "set", "personalty", "x"]);
+        assert!(!ok && err.contains("personalty"), "{err}");
+        assert_eq!(config_text(&home), after);
+        assert_eq!(instance.personalization_puts().len(), 1);
+    });
+}
+
+#[test]
+fn config_set_shows_the_instances_refusal_and_keeps_the_local_change() {
+    smol::block_on(async {
+        let instance = instance(Some(account(true, true))).await;
+        let home = home();
+        assert!(home.login(&instance.url()).status.success());
+        instance.refuse_personalization_puts(Some("this token is not a device's token"));
+        let (ok, _, err) = home.run(&["config", "set", "personality", "playful"]);
+        assert!(!ok, "{err}");
+        assert!(err.contains("this token is not a device's token"), "{err}");
+        assert!(config_text(&home).contains("personality: \"playful\"\n"));
+        // A 403 that says nothing: "not allowed".
+        instance.refuse_personalization_puts(Some(""));
+        let (ok, _, err) = home.run(&["config", "set", "personality_custom", "a pirate"]);
+        assert!(!ok && err.contains("not allowed"), "{err}");
+        assert_eq!(instance.personalization().unwrap()["personality"], "warm");
+    });
+}
+
+#[test]
+fn config_set_without_it_available_or_logged_out_writes_config_yaml_alone() {
+    smol::block_on(async {
+        let instance = instance(Some(account(true, false))).await;
+        let home = home();
+        let (ok, out, err) = home.run(&["config", "set", "personality", "calm"]);
+        assert!(ok && !out.contains("set on"), "{out}{err}");
+        assert!(home.login(&instance.url()).status.success());
+        let (ok, out, err) = home.run(&["config", "set", "personality", "calm"]);
+        assert!(ok, "{err}");
+        assert!(out.contains("has no personalization available"), "{out}");
+        assert!(instance.personalization_puts().is_empty());
+        assert_eq!(config_text(&home).matches("personality:").count(), 1);
+        assert!(config_text(&home).contains("personality: \"calm\"\n"));
+    });
+}
