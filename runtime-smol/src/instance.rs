@@ -32,6 +32,7 @@ use crate::channels::Outgoing;
 use crate::clock::Clock;
 use crate::instance_api::Api;
 pub use crate::instance_api::{default_models, ChatReply, ChatStream};
+pub use crate::instance_upstream::Upstream;
 use crate::outbox::Gauge;
 
 /// How the test instance presents itself.
@@ -60,6 +61,9 @@ pub struct InstanceOptions {
     /// `GET /v1/me/personalization`'s answer at the start (`{enabled, available, personality,
     /// personality_custom, instructions}`), changed by each `PUT`; `None`: not served (404).
     pub personalization: Option<Value>,
+    /// Pass `POST /v1/chat/completions` on to this OpenAI-compatible server instead of
+    /// answering from `chat` (the optional end-to-end test against a real model).
+    pub upstream: Option<Upstream>,
 }
 
 impl Default for InstanceOptions {
@@ -75,6 +79,7 @@ impl Default for InstanceOptions {
             chat: Vec::new(),
             record_sse_writes: false,
             personalization: None,
+            upstream: None,
         }
     }
 }
@@ -215,13 +220,7 @@ impl TestInstance {
         let linked = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let relay = options.relay;
         let liveness = options.liveness;
-        let api = Arc::new(Api::new(
-            options.token.clone(),
-            options.models.clone(),
-            options.chat.clone(),
-            options.record_sse_writes,
-            options.personalization.clone(),
-        ));
+        let api = Arc::new(Api::new(&options));
         let accept = smol::spawn(accept_loop(
             listener,
             options,

@@ -4,7 +4,8 @@
 //! the last user message is echoed). Both check `Authorization: Bearer <token>`. Every chat
 //! request body is recorded, and every stream the client closed before its end is counted: a
 //! test proves a cancel really aborted the HTTP request. It also serves
-//! `GET`/`PUT /v1/me/personalization` (state per test; a partial `PUT` merged, each body
+//! `GET`/`PUT /v1/me/personalization`. With an [`Upstream`], chat completions are passed on to
+//! a real OpenAI-compatible server instead (the optional end-to-end test), and (state per test; a partial `PUT` merged, each body
 //! recorded; 403 with a `detail` when not available; 404 when the test gives none).
 
 use std::collections::VecDeque;
@@ -15,7 +16,8 @@ use std::time::{Duration, Instant};
 use futures_lite::{future, AsyncReadExt, AsyncWriteExt};
 use serde_json::{json, Value};
 
-use crate::instance::Io;
+use crate::instance::{InstanceOptions, Io};
+use crate::instance_upstream::Upstream;
 
 /// A request body bigger than this is refused (413): the test instance's own bound.
 const MAX_BODY: usize = 16 << 20;
@@ -118,28 +120,25 @@ pub(crate) struct Api {
     personalization_puts: Mutex<Vec<Value>>,
     /// Refuse a `PUT` with 403 and this `detail` (a token that is not a device's, say).
     refuse_puts: Mutex<Option<String>>,
+    /// Where chat completions are passed on to, in place of the script.
+    upstream: Option<Upstream>,
 }
 
 impl Api {
-    pub(crate) fn new(
-        token: String,
-        models: Vec<Value>,
-        chat: Vec<ChatReply>,
-        record_sse_writes: bool,
-        personalization: Option<Value>,
-    ) -> Api {
+    pub(crate) fn new(options: &InstanceOptions) -> Api {
         Api {
-            personalization: Mutex::new(personalization),
+            personalization: Mutex::new(options.personalization.clone()),
             personalization_puts: Mutex::new(Vec::new()),
             refuse_puts: Mutex::new(None),
-            token,
-            models,
-            script: Mutex::new(chat.into()),
+            token: options.token.clone(),
+            models: options.models.clone(),
+            script: Mutex::new(options.chat.clone().into()),
             requests: Mutex::new(Vec::new()),
             aborted: AtomicUsize::new(0),
             models_status: AtomicU16::new(0),
             models_served: AtomicUsize::new(0),
-            sse_writes: record_sse_writes.then(|| Mutex::new(Vec::new())),
+            sse_writes: options.record_sse_writes.then(|| Mutex::new(Vec::new())),
+            upstream: options.upstream.clone(),
         }
     }
 
@@ -313,6 +312,12 @@ impl Api {
             .push(request.clone());
         if request["stream"] != true {
             return error(stream, 400, None, "this test instance only streams").await;
+        }
+        if let Some(upstream) = &self.upstream {
+            if !upstream.pass_on(stream, body).await? {
+                self.aborted.fetch_add(1, Ordering::SeqCst);
+            }
+            return Ok(());
         }
         let next = self
             .script

@@ -24,6 +24,8 @@ pub mod instance;
 pub mod instance_api;
 #[cfg(feature = "dev")]
 pub mod instance_cli;
+#[cfg(feature = "dev")]
+pub mod instance_upstream;
 pub mod link;
 pub mod logger;
 pub mod login;
