@@ -198,3 +198,52 @@ fn config_set_without_it_available_or_logged_out_writes_config_yaml_alone() {
         assert!(config_text(&home).contains("personality: \"calm\"\n"));
     });
 }
+
+/// Fetched again at each dial: a change made on the instance (here by `lembas config set`) is
+/// what the turns after the next dial are composed with, with no restart of `lembas link`.
+#[test]
+fn a_change_on_the_instance_is_taken_at_the_next_dial() {
+    smol::block_on(async {
+        let instance = TestInstance::start(InstanceOptions {
+            token: TOKEN.into(),
+            chat: vec![ChatReply::text(&["one"]), ChatReply::text(&["two"])],
+            personalization: Some(account(true, true)),
+            ..InstanceOptions::default()
+        })
+        .await
+        .unwrap();
+        let home = home();
+        assert!(home.login(&instance.url()).status.success());
+        let _device = home.link();
+        ready(&instance).await;
+        let (ok, _, err) = home.run(&["config", "set", "instructions", "Answer in haiku"]);
+        assert!(ok, "{err}");
+        instance.cut().await;
+        let (up, _) = instance.wait_for(T, |e| matches!(e, Event::LinkUp)).await;
+        assert!(up.is_some(), "no redial");
+        ready(&instance).await;
+        let session = call(
+            &instance,
+            "session/new",
+            json!({ "cwd": home.work.join("proj"), "mcpServers": [],
+                    "_meta": { "lembas_model": "test/chat-small" } }),
+        )
+        .await
+        .unwrap();
+        let id = session["sessionId"].as_str().unwrap();
+        instance
+            .prompt(id, json!([{ "type": "text", "text": "hi" }]), Some("t1"))
+            .await
+            .unwrap();
+        let (e, seen) = instance
+            .wait_for(T, |e| {
+                matches!(e, Event::Client(ClientEvent::PromptAnswered { .. }))
+            })
+            .await;
+        assert!(e.is_some(), "no answer after {seen:?}");
+        let system = instance.chat_requests()[0]["messages"][0]["content"].to_string();
+        assert!(system.contains("Answer in haiku"), "{system}");
+        assert!(system.contains("Personality: warm"), "{system}");
+        assert!(!system.contains("British"), "{system}");
+    });
+}
