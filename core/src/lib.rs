@@ -37,6 +37,7 @@ pub mod config;
 pub mod device;
 pub mod discovery;
 pub mod engine;
+pub mod engine_choice;
 pub mod engine_io;
 mod error_path;
 pub mod framing;

@@ -101,7 +101,7 @@ impl Default for Config {
             terminal_integration: true,
             max_live_sessions: lembas_core::config::SessionLimits::default().max_live,
             liveness: Liveness::default(),
-            engine: EngineChoice::default(),
+            engine: EngineChoice::model(),
             personalization: None,
             file: None,
         }
@@ -353,13 +353,13 @@ mod tests {
         assert_eq!(c.remote.approval_timeout_ms, 300_000);
         assert_eq!(c.remote.max_mode, Mode::Edit);
         assert_eq!(c.liveness, Liveness::default());
-        assert_eq!(c.engine, EngineChoice::default());
+        assert_eq!(c.engine, EngineChoice::model());
         let p = Path::new("/x/config.yaml");
         let c = parse("engine: scripted\n", p, None).unwrap();
         assert_eq!(c.engine, EngineChoice::Scripted);
         assert_eq!(
             parse("engine: model\n", p, None).unwrap().engine,
-            EngineChoice::default()
+            EngineChoice::model()
         );
         // A block is the model engine's settings (`engine.<field>`).
         let c = parse("engine:\n  max_retries: 7\n", p, None).unwrap();

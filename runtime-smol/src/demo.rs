@@ -304,7 +304,7 @@ async fn demo(local: &smol::LocalExecutor<'_>, out: &mut dyn Write) -> Result<()
         out,
         format!("-- `lembas sessions delete {session}`: kept in the store for the next link"),
     )?;
-    let (stop, device_task) = start(config, EngineChoice::default())?;
+    let (stop, device_task) = start(config, EngineChoice::model())?;
     let (up, _) = instance.wait_for(T, |e| matches!(e, Event::LinkUp)).await;
     if up.is_none() {
         return Err("the device did not link again".into());

@@ -441,7 +441,10 @@ impl Driver {
                             "none (turned off on the instance)",
                     }
                 );
-                self.host.engine_mut().0.set_instance_personalization(&from);
+                self.host
+                    .engine_mut()
+                    .0
+                    .set_personalization(|own| from.effective(own));
             }
             Input::Shutdown => {
                 self.exit = Some(Exit {
