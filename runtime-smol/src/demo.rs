@@ -141,22 +141,7 @@ async fn demo(local: &smol::LocalExecutor<'_>, out: &mut dyn Write) -> Result<()
         ),
     )?;
 
-    let id = instance
-        .call("session/new", json!({ "cwd": work, "mcpServers": [] }))
-        .await
-        .map_err(|e| e.to_string())?;
-    let (answer, _) = instance
-        .wait_for(
-            T,
-            |e| matches!(e, Event::Client(ClientEvent::Answer { id: i, .. }) if *i == id),
-        )
-        .await;
-    let session = match answer {
-        Some(Event::Client(ClientEvent::Answer { outcome: Ok(v), .. })) => {
-            v["sessionId"].as_str().unwrap_or_default().to_string()
-        }
-        other => return Err(format!("session/new failed: {other:?}")),
-    };
+    let session = new_session(&instance, json!({ "cwd": work, "mcpServers": [] })).await?;
     say(
         out,
         format!("client -> device  session/new in {work}: {session}"),
@@ -336,25 +321,11 @@ async fn demo(local: &smol::LocalExecutor<'_>, out: &mut dyn Write) -> Result<()
     )?;
     let model = "test/chat-small";
     // The link is ready: the delete came after the client's `initialize`.
-    let id = instance
-        .call(
-            "session/new",
-            json!({ "cwd": work, "mcpServers": [], "_meta": { "lembas_model": model } }),
-        )
-        .await
-        .map_err(|e| e.to_string())?;
-    let (answer, _) = instance
-        .wait_for(
-            T,
-            |e| matches!(e, Event::Client(ClientEvent::Answer { id: i, .. }) if *i == id),
-        )
-        .await;
-    let session = match answer {
-        Some(Event::Client(ClientEvent::Answer { outcome: Ok(v), .. })) => {
-            v["sessionId"].as_str().unwrap_or_default().to_string()
-        }
-        other => return Err(format!("session/new on {model} failed: {other:?}")),
-    };
+    let session = new_session(
+        &instance,
+        json!({ "cwd": work, "mcpServers": [], "_meta": { "lembas_model": model } }),
+    )
+    .await?;
     say(
         out,
         format!("client -> device  session/new, _meta.lembas_model {model}: {session}"),
@@ -438,5 +409,25 @@ async fn follow(out: &mut dyn Write, instance: &TestInstance, turn: &str) -> Res
                 }
             }
         }
+    }
+}
+
+/// `session/new` with `params`: the new session's id, or why it was refused.
+async fn new_session(instance: &TestInstance, params: serde_json::Value) -> Result<String, String> {
+    let id = instance
+        .call("session/new", params)
+        .await
+        .map_err(|e| e.to_string())?;
+    let (answer, _) = instance
+        .wait_for(
+            T,
+            |e| matches!(e, Event::Client(ClientEvent::Answer { id: i, .. }) if *i == id),
+        )
+        .await;
+    match answer {
+        Some(Event::Client(ClientEvent::Answer { outcome: Ok(v), .. })) => {
+            Ok(v["sessionId"].as_str().unwrap_or_default().to_string())
+        }
+        other => Err(format!("session/new failed: {other:?}")),
     }
 }
