@@ -27,6 +27,16 @@ impl EngineChoice {
         EngineChoice::Model(ModelEngineConfig::default())
     }
 
+    /// How many of the instance's chat models the device keeps (`engine.max_models`; the
+    /// default for the scripted engine, which has no settings, since the list is fetched all
+    /// the same).
+    pub fn max_models(&self) -> usize {
+        match self {
+            EngineChoice::Model(config) => config.max_models,
+            EngineChoice::Scripted => crate::model::models::DEFAULT_MAX_MODELS,
+        }
+    }
+
     /// The model engine's settings with what the device knows beyond them: its own
     /// personalization, and the instance's name for `## Instructions from <instance>`.
     pub fn with_device(

@@ -100,9 +100,10 @@ async fn demo(local: &smol::LocalExecutor<'_>, out: &mut dyn Write) -> Result<()
         let target = Instance::parse(&instance.url())?;
         let mut dialer = LinkDialer::new(target.clone(), token.clone(), None);
         if engine != EngineChoice::Scripted {
+            let max_models = engine.max_models();
             driver.set_engine(DeviceEngine::new(engine, Vec::new()));
             driver.set_io_target(Arc::new(Target::new(target, token.clone(), None)?));
-            dialer = dialer.with_models(driver.sender());
+            dialer = dialer.with_models(driver.sender(), max_models);
         }
         driver.start_link(Arc::new(dialer));
         Ok((stop, local.spawn(driver.run())))

@@ -177,6 +177,7 @@ pub fn fetch_models(
     instance: &Instance,
     token: &str,
     ca: Option<&[u8]>,
+    max_models: usize,
 ) -> Result<ModelList, ModelsError> {
     let agent = agent(ca).map_err(ModelsError::Failed)?;
     let url = format!("{}/v1/models", instance.base_url());
@@ -201,7 +202,7 @@ pub fn fetch_models(
         .limit(MAX_MODELS_BODY)
         .read_to_vec()
         .map_err(|e| ModelsError::Failed(format!("{url}: {e}")))?;
-    models::chat_models(&body, models::DEFAULT_MAX_MODELS).map_err(ModelsError::Failed)
+    models::chat_models(&body, max_models).map_err(ModelsError::Failed)
 }
 
 /// Fetch the model list and the account's personalization (on `blocking`'s pool) and send them
@@ -211,12 +212,13 @@ pub async fn send_models(
     instance: Instance,
     token: String,
     ca: Option<Arc<Vec<u8>>>,
+    max_models: usize,
     tx: &Sender<Input>,
 ) {
     let fetched = blocking::unblock(move || {
         let ca = ca.as_deref().map(|v| &v[..]);
         let personal = crate::personalization::fetch(&instance, &token, ca);
-        (fetch_models(&instance, &token, ca), personal)
+        (fetch_models(&instance, &token, ca, max_models), personal)
     })
     .await;
     let (fetched, personal) = fetched;
@@ -238,8 +240,9 @@ pub struct LinkDialer {
     token: String,
     /// An extra certificate authority to trust (PEM).
     pub ca: Option<Arc<Vec<u8>>>,
-    /// Where the model list and personalization fetched at each dial go (the driver).
-    models: Option<Sender<Input>>,
+    /// Where the model list and personalization fetched at each dial go (the driver), and
+    /// how many chat models are kept (`engine.max_models`).
+    models: Option<(Sender<Input>, usize)>,
 }
 
 impl std::fmt::Debug for LinkDialer {
@@ -263,8 +266,8 @@ impl LinkDialer {
 
     /// Fetch the instance's models and the account's personalization at each dial (before the
     /// link opens, so its hello lists the models) and send them to `tx`.
-    pub fn with_models(mut self, tx: Sender<Input>) -> LinkDialer {
-        self.models = Some(tx);
+    pub fn with_models(mut self, tx: Sender<Input>, max_models: usize) -> LinkDialer {
+        self.models = Some((tx, max_models));
         self
     }
 
@@ -289,9 +292,9 @@ impl LinkDialer {
                 return Err(DialFailure::Transient);
             }
         }
-        if let Some(tx) = &self.models {
+        if let Some((tx, max_models)) = &self.models {
             let (instance, token) = (self.instance.clone(), self.token.clone());
-            send_models(instance, token, self.ca.clone(), tx).await;
+            send_models(instance, token, self.ca.clone(), *max_models, tx).await;
         }
         let url = self.instance.link_url();
         let mut request = url.as_str().into_client_request().map_err(|e| {

@@ -43,7 +43,9 @@ pub fn login(
     let found = discovery::check(&doc, &instance.host).map_err(|e| e.to_string())?;
     // A refused token fails the login; an instance whose list cannot be read is still one to
     // link to (each dial fetches the list again).
-    let models = match fetch_models(&instance, token, ca.as_deref()) {
+    // The login lists the models; each dial keeps `engine.max_models` of them.
+    let most = lembas_core::model::models::DEFAULT_MAX_MODELS;
+    let models = match fetch_models(&instance, token, ca.as_deref(), most) {
         Ok(list) => Ok(list),
         Err(ModelsError::Refused(why)) => return Err(why),
         Err(ModelsError::Failed(why)) => Err(why),

@@ -294,6 +294,7 @@ fn run(command: Command, seed: Option<u64>) -> Result<(), String> {
             let engine = config
                 .engine
                 .with_device(config.personalization, Some(instance.host.clone()));
+            let max_models = engine.max_models();
             driver.set_engine(DeviceEngine::new(engine, Vec::new()));
             driver.set_io_target(Arc::new(Target::new(
                 instance.clone(),
@@ -310,7 +311,8 @@ fn run(command: Command, seed: Option<u64>) -> Result<(), String> {
                 home.clone(),
                 driver.sender(),
             ));
-            let dialer = LinkDialer::new(instance, token, ca).with_models(driver.sender());
+            let dialer =
+                LinkDialer::new(instance, token, ca).with_models(driver.sender(), max_models);
             driver.start_link(Arc::new(dialer));
             let exit = smol::block_on(driver.run());
             exit_of(exit)
@@ -348,6 +350,7 @@ fn run(command: Command, seed: Option<u64>) -> Result<(), String> {
                 config.personalization,
                 instance.as_ref().map(|i| i.host.clone()),
             );
+            let max_models = engine.max_models();
             driver.set_engine(DeviceEngine::new(engine, Vec::new()));
             let mut _models = None;
             if let (Some((login, token)), Some(instance)) = (login, instance) {
@@ -363,7 +366,8 @@ fn run(command: Command, seed: Option<u64>) -> Result<(), String> {
                 )?));
                 let tx = driver.sender();
                 _models = Some(smol::spawn(async move {
-                    lembas::link::send_models(instance, token, ca.map(Arc::new), &tx).await
+                    let ca = ca.map(Arc::new);
+                    lembas::link::send_models(instance, token, ca, max_models, &tx).await
                 }));
             }
             driver.open_stdio();

@@ -466,3 +466,32 @@ fn configure_changes_the_model_of_the_next_turn() {
         );
     });
 }
+
+/// `engine.max_models` bounds the list the device keeps of the instance's: past it a model is
+/// one the device cannot speak to, said as for any other.
+#[test]
+fn the_device_keeps_at_most_engine_max_models_of_the_instances_list() {
+    smol::block_on(async {
+        let instance = TestInstance::start(InstanceOptions {
+            token: TOKEN.into(),
+            ..InstanceOptions::default()
+        })
+        .await
+        .unwrap();
+        let home = Home::new();
+        home.write_config(&format!(
+            "remote:\n  enabled: true\n  roots: [{w}]\ntrusted: [{w}]\nengine:\n  max_models: 1\n",
+            w = home.work.display()
+        ));
+        assert!(home.login(&instance.url()).status.success());
+        let _device = home.link();
+        ready(&instance).await;
+        assert!(model_session(&instance, &home, MODEL).await.is_ok());
+        let cut = model_session(&instance, &home, "test/chat-large").await;
+        let e = cut.unwrap_err();
+        assert!(
+            e.starts_with("-32602") && e.contains("test/chat-large"),
+            "{e}"
+        );
+    });
+}

@@ -48,6 +48,9 @@ pub struct ModelEngineConfig {
     pub sse: SseLimits,
     /// An attachment's bytes given to the model; more is cut, and a notice says so.
     pub max_attachment_bytes: u64,
+    /// Chat models kept of the instance's `/v1/models` list; more are left out, and a log line
+    /// says how many (`engine.max_models`).
+    pub max_models: usize,
     /// The device's own system text, before the instance's instructions.
     pub system_text: String,
     /// The device's own personalization (`{ personality, personality_custom, instructions }`),
@@ -72,6 +75,7 @@ impl Default for ModelEngineConfig {
             max_error_body_bytes: 16 * 1024,
             sse: SseLimits::default(),
             max_attachment_bytes: 1024 * 1024,
+            max_models: crate::model::models::DEFAULT_MAX_MODELS,
             system_text: "You are LLeMbas CLI, a coding assistant working in the person's \
                           project on their machine."
                 .into(),
@@ -94,6 +98,7 @@ impl ModelEngineConfig {
                 self.max_error_body_bytes as u64,
             ),
             ("engine.sse.max_line_bytes", self.sse.max_line_bytes as u64),
+            ("engine.max_models", self.max_models as u64),
             (
                 "engine.sse.max_event_bytes",
                 self.sse.max_event_bytes as u64,
