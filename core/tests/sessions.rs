@@ -700,3 +700,107 @@ fn a_plan_and_a_mode_set_mid_turn_survive_a_restart() {
     let turn = p.started.iter().find(|t| t.turn_id == "t2").unwrap();
     assert_eq!(turn.mode, Mode::Plan);
 }
+
+/// One session's stream is not held behind another session's turn commit: while B's prompt
+/// waits to be durable, A's chunk leaves at once; B's turn starts and announces itself only
+/// once its own records are acknowledged.
+#[test]
+fn a_sessions_chunk_does_not_wait_for_another_sessions_turn_to_be_durable() {
+    use lembas_core::device::{ConnKind, Device, Effect, Output};
+    use lembas_core::engine::EngineEvent;
+    use lembas_core::{DeviceConfig, Time};
+
+    #[derive(Default)]
+    struct Seen {
+        held: Vec<u64>,
+        sent: Vec<Value>,
+        started: Vec<(String, String)>,
+    }
+    fn drain(d: &mut Device, seen: &mut Seen) {
+        while let Some(o) = d.poll_output() {
+            match o {
+                Output::Send { frame, .. } => {
+                    seen.sent.push(serde_json::from_slice(&frame).unwrap())
+                }
+                Output::Effect(Effect::Persist { seq, .. }) => seen.held.push(seq),
+                Output::Engine(EngineCommand::Start(t)) => {
+                    seen.started.push((t.session_id, t.turn_id))
+                }
+                _ => {}
+            }
+        }
+    }
+    fn ack_all(d: &mut Device, seen: &mut Seen) {
+        for seq in seen.held.drain(..) {
+            d.handle_persisted(seq, Time(2));
+        }
+        drain(d, seen);
+    }
+    let mut d = Device::new(DeviceConfig::default(), Time(0)).unwrap();
+    let conn = d.handle_open(ConnKind::Stdio, Time(0)).unwrap();
+    let mut seen = Seen::default();
+    d.handle_frame(
+        conn,
+        br#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"_meta":{"lembas":{"protocol":3}}}}}"#,
+        Time(1),
+    )
+    .unwrap();
+    let mut sessions = Vec::new();
+    for id in [1, 2] {
+        let new = json!({ "jsonrpc": "2.0", "id": id, "method": "session/new",
+            "params": { "cwd": "/work" } });
+        d.handle_frame(conn, new.to_string().as_bytes(), Time(1))
+            .unwrap();
+        drain(&mut d, &mut seen);
+        ack_all(&mut d, &mut seen);
+        let answer = seen.sent.iter().find(|f| f["id"] == id).expect("answered");
+        sessions.push(answer["result"]["sessionId"].as_str().unwrap().to_string());
+    }
+    let (a, b) = (sessions[0].clone(), sessions[1].clone());
+    let prompt = |id: u32, session: &str| {
+        json!({ "jsonrpc": "2.0", "id": id, "method": "session/prompt",
+            "params": { "sessionId": session, "prompt": [{ "type": "text", "text": "hi" }] } })
+        .to_string()
+    };
+    d.handle_frame(conn, prompt(3, &a).as_bytes(), Time(3))
+        .unwrap();
+    drain(&mut d, &mut seen);
+    ack_all(&mut d, &mut seen);
+    let (_, a_turn) = seen.started.pop().expect("A's turn started");
+
+    // B's prompt: its records are asked for and not yet acknowledged.
+    d.handle_frame(conn, prompt(4, &b).as_bytes(), Time(3))
+        .unwrap();
+    drain(&mut d, &mut seen);
+    assert!(!seen.held.is_empty(), "B's turn is being written");
+    assert!(
+        seen.started.is_empty(),
+        "B's turn starts once it is durable"
+    );
+    let chunk = |f: &Value, session: &str| {
+        f["method"] == "session/update"
+            && f["params"]["sessionId"] == session
+            && f["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+    };
+    d.handle_engine(&a, &a_turn, EngineEvent::Text("token".into()), Time(4));
+    drain(&mut d, &mut seen);
+    assert!(
+        seen.sent.iter().any(|f| chunk(f, &a)),
+        "A's chunk is not held behind B's write"
+    );
+    assert!(
+        !seen
+            .sent
+            .iter()
+            .any(|f| f["params"]["sessionId"] == b.as_str()),
+        "nothing of B's turn is announced before it is durable"
+    );
+    ack_all(&mut d, &mut seen);
+    assert_eq!(seen.started.len(), 1, "B's turn started once durable");
+    assert!(
+        seen.sent
+            .iter()
+            .any(|f| f["method"] == "_lembas/event" && f["params"]["sessionId"] == b.as_str()),
+        "and is announced then"
+    );
+}

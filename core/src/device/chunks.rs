@@ -5,6 +5,7 @@
 //! in the order a `Value` map sorts them); a test holds the two to it.
 
 use super::connection::Phase;
+use super::outbox::Lane;
 use super::{ConnId, Device};
 use crate::wire::event::lembas::{LembasEvent, TextEvent};
 use crate::wire::event::update::{ContentChunk, SessionUpdate, TextContent};
@@ -119,13 +120,15 @@ impl Device {
         if more {
             return self.broadcast_chunk_slow(session, chunk, text);
         }
+        // The session's own frames: not held behind another session's persists.
+        let lane = Lane::of(session);
         if nu > 0 {
             let frame = update_frame(session, update, text);
-            self.out.send_to_all(&updates[..nu], frame);
+            self.out.send_to_all_in(lane, &updates[..nu], frame);
         }
         if ne > 0 {
             let frame = event_frame(session, event, text);
-            self.out.send_to_all(&events[..ne], frame);
+            self.out.send_to_all_in(lane, &events[..ne], frame);
         }
     }
 

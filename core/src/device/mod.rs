@@ -250,7 +250,8 @@ pub struct Device {
     conns: BTreeMap<ConnId, Connection>,
     next_conn: u64,
     link: Link,
-    /// What the shell is asked, in order, each change durable before the frame announcing it.
+    /// What the shell is asked, each change durable before the frame announcing it; in order,
+    /// except that one session's frames may pass another's (outbox.rs).
     out: Outbox,
     /// The sessions: in memory (at most `sessions.max_live`), set aside in the store, being
     /// read back, and their order of last use (session_set.rs; live.rs says when).

@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 use super::cards;
 use super::connection::Phase;
 use super::limits::admit_over_link;
+use super::outbox::Lane;
 use super::turn_table::TurnTable;
 use super::{ConnId, ConnKind, Device, Effect};
 use crate::config::Mode;
@@ -458,6 +459,8 @@ impl Device {
         let Some(s) = self.sessions.get(session) else {
             return;
         };
+        // A session's own frames: they wait only for its own and lane-less persists.
+        let lane = Lane::of(session);
         let frame = jsonrpc::encode_notification(
             "session/update",
             &UpdateParams {
@@ -471,7 +474,7 @@ impl Device {
                 .get(conn)
                 .is_some_and(|c| c.phase == Phase::Ready)
             {
-                self.out.send(*conn, frame.clone());
+                self.out.send_in(lane, *conn, frame.clone());
             }
         }
     }
@@ -481,6 +484,7 @@ impl Device {
         let Some(s) = self.sessions.get(session) else {
             return;
         };
+        let lane = Lane::of(session);
         // Encoded only when someone hears it.
         let mut frame = None;
         let mut event = Some(event);
@@ -497,7 +501,7 @@ impl Device {
                     };
                     jsonrpc::encode_notification("_lembas/event", &params)
                 });
-                self.out.send(*conn, frame.clone());
+                self.out.send_in(lane, *conn, frame.clone());
             }
         }
     }

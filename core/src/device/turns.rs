@@ -6,6 +6,7 @@ use serde_json::{json, Value};
 
 use super::chunks::Chunk;
 use super::ledger::TurnState;
+use super::outbox::Lane;
 use super::sessions::plan_update;
 use super::turn_table::{Finished, Seen, Steered};
 use super::{ConnId, Device, Effect};
@@ -310,7 +311,8 @@ impl Device {
         }));
         records.push(s.record());
         let session = s.durable.id.clone();
-        self.out.persist(records);
+        // Every record is this session's: only its own frames wait for it.
+        self.out.persist_in(Lane::of(&session), records);
         for (expected, (a, bytes)) in writing.into_iter().zip(prepared.attachments) {
             let request = self.writes.ask((session.clone(), turn_id.clone(), a.name));
             // The turn was queued waiting for these numbers; nothing asked a write since.
@@ -430,8 +432,10 @@ impl Device {
         if let Some(record) = lowered {
             self.announce_mode(session, max, record);
         }
-        self.out.persist(records);
-        self.out.engine(EngineCommand::Start(Box::new(start)));
+        // The turn's own state: only the session's frames and commands wait for it.
+        self.out.persist_in(Lane::of(session), records);
+        self.out
+            .engine_in(Lane::of(session), EngineCommand::Start(Box::new(start)));
         self.broadcast_event(session, prompt_event);
         self.broadcast_event(
             session,
@@ -452,10 +456,13 @@ impl Device {
         let Some(turn_id) = s.turns.cancel() else {
             return;
         };
-        self.out.engine(EngineCommand::Cancel {
-            session_id: p.session_id,
-            turn_id,
-        });
+        self.out.engine_in(
+            Lane::of(&p.session_id),
+            EngineCommand::Cancel {
+                session_id: p.session_id,
+                turn_id,
+            },
+        );
     }
 
     /// `_lembas/steer`: a message for the running turn, at its next step.
@@ -482,12 +489,15 @@ impl Device {
         let queued = r.steer.len();
         let turn_id = r.turn_id.clone();
         self.next_steer += 1;
-        self.out.engine(EngineCommand::Steer {
-            session_id: session,
-            turn_id,
-            id,
-            text: p.text,
-        });
+        self.out.engine_in(
+            Lane::of(&session),
+            EngineCommand::Steer {
+                session_id: session,
+                turn_id,
+                id,
+                text: p.text,
+            },
+        );
         Ok(json!({ "queued": queued }))
     }
 
@@ -605,7 +615,7 @@ impl Device {
             EngineEvent::Plan(plan) => {
                 s.durable.plan.clone_from(&plan);
                 let record = s.record();
-                self.out.persist(vec![record]);
+                self.out.persist_in(Lane::of(session), vec![record]);
                 self.broadcast_update(session, plan_update(plan.as_ref()));
                 self.broadcast_event(session, LembasEvent::Plan(PlanEvent { plan }));
             }
@@ -676,7 +686,9 @@ impl Device {
             history_record(session, index, &assistant),
             s.record(),
         ];
-        self.out.persist(records);
+        // All the session's own: the answer frames (lane-less) still wait for it and for
+        // every persist before.
+        self.out.persist_in(Lane::of(session), records);
         self.drop_turn_cards(session, &r.turn_id);
         self.broadcast_event(session, end);
         for (conn, id) in waiting {
