@@ -456,6 +456,8 @@ export interface ModelEngineConfig {
   sse?: { max_line_bytes?: number; max_event_bytes?: number };
   /** An attachment's bytes given to the model; more is cut, and a notice says so. */
   max_attachment_bytes?: number;
+  /** Chat models kept of the instance's list (the wasm driver's `maxModels` bounds its own fetch). */
+  max_models?: number;
   /** The device's own system text, before the instance's instructions. */
   system_text?: string;
   /** The device's own personalization, used unless the client sends the account's. */
