@@ -803,4 +803,31 @@ fn a_sessions_chunk_does_not_wait_for_another_sessions_turn_to_be_durable() {
             .any(|f| f["method"] == "_lembas/event" && f["params"]["sessionId"] == b.as_str()),
         "and is announced then"
     );
+    let (_, b_turn) = seen.started.pop().unwrap();
+
+    // A's turn ends: its answer waits for A's end to be durable, and holds nothing of B's
+    // behind it (it announces only A's turn end).
+    d.handle_engine(
+        &a,
+        &a_turn,
+        EngineEvent::Done(lembas_core::engine::StopReason::EndTurn),
+        Time(6),
+    );
+    drain(&mut d, &mut seen);
+    assert!(!seen.held.is_empty(), "A's end is being written");
+    assert!(
+        !seen.sent.iter().any(|f| f["id"] == 3),
+        "not before A's end is durable"
+    );
+    d.handle_engine(&b, &b_turn, EngineEvent::Text("more".into()), Time(7));
+    drain(&mut d, &mut seen);
+    assert!(
+        seen.sent.iter().any(|f| chunk(f, &b)),
+        "B's chunk is not held behind A's answer"
+    );
+    ack_all(&mut d, &mut seen);
+    assert!(
+        seen.sent.iter().any(|f| f["id"] == 3),
+        "A's answer once durable"
+    );
 }

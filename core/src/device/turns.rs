@@ -686,14 +686,15 @@ impl Device {
             history_record(session, index, &assistant),
             s.record(),
         ];
-        // All the session's own: the answer frames (lane-less) still wait for it and for
-        // every persist before.
+        // All the session's own, and so are the answers announcing it: they wait for it and
+        // for the session's frames before them, not for another session's commit.
         self.out.persist_in(Lane::of(session), records);
         self.drop_turn_cards(session, &r.turn_id);
         self.broadcast_event(session, end);
         for (conn, id) in waiting {
             if self.conns.contains_key(&conn) {
-                self.out.send(conn, answer.frame(&id, &r.turn_id));
+                let frame = answer.frame(&id, &r.turn_id);
+                self.out.send_in(Lane::of(session), conn, frame);
             }
         }
         self.broadcast_event(
