@@ -51,6 +51,7 @@ pub mod rng;
 pub mod scripted;
 mod shape;
 pub mod store;
+pub mod text;
 pub mod time;
 pub mod turn;
 pub mod wire;

@@ -110,15 +110,7 @@ pub fn close_code(code: u16) -> u16 {
 
 /// A close reason a browser takes: at most 123 bytes of UTF-8, cut at a character boundary.
 pub fn close_reason(reason: &str) -> &str {
-    const MAX: usize = 123;
-    if reason.len() <= MAX {
-        return reason;
-    }
-    let mut end = MAX;
-    while !reason.is_char_boundary(end) {
-        end -= 1;
-    }
-    &reason[..end]
+    lembas_core::text::floor_char(reason, 123)
 }
 
 #[cfg(test)]

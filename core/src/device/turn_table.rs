@@ -77,10 +77,7 @@ impl Kept {
             self.text.push_str(more);
             return;
         }
-        let mut cut = room.min(more.len());
-        while !more.is_char_boundary(cut) {
-            cut -= 1;
-        }
+        let mut cut = crate::text::floor_char(more, room).len();
         if self.left_out == 0 {
             self.text.push_str(&more[..cut]);
         } else {

@@ -249,11 +249,7 @@ fn prefix(text: &str, max: usize) -> Cow<'_, str> {
     if text.len() <= max {
         return Cow::Borrowed(text);
     }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    Cow::Owned(format!("{}…", &text[..end]))
+    Cow::Owned(format!("{}…", crate::text::floor_char(text, max)))
 }
 
 #[derive(Deserialize)]

@@ -18,6 +18,7 @@ use crate::engine_io::{HttpMethod, IoCall, IoId, IoReply};
 use crate::model::chat::{self, ChatRequest, Delta, Finish, Message, Part, Role};
 use crate::model::prompt::{self, ReadAttachment, SystemParts};
 use crate::model::sse::{SseEvent, SseLimits, SseParser};
+use crate::text::floor_char;
 use crate::time::Time;
 
 /// The engine's bounds and manners, each named where it refuses or gives up
@@ -599,7 +600,7 @@ impl ModelEngine {
                 Delta::Text(text) => {
                     if t.answer.len() < t.answer_cap {
                         let room = t.answer_cap - t.answer.len();
-                        t.answer.push_str(cut_at_char(&text, room));
+                        t.answer.push_str(floor_char(&text, room));
                     }
                     self.report(session, EngineEvent::Text(text));
                 }
@@ -740,18 +741,6 @@ fn instance_words(body: &[u8]) -> Option<String> {
         Some((cut, _)) => format!("{}…", &words[..cut]),
         None => words,
     })
-}
-
-/// The longest start of `text` within `bytes`, cut at a character boundary.
-fn cut_at_char(text: &str, bytes: usize) -> &str {
-    if text.len() <= bytes {
-        return text;
-    }
-    let mut end = bytes;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
 }
 
 /// `Retry-After` in seconds. An HTTP date is not read (the core has no wall clock): the

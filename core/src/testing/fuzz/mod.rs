@@ -163,11 +163,8 @@ pub(crate) fn lossy(bytes: &[u8]) -> String {
     const SHOW: usize = 600;
     let s = String::from_utf8_lossy(bytes);
     if s.len() > SHOW {
-        let mut cut = SHOW;
-        while !s.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        format!("{}... ({} bytes)", &s[..cut], bytes.len())
+        let shown = crate::text::floor_char(&s, SHOW);
+        format!("{shown}... ({} bytes)", bytes.len())
     } else {
         s.into_owned()
     }
