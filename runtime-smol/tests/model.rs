@@ -106,6 +106,30 @@ async fn answered(instance: &TestInstance, turn: &str) -> (Result<Value, String>
     }
 }
 
+/// A linked device whose session `t1` is streaming `words` slowly (one each 100 ms): returned
+/// once the first chunk came, with the session's id.
+async fn streaming(words: Vec<String>) -> (TestInstance, Home, Device, String) {
+    let (instance, home, device) = linked_to(vec![ChatReply::Stream(ChatStream {
+        text: words,
+        delay: Duration::from_millis(100),
+        ..ChatStream::default()
+    })])
+    .await;
+    let session = model_session(&instance, &home, MODEL).await.unwrap();
+    let id = session["sessionId"].as_str().unwrap().to_string();
+    instance
+        .prompt(&id, text("talk"), Some("t1"))
+        .await
+        .unwrap();
+    let (first, _) = instance
+        .wait_for(T, |e| {
+            !updates(std::slice::from_ref(e), "agent_message_chunk").is_empty()
+        })
+        .await;
+    assert!(first.is_some(), "the turn never streamed");
+    (instance, home, device, id)
+}
+
 /// Wait until `check` holds, or fail after `within`.
 async fn eventually(within: Duration, what: &str, mut check: impl FnMut() -> bool) {
     let start = Instant::now();
@@ -175,24 +199,8 @@ fn a_model_the_instance_does_not_serve_is_refused() {
 #[test]
 fn cancel_mid_stream_aborts_the_http_request() {
     smol::block_on(async {
-        let (instance, home, _device) = linked_to(vec![ChatReply::Stream(ChatStream {
-            text: (0..100).map(|i| format!("w{i} ")).collect(),
-            delay: Duration::from_millis(100),
-            ..ChatStream::default()
-        })])
-        .await;
-        let session = model_session(&instance, &home, MODEL).await.unwrap();
-        let id = session["sessionId"].as_str().unwrap().to_string();
-        instance
-            .prompt(&id, text("talk"), Some("t1"))
-            .await
-            .unwrap();
-        let (first, _) = instance
-            .wait_for(T, |e| {
-                !updates(std::slice::from_ref(e), "agent_message_chunk").is_empty()
-            })
-            .await;
-        assert!(first.is_some(), "the turn never streamed");
+        let words = (0..100).map(|i| format!("w{i} ")).collect();
+        let (instance, _home, _device, id) = streaming(words).await;
         instance
             .notify("session/cancel", json!({ "sessionId": id }))
             .await
@@ -248,24 +256,7 @@ fn a_refused_token_fails_the_turn_saying_to_log_in_again() {
 fn a_link_cut_during_a_stream_is_reattached_and_the_turn_finishes_once() {
     smol::block_on(async {
         let words: Vec<String> = (0..15).map(|i| format!("w{i} ")).collect();
-        let (instance, home, _device) = linked_to(vec![ChatReply::Stream(ChatStream {
-            text: words.clone(),
-            delay: Duration::from_millis(100),
-            ..ChatStream::default()
-        })])
-        .await;
-        let session = model_session(&instance, &home, MODEL).await.unwrap();
-        let id = session["sessionId"].as_str().unwrap().to_string();
-        instance
-            .prompt(&id, text("talk"), Some("t1"))
-            .await
-            .unwrap();
-        let (first, _) = instance
-            .wait_for(T, |e| {
-                !updates(std::slice::from_ref(e), "agent_message_chunk").is_empty()
-            })
-            .await;
-        assert!(first.is_some(), "the turn never streamed");
+        let (instance, _home, _device, _id) = streaming(words).await;
         instance.cut().await;
         let (re, seen) = instance
             .wait_for(T, |e| {
