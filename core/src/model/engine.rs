@@ -357,6 +357,8 @@ impl ModelEngine {
             budget,
         );
         t.messages = composed.messages;
+        // The messages hold what the model is to see of them: no second copy for the turn.
+        t.start.history = Vec::new();
         for notice in composed.notices {
             self.report(session, EngineEvent::Notice(notice));
         }
@@ -672,7 +674,7 @@ impl ModelEngine {
         match &t.phase {
             // Nothing came back: a reset before the first byte is worth another try.
             Phase::Asked { call, .. } => {
-                self.calls.remove(&call.clone());
+                self.calls.remove(call);
                 self.retry_or_fail(
                     session,
                     format!("the instance could not be reached: {reason}"),
@@ -688,13 +690,7 @@ impl ModelEngine {
         }
     }
 
-    fn on_file(
-        &mut self,
-        session: &str,
-        call: IoId,
-        read: Result<(Vec<u8>, u64), String>,
-        now: Time,
-    ) {
+    fn on_file(&mut self, session: &str, call: IoId, read: FileRead, now: Time) {
         let Some(t) = self.turns.get_mut(session) else {
             return;
         };
