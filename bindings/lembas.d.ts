@@ -426,8 +426,6 @@ export interface ModelOptions {
   modelsTimeoutMs?: number;
   /** Its body's bytes (default 4 MiB). */
   maxModelsBytes?: number;
-  /** The chat models kept of it (default 1000). */
-  maxModels?: number;
 }
 
 /** The core's `ModelEngineConfig` (core/src/model/engine.rs), snake_case; every member is
@@ -456,7 +454,7 @@ export interface ModelEngineConfig {
   sse?: { max_line_bytes?: number; max_event_bytes?: number };
   /** An attachment's bytes given to the model; more is cut, and a notice says so. */
   max_attachment_bytes?: number;
-  /** Chat models kept of the instance's list (the wasm driver's `maxModels` bounds its own fetch). */
+  /** Chat models kept of the instance's list (default 1000). */
   max_models?: number;
   /** The device's own system text, before the instance's instructions. */
   system_text?: string;

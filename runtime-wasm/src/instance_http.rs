@@ -26,7 +26,6 @@ const MODEL_OPTIONS: &[&str] = &[
     "engine",
     "modelsTimeoutMs",
     "maxModelsBytes",
-    "maxModels",
 ];
 
 /// The bounds on fetching the model list, each named where it gives up.
@@ -36,7 +35,8 @@ pub struct ModelsLimits {
     pub timeout_ms: u64,
     /// Its body's bytes (`options.model.maxModelsBytes`).
     pub max_bytes: usize,
-    /// Chat models kept of it (`options.model.maxModels`).
+    /// Chat models kept of it (`options.model.engine.max_models`, as the native shell's
+    /// config.yaml `engine.max_models`).
     pub max_models: usize,
 }
 
@@ -118,9 +118,7 @@ pub fn model_options(o: &JsValue) -> Result<Option<ModelOptions>, JsValue> {
     if let Some(n) = number("maxModelsBytes")? {
         models.max_bytes = usize::try_from(n).unwrap_or(usize::MAX);
     }
-    if let Some(n) = number("maxModels")? {
-        models.max_models = usize::try_from(n).unwrap_or(usize::MAX);
-    }
+    models.max_models = engine.max_models;
     Ok(Some(ModelOptions {
         instance: Instance { base, token },
         engine,
