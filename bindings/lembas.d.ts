@@ -230,6 +230,9 @@ export interface TurnStart {
   model: string | null;
   effort: string | null;
   cwd: string;
+  /** Where tools may act besides the project: the device's roots, for a session opened from
+   *  the link (left out when there are none). */
+  roots?: string[];
   /** The session's finished turns, oldest first (left out when there are none). */
   history?: PriorTurn[];
 }
@@ -237,6 +240,13 @@ export interface TurnStart {
 export interface PriorTurn {
   prompt: string;
   answer: string;
+}
+
+/** A file a tool changed (ACP `diff` content); `oldText` null for a new file. */
+export interface FileDiff {
+  path: string;
+  oldText: string | null;
+  newText: string;
 }
 
 export type StopReason = "end_turn" | "max_turn_requests" | "max_tokens" | "cancelled";
@@ -266,7 +276,7 @@ export type EngineEvent =
   | { type: "text"; text: string }
   | { type: "thought"; text: string }
   | { type: "tool_call"; id: string; title: string; kind: string; rawInput: unknown }
-  | { type: "tool_call_update"; id: string; status: ToolStatus; output?: string | null }
+  | { type: "tool_call_update"; id: string; status: ToolStatus; output?: string | null; diff?: FileDiff }
   | { type: "steered"; ids: number[] }
   | { type: "mode_changed"; mode: Mode }
   | { type: "plan"; plan: unknown | null }

@@ -20,6 +20,7 @@ use lembas_core::engine::{
     PlanDecision, Question, QuestionAnswer, QuestionDecision, QuestionOption, StopReason,
     ToolStatus, TurnStart,
 };
+use lembas_core::engine_io::FileDiff;
 use lembas_core::jsonrpc::{Id, RpcError};
 use lembas_core::model::engine::ModelEngineConfig;
 use lembas_core::store::{Entry, Record, Table};
@@ -96,6 +97,7 @@ fn turn() -> TurnStart {
         model: Some("lembas/default".into()),
         effort: None,
         cwd: "/w".into(),
+        roots: vec!["/w".into()],
         history: Vec::new(),
     }
 }
@@ -210,6 +212,17 @@ fn engine_events() -> Vec<EngineEvent> {
             id: "c1".into(),
             status: ToolStatus::Completed,
             output: Some("a b".into()),
+            diff: None,
+        },
+        EngineEvent::ToolCallUpdate {
+            id: "c2".into(),
+            status: ToolStatus::Completed,
+            output: None,
+            diff: Some(FileDiff {
+                path: "/w/a.txt".into(),
+                old_text: Some("a\n".into()),
+                new_text: "b\n".into(),
+            }),
         },
         EngineEvent::Steered { ids: vec![1, 2] },
         EngineEvent::ModeChanged(Mode::Plan),

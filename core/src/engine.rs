@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::config::Mode;
-use crate::engine_io::{IoCall, IoId, IoReply};
+use crate::engine_io::{FileDiff, IoCall, IoId, IoReply};
 use crate::shape;
 use crate::time::Time;
 use crate::wire::{need, one_pass, only};
@@ -219,6 +219,10 @@ pub struct TurnStart {
     pub model: Option<String>,
     pub effort: Option<String>,
     pub cwd: String,
+    /// Where the turn's tools may act besides its project: the device's `remote.roots` for a
+    /// session under the limits (one opened from the link), none for one that is not.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub roots: Vec<String>,
     /// The session's finished turns, oldest first, as the model is to see them again. An
     /// engine keeps what fits its context budget, dropping the oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -269,6 +273,9 @@ pub enum EngineEvent {
         id: String,
         status: ToolStatus,
         output: Option<String>,
+        /// The file the call changed, shown as ACP `diff` content.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        diff: Option<FileDiff>,
     },
     /// The engine took in these steered messages (by the ids the core gave them).
     Steered { ids: Vec<u64> },
@@ -322,6 +329,7 @@ struct EventFields {
     raw_input: Option<Value>,
     status: Option<ToolStatus>,
     output: Option<String>,
+    diff: Option<FileDiff>,
     ids: Option<Vec<u64>>,
     mode: Option<Mode>,
     plan: Option<Value>,
@@ -353,7 +361,7 @@ enum EventTag {
 }
 
 impl EventFields {
-    fn given(&self) -> [(&'static str, bool); 17] {
+    fn given(&self) -> [(&'static str, bool); 18] {
         [
             ("text", self.text.is_some()),
             ("id", self.id.is_some()),
@@ -362,6 +370,7 @@ impl EventFields {
             ("rawInput", self.raw_input.is_some()),
             ("status", self.status.is_some()),
             ("output", self.output.is_some()),
+            ("diff", self.diff.is_some()),
             ("ids", self.ids.is_some()),
             ("mode", self.mode.is_some()),
             ("plan", self.plan.is_some()),
@@ -387,7 +396,7 @@ impl<'de> Deserialize<'de> for EngineEvent {
             let takes: &[&str] = match f.tag {
                 EventTag::Text | EventTag::Thought | EventTag::Notice => &["text"],
                 EventTag::ToolCall => &["id", "title", "kind", "rawInput"],
-                EventTag::ToolCallUpdate => &["id", "status", "output"],
+                EventTag::ToolCallUpdate => &["id", "status", "output", "diff"],
                 EventTag::Steered => &["ids"],
                 EventTag::ModeChanged => &["mode"],
                 EventTag::Plan => &["plan"],
@@ -411,6 +420,7 @@ impl<'de> Deserialize<'de> for EngineEvent {
                     id: need(f.id, "id")?,
                     status: need(f.status, "status")?,
                     output: f.output,
+                    diff: f.diff,
                 },
                 EventTag::Steered => EngineEvent::Steered {
                     ids: need(f.ids, "ids")?,

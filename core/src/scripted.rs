@@ -261,6 +261,7 @@ impl ScriptedEngine {
                             id,
                             status: ToolStatus::Completed,
                             output: Some(format!("{title}: done")),
+                            diff: None,
                         },
                     );
                 }
@@ -535,6 +536,7 @@ mod tests {
             model: None,
             effort: None,
             cwd: "/".into(),
+            roots: Vec::new(),
             history: Vec::new(),
         }
     }

@@ -38,6 +38,7 @@ fn turn(id: &str, model: Option<&str>) -> TurnStart {
         model: model.map(str::to_string),
         effort: Some("low".into()),
         cwd: "/w".into(),
+        roots: Vec::new(),
         history: Vec::new(),
     }
 }

@@ -177,6 +177,8 @@ impl Performer {
                 });
                 self.start(id, None, task)
             }
+            // Performed once the tools are built (issue 15); refused, so the model is told.
+            IoCall::Tool { .. } => Some(failed("this device runs no tools yet")),
         }
     }
 
@@ -207,7 +209,11 @@ impl Performer {
         call.reading = false;
         if matches!(
             reply,
-            IoReply::End | IoReply::Failed { .. } | IoReply::File { .. }
+            IoReply::End
+                | IoReply::Failed { .. }
+                | IoReply::File { .. }
+                | IoReply::Tool { .. }
+                | IoReply::Exit { .. }
         ) {
             self.calls.remove(&id);
         }

@@ -498,6 +498,11 @@ impl Shared {
             (IoCall::Fetch { .. } | IoCall::Read { .. }, None) => reply(IoReply::Failed {
                 reason: "this device was given no instance to fetch from (options.model)".into(),
             }),
+            // A page has no project on a disk to act on: the model is told, and goes on.
+            (IoCall::Tool { .. }, _) => reply(IoReply::Failed {
+                reason: "this device runs no tools: it is a web page, with no project on a disk"
+                    .into(),
+            }),
         }
     }
 

@@ -337,6 +337,7 @@ mod tests {
             model: None,
             effort: None,
             cwd: "/w".into(),
+            roots: Vec::new(),
             history: Vec::new(),
         }
     }

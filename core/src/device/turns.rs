@@ -292,6 +292,7 @@ impl Device {
             model: s.durable.model.clone(),
             effort: s.durable.effort.clone(),
             cwd: s.durable.cwd.clone(),
+            roots: Vec::new(),
             history: Vec::new(),
         };
         let writing: Vec<u64> = (0..prepared.attachments.len() as u64)
@@ -381,6 +382,7 @@ impl Device {
     fn pump(&mut self, session: &str) {
         let now = self.clock.now().0;
         let max = self.config.remote.max_mode;
+        let roots = &self.config.remote.roots;
         let max_context = self.config.sessions.max_context_turns;
         let max_context_bytes = self.config.sessions.max_context_bytes;
         let Some(s) = self.sessions.get_mut(session) else {
@@ -396,6 +398,8 @@ impl Device {
             s.record()
         });
         start.mode = s.durable.mode;
+        // Roots as they are now, like the mode: the limits apply as they are at the start.
+        start.roots = if s.capped { roots.clone() } else { Vec::new() };
         let turn_id = start.turn_id.clone();
         let attachments: Vec<AttachmentMeta> = start
             .attachments
@@ -565,7 +569,12 @@ impl Device {
                     }),
                 );
             }
-            EngineEvent::ToolCallUpdate { id, status, output } => {
+            EngineEvent::ToolCallUpdate {
+                id,
+                status,
+                output,
+                diff,
+            } => {
                 if let Some(t) = r.tools.iter_mut().find(|t| t.id == id) {
                     if output.is_some() {
                         t.output.clone_from(&output);
@@ -575,7 +584,11 @@ impl Device {
                     }
                 }
                 let update = ToolCallUpdate {
-                    content: output.iter().map(ToolCallContent::text).collect(),
+                    content: output
+                        .iter()
+                        .map(ToolCallContent::text)
+                        .chain(diff.map(ToolCallContent::diff))
+                        .collect(),
                     status,
                     tool_call_id: id.clone(),
                 };

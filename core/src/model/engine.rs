@@ -879,6 +879,10 @@ impl Engine for ModelEngine {
                     self.on_failed(&session, reason, now)
                 }
             }
+            // Not asked for yet: the engine makes no tool calls.
+            IoReply::Tool { .. } | IoReply::Exit { .. } => {
+                self.on_failed(&session, "a tool's reply to no tool call".into(), now)
+            }
         }
     }
 

@@ -259,6 +259,7 @@ impl Run {
                     model,
                     effort: None,
                     cwd: "/w".into(),
+                    roots: Vec::new(),
                     history: Vec::new(),
                 };
                 self.engine
@@ -354,7 +355,11 @@ impl Run {
             IoReply::Body(_) => {
                 self.open.insert(id, Open::Headed { reading: false });
             }
-            IoReply::End | IoReply::Failed { .. } | IoReply::File { .. } => {
+            IoReply::End
+            | IoReply::Failed { .. }
+            | IoReply::File { .. }
+            | IoReply::Tool { .. }
+            | IoReply::Exit { .. } => {
                 self.open.remove(&id);
                 self.closed.insert(id);
             }
@@ -408,6 +413,7 @@ impl Run {
                     other => panic!("a read of {id:?}, which is {other:?}"),
                 }
             }
+            IoCall::Tool { .. } => panic!("the engine makes no tool calls yet"),
             IoCall::Abort { .. } => {
                 // Letting go of a call the shell already finished is harmless.
                 self.open.remove(&id);

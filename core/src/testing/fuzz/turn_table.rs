@@ -119,6 +119,7 @@ fn start(turn: &str) -> TurnStart {
         model: None,
         effort: None,
         cwd: "/w".into(),
+        roots: Vec::new(),
         history: Vec::new(),
     }
 }

@@ -191,29 +191,81 @@ pub struct ToolCallUpdate {
     pub tool_call_id: String,
 }
 
-/// ACP's tool call content, `{ content: TextContent, type: "content" }`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ToolCallContent {
-    pub content: TextContent,
-    #[serde(rename = "type")]
-    pub kind: ContentKind,
+/// ACP's tool call content: `{ type: "content", content: TextContent }`, or a file's change,
+/// `{ type: "diff", path, oldText, newText }` (`oldText` null for a new file).
+///
+/// Serialized by hand so its keys come sorted, as every other frame's do.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(
+    tag = "type",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
+pub enum ToolCallContent {
+    Content {
+        content: TextContent,
+    },
+    Diff {
+        path: String,
+        old_text: Option<String>,
+        new_text: String,
+    },
+}
+
+impl Serialize for ToolCallContent {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        #[serde(untagged, rename_all_fields = "camelCase")]
+        enum View<'a> {
+            Content {
+                content: &'a TextContent,
+                #[serde(rename = "type")]
+                kind: &'static str,
+            },
+            Diff {
+                new_text: &'a str,
+                old_text: &'a Option<String>,
+                path: &'a str,
+                #[serde(rename = "type")]
+                kind: &'static str,
+            },
+        }
+        match self {
+            ToolCallContent::Content { content } => View::Content {
+                content,
+                kind: "content",
+            },
+            ToolCallContent::Diff {
+                path,
+                old_text,
+                new_text,
+            } => View::Diff {
+                new_text,
+                old_text,
+                path,
+                kind: "diff",
+            },
+        }
+        .serialize(s)
+    }
 }
 
 impl ToolCallContent {
     /// The output `text` of a call.
     pub fn text(text: impl Into<String>) -> ToolCallContent {
-        ToolCallContent {
+        ToolCallContent::Content {
             content: TextContent::new(text),
-            kind: ContentKind::Content,
         }
     }
-}
 
-/// The one `type` a [`ToolCallContent`] has here.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ContentKind {
-    Content,
+    /// A file the call changed.
+    pub fn diff(diff: crate::engine_io::FileDiff) -> ToolCallContent {
+        ToolCallContent::Diff {
+            path: diff.path,
+            old_text: diff.old_text,
+            new_text: diff.new_text,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -285,6 +337,18 @@ mod tests {
                 content: vec![ToolCallContent::text("out")],
                 status: ToolStatus::Failed,
                 tool_call_id: s("call_1"),
+            }),
+            SessionUpdate::ToolCallUpdate(ToolCallUpdate {
+                content: vec![
+                    ToolCallContent::text("edited"),
+                    ToolCallContent::Diff {
+                        path: s("/w/a.txt"),
+                        old_text: None,
+                        new_text: s("new\n"),
+                    },
+                ],
+                status: ToolStatus::Completed,
+                tool_call_id: s("call_2"),
             }),
             SessionUpdate::CurrentModeUpdate(CurrentModeUpdate {
                 current_mode_id: Mode::Plan,
