@@ -31,7 +31,7 @@ use smol::Task;
 use crate::channels::Outgoing;
 use crate::clock::Clock;
 use crate::instance_api::Api;
-pub use crate::instance_api::{default_models, ChatReply, ChatStream};
+pub use crate::instance_api::{default_models, ChatReply, ChatStream, ToolCallScript};
 pub use crate::instance_upstream::Upstream;
 use crate::outbox::Gauge;
 

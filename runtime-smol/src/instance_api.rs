@@ -34,6 +34,15 @@ pub struct ChatStream {
     pub finish_reason: String,
     /// `usage` (prompt and completion tokens), sent in a last chunk with no choices.
     pub usage: Option<(u64, u64)>,
+    /// Tool calls, after the text: each as `tool_calls` deltas, its arguments in pieces.
+    pub tool_calls: Vec<ToolCallScript>,
+}
+
+/// A tool call the scripted model makes: its function's name and arguments.
+#[derive(Clone, Debug)]
+pub struct ToolCallScript {
+    pub name: String,
+    pub arguments: Value,
 }
 
 impl Default for ChatStream {
@@ -44,6 +53,7 @@ impl Default for ChatStream {
             delay: Duration::ZERO,
             finish_reason: "stop".into(),
             usage: None,
+            tool_calls: Vec::new(),
         }
     }
 }
@@ -68,6 +78,21 @@ impl ChatReply {
     pub fn text(deltas: &[&str]) -> ChatReply {
         ChatReply::Stream(ChatStream {
             text: deltas.iter().map(|d| d.to_string()).collect(),
+            ..ChatStream::default()
+        })
+    }
+
+    /// Call these tools (name, arguments), finishing with `tool_calls`.
+    pub fn tools(calls: &[(&str, Value)]) -> ChatReply {
+        ChatReply::Stream(ChatStream {
+            tool_calls: calls
+                .iter()
+                .map(|(name, arguments)| ToolCallScript {
+                    name: name.to_string(),
+                    arguments: arguments.clone(),
+                })
+                .collect(),
+            finish_reason: "tool_calls".into(),
             ..ChatStream::default()
         })
     }
@@ -419,6 +444,30 @@ async fn send_stream(
     for t in &s.text {
         events.push(chunk(json!({ "content": t }), None).to_string());
     }
+    for (index, call) in s.tool_calls.iter().enumerate() {
+        // As servers send them: the id and name first, the arguments in pieces after.
+        let id = format!("call_{index}_{}", call.name);
+        events.push(
+            chunk(
+                json!({ "tool_calls": [{ "index": index, "id": id, "type": "function",
+                        "function": { "name": call.name, "arguments": "" } }] }),
+                None,
+            )
+            .to_string(),
+        );
+        let arguments: Vec<char> = call.arguments.to_string().chars().collect();
+        for piece in arguments.chunks(7) {
+            let piece: String = piece.iter().collect();
+            events.push(
+                chunk(
+                    json!({ "tool_calls": [{ "index": index,
+                            "function": { "arguments": piece } }] }),
+                    None,
+                )
+                .to_string(),
+            );
+        }
+    }
     if let Some(first) = events.first_mut() {
         let mut v: Value = serde_json::from_str(first).unwrap_or_default();
         v["choices"][0]["delta"]["role"] = json!("assistant");
@@ -732,6 +781,48 @@ mod tests {
                 assert!(start.elapsed() < Duration::from_secs(2), "never seen");
                 smol::Timer::after(Duration::from_millis(10)).await;
             }
+        });
+    }
+
+    /// A scripted tool call streams as servers send one: its id and name, then its arguments
+    /// in pieces that join to the JSON given, and `finish_reason: tool_calls`.
+    #[test]
+    fn a_scripted_tool_call_streams_its_arguments_in_pieces() {
+        smol::block_on(async {
+            let args = json!({ "path": "src/main.rs", "offset": 1 });
+            let instance = TestInstance::start(InstanceOptions {
+                token: "tok".into(),
+                chat: vec![ChatReply::tools(&[("read", args.clone())])],
+                ..InstanceOptions::default()
+            })
+            .await
+            .unwrap();
+            let (mut p, rx) = performer(&instance, "tok");
+            let path = "/v1/chat/completions";
+            let (status, _, body) =
+                fetch(&mut p, &rx, 1, HttpMethod::Post, path, chat_body("a")).await;
+            assert_eq!(status, 200);
+            let chunks: Vec<Value> = body
+                .split("\n\n")
+                .filter_map(|e| e.strip_prefix("data: "))
+                .filter_map(|d| serde_json::from_str(d).ok())
+                .collect();
+            let calls: Vec<&Value> = chunks
+                .iter()
+                .filter_map(|c| c["choices"][0]["delta"]["tool_calls"].get(0))
+                .collect();
+            assert!(calls.len() > 2, "the arguments come in pieces: {calls:?}");
+            assert_eq!(calls[0]["id"], "call_0_read");
+            assert_eq!(calls[0]["function"]["name"], "read");
+            let joined: String = calls
+                .iter()
+                .filter_map(|c| c["function"]["arguments"].as_str())
+                .collect();
+            assert_eq!(serde_json::from_str::<Value>(&joined).unwrap(), args);
+            let finish = chunks
+                .iter()
+                .find_map(|c| c["choices"][0]["finish_reason"].as_str());
+            assert_eq!(finish, Some("tool_calls"));
         });
     }
 }
