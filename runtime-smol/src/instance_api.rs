@@ -362,7 +362,10 @@ impl Api {
                 // Until the client goes: there is no end to reach.
                 !client_left(stream, Duration::from_secs(600)).await
             }
-            ChatReply::Stream(s) => send_stream(stream, &model, &s, &self.sse_writes).await,
+            ChatReply::Stream(s) => {
+                let nth = lock(&self.requests).len();
+                send_stream(stream, &model, &s, nth, &self.sse_writes).await
+            }
         };
         if !finished {
             self.aborted.fetch_add(1, Ordering::SeqCst);
@@ -423,11 +426,13 @@ fn echo(request: &Value) -> ChatReply {
     })
 }
 
-/// Stream `s`'s events; whether the stream reached its end (false: the client left).
+/// Stream `s`'s events, the `nth` reply's (its tool call ids unique across replies, as a
+/// server's are); whether the stream reached its end (false: the client left).
 async fn send_stream(
     stream: &mut Box<dyn Io>,
     model: &str,
     s: &ChatStream,
+    nth: usize,
     writes: &Option<Mutex<Vec<(String, Instant)>>>,
 ) -> bool {
     let chunk = |delta: Value, finish: Option<&str>| {
@@ -446,7 +451,7 @@ async fn send_stream(
     }
     for (index, call) in s.tool_calls.iter().enumerate() {
         // As servers send them: the id and name first, the arguments in pieces after.
-        let id = format!("call_{index}_{}", call.name);
+        let id = format!("call_{nth}_{index}_{}", call.name);
         events.push(
             chunk(
                 json!({ "tool_calls": [{ "index": index, "id": id, "type": "function",
@@ -812,7 +817,7 @@ mod tests {
                 .filter_map(|c| c["choices"][0]["delta"]["tool_calls"].get(0))
                 .collect();
             assert!(calls.len() > 2, "the arguments come in pieces: {calls:?}");
-            assert_eq!(calls[0]["id"], "call_0_read");
+            assert_eq!(calls[0]["id"], "call_1_0_read");
             assert_eq!(calls[0]["function"]["name"], "read");
             let joined: String = calls
                 .iter()

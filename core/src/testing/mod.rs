@@ -4,6 +4,7 @@
 
 mod connections;
 pub mod device_frames;
+pub mod fake_instance;
 mod fake_os;
 pub mod fuzz;
 mod oracle;

@@ -10,9 +10,11 @@ use crate::device::{ConnId, ConnKind, Device, DialFailure, Effect};
 use crate::engine::{Decision, Engine, EngineCommand, Report, TurnStart};
 use crate::engine_io::{IoCall, IoId, IoReply};
 use crate::host::{self, ShellOutput};
+use crate::model::engine::{ModelEngine, ModelEngineConfig};
 use crate::rng::Rng;
 use crate::scripted::ScriptedEngine;
 use crate::testing::connections::Connections;
+use crate::testing::fake_instance::FakeInstance;
 use crate::testing::fake_os::FakeOs;
 use crate::testing::oracle::Conversations;
 use crate::testing::persist_order::PersistOrder;
@@ -73,6 +75,10 @@ pub struct Pair {
     /// attachments and shells.
     pub os: FakeOs,
     pub engine: ScriptedEngine,
+    /// The model engine, when the Pair runs it in place of the scripted one
+    /// ([`Pair::with_model_engine`]), and the instance and machine it works against.
+    pub model: Option<Box<ModelEngine>>,
+    pub instance: FakeInstance,
     /// Every turn the engine was asked to start, across restarts, in order.
     pub started: Vec<TurnStart>,
     pub restarts: usize,
@@ -123,6 +129,8 @@ impl Pair {
             device: Device::new(device.clone(), Time::ZERO).expect("test device config is valid"),
             os: FakeOs::default(),
             engine: ScriptedEngine::new(),
+            model: None,
+            instance: FakeInstance::default(),
             started: Vec::new(),
             restarts: 0,
             decisions: Vec::new(),
@@ -170,6 +178,17 @@ impl Pair {
         Pair::new(d, ClientConfig::default(), Faults::none(), 1)
     }
 
+    /// Run the model engine (default settings) on the device's models in place of the scripted
+    /// one, against [`Pair::instance`], whose script says what the model answers.
+    pub fn with_model_engine(mut self) -> Pair {
+        let models = self.device_config.models.clone();
+        self.model = Some(Box::new(ModelEngine::new(
+            ModelEngineConfig::default(),
+            models,
+        )));
+        self
+    }
+
     /// The device starts linking; drives until quiet.
     pub fn start(&mut self) -> Result<(), Livelock> {
         self.device.start_link(self.now);
@@ -199,6 +218,10 @@ impl Pair {
         self.persists = PersistOrder::default();
         // The engine's runs and the PTYs died with the process.
         self.engine.forget_all();
+        if let Some(m) = &mut self.model {
+            m.forget_all();
+        }
+        self.instance.forget_all();
         let device = self.os.restart(self.device_config.clone(), self.now);
         self.device = device;
         self.restarts += 1;
@@ -320,8 +343,12 @@ impl Pair {
                 return Err(Livelock(rounds));
             }
             self.drive()?;
+            let engine_timeout = match &self.model {
+                Some(m) => host::poll_timeout(&self.device, &**m),
+                None => host::poll_timeout(&self.device, &self.engine),
+            };
             let next = [
-                host::poll_timeout(&self.device, &self.engine),
+                engine_timeout,
                 self.client.poll_timeout(),
                 self.in_flight.iter().map(|f| f.at).min(),
             ]
@@ -331,12 +358,14 @@ impl Pair {
             match next {
                 Some(at) if at <= target => {
                     self.now = self.now.max(at);
-                    host::handle_timeout(&mut self.device, &mut self.engine, self.now);
+                    let engine = active(&mut self.model, &mut self.engine);
+                    host::handle_timeout(&mut self.device, engine, self.now);
                     self.client.handle_timeout(self.now);
                 }
                 _ => {
                     self.now = target;
-                    host::handle_timeout(&mut self.device, &mut self.engine, self.now);
+                    let engine = active(&mut self.model, &mut self.engine);
+                    host::handle_timeout(&mut self.device, engine, self.now);
                     self.client.handle_timeout(self.now);
                     return self.drive();
                 }
@@ -353,8 +382,12 @@ impl Pair {
             if steps > self.max_steps {
                 return Err(Livelock(steps));
             }
+            if let Some((id, reply)) = self.instance.poll_reply() {
+                active(&mut self.model, &mut self.engine).handle_io(id, reply, self.now);
+                continue;
+            }
             let mut engine = Recording {
-                engine: &mut self.engine,
+                engine: active(&mut self.model, &mut self.engine),
                 started: &mut self.started,
                 decisions: &mut self.decisions,
             };
@@ -510,8 +543,13 @@ impl Pair {
                 }
             }
             ShellOutput::Effect(effect) => self.effect(effect),
-            // The Pair's engine is scripted, which needs nothing from a shell.
-            ShellOutput::Io(call) => panic!("the scripted engine asked for I/O: {call:?}"),
+            ShellOutput::Io(call) => {
+                assert!(
+                    self.model.is_some(),
+                    "the scripted engine asked for I/O: {call:?}"
+                );
+                self.instance.perform(call);
+            }
         }
     }
 
@@ -706,10 +744,22 @@ impl Pair {
     }
 }
 
-/// The Pair's engine as the host loop sees it: the scripted engine, with every turn started
-/// and every card decision it was told noted for the tests.
+/// The engine the device runs: the model engine when the Pair has one. (A function of the two
+/// fields, not a method, so the rest of the Pair can be borrowed beside it.)
+fn active<'a>(
+    model: &'a mut Option<Box<ModelEngine>>,
+    scripted: &'a mut ScriptedEngine,
+) -> &'a mut dyn Engine {
+    match model {
+        Some(m) => &mut **m,
+        None => scripted,
+    }
+}
+
+/// The Pair's engine as the host loop sees it, with every turn started and every card
+/// decision it was told noted for the tests.
 struct Recording<'a> {
-    engine: &'a mut ScriptedEngine,
+    engine: &'a mut dyn Engine,
     started: &'a mut Vec<TurnStart>,
     decisions: &'a mut Vec<(String, Decision)>,
 }
@@ -745,7 +795,7 @@ impl Engine for Recording<'_> {
         self.engine.handle_io(id, reply, now)
     }
     fn cancel_all(&mut self) {
-        Engine::cancel_all(self.engine)
+        self.engine.cancel_all()
     }
     fn forget_all(&mut self) {
         self.engine.forget_all()
