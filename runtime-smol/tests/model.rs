@@ -10,101 +10,10 @@ use serde_json::{json, Value};
 
 mod common;
 
+use common::model::{
+    answered, eventually, linked_to, model_home, model_session, prompt, text, updates, MODEL,
+};
 use common::{answer, call, ready, Device, Home, T, TOKEN};
-
-/// A chat model the test instance serves by default.
-const MODEL: &str = "test/chat-small";
-
-/// A home whose device runs the model engine (the default; said here against the helper's
-/// `engine: scripted`).
-fn model_home() -> Home {
-    let home = Home::new();
-    home.write_config(&format!(
-        "remote:\n  enabled: true\n  roots: [{w}]\ntrusted: [{w}]\nengine: model\n",
-        w = home.work.display()
-    ));
-    home
-}
-
-/// A test instance answering chat completions with `chat`, and `lembas link` on the model
-/// engine, logged in to it and linked.
-async fn linked_to(chat: Vec<ChatReply>) -> (TestInstance, Home, Device) {
-    let instance = TestInstance::start(InstanceOptions {
-        token: TOKEN.into(),
-        chat,
-        ..InstanceOptions::default()
-    })
-    .await
-    .unwrap();
-    let home = model_home();
-    let out = home.login(&instance.url());
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let device = home.link();
-    ready(&instance).await;
-    (instance, home, device)
-}
-
-/// A session on `model` (the instance's served id, as the web UI sends it).
-async fn model_session(instance: &TestInstance, home: &Home, model: &str) -> Result<Value, String> {
-    call(
-        instance,
-        "session/new",
-        json!({ "cwd": home.work.join("proj"), "mcpServers": [],
-                "_meta": { "lembas_model": model } }),
-    )
-    .await
-}
-
-fn text(t: &str) -> Value {
-    json!([{ "type": "text", "text": t }])
-}
-
-/// The `session/update` texts of one kind (`agent_message_chunk`, `agent_thought_chunk`).
-fn updates(events: &[Event], kind: &str) -> Vec<String> {
-    events
-        .iter()
-        .filter_map(|e| match e {
-            Event::Client(ClientEvent::Notification { method, params })
-                if method == "session/update" && params["update"]["sessionUpdate"] == kind =>
-            {
-                Some(params["update"]["content"]["text"].as_str()?.to_string())
-            }
-            _ => None,
-        })
-        .collect()
-}
-
-/// Prompt and wait for the answer: its outcome (an error as its message) and every event seen.
-async fn prompt(
-    instance: &TestInstance,
-    session: &str,
-    words: &str,
-    turn: &str,
-) -> (Result<Value, String>, Vec<Event>) {
-    instance
-        .prompt(session, text(words), Some(turn))
-        .await
-        .unwrap();
-    answered(instance, turn).await
-}
-
-async fn answered(instance: &TestInstance, turn: &str) -> (Result<Value, String>, Vec<Event>) {
-    let (e, seen) = instance
-        .wait_for(T, |e| {
-            matches!(e, Event::Client(ClientEvent::PromptAnswered { turn_id, .. }) if turn_id == turn)
-        })
-        .await;
-    match e {
-        Some(Event::Client(ClientEvent::PromptAnswered { outcome, .. })) => {
-            (outcome.map_err(|e| e.message), seen)
-        }
-        other => panic!("no answer to {turn}: {other:?} after {seen:?}"),
-    }
-}
 
 /// A linked device whose session `t1` is streaming `words` slowly (one each 100 ms): returned
 /// once the first chunk came, with the session's id.
@@ -128,15 +37,6 @@ async fn streaming(words: Vec<String>) -> (TestInstance, Home, Device, String) {
         .await;
     assert!(first.is_some(), "the turn never streamed");
     (instance, home, device, id)
-}
-
-/// Wait until `check` holds, or fail after `within`.
-async fn eventually(within: Duration, what: &str, mut check: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !check() {
-        assert!(start.elapsed() < within, "{what}: not within {within:?}");
-        smol::Timer::after(Duration::from_millis(20)).await;
-    }
 }
 
 #[test]
