@@ -15,9 +15,14 @@ pub const MODEL: &str = "test/chat-small";
 /// A home whose device runs the model engine (the default; said here against the helper's
 /// `engine: scripted`).
 pub fn model_home() -> Home {
+    model_home_with("")
+}
+
+/// [`model_home`], with `extra` lines in the `remote:` block (each `  key: value\n`).
+pub fn model_home_with(extra: &str) -> Home {
     let home = Home::new();
     home.write_config(&format!(
-        "remote:\n  enabled: true\n  roots: [{w}]\ntrusted: [{w}]\nengine: model\n",
+        "remote:\n  enabled: true\n  roots: [{w}]\n{extra}trusted: [{w}]\nengine: model\n",
         w = home.work.display()
     ));
     home
@@ -26,6 +31,11 @@ pub fn model_home() -> Home {
 /// A test instance answering chat completions with `chat`, and `lembas link` on the model
 /// engine, logged in to it and linked.
 pub async fn linked_to(chat: Vec<ChatReply>) -> (TestInstance, Home, Device) {
+    linked_to_home(model_home(), chat).await
+}
+
+/// [`linked_to`], from `home`.
+pub async fn linked_to_home(home: Home, chat: Vec<ChatReply>) -> (TestInstance, Home, Device) {
     let instance = TestInstance::start(InstanceOptions {
         token: TOKEN.into(),
         chat,
@@ -33,7 +43,6 @@ pub async fn linked_to(chat: Vec<ChatReply>) -> (TestInstance, Home, Device) {
     })
     .await
     .unwrap();
-    let home = model_home();
     let out = home.login(&instance.url());
     assert!(
         out.status.success(),
