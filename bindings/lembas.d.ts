@@ -66,8 +66,11 @@ export interface DeviceConfig {
     maxOutputFrameBytes?: number;
     batchMs?: number;
   };
-  /** What may wait to be sent on a connection: bounds the shell enforces (the `lembas` binary's;
-   * the wasm drivers hand every frame to the socket at once). */
+  /** What may wait to be sent on a connection: bounds the shell enforces. Past `pauseBytes`
+   * waiting (a `DeviceDriver`: its link socket's `bufferedAmount` and what it has not handed the
+   * socket yet) the engine events of the sessions it holds wait, so their turns pause instead of
+   * piling up in memory; the driver looks again every 20 ms. `maxBytes`: the `lembas` binary
+   * closes a link past it (the wasm drivers never queue past one pump's frames). */
   outbound?: { pauseBytes?: number; maxBytes?: number };
   /** What a connection's reader may hold unhandled: a bound the shell enforces, as `outbound`. */
   inbound?: { pauseBytes?: number };

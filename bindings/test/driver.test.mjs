@@ -176,6 +176,65 @@ test("an onEvent that answers a card at once, from inside the driver", async () 
   client.stop();
 });
 
+test("a socket that does not drain holds the engine at outbound.pauseBytes; it goes on as it drains", async () => {
+  const PAUSE = 4096;
+  // The device's end counts what it was given as buffered (`bufferedAmount`) until drained.
+  let socket;
+  const chunks = [];
+  const client = new ClientDriver({
+    config: { seed: 3 },
+    onEvent: (e) => {
+      const text = e.kind === "notification" && e.params?.update?.content?.text;
+      if (text) chunks.push(text.slice(0, 10));
+    },
+  });
+  const dial = () => {
+    const [d, c] = pair();
+    client.attach(c);
+    const send = d.send;
+    d.bufferedAmount = 0;
+    d.send = (data) => {
+      d.bufferedAmount += Buffer.byteLength(data);
+      send(data);
+    };
+    socket = d;
+    return d;
+  };
+  const device = new DeviceDriver({ config: { ...config, outbound: { pauseBytes: PAUSE } }, dial });
+  const ready = client.next((e) => e.kind === "ready");
+  device.start();
+  await ready;
+  try {
+    const sessionId = (await newSession(client)).result.sessionId;
+    socket.bufferedAmount = 0;
+    let answered = false;
+    const done = client.next((e) => e.kind === "prompt_answered");
+    done.then(() => (answered = true));
+    client.prompt(sessionId, [{ type: "text", text: "chunks 40 500" }], "t1");
+    // Time for several of the driver's looks at the socket: nothing more is sent to it.
+    await sleep(150);
+    const held = chunks.length;
+    assert.ok(held > 0 && held < 40, `${held} of 40 chunks sent to a socket that never drains`);
+    // A chunk is two frames of about 600 bytes: at most one event's frames past the bound.
+    assert.ok(socket.bufferedAmount < PAUSE + 2048, `${socket.bufferedAmount} bytes buffered`);
+    await sleep(100);
+    assert.equal(chunks.length, held, "the engine ran on while the socket was full");
+    // The socket drains (as a network would, a bufferful at a time): the turn goes on.
+    let drains = 0;
+    while (!answered) {
+      assert.ok(++drains < 200, "the turn did not end as the socket drained");
+      assert.ok(socket.bufferedAmount < PAUSE + 2048, `${socket.bufferedAmount} bytes buffered`);
+      socket.bufferedAmount = 0;
+      await sleep(10);
+    }
+    assert.equal((await done).result.stopReason, "end_turn");
+    assert.deepEqual(chunks, Array.from({ length: 40 }, (_, i) => String(i).padStart(10, "0")));
+  } finally {
+    device.stop();
+    client.stop();
+  }
+});
+
 test("resolvePath may answer later, or refuse", async () => {
   const asked = [];
   const { client, device } = await linked({

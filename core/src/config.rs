@@ -256,6 +256,14 @@ pub struct OutboundLimits {
     pub max_bytes: usize,
 }
 
+impl OutboundLimits {
+    /// Whether a connection with `queued` bytes waiting to be written is behind: its sources
+    /// wait (the one rule of every shell's backpressure).
+    pub fn is_behind(&self, queued: usize) -> bool {
+        queued >= self.pause_bytes
+    }
+}
+
 impl Default for OutboundLimits {
     fn default() -> Self {
         OutboundLimits {

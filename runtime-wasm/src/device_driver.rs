@@ -9,6 +9,10 @@
 //! to the instance through `fetch` ([`InstanceHttp`]) and whose attachments are read back
 //! through `options.readAttachment`; the instance's model list is fetched before each dial, so
 //! the link's hello lists it.
+//!
+//! Backpressure: while the link's socket buffers `outbound.pause_bytes` or more
+//! (`bufferedAmount`, plus frames not yet handed to it), the sessions it holds get no engine
+//! event and their turns wait; the driver looks again every [`DRAIN_CHECK_MS`].
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -126,7 +130,15 @@ struct State {
     attempts: u64,
     dialing: Option<(u64, Rc<Socket>)>,
     link: Option<Link>,
+    /// The last pump held a session back (its link was behind): look again in
+    /// [`DRAIN_CHECK_MS`].
+    held_back: bool,
 }
+
+/// How soon to look again at a link that was behind. A JS socket has no event for when its
+/// `bufferedAmount` drains, so the driver polls it while (and only while) a session waits on
+/// it; a page's socket drains at network speed, and this is a few frames' time on a fast one.
+const DRAIN_CHECK_MS: u64 = 20;
 
 /// The model engine's way to the instance.
 struct Instance {
@@ -142,6 +154,9 @@ struct Shared {
     instance: Option<Instance>,
     state: RefCell<State>,
     queue: Queue<DeviceAction>,
+    /// Bytes of the frames in `queue` not yet handed to the socket: behind the link as much as
+    /// its `bufferedAmount`.
+    unsent: Cell<usize>,
     timer: Timer,
 }
 
@@ -227,8 +242,10 @@ impl DeviceDriver {
                     attempts: 0,
                     dialing: None,
                     link: None,
+                    held_back: false,
                 }),
                 queue: Queue::default(),
+                unsent: Cell::new(0),
                 timer: Timer::default(),
             }),
         })
@@ -336,7 +353,26 @@ impl Shared {
             }
             let r = f(&mut s, now);
             let mut out = Vec::new();
-            s.run.pump(now, &mut out);
+            let State {
+                run,
+                link,
+                held_back,
+                ..
+            } = &mut *s;
+            let (link, unsent) = (&*link, self.unsent.get());
+            let backlog = |conn| match link {
+                Some(l) if l.conn == conn => l.socket.buffered_amount() + unsent,
+                _ => 0,
+            };
+            *held_back = run.pump(now, backlog, &mut out);
+            let made: usize = out
+                .iter()
+                .map(|a| match a {
+                    DeviceAction::Send { frame, .. } => frame.len(),
+                    _ => 0,
+                })
+                .sum();
+            self.unsent.set(unsent + made);
             self.queue.push(out);
             r
         };
@@ -347,15 +383,21 @@ impl Shared {
     }
 
     fn arm(self: &Rc<Self>) {
+        let now = self.clock.now();
         let deadline = {
             let s = self.state.borrow();
-            s.run.deadline().filter(|_| !s.stopped)
+            let look_again = s.held_back.then(|| now.plus_ms(DRAIN_CHECK_MS));
+            [s.run.deadline(), look_again]
+                .into_iter()
+                .flatten()
+                .min()
+                .filter(|_| !s.stopped)
         };
         let Some(at) = deadline else {
             return self.timer.clear();
         };
         let me = self.clone();
-        self.timer.arm(at, self.clock.now(), move || {
+        self.timer.arm(at, now, move || {
             js::once(move |_| {
                 me.timer.fired();
                 me.input(|s, now| s.run.tick(now));
@@ -367,6 +409,8 @@ impl Shared {
     fn act(self: &Rc<Self>, a: DeviceAction) {
         match a {
             DeviceAction::Send { conn, frame } => {
+                self.unsent
+                    .set(self.unsent.get().saturating_sub(frame.len()));
                 let socket = self.link_socket(conn);
                 if let Some(socket) = socket {
                     socket.send(&frame);

@@ -2,10 +2,14 @@
 //! scripted one or the model engine: [`EngineChoice`]), and what is left over for the shell as
 //! [`DeviceAction`]s. Pure, so the routing is tested natively.
 //!
-//! No backpressure reaches the engine here: a JS socket reports `bufferedAmount` but has no
-//! event for when it drains, and this loop performs its sends only after a whole pump, so a
-//! pause would need a polling timer and a pump cut short. Until then a turn's frames wait in
-//! the socket's own buffer (a browser's or `ws`'s), as they did before the host loop.
+//! Backpressure reaches the engine as in the `lembas` binary: the host takes no engine event of
+//! a session while the link that holds it is behind, that is while the bytes the socket still
+//! buffers (`bufferedAmount`, and what the driver has not handed it yet) plus the frames this
+//! pump has made for it reach `outbound.pause_bytes`. A JS socket has no event for when it
+//! drains, so [`DeviceLoop::pump`] says when it held a session back and the driver looks again
+//! a moment later.
+
+use std::collections::BTreeMap;
 
 use lembas_core::config::Model;
 use lembas_core::device::{ConnId, Device, Effect};
@@ -100,9 +104,33 @@ impl DeviceLoop {
         self.host.handle_io(id, reply, now);
     }
 
-    /// Drain the device and the engine until both are quiet.
-    pub fn pump(&mut self, now: Time, out: &mut Vec<DeviceAction>) {
-        while let Some(o) = self.host.poll_output(now, |_| false) {
+    /// Drain the device and the engine until both are quiet, or until only sessions held back
+    /// are left: `backlog(conn)` is what the shell still has to write on a connection. Returns
+    /// whether a session was held back at the end (look again once the socket may have
+    /// drained).
+    pub fn pump(
+        &mut self,
+        now: Time,
+        backlog: impl Fn(ConnId) -> usize,
+        out: &mut Vec<DeviceAction>,
+    ) -> bool {
+        let limits = self.host.device().config().outbound;
+        // The frames of this pump, which reach the socket only after it.
+        let mut made: BTreeMap<ConnId, usize> = BTreeMap::new();
+        loop {
+            let mut held_back = false;
+            let next = self.host.poll_output(now, |conn| {
+                let queued = backlog(conn) + made.get(&conn).copied().unwrap_or(0);
+                let behind = limits.is_behind(queued);
+                held_back |= behind;
+                behind
+            });
+            let Some(o) = next else {
+                return held_back;
+            };
+            if let ShellOutput::Send { conn, frame } = &o {
+                *made.entry(*conn).or_default() += frame.len();
+            }
             self.route(o, now, out);
         }
     }

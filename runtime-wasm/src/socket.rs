@@ -75,6 +75,16 @@ impl Socket {
         js::member(&self.0, "readyState").as_f64() == Some(1.0)
     }
 
+    /// The bytes it has been given and not yet sent (`bufferedAmount`; 0 for a socket without
+    /// one, which then never holds the engine back). Only the device's driver reads it.
+    #[cfg_attr(not(feature = "device"), allow(dead_code))]
+    pub fn buffered_amount(&self) -> usize {
+        js::member(&self.0, "bufferedAmount")
+            .as_f64()
+            .filter(|b| b.is_finite() && *b > 0.0)
+            .map_or(0, |b| b as usize)
+    }
+
     /// Send one text message. A socket that throws (not open, gone) is closed, so the driver
     /// hears it is down instead of losing frames quietly.
     pub fn send(&self, frame: &str) {

@@ -32,6 +32,11 @@ struct Pair {
     kept: Vec<Vec<(String, u32)>>,
     /// The JS store: what the persists carried.
     store: MemStore,
+    /// What the link's socket still buffers (`bufferedAmount`): every frame sent adds to it,
+    /// and only [`Pair::drain`] empties it.
+    buffered: usize,
+    /// The last pump held a session back.
+    held_back: bool,
 }
 
 impl Pair {
@@ -45,12 +50,19 @@ impl Pair {
     }
 
     fn with(store_in_js: bool, sessions: Value, engine: EngineChoice) -> Pair {
-        let config = json::device_config(json!({
+        Pair::configured(store_in_js, json!({ "sessions": sessions }), engine)
+    }
+
+    /// A pair whose device config has these members beside its roots.
+    fn configured(store_in_js: bool, more: Value, engine: EngineChoice) -> Pair {
+        let mut config = json!({
             "seed": 4,
             "remote": { "enabled": true, "roots": [ROOT], "trusted": [ROOT] },
-            "sessions": sessions,
-        }))
-        .unwrap();
+        });
+        for (k, v) in more.as_object().unwrap() {
+            config[k] = v.clone();
+        }
+        let config = json::device_config(config).unwrap();
         let device = Device::new(config, Time(0)).unwrap();
         let client = Client::new(ClientConfig::default(), Time(0)).unwrap();
         Pair {
@@ -63,6 +75,8 @@ impl Pair {
             unacked: Vec::new(),
             kept: Vec::new(),
             store: MemStore::default(),
+            buffered: 0,
+            held_back: false,
         }
     }
 
@@ -70,7 +84,9 @@ impl Pair {
     fn drive(&mut self) {
         for _ in 0..10_000 {
             let (mut d, mut c) = (Vec::new(), Vec::new());
-            self.device.pump(self.now, &mut d);
+            let (link, buffered) = (self.link, self.buffered);
+            let backlog = |conn| if Some(conn) == link { buffered } else { 0 };
+            self.held_back = self.device.pump(self.now, backlog, &mut d);
             self.client.pump(self.now, &mut c);
             if d.is_empty() && c.is_empty() {
                 return;
@@ -96,6 +112,7 @@ impl Pair {
                 self.client.client.handle_link_up(self.now);
             }
             DeviceAction::Send { conn, frame } if Some(conn) == self.link => {
+                self.buffered += frame.len();
                 self.client.client.handle_frame(frame.as_bytes(), self.now)
             }
             DeviceAction::Persist { seq, records } => {
@@ -123,6 +140,12 @@ impl Pair {
             ClientAction::Keep(list) => self.kept.push(list),
             ClientAction::Close { .. } => panic!("the client closed the link"),
         }
+    }
+
+    /// The link's socket wrote all it buffered.
+    fn drain(&mut self) {
+        self.buffered = 0;
+        self.drive();
     }
 
     fn ack(&mut self) {
@@ -167,6 +190,13 @@ impl Pair {
             .as_str()
             .unwrap()
             .to_string()
+    }
+
+    fn answered(&self, turn: &str) -> bool {
+        self.events.iter().any(|e| {
+            matches!(e, ClientEvent::PromptAnswered { turn_id, outcome: Ok(_), .. }
+                if turn_id == turn)
+        })
     }
 
     fn said(&self) -> String {
@@ -224,6 +254,61 @@ fn the_engine_runs_a_turn_and_its_card_without_the_shell() {
     );
     // The turn's start, its card's decision and every persist stayed in the loop.
     assert_eq!(p.shell, []);
+}
+
+/// A link whose socket still buffers `outbound.pause_bytes` gets no engine event: the turn
+/// waits where it is, nothing piles up past the bound (one event's frames), and it goes on as
+/// the socket drains.
+#[test]
+fn a_link_behind_holds_its_turn_at_pause_bytes_until_its_socket_drains() {
+    const PAUSE: usize = 4096;
+    let outbound = json!({ "outbound": { "pauseBytes": PAUSE, "maxBytes": 1 << 20 } });
+    let mut p = Pair::configured(false, outbound, EngineChoice::Scripted);
+    p.device.device_mut().start_link(p.now);
+    p.drive();
+    let session = p.new_session();
+    p.drain();
+    let chunks = |p: &Pair| p.said().split('|').filter(|t| t.ends_with('x')).count();
+
+    let text = "chunks 40 500";
+    let prompt = json!([{ "type": "text", "text": text }]);
+    p.client
+        .client
+        .prompt(&session, prompt, Some("t1"), p.now)
+        .unwrap();
+    p.drive();
+    let first = chunks(&p);
+    assert!(
+        first > 0 && first < 40,
+        "{first} of 40 chunks before a drain"
+    );
+    assert!(p.held_back, "the pump did not say it held the turn back");
+    // A chunk is two frames (`session/update`, `_lembas/event`) of about 600 bytes each.
+    assert!(
+        p.buffered >= PAUSE && p.buffered < PAUSE + 2048,
+        "{} bytes buffered at a pause of {PAUSE}",
+        p.buffered
+    );
+    // Time passes and the loop looks again: nothing moves while the socket is full.
+    p.advance(1000);
+    assert_eq!(
+        chunks(&p),
+        first,
+        "chunks were sent to a socket that is behind"
+    );
+
+    let mut drains = 0;
+    while !p.answered("t1") {
+        drains += 1;
+        assert!(drains < 40, "the turn did not end after {drains} drains");
+        p.drain();
+        assert!(p.buffered < PAUSE + 2048, "{} bytes buffered", p.buffered);
+    }
+    assert!(drains > 1, "one drain let the whole turn through");
+    assert!(!p.held_back);
+    let said: Vec<String> = p.said().split('|').map(|t| t[..10].to_string()).collect();
+    let want: Vec<String> = (0..40).map(|i| format!("{i:010}")).collect();
+    assert_eq!(said, want, "every chunk, once, in order");
 }
 
 #[test]
