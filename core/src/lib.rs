@@ -34,6 +34,7 @@
 
 pub mod client;
 pub mod config;
+pub mod confine;
 pub mod device;
 pub mod discovery;
 pub mod engine;

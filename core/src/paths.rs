@@ -7,17 +7,27 @@ pub fn normalize(path: &str) -> Option<String> {
     if !path.starts_with('/') || path.contains('\0') {
         return None;
     }
+    Some(join_root(&fold(path).0))
+}
+
+/// `path`'s segments with `.` and empty ones dropped and each `..` taking one back, and whether
+/// a `..` had nothing to take back (it went above the start).
+pub(crate) fn fold(path: &str) -> (Vec<&str>, bool) {
     let mut parts: Vec<&str> = Vec::new();
+    let mut above = false;
     for seg in path.split('/') {
         match seg {
             "" | "." => {}
-            ".." => {
-                parts.pop();
-            }
+            ".." => above |= parts.pop().is_none(),
             s => parts.push(s),
         }
     }
-    Some(format!("/{}", parts.join("/")))
+    (parts, above)
+}
+
+/// `/` and the segments.
+pub(crate) fn join_root(parts: &[&str]) -> String {
+    format!("/{}", parts.join("/"))
 }
 
 /// Whether `path` is `dir` or below it (both normalized).

@@ -3,7 +3,8 @@
 //! (when a quiet link is pinged and a silent one given up; read at start-up) and `engine:`
 //! (`model`, the default, `scripted` for tests, or a block of the model engine's settings; read
 //! at start-up), and the device's own personalization: `personality`, `personality_custom` and
-//! `instructions` (strings; read at start-up; see [`crate::personalization`]). Other top-level
+//! `instructions` (strings; read at start-up; see [`crate::personalization`]), and `tools:`
+//! (`protected` and `shell`; read at start-up; see [`crate::tools`]). Other top-level
 //! keys belong to the rest of LLeMbas CLI and are ignored here;
 //! inside `remote:` an unknown key is refused, since a misspelt limit must not pass silently.
 //! A malformed file is refused with the file, the line and the key. Roots and trusted
@@ -35,6 +36,28 @@ struct File {
     personality_custom: Option<String>,
     #[serde(default)]
     instructions: Option<String>,
+    #[serde(default)]
+    tools: Option<ToolsBlock>,
+}
+
+/// The `tools:` block: where the model's tools may not act, and the shell commands run in.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ToolsBlock {
+    #[serde(default)]
+    protected: Option<Vec<Spanned<String>>>,
+    #[serde(default)]
+    shell: Option<Spanned<String>>,
+}
+
+/// The `tools:` block as read (see [`crate::tools::ToolSettings`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ToolsConfig {
+    /// `tools.protected`, `~` expanded, each a bare name or an absolute path; `None`: the
+    /// defaults ([`crate::tools::DEFAULT_PROTECTED`]).
+    pub protected: Option<Vec<String>>,
+    /// `tools.shell`: an absolute path; `None`: `$SHELL`, else `/bin/sh`.
+    pub shell: Option<PathBuf>,
 }
 
 /// The `sessions:` block: how many the device keeps in memory.
@@ -90,6 +113,9 @@ pub struct Config {
     /// `personality`, `personality_custom` and `instructions`, those set, as one object (`None`:
     /// none is set): the device's own personalization.
     pub personalization: Option<serde_json::Value>,
+    /// `tools`: what the model's tools may not touch, and the shell commands run through.
+    /// Read at start-up.
+    pub tools: ToolsConfig,
     /// Where it came from (`None`: no file, the defaults).
     pub file: Option<PathBuf>,
 }
@@ -103,6 +129,7 @@ impl Default for Config {
             liveness: Liveness::default(),
             engine: EngineChoice::model(),
             personalization: None,
+            tools: ToolsConfig::default(),
             file: None,
         }
     }
@@ -257,6 +284,9 @@ pub fn parse(text: &str, path: &Path, home: Option<&Path>) -> Result<Config, Con
         "personality_custom": file.personality_custom,
         "instructions": file.instructions,
     }));
+    if let Some(block) = file.tools {
+        config.tools = tools_config(block, path, home)?;
+    }
     if let Some(trusted) = file.trusted {
         config.remote.trusted = trusted
             .iter()
@@ -266,7 +296,51 @@ pub fn parse(text: &str, path: &Path, home: Option<&Path>) -> Result<Config, Con
     Ok(config)
 }
 
-fn expand_home(p: &str, home: Option<&Path>) -> Option<PathBuf> {
+/// The `tools:` block checked: each protected entry a bare name or an absolute path once `~`
+/// is expanded, the shell an absolute path.
+fn tools_config(
+    block: ToolsBlock,
+    path: &Path,
+    home: Option<&Path>,
+) -> Result<ToolsConfig, ConfigError> {
+    let refuse = |s: &Spanned<String>, key: &str, why: String| {
+        ConfigError(format!(
+            "{}:{}: key `{key}`: {why}",
+            path.display(),
+            s.referenced.line()
+        ))
+    };
+    let expand = |s: &Spanned<String>, key: &str| -> Result<String, ConfigError> {
+        expand_home(&s.value, home)
+            .and_then(|p| p.to_str().map(str::to_string))
+            .ok_or_else(|| refuse(s, key, format!("`{}` needs HOME", s.value)))
+    };
+    let mut tools = ToolsConfig::default();
+    if let Some(entries) = block.protected {
+        let mut protected = Vec::new();
+        for entry in &entries {
+            let expanded = expand(entry, "tools.protected")?;
+            lembas_core::confine::Protected::parse(&expanded)
+                .map_err(|why| refuse(entry, "tools.protected", why))?;
+            protected.push(expanded);
+        }
+        tools.protected = Some(protected);
+    }
+    if let Some(shell) = block.shell {
+        let expanded = PathBuf::from(expand(&shell, "tools.shell")?);
+        if !expanded.is_absolute() {
+            return Err(refuse(
+                &shell,
+                "tools.shell",
+                format!("`{}` is not an absolute path", shell.value),
+            ));
+        }
+        tools.shell = Some(expanded);
+    }
+    Ok(tools)
+}
+
+pub(crate) fn expand_home(p: &str, home: Option<&Path>) -> Option<PathBuf> {
     if p == "~" {
         return home.map(Path::to_path_buf);
     }
@@ -344,6 +418,44 @@ mod tests {
         );
         let e = parse("link:\n  ping_every: 5\n", p, None).unwrap_err();
         assert!(e.0.contains("ping_every"), "{e}");
+    }
+
+    #[test]
+    fn the_tools_block_is_read_and_a_bad_entry_refused_by_name() {
+        let p = Path::new("/x/config.yaml");
+        let home = Path::new("/home/u");
+        let c = parse(
+            "tools:\n  protected: [.git, ~/.ssh, /etc/secrets]\n  shell: /bin/bash\n",
+            p,
+            Some(home),
+        )
+        .unwrap();
+        assert_eq!(
+            c.tools,
+            ToolsConfig {
+                protected: Some(vec![
+                    ".git".into(),
+                    "/home/u/.ssh".into(),
+                    "/etc/secrets".into()
+                ]),
+                shell: Some(PathBuf::from("/bin/bash")),
+            }
+        );
+        assert_eq!(parse("", p, None).unwrap().tools, ToolsConfig::default());
+        let e = parse("tools:\n  protected:\n    - .git\n    - a/b\n", p, None).unwrap_err();
+        assert!(
+            e.0.starts_with("/x/config.yaml:4: key `tools.protected`: `a/b` is neither"),
+            "{e}"
+        );
+        let e = parse("tools:\n  protected: [~/.ssh]\n", p, None).unwrap_err();
+        assert!(e.0.contains("`~/.ssh` needs HOME"), "{e}");
+        let e = parse("tools:\n  shell: zsh\n", p, None).unwrap_err();
+        assert_eq!(
+            e.0,
+            "/x/config.yaml:2: key `tools.shell`: `zsh` is not an absolute path"
+        );
+        let e = parse("tools:\n  protect: [.git]\n", p, None).unwrap_err();
+        assert!(e.0.contains(":2:") && e.0.contains("protect"), "{e}");
     }
 
     #[test]

@@ -34,6 +34,7 @@ use crate::engine_io::{Performer, Target};
 use crate::outbox::{Gauge, Outbox};
 use crate::store::RedbStore;
 use crate::terminal_host::{TerminalHost, TerminalOptions};
+use crate::tools::ToolSettings;
 
 /// The close code for a client that stopped reading (WebSocket's "policy violation").
 pub const CLOSE_OVERFLOW: u16 = 1008;
@@ -90,6 +91,8 @@ pub struct Driver {
     batch_seq: u64,
     writing: bool,
     attachments: PathBuf,
+    /// What the model's tools may not touch, and the shell commands run through.
+    tools: Arc<ToolSettings>,
     dialer: Option<Arc<dyn Dialer>>,
     exit: Option<Exit>,
     /// `serve --stdio`: the process ends when this connection has ended and no turn runs.
@@ -103,6 +106,8 @@ impl Driver {
     pub fn new(device: Device, disk: Disk, attachments: PathBuf) -> Driver {
         let (tx, rx) = channel::bounded(INPUT_CAPACITY);
         let host = device.config().host.clone();
+        // The defaults for this user until the config's are set (`set_tools`).
+        let tools = Arc::new(ToolSettings::from_env());
         Driver {
             host: Host::new(
                 device,
@@ -122,6 +127,7 @@ impl Driver {
             batch_seq: 0,
             writing: false,
             attachments,
+            tools,
             dialer: None,
             exit: None,
             stdio: None,
@@ -141,6 +147,14 @@ impl Driver {
     /// device is not logged in).
     pub fn set_io_target(&mut self, target: Arc<Target>) {
         self.io = Performer::new(Some(target), self.attachments.clone(), self.tx.clone());
+        self.io.set_tools(self.tools.clone());
+    }
+
+    /// Perform the model's tools as `tools` says (config's `tools:` block; before
+    /// [`Driver::run`]).
+    pub fn set_tools(&mut self, tools: ToolSettings) {
+        self.tools = Arc::new(tools);
+        self.io.set_tools(self.tools.clone());
     }
 
     /// How terminals start (the login shell, `remote.terminal_integration`, the host name).

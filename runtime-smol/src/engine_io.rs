@@ -1,7 +1,9 @@
 //! The engine's I/O, performed: each `IoCall::Fetch` is one smol task that owns its connection
 //! to the instance (hyper's HTTP/1 client over smol's TCP, TLS by futures-rustls), and each
 //! `ReadAttachment` one read on `blocking`'s pool, of a file in the session's attachment
-//! directory and nowhere else. Replies go back to the driver as
+//! directory and nowhere else. A `Tool` call is performed by [`crate::tools`], confined: file
+//! work on `blocking`'s pool, a command as a task that owns its process group (read like a
+//! body, killed with its call). Replies go back to the driver as
 //! [`Input::Io`]; the driver hands the ones still wanted to the engine.
 //!
 //! A body is read only when the engine asks (`IoCall::Read`, one at a time), so a reader who is
@@ -13,6 +15,7 @@
 use std::collections::HashMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,7 +24,7 @@ use futures_lite::{future, AsyncRead, AsyncWrite};
 use http_body_util::{BodyExt, Full};
 use hyper::header::{HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE, HOST, RETRY_AFTER};
 use hyper::{Method, Request};
-use lembas_core::engine_io::{HttpMethod, IoCall, IoId, IoReply};
+use lembas_core::engine_io::{HttpMethod, IoCall, IoId, IoReply, ToolOp, ToolRequest};
 use smol::channel::{self, Receiver, Sender};
 use smol::net::TcpStream;
 use smol::Task;
@@ -29,6 +32,7 @@ use smol_hyper::rt::FuturesIo;
 
 use crate::channels::Input;
 use crate::link::Instance;
+use crate::tools::{self, CancelOnDrop, ToolSettings};
 
 /// How long a connection (TCP and TLS) may take to open.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
@@ -74,7 +78,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}
 
 /// One call under way.
 struct Call {
-    /// Where a fetch's reads are asked for (`None` for a file read).
+    /// Where a fetch's or a command's reads are asked for (`None` for file work).
     reads: Option<Sender<usize>>,
     /// A read was asked for and not yet answered.
     reading: bool,
@@ -87,19 +91,29 @@ pub struct Performer {
     target: Option<Arc<Target>>,
     /// Where each session's attachments are (`<dir>/<session id>/<file name>`).
     attachments: PathBuf,
+    /// What the model's tools may not touch, and the shell commands run through.
+    tools: Arc<ToolSettings>,
     calls: HashMap<IoId, Call>,
     tx: Sender<Input>,
 }
 
 impl Performer {
     /// `target`: `None` when the device is not logged in (every fetch then fails, saying so).
+    /// Tools get the defaults for this user ([`ToolSettings::from_env`]) until
+    /// [`Performer::set_tools`].
     pub fn new(target: Option<Arc<Target>>, attachments: PathBuf, tx: Sender<Input>) -> Performer {
         Performer {
             target,
             attachments,
+            tools: Arc::new(ToolSettings::from_env()),
             calls: HashMap::new(),
             tx,
         }
+    }
+
+    /// Tools set as the config says, for the calls that start from now on.
+    pub fn set_tools(&mut self, tools: Arc<ToolSettings>) {
+        self.tools = tools;
     }
 
     /// Calls under way.
@@ -177,9 +191,36 @@ impl Performer {
                 });
                 self.start(id, None, task)
             }
-            // Performed once the tools are built (issue 15); refused, so the model is told.
-            IoCall::Tool { .. } => Some(failed("this device runs no tools yet")),
+            IoCall::Tool { id, request } => {
+                let task = self.tool(id, *request);
+                let reads = task.1;
+                self.start(id, reads, task.0)
+            }
         }
+    }
+
+    /// The task that performs a tool call, and for a command, where its reads go.
+    fn tool(&self, id: IoId, request: ToolRequest) -> (Task<()>, Option<Sender<usize>>) {
+        let settings = self.tools.clone();
+        let tx = self.tx.clone();
+        if let ToolOp::Run { .. } = request.op {
+            let (reads_tx, reads_rx) = channel::bounded(1);
+            let send = move |reply: IoReply| {
+                let tx = tx.clone();
+                async move { tx.send(Input::Io { id, reply }).await.is_ok() }
+            };
+            let task = smol::spawn(tools::run::run(settings, request, reads_rx, send));
+            return (task, Some(reads_tx));
+        }
+        let cancel = Arc::new(AtomicBool::new(false));
+        let task = smol::spawn(async move {
+            // Dropped with the task when the call is aborted: a walk under way stops.
+            let _stop = CancelOnDrop(cancel.clone());
+            let reply =
+                blocking::unblock(move || tools::perform(&settings, &request, &cancel)).await;
+            let _ = tx.send(Input::Io { id, reply }).await;
+        });
+        (task, None)
     }
 
     fn start(&mut self, id: IoId, reads: Option<Sender<usize>>, task: Task<()>) -> Option<IoReply> {

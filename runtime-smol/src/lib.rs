@@ -39,4 +39,5 @@ pub mod stdio;
 pub mod store;
 pub mod terminal;
 pub mod terminal_host;
+pub mod tools;
 pub mod trust;

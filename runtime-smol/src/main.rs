@@ -13,6 +13,7 @@ use lembas::engine::DeviceEngine;
 use lembas::engine_io::Target;
 use lembas::link::{Instance, LinkDialer};
 use lembas::store::RedbStore;
+use lembas::tools::ToolSettings;
 use lembas_core::device::Device;
 use lembas_core::store::MemStore;
 use lembas_core::Time;
@@ -291,6 +292,7 @@ fn run(command: Command, seed: Option<u64>) -> Result<(), String> {
                 device.session_count()
             );
             let mut driver = Driver::new(device, Disk::Redb(Arc::new(store)), dirs.attachments());
+            driver.set_tools(ToolSettings::new(&config.tools, &dirs, home.as_deref()));
             let engine = config
                 .engine
                 .with_device(config.personalization, Some(instance.host.clone()));
@@ -338,6 +340,7 @@ fn run(command: Command, seed: Option<u64>) -> Result<(), String> {
             let device = Device::new(dc, Time(0)).map_err(|e| e.to_string())?;
             let mut driver =
                 Driver::new(device, Disk::Mem(MemStore::default()), dirs.attachments());
+            driver.set_tools(ToolSettings::new(&config.tools, &dirs, home.as_deref()));
             // Logged in: the engine's requests go to that instance, whose models (and the
             // account's personalization) are fetched while the editor starts; else each request
             // says to log in.
