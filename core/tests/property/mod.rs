@@ -34,9 +34,11 @@ pub fn seeds(known: &[u64], default: u64, mut run: impl FnMut(u64)) -> Option<u6
         if let Err(panic) = catch_unwind(AssertUnwindSafe(|| run(seed))) {
             tell(&format!(
                 "{test}: seed {seed} failed (offset {offset}). Run it alone, told step by step:\n  \
-                 LEMBAS_PROPERTY_SEED={seed} cargo test{release} -p lembas-core --test {target} \
+                 LEMBAS_PROPERTY_SEED={seed} cargo test{release} -p {package} --test {target} \
                  -- --exact {test} --nocapture",
                 release = if cfg!(debug_assertions) { "" } else { " --release" },
+                // The package whose test includes this file (the core's, or a shell's).
+                package = env!("CARGO_PKG_NAME"),
                 target = env!("CARGO_CRATE_NAME"),
             ));
             resume_unwind(panic);
