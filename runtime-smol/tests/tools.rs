@@ -207,6 +207,23 @@ fn read_numbers_lines_and_says_where_it_cut() {
 }
 
 #[test]
+fn a_fifo_is_refused_without_waiting_for_a_writer() {
+    let f = fixture();
+    let fifo = f.project.join("fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    for op in [
+        read("fifo", 1, 10, 100),
+        write("fifo", "x"),
+        edit("fifo", "a", "b"),
+        search("fifo", "x", None, 10),
+    ] {
+        let why = f.refused(op);
+        assert!(why.contains("not a regular file"), "{why}");
+    }
+}
+
+#[test]
 fn an_image_comes_back_whole_as_a_file() {
     let f = fixture();
     assert_eq!(
@@ -672,6 +689,25 @@ fn an_abort_kills_the_whole_group_and_reaps_the_shell() {
             );
             std::thread::sleep(Duration::from_millis(10));
         }
+    });
+}
+
+#[test]
+fn a_dropped_performer_kills_its_commands() {
+    let f = fixture();
+    smol::block_on(async {
+        let (mut p, rx) = performer(&f);
+        p.perform(tool(&f, 1, run("sleep 300 & echo $!; wait")));
+        p.perform(IoCall::Read {
+            id: IoId(1),
+            max: 100,
+        });
+        let IoReply::Body(line) = reply(&mut p, &rx).await.1 else {
+            panic!("no pid");
+        };
+        let pid: u32 = String::from_utf8(line).unwrap().trim().parse().unwrap();
+        drop(p);
+        wait_gone(pid, "the grandchild");
     });
 }
 

@@ -2,9 +2,9 @@
 //! `path:line: text`, at most `max_matches`. Ignore-aware like `find`, only files whose
 //! relative path matches the glob when one is given, binary files skipped, long lines cut.
 
+use std::fs::File;
 use std::io::BufReader;
 use std::ops::ControlFlow;
-use std::path::Path;
 use std::sync::atomic::AtomicBool;
 
 use lembas_core::engine_io::IoReply;
@@ -39,11 +39,16 @@ pub fn search(
         max: max_matches,
         more: false,
     };
-    if place.path.is_file() {
-        let _ = search_file(&regex, &place.path, &place.shown(&place.path), &mut found);
+    if !place.path.is_dir() {
+        let (file, _) = text_file::open(&place.path, given)?;
+        let _ = search_file(&regex, file, &place.shown(&place.path), &mut found);
     } else {
         let finished = walk::files(place, filter.as_ref(), cancel, |path, _| {
-            search_file(&regex, path, &place.shown(path), &mut found)
+            // A file that cannot be read (gone, not regular, no permission) adds nothing.
+            match text_file::open(path, &place.shown(path)) {
+                Ok((file, _)) => search_file(&regex, file, &place.shown(path), &mut found),
+                Err(_) => ControlFlow::Continue(()),
+            }
         });
         if !finished {
             return Err("the search was stopped".into());
@@ -69,12 +74,9 @@ struct Found {
     more: bool,
 }
 
-/// Adds the file's matching lines; breaks once there are more than `found.max`. A file that
-/// cannot be read, or is binary, adds none.
-fn search_file(regex: &Regex, path: &Path, shown_path: &str, found: &mut Found) -> ControlFlow<()> {
-    let Ok((file, _)) = text_file::open(path, shown_path) else {
-        return ControlFlow::Continue(());
-    };
+/// Adds the file's matching lines; breaks once there are more than `found.max`. A binary
+/// file adds none.
+fn search_file(regex: &Regex, file: File, shown_path: &str, found: &mut Found) -> ControlFlow<()> {
     let mut reader = BufReader::with_capacity(BINARY_PROBE.max(64 * 1024), file);
     if looks_binary(&mut reader).unwrap_or(true) {
         return ControlFlow::Continue(());

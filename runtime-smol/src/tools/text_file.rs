@@ -7,11 +7,12 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 /// `path` opened for reading. Its last component is not followed if it is a symlink (it was
-/// resolved: one there now appeared after the check). A directory is refused.
+/// resolved: one there now appeared after the check). Opened without blocking, so a FIFO does
+/// not hold a pool thread until a writer comes; anything but a regular file is refused.
 pub fn open(path: &Path, given: &str) -> Result<(File, Metadata), String> {
     let file = OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path)
         .map_err(|e| format!("`{given}` cannot be read: {e}"))?;
     let meta = file
@@ -19,6 +20,11 @@ pub fn open(path: &Path, given: &str) -> Result<(File, Metadata), String> {
         .map_err(|e| format!("`{given}` cannot be read: {e}"))?;
     if meta.is_dir() {
         return Err(format!("`{given}` is a directory, not a file"));
+    }
+    if !meta.is_file() {
+        return Err(format!(
+            "`{given}` is not a regular file (a FIFO, socket or device); tools read files only"
+        ));
     }
     Ok((file, meta))
 }

@@ -11,6 +11,11 @@ pub fn write(place: &Confined, given: &str, text: &str, max_bytes: u64) -> Resul
         Ok(meta) if meta.is_dir() => {
             return Err(format!("`{given}` is a directory; nothing was written"))
         }
+        Ok(meta) if !meta.is_file() => {
+            return Err(format!(
+                "`{given}` is not a regular file (a FIFO, socket or device); nothing was written"
+            ))
+        }
         Ok(_) => Some(text_file::read_text(path, given, max_bytes)?),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => return Err(format!("`{given}` cannot be written: {e}")),
