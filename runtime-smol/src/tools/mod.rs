@@ -31,7 +31,7 @@ pub use resolve::{confine, real_path, Confined};
 pub use settings::{ToolSettings, DEFAULT_PROTECTED};
 
 /// Perform a tool call that works on files (every op but `run`), on the calling thread.
-/// `cancel` set: a walk stops where it is (its call was aborted).
+/// `cancel` set: a walk or a long read stops where it is (its call was aborted).
 pub fn perform(settings: &ToolSettings, request: &ToolRequest, cancel: &AtomicBool) -> IoReply {
     let outcome = match &request.op {
         ToolOp::Read {
@@ -40,7 +40,7 @@ pub fn perform(settings: &ToolSettings, request: &ToolRequest, cancel: &AtomicBo
             max_lines,
             max_bytes,
         } => confine(settings, request, path)
-            .and_then(|c| read::read(&c, path, *first_line, *max_lines, *max_bytes)),
+            .and_then(|c| read::read(&c, path, *first_line, *max_lines, *max_bytes, cancel)),
         ToolOp::List { path, max_entries } => {
             confine(settings, request, path).and_then(|c| list::list(&c, path, *max_entries))
         }

@@ -3,6 +3,7 @@
 //! comes back whole for a vision model.
 
 use std::io::{BufReader, Read};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use lembas_core::engine_io::IoReply;
 
@@ -18,6 +19,7 @@ pub fn read(
     first_line: u64,
     max_lines: u64,
     max_bytes: u64,
+    cancel: &AtomicBool,
 ) -> Result<IoReply, String> {
     let (file, meta) = text_file::open(&place.path, given)?;
     let size = meta.len();
@@ -46,6 +48,11 @@ pub fn read(
     let mut shown_lines: u64 = 0;
     let cap = budget.saturating_add(1);
     while let Some(len) = next_line(&mut reader, cap, &mut line).map_err(failed)? {
+        // Lines before `first_line` are read too: a long file is skipped through, unless the
+        // call is aborted.
+        if cancel.load(Ordering::Relaxed) {
+            return Err("the read was stopped".into());
+        }
         number += 1;
         if number < first_line {
             continue;

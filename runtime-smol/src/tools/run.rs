@@ -87,6 +87,8 @@ fn start(settings: &ToolSettings, request: &ToolRequest) -> Result<(Group, File)
         .arg(command)
         .current_dir(&place.path)
         .stdin(Stdio::null())
+        // The device token's variable, if the device was started with it, is not the model's.
+        .env_remove("LEMBAS_TOKEN")
         .stdout(writer)
         .stderr(writer_too)
         .process_group(0);
