@@ -5,10 +5,12 @@
 //!
 //! Serde: the transcripts' shape, tagged by `type` (`{"type": "start_link"}`,
 //! `{"type": "open", "kind": "link"}`, `{"type": "frame", "conn": 0, "frame": "{...}"}`), read in
-//! one pass like every tagged shape the core reads (see [`crate::shape`]).
+//! one pass like every tagged shape the core reads (see [`crate::shape`]), and written in the
+//! same shape, so what records inputs (a transcript, the JS class) writes what replays them.
 
 use base64::Engine as _;
-use serde::Deserialize;
+use serde::ser::{Error as _, SerializeMap};
+use serde::{Deserialize, Serialize, Serializer};
 
 use super::{ConnId, ConnKind, Device, DialFailure, Misuse, ShellInfo, Unreadable};
 use crate::config::{ConfigError, Model, Remote};
@@ -375,6 +377,115 @@ fn pick(f: Fields) -> Result<Input, Misfit> {
     })
 }
 
+impl Input {
+    /// Its `type`.
+    fn tag(&self) -> &'static str {
+        match self {
+            Input::StartLink => "start_link",
+            Input::Open { .. } => "open",
+            Input::DialFailed { .. } => "dial_failed",
+            Input::Frame { .. } => "frame",
+            Input::Activity { .. } => "activity",
+            Input::Closed { .. } => "closed",
+            Input::Tick => "tick",
+            Input::Persisted { .. } => "persisted",
+            Input::PathResolved { .. } => "path_resolved",
+            Input::SessionLoaded { .. } => "session_loaded",
+            Input::SessionLoadFailed { .. } => "session_load_failed",
+            Input::AttachmentWritten { .. } => "attachment_written",
+            Input::Engine { .. } => "engine",
+            Input::TerminalOpened { .. } => "terminal_opened",
+            Input::TerminalOutput { .. } => "terminal_output",
+            Input::TerminalExit { .. } => "terminal_exit",
+            Input::Reconfigure { .. } => "reconfigure",
+            Input::Models { .. } => "models",
+            Input::DeleteSession { .. } => "delete_session",
+        }
+    }
+}
+
+/// The shape [`Input`]'s `Deserialize` reads: `type`, then the members of that input. A frame
+/// that is not UTF-8 cannot be written as the text the shape has, and is refused.
+impl Serialize for Input {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("type", self.tag())?;
+        match self {
+            Input::StartLink | Input::Tick => {}
+            Input::Open { kind } => m.serialize_entry("kind", kind)?,
+            Input::DialFailed { failure } => m.serialize_entry("failure", failure)?,
+            Input::Frame { conn, frame } => {
+                let text = std::str::from_utf8(frame)
+                    .map_err(|_| S::Error::custom("a frame input is not UTF-8 text"))?;
+                m.serialize_entry("conn", &conn.0)?;
+                m.serialize_entry("frame", text)?;
+            }
+            Input::Activity { conn } => m.serialize_entry("conn", &conn.0)?,
+            Input::Closed { conn, code } => {
+                m.serialize_entry("conn", &conn.0)?;
+                m.serialize_entry("code", code)?;
+            }
+            Input::Persisted { seq } => m.serialize_entry("seq", seq)?,
+            Input::PathResolved { request, resolved } => {
+                m.serialize_entry("request", request)?;
+                match resolved {
+                    Ok(path) => m.serialize_entry("path", path)?,
+                    Err(error) => m.serialize_entry("error", error)?,
+                }
+            }
+            Input::SessionLoaded { request, entries } => {
+                m.serialize_entry("request", request)?;
+                m.serialize_entry("entries", entries)?;
+            }
+            Input::SessionLoadFailed { request, error } => {
+                m.serialize_entry("request", request)?;
+                m.serialize_entry("error", error)?;
+            }
+            Input::AttachmentWritten { request, written } => {
+                m.serialize_entry("request", request)?;
+                if let Err(error) = written {
+                    m.serialize_entry("error", error)?;
+                }
+            }
+            Input::Engine {
+                session_id,
+                turn_id,
+                event,
+            } => {
+                m.serialize_entry("sessionId", session_id)?;
+                m.serialize_entry("turnId", turn_id)?;
+                m.serialize_entry("event", event)?;
+            }
+            Input::TerminalOpened {
+                terminal_id,
+                started,
+            } => {
+                m.serialize_entry("terminalId", terminal_id)?;
+                match started {
+                    Ok(info) => {
+                        m.serialize_entry("shell", &info.shell)?;
+                        m.serialize_entry("integration", &info.integration)?;
+                    }
+                    Err(error) => m.serialize_entry("error", error)?,
+                }
+            }
+            Input::TerminalOutput { terminal_id, bytes } => {
+                m.serialize_entry("terminalId", terminal_id)?;
+                let base64 = base64::engine::general_purpose::STANDARD.encode(bytes);
+                m.serialize_entry("base64", &base64)?;
+            }
+            Input::TerminalExit { terminal_id, code } => {
+                m.serialize_entry("terminalId", terminal_id)?;
+                m.serialize_entry("code", code)?;
+            }
+            Input::Reconfigure { remote } => m.serialize_entry("remote", remote)?,
+            Input::Models { models } => m.serialize_entry("models", models)?,
+            Input::DeleteSession { session_id } => m.serialize_entry("sessionId", session_id)?,
+        }
+        m.end()
+    }
+}
+
 impl<'de> Deserialize<'de> for Input {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         one_pass(d, "a device input", pick)
@@ -448,6 +559,176 @@ mod tests {
                 written: Ok(())
             })
         );
+    }
+
+    /// Every variant, and each `Ok`/`Err` and present/absent form a member has.
+    fn every_input() -> Vec<Input> {
+        use crate::engine::StopReason;
+        use crate::store::Table;
+        let s = String::from;
+        let remote = Remote {
+            enabled: true,
+            roots: vec![s("/w")],
+            ..Remote::default()
+        };
+        vec![
+            Input::StartLink,
+            Input::Open {
+                kind: ConnKind::Stdio,
+            },
+            Input::DialFailed {
+                failure: DialFailure::Transient,
+            },
+            Input::DialFailed {
+                failure: DialFailure::Unsupported(s("update the server")),
+            },
+            Input::Frame {
+                conn: ConnId(1),
+                frame: br#"{"jsonrpc":"2.0","id":0,"method":"initialize"}"#.to_vec(),
+            },
+            Input::Activity { conn: ConnId(2) },
+            Input::Closed {
+                conn: ConnId(0),
+                code: Some(1008),
+            },
+            Input::Closed {
+                conn: ConnId(0),
+                code: None,
+            },
+            Input::Tick,
+            Input::Persisted { seq: 7 },
+            Input::PathResolved {
+                request: 3,
+                resolved: Ok(s("/w/app")),
+            },
+            Input::PathResolved {
+                request: 3,
+                resolved: Err(s("gone")),
+            },
+            Input::SessionLoaded {
+                request: 4,
+                entries: vec![Entry {
+                    table: Table::Sessions,
+                    key: s("ses_1"),
+                    value: s("{}"),
+                }],
+            },
+            Input::SessionLoadFailed {
+                request: 4,
+                error: s("locked"),
+            },
+            Input::AttachmentWritten {
+                request: 5,
+                written: Ok(()),
+            },
+            Input::AttachmentWritten {
+                request: 5,
+                written: Err(s("disk full")),
+            },
+            Input::Engine {
+                session_id: s("ses_1"),
+                turn_id: s("t1"),
+                event: EngineEvent::Text(s("hi")),
+            },
+            Input::Engine {
+                session_id: s("ses_1"),
+                turn_id: s("t1"),
+                event: EngineEvent::Done(StopReason::EndTurn),
+            },
+            Input::TerminalOpened {
+                terminal_id: s("term_1"),
+                started: Ok(ShellInfo {
+                    shell: s("bash"),
+                    integration: true,
+                }),
+            },
+            Input::TerminalOpened {
+                terminal_id: s("term_1"),
+                started: Err(s("no shell")),
+            },
+            Input::TerminalOutput {
+                terminal_id: s("term_1"),
+                bytes: vec![0, 0xff, b'h', b'i'],
+            },
+            Input::TerminalExit {
+                terminal_id: s("term_1"),
+                code: -1,
+            },
+            Input::Reconfigure { remote },
+            Input::Models {
+                models: vec![Model::served("a/b")],
+            },
+            Input::DeleteSession {
+                session_id: s("ses_1"),
+            },
+        ]
+    }
+
+    /// Which variant it is, by a match with no catch-all: a new input does not compile here
+    /// until [`every_input`] has it too (the test below counts them).
+    fn variant(i: &Input) -> usize {
+        match i {
+            Input::StartLink => 0,
+            Input::Open { .. } => 1,
+            Input::DialFailed { .. } => 2,
+            Input::Frame { .. } => 3,
+            Input::Activity { .. } => 4,
+            Input::Closed { .. } => 5,
+            Input::Tick => 6,
+            Input::Persisted { .. } => 7,
+            Input::PathResolved { .. } => 8,
+            Input::SessionLoaded { .. } => 9,
+            Input::SessionLoadFailed { .. } => 10,
+            Input::AttachmentWritten { .. } => 11,
+            Input::Engine { .. } => 12,
+            Input::TerminalOpened { .. } => 13,
+            Input::TerminalOutput { .. } => 14,
+            Input::TerminalExit { .. } => 15,
+            Input::Reconfigure { .. } => 16,
+            Input::Models { .. } => 17,
+            Input::DeleteSession { .. } => 18,
+        }
+    }
+
+    #[test]
+    fn every_input_writes_the_shape_it_is_read_from() {
+        let inputs = every_input();
+        let seen: std::collections::BTreeSet<usize> = inputs.iter().map(variant).collect();
+        assert_eq!(seen.len(), 19, "a variant has no sample: {seen:?}");
+        for input in inputs {
+            let text = serde_json::to_string(&input).unwrap();
+            let back: Input = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
+            assert_eq!(back, input, "{text}");
+            let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(v["type"], input.tag(), "{text}");
+        }
+        // The transcripts' own spelling, member for member.
+        let closed = Input::Closed {
+            conn: ConnId(0),
+            code: None,
+        };
+        assert_eq!(
+            serde_json::to_value(&closed).unwrap(),
+            json!({ "type": "closed", "conn": 0, "code": null })
+        );
+        let output = Input::TerminalOutput {
+            terminal_id: "t".into(),
+            bytes: b"hi".to_vec(),
+        };
+        assert_eq!(
+            serde_json::to_value(&output).unwrap(),
+            json!({ "type": "terminal_output", "terminalId": "t", "base64": "aGk=" })
+        );
+    }
+
+    #[test]
+    fn a_frame_that_is_not_utf8_is_refused_when_written() {
+        let bad = Input::Frame {
+            conn: ConnId(0),
+            frame: vec![b'{', 0xff, b'}'],
+        };
+        let e = serde_json::to_string(&bad).unwrap_err().to_string();
+        assert!(e.contains("not UTF-8"), "{e}");
     }
 
     #[test]
