@@ -475,6 +475,38 @@ export interface ModelEngineConfig {
   personalization?: { personality?: string; personality_custom?: string; instructions?: string } | null;
   /** The instance's name, for `## Instructions from <instance>`. */
   instance_name?: string | null;
+  /** The model's tools and their bounds (core/src/model/tools.rs). */
+  tools?: ToolsConfig;
+}
+
+/** The core's `ToolsConfig` (`engine.tools`), snake_case; a zero bound is refused by name. */
+export interface ToolsConfig {
+  /** Whether the model is offered tools at all (default true). */
+  enabled?: boolean;
+  /** Model calls in one turn; the turn then ends `max_turn_requests` (default 50). */
+  max_steps?: number;
+  /** Tool calls in one model call; more fails the turn (default 32). */
+  max_calls_per_step?: number;
+  /** Bytes of one call's id, name and arguments; a longer call is refused to the model. */
+  max_argument_bytes?: number;
+  /** Bytes of one tool result given to the model; more is cut (default 64 KiB). */
+  max_result_bytes?: number;
+  /** Lines one `read` returns at most (default 2000). */
+  read_max_lines?: number;
+  read_max_bytes?: number;
+  list_max_entries?: number;
+  find_max_results?: number;
+  search_max_matches?: number;
+  /** The largest file `write` or `edit` works on. */
+  max_file_bytes?: number;
+  /** A command running longer is stopped (default 120000). */
+  run_timeout_ms?: number;
+  /** A command's output kept; more is read and dropped. */
+  run_max_output_bytes?: number;
+  /** A running command's output reaches the client at most once per this (default 250). */
+  progress_interval_ms?: number;
+  /** "Allow always" rules kept in memory, across sessions; the oldest is forgotten first. */
+  max_remembered?: number;
 }
 
 /** A client's undelivered deletes, kept where a reload cannot lose them. */

@@ -13,6 +13,9 @@ use crate::scripted::ScriptedEngine;
 use crate::time::Time;
 
 /// The engine a device is built with.
+// One value per device, read once at its start: the settings' size (grown with the tools')
+// costs nothing worth a box every shell would have to open.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum EngineChoice {
     /// Streamed chat completions on the instance's models, with these settings.

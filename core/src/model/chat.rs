@@ -18,6 +18,8 @@ pub enum Role {
     System,
     User,
     Assistant,
+    /// A tool's result (`tool_call_id` names the call).
+    Tool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -32,7 +34,39 @@ pub enum Part {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Message {
     pub role: Role,
+    /// No parts: `content: null` (an assistant message of calls alone).
     pub parts: Vec<Part>,
+    /// An assistant message's tool calls (`tool_calls`), as the model made them.
+    pub tool_calls: Vec<ToolCall>,
+    /// A tool message's call.
+    pub tool_call_id: Option<String>,
+}
+
+impl Message {
+    pub fn new(role: Role, parts: Vec<Part>) -> Message {
+        Message {
+            role,
+            parts,
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+        }
+    }
+
+    /// A tool's result for the call `id`.
+    pub fn tool_result(id: &str, text: String) -> Message {
+        Message {
+            tool_call_id: Some(id.to_string()),
+            ..Message::new(Role::Tool, vec![Part::Text(text)])
+        }
+    }
+}
+
+/// A call the model made: its id, the function's name and its arguments (JSON, as text).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -40,24 +74,42 @@ pub struct ChatRequest {
     pub model: String,
     pub messages: Vec<Message>,
     pub effort: Option<String>,
+    /// The function tools offered (an array), when the turn has tools.
+    pub tools: Option<serde_json::Value>,
 }
 
 /// The JSON body of `POST /v1/chat/completions`: model, messages, stream: true,
 /// stream_options {include_usage: true}, and `reasoning_effort` from `effort` ("off" is sent
 /// as "none"; None leaves it out).
 pub fn request_body(req: &ChatRequest) -> Vec<u8> {
+    body_of(
+        &req.model,
+        &req.messages,
+        req.effort.as_deref(),
+        req.tools.as_ref(),
+    )
+}
+
+/// [`request_body`] from borrowed pieces, so a turn's messages are not copied for each step.
+pub fn body_of(
+    model: &str,
+    messages: &[Message],
+    effort: Option<&str>,
+    tools: Option<&serde_json::Value>,
+) -> Vec<u8> {
     let body = Body {
-        model: &req.model,
-        messages: &req.messages,
+        model,
+        messages,
         stream: true,
         stream_options: StreamOptions {
             include_usage: true,
         },
-        reasoning_effort: req.effort.as_deref().map(|effort| match effort {
+        reasoning_effort: effort.map(|effort| match effort {
             // The device's "off" is the API's "none".
             "off" => "none",
             other => other,
         }),
+        tools,
     };
     // Strings, bools and sequences only: writing them to a Vec cannot fail.
     serde_json::to_vec(&body).unwrap_or_default()
@@ -71,6 +123,8 @@ struct Body<'a> {
     stream_options: StreamOptions,
     #[serde(skip_serializing_if = "Option::is_none")]
     reasoning_effort: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<&'a serde_json::Value>,
 }
 
 #[derive(Serialize)]
@@ -84,24 +138,61 @@ impl Serialize for Role {
             Role::System => "system",
             Role::User => "user",
             Role::Assistant => "assistant",
+            Role::Tool => "tool",
         })
     }
 }
 
 impl Serialize for Message {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut message = s.serialize_struct("Message", 2)?;
+        let mut message = s.serialize_struct("Message", 4)?;
         message.serialize_field("role", &self.role)?;
         match self.parts.as_slice() {
             // The plain form every server takes, the only one some take for assistant turns.
             [Part::Text(text)] => message.serialize_field("content", text)?,
+            [] => message.serialize_field("content", &())?,
             parts => message.serialize_field("content", &WireParts(parts))?,
+        }
+        if !self.tool_calls.is_empty() {
+            message.serialize_field("tool_calls", &WireCalls(&self.tool_calls))?;
+        }
+        if let Some(id) = &self.tool_call_id {
+            message.serialize_field("tool_call_id", id)?;
         }
         message.end()
     }
 }
 
 struct WireParts<'a>(&'a [Part]);
+
+struct WireCalls<'a>(&'a [ToolCall]);
+
+impl Serialize for WireCalls<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.iter().map(|call| WireCall {
+            id: &call.id,
+            kind: "function",
+            function: WireFunction {
+                name: &call.name,
+                arguments: &call.arguments,
+            },
+        }))
+    }
+}
+
+#[derive(Serialize)]
+struct WireCall<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: WireFunction<'a>,
+}
+
+#[derive(Serialize)]
+struct WireFunction<'a> {
+    name: &'a str,
+    arguments: &'a str,
+}
 
 impl Serialize for WireParts<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -132,6 +223,14 @@ struct ImageUrl<'a> {
 pub enum Delta {
     Text(String),
     Thought(String),
+    /// A piece of the `index`th tool call: its id and name when they come (usually in the
+    /// first piece), and the next piece of its arguments (JSON text, cut anywhere).
+    ToolCall {
+        index: u64,
+        id: Option<String>,
+        name: Option<String>,
+        arguments: String,
+    },
     Finish(Finish),
     Usage(Usage),
     /// An error the server reported inside the stream (its message, type and code).
@@ -144,7 +243,9 @@ pub enum Delta {
 pub enum Finish {
     Stop,
     Length,
-    /// tool_calls, content_filter, or anything else, as given
+    /// The model made tool calls and waits for their results.
+    ToolCalls,
+    /// content_filter, or anything else, as given
     Other(String),
 }
 
@@ -168,7 +269,7 @@ impl fmt::Display for ChunkError {
 impl std::error::Error for ChunkError {}
 
 /// Reads one SSE event's data: `[DONE]`, a chunk, or an in-stream error object. Its deltas are
-/// pushed to `out` in the order they mean: thought, text, finish, usage, error.
+/// pushed to `out` in the order they mean: thought, text, tool calls, finish, usage, error.
 pub fn parse_chunk(data: &str, out: &mut Vec<Delta>) -> Result<(), ChunkError> {
     if data.trim_ascii() == "[DONE]" {
         out.push(Delta::Done);
@@ -194,11 +295,24 @@ pub fn parse_chunk(data: &str, out: &mut Vec<Delta>) -> Result<(), ChunkError> {
             if let Some(text) = non_empty(delta.content) {
                 out.push(Delta::Text(text.into_owned()));
             }
+            for call in delta.tool_calls.into_iter().flatten() {
+                let (name, arguments) = match call.function {
+                    Some(f) => (non_empty(f.name), non_empty(f.arguments)),
+                    None => (None, None),
+                };
+                out.push(Delta::ToolCall {
+                    index: call.index,
+                    id: non_empty(call.id).map(Cow::into_owned),
+                    name: name.map(Cow::into_owned),
+                    arguments: arguments.map(Cow::into_owned).unwrap_or_default(),
+                });
+            }
         }
         if let Some(reason) = non_empty(choice.finish_reason) {
             out.push(Delta::Finish(match &*reason {
                 "stop" => Finish::Stop,
                 "length" => Finish::Length,
+                "tool_calls" => Finish::ToolCalls,
                 _ => Finish::Other(reason.into_owned()),
             }));
         }
@@ -307,6 +421,27 @@ struct WireDelta<'a> {
     reasoning_content: Option<Str<'a>>,
     #[serde(borrow, default)]
     reasoning: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    tool_calls: Option<Vec<WireToolCall<'a>>>,
+}
+
+#[derive(Deserialize)]
+struct WireToolCall<'a> {
+    /// Absent from a few servers that send each call whole: then there is one per chunk.
+    #[serde(default)]
+    index: u64,
+    #[serde(borrow, default)]
+    id: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    function: Option<WireFunctionDelta<'a>>,
+}
+
+#[derive(Deserialize)]
+struct WireFunctionDelta<'a> {
+    #[serde(borrow, default)]
+    name: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    arguments: Option<Str<'a>>,
 }
 
 #[derive(Deserialize)]
@@ -394,20 +529,12 @@ mod tests {
         let req = ChatRequest {
             model: "qwen3".into(),
             messages: vec![
-                Message {
-                    role: Role::System,
-                    parts: vec![text("be brief")],
-                },
-                Message {
-                    role: Role::User,
-                    parts: vec![text("hi")],
-                },
-                Message {
-                    role: Role::Assistant,
-                    parts: vec![text("hello")],
-                },
+                Message::new(Role::System, vec![text("be brief")]),
+                Message::new(Role::User, vec![text("hi")]),
+                Message::new(Role::Assistant, vec![text("hello")]),
             ],
             effort: None,
+            tools: None,
         };
         assert_eq!(
             body(&req),
@@ -429,27 +556,25 @@ mod tests {
         let req = ChatRequest {
             model: "m".into(),
             messages: vec![
-                Message {
-                    role: Role::User,
-                    parts: vec![
+                Message::new(
+                    Role::User,
+                    vec![
                         text("what is this?"),
                         Part::Image {
                             url: "data:image/png;base64,iVBO".into(),
                         },
                     ],
-                },
-                Message {
-                    role: Role::User,
-                    parts: vec![Part::Image {
+                ),
+                Message::new(
+                    Role::User,
+                    vec![Part::Image {
                         url: "https://example.com/a.png".into(),
                     }],
-                },
-                Message {
-                    role: Role::User,
-                    parts: vec![text("a"), text("b")],
-                },
+                ),
+                Message::new(Role::User, vec![text("a"), text("b")]),
             ],
             effort: None,
+            tools: None,
         };
         assert_eq!(
             body(&req)["messages"],
@@ -475,6 +600,7 @@ mod tests {
             model: "m".into(),
             messages: vec![],
             effort: Some("high".into()),
+            tools: None,
         };
         assert_eq!(body(&req)["reasoning_effort"], "high");
         req.effort = Some("off".into());
@@ -488,11 +614,9 @@ mod tests {
         let tricky = "quote \" backslash \\ newline \n tab \t nul \u{0} é 𝄞";
         let req = ChatRequest {
             model: "m".into(),
-            messages: vec![Message {
-                role: Role::User,
-                parts: vec![text(tricky)],
-            }],
+            messages: vec![Message::new(Role::User, vec![text(tricky)])],
             effort: None,
+            tools: None,
         };
         assert_eq!(body(&req)["messages"][0]["content"], tricky);
     }
@@ -594,10 +718,7 @@ mod tests {
         };
         assert_eq!(finish("stop"), vec![Delta::Finish(Finish::Stop)]);
         assert_eq!(finish("length"), vec![Delta::Finish(Finish::Length)]);
-        assert_eq!(
-            finish("tool_calls"),
-            vec![Delta::Finish(Finish::Other("tool_calls".into()))]
-        );
+        assert_eq!(finish("tool_calls"), vec![Delta::Finish(Finish::ToolCalls)]);
         assert_eq!(
             finish("content_filter"),
             vec![Delta::Finish(Finish::Other("content_filter".into()))]
@@ -704,7 +825,18 @@ mod tests {
     #[test]
     fn a_llama_cpp_chunk_with_extra_fields() {
         let chunk = r#"{"choices":[{"finish_reason":null,"index":0,"delta":{"content":" world","tool_calls":[{"index":0,"id":"t1","type":"function","function":{"name":"f","arguments":"{"}}]}}],"created":1760000000,"id":"chatcmpl-x","model":"qwen","system_fingerprint":"b6000-abc","object":"chat.completion.chunk","timings":{"prompt_n":10,"prompt_ms":12.5,"predicted_n":3,"predicted_per_second":40.1}}"#;
-        assert_eq!(parse(chunk), vec![Delta::Text(" world".into())]);
+        assert_eq!(
+            parse(chunk),
+            vec![
+                Delta::Text(" world".into()),
+                Delta::ToolCall {
+                    index: 0,
+                    id: Some("t1".into()),
+                    name: Some("f".into()),
+                    arguments: "{".into()
+                }
+            ]
+        );
     }
 
     #[test]
@@ -745,5 +877,65 @@ mod tests {
             .is_err(),
             "a lone surrogate is not text"
         );
+    }
+
+    #[test]
+    fn tool_call_pieces_come_with_their_index_and_what_they_carry() {
+        assert_eq!(
+            parse(
+                r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"function":{"arguments":"\"pa"}},{"index":2,"id":"c2","type":"function","function":{"name":"run","arguments":""}}]}}]}"#
+            ),
+            vec![
+                Delta::ToolCall {
+                    index: 1,
+                    id: None,
+                    name: None,
+                    arguments: "\"pa".into()
+                },
+                Delta::ToolCall {
+                    index: 2,
+                    id: Some("c2".into()),
+                    name: Some("run".into()),
+                    arguments: String::new()
+                },
+            ]
+        );
+        let mut out = Vec::new();
+        assert!(parse_chunk(
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":"x"}]}}]}"#,
+            &mut out
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn assistant_calls_and_tool_results_are_written_as_openai_reads_them() {
+        let req = ChatRequest {
+            model: "m".into(),
+            messages: vec![
+                Message {
+                    tool_calls: vec![ToolCall {
+                        id: "c1".into(),
+                        name: "read".into(),
+                        arguments: r#"{"path":"a"}"#.into(),
+                    }],
+                    ..Message::new(Role::Assistant, vec![])
+                },
+                Message::tool_result("c1", "1| x".into()),
+            ],
+            effort: None,
+            tools: Some(json!([{"type": "function", "function": {"name": "read"}}])),
+        };
+        let b = body(&req);
+        assert_eq!(
+            b["messages"],
+            json!([
+                {"role": "assistant", "content": null, "tool_calls": [
+                    {"id": "c1", "type": "function",
+                     "function": {"name": "read", "arguments": "{\"path\":\"a\"}"}}]},
+                {"role": "tool", "content": "1| x", "tool_call_id": "c1"},
+            ])
+        );
+        assert_eq!(b["tools"][0]["function"]["name"], "read");
     }
 }

@@ -7,19 +7,27 @@
 //! has been taken (`poll_event_unless`), so a session whose reader is behind holds its stream
 //! at the socket, not in memory. Steered messages join at the next step: a step that ends with
 //! messages waiting is followed by another, given the answer so far and the messages.
+//!
+//! A step whose stream ends with tool calls is followed by the calls, one at a time in order,
+//! as the mode rules (`tool_step.rs`, `policy.rs`), then by the next step, given the calls and
+//! their results.
+
+mod tool_step;
 
 use std::collections::{BTreeMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{ConfigError, Model};
+use crate::config::{ConfigError, Mode, Model};
 use crate::engine::{Engine, EngineCommand, EngineEvent, Report, StopReason, TurnStart};
 use crate::engine_io::{HttpMethod, IoCall, IoId, IoReply};
-use crate::model::chat::{self, ChatRequest, Delta, Finish, Message, Part, Role};
+use crate::model::chat::{self, Delta, Finish, Message, Part, Role};
 use crate::model::prompt::{self, ReadAttachment, SystemParts};
 use crate::model::sse::{SseEvent, SseLimits, SseParser};
+use crate::model::tools::{self, ToolsConfig};
 use crate::text::floor_char;
 use crate::time::Time;
+use tool_step::{Draft, Tools};
 
 /// The engine's bounds and manners, each named where it refuses or gives up
 /// (`engine.<field>` in config.yaml).
@@ -60,6 +68,8 @@ pub struct ModelEngineConfig {
     pub personalization: Option<serde_json::Value>,
     /// The instance's name, for `## Instructions from <instance>`.
     pub instance_name: Option<String>,
+    /// The model's tools and their bounds (`engine.tools.*`).
+    pub tools: ToolsConfig,
 }
 
 impl Default for ModelEngineConfig {
@@ -82,6 +92,7 @@ impl Default for ModelEngineConfig {
                 .into(),
             personalization: None,
             instance_name: None,
+            tools: ToolsConfig::default(),
         }
     }
 }
@@ -108,6 +119,7 @@ impl ModelEngineConfig {
         if let Some((name, _)) = at_least_one.iter().find(|(_, v)| *v == 0) {
             return Err(ConfigError(format!("{name} must be at least 1 (got 0)")));
         }
+        self.tools.validate()?;
         if self.retry_max_ms < self.retry_initial_ms {
             return Err(ConfigError(format!(
                 "engine.retry_max_ms ({}) must be at least engine.retry_initial_ms ({})",
@@ -130,6 +142,10 @@ pub struct ModelEngine {
     out: VecDeque<Report>,
     next_io: u64,
     now: Time,
+    /// The function tools offered to the model, made once.
+    tool_definitions: serde_json::Value,
+    /// "Allow always" rules, by session (never written anywhere).
+    remembered: crate::model::policy::Remembered,
 }
 
 /// An attachment's bytes (perhaps cut) and its whole size, or why it could not be read.
@@ -159,6 +175,13 @@ struct Turn {
     /// found by scanning `out`, which with many sessions streaming made every `poll_io` cost
     /// sessions x queued events.
     queued: usize,
+    /// The mode that rules its tools: the turn's (lowered by the device at its start), then
+    /// the one an approved plan gave.
+    mode: Mode,
+    /// This step's tool calls as they stream in.
+    drafts: Vec<Draft>,
+    /// The plan this turn wrote (`plan_update` changes it).
+    plan: Option<serde_json::Value>,
 }
 
 enum Phase {
@@ -184,6 +207,8 @@ enum Phase {
         reading: Option<Time>,
         done: bool,
     },
+    /// The step's tool calls are being worked, one at a time.
+    Tools(Box<Tools>),
 }
 
 impl ModelEngine {
@@ -197,6 +222,8 @@ impl ModelEngine {
             out: VecDeque::new(),
             next_io: 0,
             now: Time::ZERO,
+            tool_definitions: tools::definitions(),
+            remembered: Default::default(),
         }
     }
 
@@ -284,6 +311,7 @@ impl ModelEngine {
             },
         };
         let files = vec![None; start.attachments.len()];
+        let mode = start.mode;
         let mut turn = Turn {
             start,
             model,
@@ -299,6 +327,9 @@ impl ModelEngine {
             retries: 0,
             rate_limited: 0,
             queued: 0,
+            mode,
+            drafts: Vec::new(),
+            plan: None,
         };
         let reads: Vec<IoCall> = turn
             .start
@@ -370,16 +401,14 @@ impl ModelEngine {
         let Some(t) = self.turns.get_mut(session) else {
             return;
         };
-        let body = chat::request_body(&ChatRequest {
-            model: t.model.id.clone(),
-            messages: t.messages.clone(),
-            effort: t.start.effort.clone(),
-        });
+        let tools = self.config.tools.enabled.then_some(&self.tool_definitions);
+        let body = chat::body_of(&t.model.id, &t.messages, t.start.effort.as_deref(), tools);
         t.phase = Phase::Asked {
             call: id,
             since: now,
         };
         t.answer.clear();
+        t.drafts.clear();
         t.finish = None;
         self.calls.insert(id, session.to_string());
         self.io.push_back(IoCall::Fetch {
@@ -402,16 +431,14 @@ impl ModelEngine {
         let steered = std::mem::take(&mut t.steered);
         if !steered.is_empty() {
             if !t.answer.is_empty() {
-                t.messages.push(Message {
-                    role: Role::Assistant,
-                    parts: vec![Part::Text(std::mem::take(&mut t.answer))],
-                });
+                t.messages.push(Message::new(
+                    Role::Assistant,
+                    vec![Part::Text(std::mem::take(&mut t.answer))],
+                ));
             }
             for (_, text) in &steered {
-                t.messages.push(Message {
-                    role: Role::User,
-                    parts: vec![Part::Text(text.clone())],
-                });
+                t.messages
+                    .push(Message::new(Role::User, vec![Part::Text(text.clone())]));
             }
             let ids = steered.iter().map(|(id, _)| *id).collect();
             self.report(session, EngineEvent::Steered { ids });
@@ -607,6 +634,24 @@ impl ModelEngine {
                     self.report(session, EngineEvent::Text(text));
                 }
                 Delta::Thought(text) => self.report(session, EngineEvent::Thought(text)),
+                Delta::ToolCall {
+                    index,
+                    id,
+                    name,
+                    arguments,
+                } => {
+                    if let Err(why) = tool_step::draft(
+                        &mut t.drafts,
+                        &self.config.tools,
+                        index,
+                        id,
+                        name,
+                        &arguments,
+                    ) {
+                        self.end(session, EngineEvent::Failed(why));
+                        return false;
+                    }
+                }
                 Delta::Usage(u) => self.report(
                     session,
                     EngineEvent::Usage {
@@ -653,6 +698,8 @@ impl ModelEngine {
                         "the model's stream ended before the model finished"
                     };
                     self.end(session, EngineEvent::Failed(why.into()));
+                } else if !t.drafts.is_empty() {
+                    self.begin_tools(session, now);
                 } else if !t.steered.is_empty() {
                     self.next_step(session, now);
                 } else {
@@ -711,7 +758,8 @@ impl Phase {
         match self {
             Phase::Asked { since, .. } | Phase::Refused { since, .. } => Some(*since),
             Phase::Streaming { reading, .. } => *reading,
-            Phase::Reading | Phase::Backoff { .. } => None,
+            // A person deciding, or a tool at work (a command keeps its own timeout).
+            Phase::Reading | Phase::Backoff { .. } | Phase::Tools(_) => None,
         }
     }
 }
@@ -775,8 +823,20 @@ impl Engine for ModelEngine {
                     }
                 }
             }
-            // This engine puts no cards before a person (the tools of part 2 will).
-            EngineCommand::Decide { .. } => {}
+            EngineCommand::Decide {
+                session_id,
+                turn_id,
+                tool_call_id,
+                decision,
+            } => {
+                if self
+                    .turns
+                    .get(&session_id)
+                    .is_some_and(|t| t.start.turn_id == turn_id)
+                {
+                    self.decided(&session_id, &tool_call_id, decision, now);
+                }
+            }
         }
     }
 
@@ -798,6 +858,7 @@ impl Engine for ModelEngine {
             .values()
             .filter_map(|t| match &t.phase {
                 Phase::Backoff { until } => Some(*until),
+                Phase::Tools(tools) => tools.due(&self.config.tools),
                 p => p.waiting_since().map(|since| since.plus_ms(idle)),
             })
             .min()
@@ -817,6 +878,18 @@ impl Engine for ModelEngine {
                     .map(|_| (s.clone(), false)),
             })
             .collect();
+        let tools_due: Vec<String> = self
+            .turns
+            .iter()
+            .filter(|(_, t)| match &t.phase {
+                Phase::Tools(tools) => tools.due(&self.config.tools).is_some_and(|at| at <= now),
+                _ => false,
+            })
+            .map(|(s, _)| s.clone())
+            .collect();
+        for session in tools_due {
+            self.tool_timeout(&session, now);
+        }
         for (session, backoff_over) in due {
             if backoff_over {
                 self.call_model(&session, now);
@@ -838,14 +911,19 @@ impl Engine for ModelEngine {
         // A stream whose events have all been taken reads on.
         let now = self.now;
         let read_bytes = self.config.read_bytes;
-        let next = self.turns.iter().find_map(|(s, t)| match &t.phase {
-            Phase::Streaming {
-                call,
-                reading: None,
-                ..
-            } if t.queued == 0 => Some((s.clone(), *call)),
-            _ => None,
-        })?;
+        let next = self
+            .turns
+            .iter_mut()
+            .find_map(|(s, t)| match &mut t.phase {
+                Phase::Streaming {
+                    call,
+                    reading: None,
+                    ..
+                } if t.queued == 0 => Some((s.clone(), *call)),
+                // A running command's output is read on the same terms.
+                Phase::Tools(tools) if t.queued == 0 => tools.read_next().map(|c| (s.clone(), c)),
+                _ => None,
+            })?;
         self.read(next.1, read_bytes, &next.0, now);
         self.io.pop_front()
     }
@@ -856,6 +934,13 @@ impl Engine for ModelEngine {
             // A call let go of (cancelled, or its turn ended): what it says is moot.
             return;
         };
+        if self
+            .turns
+            .get(&session)
+            .is_some_and(|t| matches!(t.phase, Phase::Tools(_)))
+        {
+            return self.on_tool_reply(&session, id, reply, now);
+        }
         match reply {
             IoReply::Head {
                 status,
@@ -879,7 +964,7 @@ impl Engine for ModelEngine {
                     self.on_failed(&session, reason, now)
                 }
             }
-            // Not asked for yet: the engine makes no tool calls.
+            // A tool's reply to a call that is not a tool's.
             IoReply::Tool { .. } | IoReply::Exit { .. } => {
                 self.on_failed(&session, "a tool's reply to no tool call".into(), now)
             }

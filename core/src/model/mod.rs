@@ -6,5 +6,7 @@ pub mod chat;
 pub mod effort;
 pub mod engine;
 pub mod models;
+pub mod policy;
 pub mod prompt;
 pub mod sse;
+pub mod tools;

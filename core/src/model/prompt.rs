@@ -70,10 +70,7 @@ pub fn compose(
     let mut messages = Vec::new();
     let system_text = system_text(system, context);
     if !system_text.is_empty() {
-        messages.push(Message {
-            role: Role::System,
-            parts: vec![Part::Text(system_text)],
-        });
+        messages.push(Message::new(Role::System, vec![Part::Text(system_text)]));
     }
     let prompt = user_message(text, attachments, vision, &mut notices);
     let fixed: u64 = messages.iter().map(message_tokens).sum::<u64>() + message_tokens(&prompt);
@@ -107,10 +104,7 @@ pub fn compose(
 }
 
 fn text_message(role: Role, text: &str) -> Message {
-    Message {
-        role,
-        parts: vec![Part::Text(text.to_string())],
-    }
+    Message::new(role, vec![Part::Text(text.to_string())])
 }
 
 /// The device's own text, or the account's personalization in its place, then the chat's
@@ -221,10 +215,7 @@ fn user_message(
             parts.push(Part::Text(format!("{name}: (binary file, {size} bytes)")));
         }
     }
-    Message {
-        role: Role::User,
-        parts: merge_text(parts),
-    }
+    Message::new(Role::User, merge_text(parts))
 }
 
 /// Adjacent text parts joined by a blank line: a message of text alone is one string.
@@ -256,7 +247,7 @@ fn line_numbered(text: &str) -> String {
     out
 }
 
-fn base64_encode(bytes: &[u8]) -> String {
+pub(crate) fn base64_encode(bytes: &[u8]) -> String {
     use base64::Engine as _;
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }

@@ -9,15 +9,21 @@
 //! - the engine asks only for calls it may: a read of a request whose head came and whose
 //!   previous read was answered, never of one it aborted or that ended;
 //! - when a turn has ended, none of its calls is left open, and `running()` counts the turns
-//!   not yet ended.
+//!   not yet ended;
+//! - the model's tool calls (its stream can make them) reach the shell only as the mode allows:
+//!   in plan mode (no plan approved), nothing is run or written but the plan's own record;
+//! - a card is put once, and deciding it (any decision, of any kind) never panics.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use arbitrary::{Arbitrary, Unstructured};
 
 use crate::config::{Mode, Model};
-use crate::engine::{Attachment, Context, Engine, EngineCommand, EngineEvent, TurnStart};
-use crate::engine_io::{IoCall, IoId, IoReply};
+use crate::engine::{
+    Ask, Attachment, Context, Decision, Engine, EngineCommand, EngineEvent, PermissionDecision,
+    PlanDecision, QuestionAnswer, QuestionDecision, TurnStart,
+};
+use crate::engine_io::{FileDiff, IoCall, IoId, IoReply, ToolOp};
 use crate::model::engine::{ModelEngine, ModelEngineConfig};
 use crate::time::Time;
 
@@ -35,6 +41,12 @@ enum Op {
         model: u8,
         attachments: u8,
         vision: bool,
+        mode: u8,
+    },
+    /// The `pick`-th open card is decided.
+    Decide {
+        pick: u8,
+        decision: u8,
     },
     /// The shell answers the `pick`-th open call.
     Reply {
@@ -75,6 +87,14 @@ enum Reply {
         bytes: u8,
         size: u8,
     },
+    /// A tool's result (a file changed, when `diff`).
+    Tool {
+        diff: bool,
+    },
+    /// A command's end (`None`: a signal).
+    Exit {
+        code: Option<i8>,
+    },
 }
 
 #[derive(Arbitrary, Debug, Clone, Copy)]
@@ -103,6 +123,16 @@ enum Piece {
     Comment,
     Junk,
     MultiByte,
+    CallRead,
+    CallRun,
+    CallWrite,
+    CallAsk,
+    CallPlan,
+    CallSubmit,
+    CallUnknown,
+    /// A piece of the first call's arguments.
+    CallArguments,
+    FinishToolCalls,
 }
 
 impl Piece {
@@ -123,6 +153,17 @@ impl Piece {
             Piece::Comment => b": keep-alive\n",
             Piece::Junk => b"{\"choices\":[{\"delta\":{\"content\":7}}]}",
             Piece::MultiByte => "☃".as_bytes(),
+            Piece::CallRead => br#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c0","type":"function","function":{"name":"read","arguments":"{\"path\":\"a\""}}]}}]}"#,
+            Piece::CallRun => br#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"c1","function":{"name":"run","arguments":"{\"command\":\"make x\"}"}}]}}]}"#,
+            Piece::CallWrite => br#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":2,"id":"c2","function":{"name":"write","arguments":"{\"path\":\"b\",\"content\":\"y\"}"}}]}}]}"#,
+            Piece::CallAsk => br#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":3,"id":"c3","function":{"name":"ask_user","arguments":"{\"questions\":[{\"header\":\"h\",\"question\":\"q\",\"options\":[{\"label\":\"l\"}]}]}"}}]}}]}"#,
+            Piece::CallPlan => br#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":4,"id":"c4","function":{"name":"plan_write","arguments":"{\"plan\":{\"phases\":[{\"tasks\":[{\"title\":\"t\"}]}]}}"}}]}}]}"#,
+            Piece::CallSubmit => br#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":5,"id":"c5","function":{"name":"plan_submit","arguments":"{\"text\":\"- p\"}"}}]}}]}"#,
+            Piece::CallUnknown => br#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":6,"function":{"name":"zap","arguments":"{"}}]}}]}"#,
+            Piece::CallArguments => br#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"}"}}]}}]}"#,
+            Piece::FinishToolCalls => {
+                br#"{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#
+            }
         }
     }
 }
@@ -150,6 +191,8 @@ enum Open {
     Headed { reading: bool },
     /// An attachment read.
     File,
+    /// A tool call: `reading` when a read of a command's output is out.
+    Tool { reading: bool },
 }
 
 /// The shell and the record of what the engine said.
@@ -163,6 +206,10 @@ struct Run {
     running: BTreeMap<String, String>,
     ended: BTreeSet<String>,
     next_turn: u32,
+    /// Open cards: (session, toolCallId) → (turn, a plan's card).
+    cards: BTreeMap<(String, String), (String, bool)>,
+    /// The mode ruling each session's running turn, as far as the shell knows.
+    modes: BTreeMap<String, Mode>,
 }
 
 fn session_name(n: u8) -> String {
@@ -182,6 +229,14 @@ pub fn model_engine(data: &[u8]) {
     config.max_rate_limited = 2;
     config.idle_timeout_ms = 5_000;
     config.context_tokens = 200;
+    config.tools.max_argument_bytes = 96;
+    config.tools.max_calls_per_step = 4;
+    config.tools.max_steps = 4;
+    config.tools.max_result_bytes = 32;
+    config.tools.run_max_output_bytes = 16;
+    config.tools.run_timeout_ms = 3_000;
+    config.tools.progress_interval_ms = 100;
+    config.tools.max_remembered = 2;
     let models = vec![
         Model {
             vision: true,
@@ -197,6 +252,8 @@ pub fn model_engine(data: &[u8]) {
         running: BTreeMap::new(),
         ended: BTreeSet::new(),
         next_turn: 0,
+        cards: BTreeMap::new(),
+        modes: BTreeMap::new(),
     };
     for _ in 0..MAX_ENGINE_OPS {
         let Ok(op) = Op::arbitrary(&mut u) else {
@@ -226,6 +283,7 @@ impl Run {
                 model,
                 attachments,
                 vision,
+                mode,
             } => {
                 let session = session_name(session);
                 if self.running.contains_key(&session) {
@@ -249,13 +307,15 @@ impl Run {
                     })
                     .collect();
                 self.running.insert(session.clone(), turn_id.clone());
+                let mode = Mode::ALL[usize::from(mode) % Mode::ALL.len()];
+                self.modes.insert(session.clone(), mode);
                 let start = TurnStart {
                     session_id: session,
                     turn_id,
                     text: "hi".into(),
                     attachments,
                     context: Context::default(),
-                    mode: Mode::Edit,
+                    mode,
                     model,
                     effort: None,
                     cwd: "/w".into(),
@@ -311,6 +371,30 @@ impl Run {
                 }
             }
             Op::Take { paused } => self.drain(paused),
+            Op::Decide { pick, decision } => {
+                let Some((key, (turn, plan))) = self
+                    .cards
+                    .iter()
+                    .nth(usize::from(pick) % self.cards.len().max(1))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                else {
+                    return;
+                };
+                self.cards.remove(&key);
+                let decision = any_decision(decision);
+                if plan {
+                    if let Decision::Plan(PlanDecision::Approve { mode }) = &decision {
+                        self.modes.insert(key.0.clone(), *mode);
+                    }
+                }
+                let command = EngineCommand::Decide {
+                    session_id: key.0,
+                    turn_id: turn,
+                    tool_call_id: key.1,
+                    decision,
+                };
+                self.engine.handle_command(command, self.now);
+            }
             Op::CancelAll => self.engine.cancel_all(),
         }
     }
@@ -347,10 +431,43 @@ impl Run {
                 reason: "connection reset".into(),
             },
             (Open::Headed { .. }, _) => IoReply::End,
+            // A tool's shell may answer anything: the engine copes with what makes no sense.
+            (Open::Tool { reading: true }, Reply::Body(pieces)) if !pieces.is_empty() => {
+                IoReply::Body(pieces.iter().flat_map(|p| p.bytes()).copied().collect())
+            }
+            (Open::Tool { reading: true }, Reply::Raw(bytes)) if !bytes.is_empty() => {
+                IoReply::Body(bytes)
+            }
+            (Open::Tool { .. }, Reply::Exit { code }) => IoReply::Exit {
+                code: code.map(i32::from),
+            },
+            (Open::Tool { .. }, Reply::Failed) => IoReply::Failed {
+                reason: "outside the project".into(),
+            },
+            (Open::Tool { .. }, Reply::File { bytes, size }) => IoReply::File {
+                bytes: vec![b'a'; usize::from(bytes % 8)],
+                size: u64::from(size).max(u64::from(bytes % 8)),
+            },
+            (Open::Tool { .. }, Reply::Tool { diff: true }) => IoReply::Tool {
+                output: "changed".into(),
+                diff: Some(FileDiff {
+                    path: "/w/a".into(),
+                    old_text: Some("x".into()),
+                    new_text: "y".into(),
+                }),
+            },
+            (Open::Tool { .. }, _) => IoReply::Tool {
+                output: "done ☃".repeat(8),
+                diff: None,
+            },
         };
+        let tool = matches!(state, Open::Tool { .. });
         match &reply {
             IoReply::Head { .. } => {
                 self.open.insert(id, Open::Headed { reading: false });
+            }
+            IoReply::Body(_) if tool => {
+                self.open.insert(id, Open::Tool { reading: false });
             }
             IoReply::Body(_) => {
                 self.open.insert(id, Open::Headed { reading: false });
@@ -406,14 +523,29 @@ impl Run {
             IoCall::Read { max, .. } => {
                 assert!(max > 0, "a read of nothing");
                 match self.open.get_mut(&id) {
-                    Some(Open::Headed { reading }) => {
+                    Some(Open::Headed { reading } | Open::Tool { reading }) => {
                         assert!(!*reading, "a second read of {id:?} while one was out");
                         *reading = true;
                     }
                     other => panic!("a read of {id:?}, which is {other:?}"),
                 }
             }
-            IoCall::Tool { .. } => panic!("the engine makes no tool calls yet"),
+            IoCall::Tool { request, .. } => {
+                assert!(!self.open.contains_key(&id) && !self.closed.contains(&id));
+                let mode = self.modes.get(&request.session_id).copied();
+                let changes = match &request.op {
+                    ToolOp::Run { .. } => true,
+                    ToolOp::Write { path, .. } => !path.starts_with(".lembas/plans/"),
+                    ToolOp::Edit { .. } => true,
+                    _ => false,
+                };
+                assert!(
+                    !(changes && mode == Some(Mode::Plan)),
+                    "{:?} asked of the shell in plan mode",
+                    request.op
+                );
+                self.open.insert(id, Open::Tool { reading: false });
+            }
             IoCall::Abort { .. } => {
                 // Letting go of a call the shell already finished is harmless.
                 self.open.remove(&id);
@@ -433,9 +565,20 @@ impl Run {
             Some(&turn),
             "{event:?} reported for {key}, which is not running"
         );
+        if let EngineEvent::Ask(card) = &event {
+            let plan = matches!(card.ask, Ask::Plan { .. });
+            let card_key = (session.clone(), card.tool_call_id.clone());
+            assert!(
+                !self.cards.contains_key(&card_key),
+                "card {card_key:?} put twice"
+            );
+            self.cards.insert(card_key, (turn.clone(), plan));
+        }
         if matches!(event, EngineEvent::Done(_) | EngineEvent::Failed(_)) {
             self.ended.insert(key);
             self.running.remove(&session);
+            self.cards
+                .retain(|(s, _), (t, _)| !(*s == session && *t == turn));
         }
     }
 
@@ -461,5 +604,39 @@ impl Run {
                 "the engine counts {its} turns, {ours} are not ended"
             );
         }
+    }
+}
+
+/// Any decision, of any kind of card.
+fn any_decision(n: u8) -> Decision {
+    match n % 12 {
+        0 => Decision::Permission(PermissionDecision::AllowOnce { command: None }),
+        1 => Decision::Permission(PermissionDecision::AllowOnce {
+            command: Some("make y; rm z".into()),
+        }),
+        2 => Decision::Permission(PermissionDecision::AllowAlways),
+        3 => Decision::Permission(PermissionDecision::Deny {
+            feedback: Some("no".into()),
+            timed_out: n & 0x80 != 0,
+        }),
+        4 => Decision::Question(QuestionDecision::Answered(vec![
+            QuestionAnswer::Options {
+                labels: vec!["l".into()],
+            },
+            QuestionAnswer::Skipped,
+        ])),
+        5 => Decision::Question(QuestionDecision::Dismissed {
+            timed_out: n & 0x80 != 0,
+        }),
+        6 => Decision::Plan(PlanDecision::Approve {
+            mode: Mode::ALL[usize::from(n >> 4) % Mode::ALL.len()],
+        }),
+        7 => Decision::Plan(PlanDecision::Revise {
+            feedback: "smaller".into(),
+        }),
+        8 => Decision::Plan(PlanDecision::Dismissed { timed_out: false }),
+        9 => Decision::NobodyToAsk,
+        10 => Decision::Refused("too many questions".into()),
+        _ => Decision::Question(QuestionDecision::Answered(Vec::new())),
     }
 }
