@@ -2,6 +2,7 @@
 //! real engine, against a fake instance whose model answers from a script.
 
 use lembas_core::client::ClientEvent;
+use lembas_core::config::Mode;
 use lembas_core::testing::fake_instance::ModelReply;
 use lembas_core::testing::Pair;
 use serde_json::{json, Value};
@@ -61,4 +62,186 @@ fn a_prompt_is_answered_by_the_model_through_the_whole_device() {
     let last: &Value = request["messages"].as_array().unwrap().last().unwrap();
     assert_eq!(last["role"], "user");
     assert!(last["content"].to_string().contains("say hello"), "{last}");
+}
+
+/// The requests the client was sent with `method`: their ids and params.
+fn requests(p: &Pair, method: &str) -> Vec<(lembas_core::jsonrpc::Id, Value)> {
+    p.client_events
+        .iter()
+        .filter_map(|e| match e {
+            ClientEvent::Request {
+                id,
+                method: m,
+                params,
+            } if m == method => Some((id.clone(), params.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The session updates of this kind the client heard.
+fn updates(p: &Pair, kind: &str) -> Vec<Value> {
+    p.client_events
+        .iter()
+        .filter_map(|e| match e {
+            ClientEvent::Notification { method, params }
+                if method == "session/update" && params["update"]["sessionUpdate"] == kind =>
+            {
+                Some(params["update"].clone())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// The tool messages' contents of a chat request, in order.
+fn tool_results(request: &Value) -> Vec<String> {
+    request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+fn session_in(p: &mut Pair, mode: &str) -> String {
+    let r = p
+        .call(
+            "session/new",
+            json!({ "cwd": format!("{ROOT}/app"), "_meta": { "mode": mode } }),
+        )
+        .expect("session/new succeeds");
+    r["sessionId"].as_str().unwrap().to_string()
+}
+
+fn tools(calls: &[(&str, Value)]) -> ModelReply {
+    ModelReply::Tools(
+        calls
+            .iter()
+            .map(|(name, args)| (name.to_string(), args.clone()))
+            .collect(),
+    )
+}
+
+#[test]
+fn in_edit_mode_an_edit_goes_ahead_with_its_diff_and_a_command_waits_for_its_card() {
+    let mut p = linked();
+    p.instance.script.push_back(tools(&[
+        (
+            "edit",
+            json!({"path": "src/a.rs", "old_string": "a", "new_string": "b"}),
+        ),
+        (
+            "run",
+            json!({"command": "cargo test", "description": "the tests"}),
+        ),
+    ]));
+    p.instance
+        .script
+        .push_back(ModelReply::Text("fixed".into()));
+    let session = session_in(&mut p, "edit");
+    prompt(&mut p, &session, "t1", "fix it");
+    assert_eq!(p.instance.performed_ops(), vec!["edit"]);
+    let calls = updates(&p, "tool_call");
+    assert_eq!(
+        calls.iter().map(|c| c["kind"].clone()).collect::<Vec<_>>(),
+        vec![json!("edit"), json!("execute")]
+    );
+    let diff = updates(&p, "tool_call_update")
+        .into_iter()
+        .flat_map(|u| u["content"].as_array().cloned().unwrap_or_default())
+        .find(|c| c["type"] == "diff")
+        .expect("the edit's diff reached the client");
+    assert_eq!(diff["path"], "/work/app/src/a.rs");
+    assert_eq!(diff["newText"], "b");
+    let asks = requests(&p, "session/request_permission");
+    assert_eq!(asks.len(), 1, "{asks:?}");
+    assert_eq!(
+        asks[0].1["_meta"]["lembas"]["reason"],
+        "run `cargo test`: edit mode asks before every command"
+    );
+    assert!(p.answers("t1").is_empty(), "the turn waits for the card");
+    p.client.respond(
+        &asks[0].0,
+        Ok(json!({ "outcome": { "outcome": "selected", "optionId": "once" } })),
+        p.now,
+    );
+    p.settle().unwrap();
+    assert_eq!(p.instance.performed_ops(), vec!["edit", "run"]);
+    assert_eq!(
+        p.answers("t1")[0].as_ref().unwrap()["stopReason"],
+        "end_turn"
+    );
+    assert_eq!(said(&p), "fixed");
+    let results = tool_results(&p.instance.requests[1]);
+    assert_eq!(results[0], "edit src/a.rs: done");
+    assert_eq!(results[1], "exit code 0\nran cargo test\n");
+}
+
+#[test]
+fn a_denial_with_feedback_reaches_the_models_next_request() {
+    let mut p = linked();
+    p.instance
+        .script
+        .push_back(tools(&[("run", json!({"command": "rm -rf build"}))]));
+    let session = session_in(&mut p, "manual");
+    prompt(&mut p, &session, "t1", "clean up");
+    let asks = requests(&p, "session/request_permission");
+    p.client.respond(
+        &asks[0].0,
+        Ok(
+            json!({ "outcome": { "outcome": "selected", "optionId": "deny" },
+                   "_meta": { "lembas": { "feedback": "keep build/cache" } } }),
+        ),
+        p.now,
+    );
+    p.settle().unwrap();
+    assert!(p.instance.performed.is_empty(), "nothing ran");
+    assert_eq!(
+        tool_results(&p.instance.requests[1]),
+        vec!["Denied by the person: keep build/cache"]
+    );
+}
+
+#[test]
+fn an_approved_plans_mode_takes_effect_lowered_to_max_mode() {
+    let mut p =
+        Pair::default_with(&[ROOT], |d| d.remote.max_mode = Mode::Manual).with_model_engine();
+    p.start().unwrap();
+    p.instance.script.push_back(tools(&[
+        ("write", json!({"path": "a.txt", "content": "x"})),
+        ("plan_submit", json!({"text": "# Plan\n- write a.txt"})),
+    ]));
+    p.instance.script.push_back(tools(&[(
+        "write",
+        json!({"path": "a.txt", "content": "x"}),
+    )]));
+    let session = session_in(&mut p, "plan");
+    prompt(&mut p, &session, "t1", "plan it");
+    // The write is refused in plan mode; the plan's record is written, and the card put.
+    assert_eq!(p.instance.performed_ops(), vec!["write"]);
+    assert!(matches!(
+        &p.instance.performed[0].op,
+        lembas_core::engine_io::ToolOp::Write { path, .. } if path.starts_with(".lembas/plans/")
+    ));
+    let asks = requests(&p, "_lembas/plan");
+    assert_eq!(asks.len(), 1, "{:?}", p.client_events);
+    p.client.respond(
+        &asks[0].0,
+        Ok(json!({ "outcome": "approve", "mode": "edit" })),
+        p.now,
+    );
+    p.settle().unwrap();
+    let results = tool_results(&p.instance.requests[1]);
+    assert!(results[0].contains("plan mode"), "{results:?}");
+    // Lowered to the device's max_mode: manual, where the next write asks first.
+    assert!(results[1].contains("now in manual mode"), "{results:?}");
+    assert_eq!(p.instance.performed_ops(), vec!["write"]);
+    let asks = requests(&p, "session/request_permission");
+    assert_eq!(asks.len(), 1, "{:?}", p.client_events);
+    assert_eq!(
+        asks[0].1["_meta"]["lembas"]["reason"],
+        "write `a.txt`: manual mode asks before every change to a file"
+    );
 }
