@@ -569,7 +569,10 @@ fn read_answer(card: &Card, v: &Value, max_mode: Option<Mode>) -> Decision {
         }
         Ask::Plan { .. } => Decision::Plan(match v["outcome"].as_str() {
             Some("approve") => {
+                // The spec lists edit and manual; issue 15 approves in auto too, lowered like
+                // any other. Approving into plan would leave nothing approved: dismissed.
                 let mode = match v["mode"].as_str() {
+                    Some("auto") => Mode::Auto,
                     Some("edit") => Mode::Edit,
                     Some("manual") => Mode::Manual,
                     _ => return Decision::Plan(PlanDecision::Dismissed { timed_out: false }),
@@ -754,6 +757,21 @@ mod tests {
         );
         assert_eq!(
             read_answer(&c, &approve, Some(Mode::Plan)),
+            Decision::Plan(PlanDecision::Dismissed { timed_out: false })
+        );
+        // Approved in auto: auto where nothing caps it, lowered where max_mode does.
+        let auto = json!({ "outcome": "approve", "mode": "auto" });
+        assert_eq!(
+            read_answer(&c, &auto, None),
+            Decision::Plan(PlanDecision::Approve { mode: Mode::Auto })
+        );
+        assert_eq!(
+            read_answer(&c, &auto, Some(Mode::Edit)),
+            Decision::Plan(PlanDecision::Approve { mode: Mode::Edit })
+        );
+        let into_plan = json!({ "outcome": "approve", "mode": "plan" });
+        assert_eq!(
+            read_answer(&c, &into_plan, None),
             Decision::Plan(PlanDecision::Dismissed { timed_out: false })
         );
     }
