@@ -23,6 +23,8 @@ pub struct LinkWorld {
     /// The device's configuration, set by `Given` steps until the pair is built from it.
     pub device_config: DeviceConfig,
     pub pair: Option<Pair>,
+    /// The pair runs the model engine against a fake instance, not the scripted engine.
+    pub model_engine: bool,
     /// An editor's stdio connection on the device, once opened.
     pub editor: Option<ConnId>,
     /// The frames the device answered the last thing a step sent (on the link or on stdio).
@@ -57,6 +59,7 @@ impl LinkWorld {
         LinkWorld {
             device_config,
             pair: None,
+            model_engine: false,
             editor: None,
             answers: Vec::new(),
             call: None,
@@ -75,8 +78,14 @@ impl LinkWorld {
     /// The pair, built from the configuration on first use (the device has not linked yet).
     pub fn pair(&mut self) -> &mut Pair {
         let config = &self.device_config;
+        let model_engine = self.model_engine;
         self.pair.get_or_insert_with(|| {
-            Pair::new(config.clone(), ClientConfig::default(), Faults::none(), 1)
+            let pair = Pair::new(config.clone(), ClientConfig::default(), Faults::none(), 1);
+            if model_engine {
+                pair.with_model_engine()
+            } else {
+                pair
+            }
         })
     }
 

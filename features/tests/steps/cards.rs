@@ -241,7 +241,7 @@ fn web_asked_n(w: &mut LinkWorld, method: String, n: usize) {
 }
 
 /// The web's open card: the one request the client still waits to answer.
-fn web_open_card(w: &LinkWorld) -> Id {
+pub(crate) fn web_open_card(w: &LinkWorld) -> Id {
     let open: Vec<Id> = w
         .built()
         .client

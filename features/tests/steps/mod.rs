@@ -15,6 +15,7 @@
 //! - `terminals`: remote terminals on a fake echoing shell.
 //! - `limits`: the `remote:` limits of the moment (restarts, reloads, symlinks, max_mode).
 //! - `models`: the instance's models, `_lembas/configure`, and the model a turn runs on.
+//! - `tools`: the model engine's tool calls, what each mode lets them do, and their cards.
 
 mod capabilities;
 mod cards;
@@ -29,6 +30,7 @@ mod session_calls;
 mod sessions;
 mod stdio;
 mod terminals;
+mod tools;
 mod turns;
 mod versions;
 
