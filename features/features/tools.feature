@@ -70,3 +70,15 @@ Feature: The model acts on the machine within its mode, and asks through cards
     Given the model will call "run" with {"command": "cargo publish"}
     When the client prompts "and publish" as turn "t3"
     Then the client was asked for 2 "run" in all
+
+  Scenario: A command's card answered on the web is settled at the terminal that shares it
+    Given a terminal on the device whose initialize said "lembas": {"protocol": 3}
+    And the terminal shares the session
+    When the client sets the session's mode to "edit"
+    And the model will call "run" with {"command": "cargo test"}
+    And the client prompts "go" as turn "t1"
+    Then the web and the terminal were both asked "session/request_permission" for one toolCallId, as patient
+    When the web answers the card with the option "once"
+    Then the terminal was sent "_lembas/permission/settled" for the card
+    And the model's "run" went ahead once approved
+    And turn "t1" is answered with the stop reason "end_turn"
