@@ -4,8 +4,7 @@
 //! performed, whether the client was asked, and the call's last `tool_call_update`.
 
 use cucumber::{given, then, when};
-use lembas_core::client::ClientEvent;
-use lembas_core::testing::fake_instance::ModelReply;
+use lembas_core::testing::fake_instance::{op_name, ModelReply};
 use lembas_core::testing::Dir;
 use serde_json::{json, Value};
 
@@ -32,8 +31,32 @@ fn model_will_call(w: &mut LinkWorld, tool: String, args: String) {
         .push_back(ModelReply::Tools(vec![(tool, args)]));
 }
 
+/// The `session/update`s the client heard, in order.
+fn updates(w: &LinkWorld) -> Vec<Value> {
+    w.link_frames(Dir::ToClient)
+        .into_iter()
+        .map(|(_, f)| parse(&f))
+        .filter(|f| method_of(f) == Some("session/update"))
+        .map(|f| f["params"]["update"].clone())
+        .collect()
+}
+
+/// The toolCallIds of `tool`'s calls: those whose `tool_call` is titled for it (`Run …`).
+fn call_ids(w: &LinkWorld, tool: &str) -> Vec<String> {
+    let mut title = tool.to_string();
+    title[..1].make_ascii_uppercase();
+    let title = format!("{title} ");
+    updates(w)
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "tool_call")
+        .filter(|u| u["title"].as_str().is_some_and(|t| t.starts_with(&title)))
+        .filter_map(|u| u["toolCallId"].as_str().map(str::to_owned))
+        .collect()
+}
+
 /// The `session/request_permission` requests the client was sent for `tool`'s calls.
 fn permission_requests(w: &LinkWorld, tool: &str) -> Vec<Value> {
+    let ids = call_ids(w, tool);
     w.link_frames(Dir::ToClient)
         .into_iter()
         .map(|(_, f)| parse(&f))
@@ -41,37 +64,34 @@ fn permission_requests(w: &LinkWorld, tool: &str) -> Vec<Value> {
         .filter(|f| {
             f["params"]["toolCall"]["toolCallId"]
                 .as_str()
-                .is_some_and(|id| id.ends_with(&format!("_{tool}")))
+                .is_some_and(|id| ids.iter().any(|i| i == id))
         })
         .collect()
 }
 
 /// The last `tool_call_update` the client heard for `tool`'s calls.
 fn last_update(w: &LinkWorld, tool: &str) -> Option<Value> {
-    w.built()
-        .client_events
-        .iter()
-        .filter_map(|e| match e {
-            ClientEvent::Notification { method, params }
-                if method == "session/update"
-                    && params["update"]["sessionUpdate"] == "tool_call_update"
-                    && params["update"]["toolCallId"]
-                        .as_str()
-                        .is_some_and(|id| id.ends_with(&format!("_{tool}"))) =>
-            {
-                Some(params["update"].clone())
-            }
-            _ => None,
+    let ids = call_ids(w, tool);
+    updates(w)
+        .into_iter()
+        .filter(|u| u["sessionUpdate"] == "tool_call_update")
+        .filter(|u| {
+            u["toolCallId"]
+                .as_str()
+                .is_some_and(|id| ids.iter().any(|i| i == id))
         })
         .last()
 }
 
+/// How many of the model's `tool` calls the machine performed (the engine's own write of a
+/// submitted plan's record, under `.lembas/plans/`, is not one).
 fn performed(w: &LinkWorld, tool: &str) -> usize {
     w.built()
         .instance
-        .performed_ops()
+        .performed
         .iter()
-        .filter(|op| **op == tool)
+        .filter(|r| op_name(&r.op) == tool)
+        .filter(|r| !r.op.path().is_some_and(|p| p.starts_with(".lembas/plans/")))
         .count()
 }
 
