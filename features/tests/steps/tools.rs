@@ -72,15 +72,12 @@ fn permission_requests(w: &LinkWorld, tool: &str) -> Vec<Value> {
 /// The last `tool_call_update` the client heard for `tool`'s calls.
 fn last_update(w: &LinkWorld, tool: &str) -> Option<Value> {
     let ids = call_ids(w, tool);
-    updates(w)
-        .into_iter()
-        .filter(|u| u["sessionUpdate"] == "tool_call_update")
-        .filter(|u| {
-            u["toolCallId"]
+    updates(w).into_iter().rev().find(|u| {
+        u["sessionUpdate"] == "tool_call_update"
+            && u["toolCallId"]
                 .as_str()
                 .is_some_and(|id| ids.iter().any(|i| i == id))
-        })
-        .last()
+    })
 }
 
 /// How many of the model's `tool` calls the machine performed (the engine's own write of a
