@@ -1,0 +1,354 @@
+//! The model acting on this machine, end to end: the built `lembas link` on the model engine,
+//! a test instance whose model calls tools, real files in a temp project, and the cards the
+//! instance's client answers as the web would.
+
+use lembas::instance::{ChatReply, Event, TestInstance};
+use lembas_core::client::ClientEvent;
+use lembas_core::jsonrpc::Id;
+use serde_json::{json, Value};
+
+mod common;
+
+use common::model::{answered, eventually, linked_to_home, model_home_with, text, MODEL};
+use common::{call, Home, T};
+
+/// A device (max_mode as given) on the model engine whose model makes `chat`'s calls, a
+/// session on `MODEL` in `proj` at `mode`, and its id.
+async fn session_in(
+    max_mode: &str,
+    mode: &str,
+    chat: Vec<ChatReply>,
+) -> (TestInstance, Home, common::Device, String) {
+    let home = model_home_with(&format!("  max_mode: {max_mode}\n"));
+    let (instance, home, device) = linked_to_home(home, chat).await;
+    let session = call(
+        &instance,
+        "session/new",
+        json!({ "cwd": home.work.join("proj"), "mcpServers": [],
+                "_meta": { "lembas_model": MODEL } }),
+    )
+    .await
+    .unwrap();
+    let id = session["sessionId"].as_str().unwrap().to_string();
+    call(
+        &instance,
+        "session/set_mode",
+        json!({ "sessionId": id, "modeId": mode }),
+    )
+    .await
+    .unwrap();
+    (instance, home, device, id)
+}
+
+fn proj(home: &Home) -> std::path::PathBuf {
+    home.work.join("proj")
+}
+
+/// The next card the device puts to the client (`method`), with what was seen before it.
+async fn card(instance: &TestInstance, method: &str) -> (Id, Value, Vec<Event>) {
+    let (e, seen) = instance
+        .wait_for(
+            T,
+            |e| matches!(e, Event::Client(ClientEvent::Request { method: m, .. }) if m == method),
+        )
+        .await;
+    match e {
+        Some(Event::Client(ClientEvent::Request { id, params, .. })) => (id, params, seen),
+        other => panic!("no {method}: {other:?} after {seen:?}"),
+    }
+}
+
+fn option(option_id: &str) -> Value {
+    json!({ "outcome": { "outcome": "selected", "optionId": option_id } })
+}
+
+/// Every `tool_call_update` the client heard.
+fn tool_updates(seen: &[Event]) -> Vec<Value> {
+    seen.iter()
+        .filter_map(|e| match e {
+            Event::Client(ClientEvent::Notification { method, params })
+                if method == "session/update"
+                    && params["update"]["sessionUpdate"] == "tool_call_update" =>
+            {
+                Some(params["update"].clone())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// The tool results the model was given in the instance's `nth` chat request.
+fn tool_results(instance: &TestInstance, nth: usize) -> String {
+    let requests = instance.chat_requests();
+    let request = requests
+        .get(nth)
+        .unwrap_or_else(|| panic!("no chat request {nth}: {requests:?}"));
+    request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+async fn prompt(instance: &TestInstance, session: &str, words: &str, turn: &str) {
+    instance
+        .prompt(session, text(words), Some(turn))
+        .await
+        .unwrap();
+}
+
+#[test]
+fn a_read_gives_the_model_the_files_lines() {
+    smol::block_on(async {
+        let (instance, home, _device, id) = session_in(
+            "edit",
+            "plan",
+            vec![
+                ChatReply::tools(&[("read", json!({ "path": "notes.txt" }))]),
+                ChatReply::text(&["read it"]),
+            ],
+        )
+        .await;
+        std::fs::write(proj(&home).join("notes.txt"), "alpha\nbeta\n").unwrap();
+        prompt(&instance, &id, "read my notes", "t1").await;
+        let (outcome, seen) = answered(&instance, "t1").await;
+        assert_eq!(outcome.unwrap()["stopReason"], "end_turn");
+        let results = tool_results(&instance, 1);
+        assert!(
+            results.contains("alpha") && results.contains("beta"),
+            "{results}"
+        );
+        let updates = tool_updates(&seen);
+        assert_eq!(
+            updates.last().unwrap()["status"],
+            "completed",
+            "{updates:?}"
+        );
+    });
+}
+
+#[test]
+fn an_edit_changes_the_file_and_the_client_sees_its_diff() {
+    smol::block_on(async {
+        let (instance, home, _device, id) = session_in(
+            "edit",
+            "edit",
+            vec![
+                ChatReply::tools(&[(
+                    "edit",
+                    json!({ "path": "a.txt", "old_string": "world", "new_string": "there" }),
+                )]),
+                ChatReply::text(&["edited"]),
+            ],
+        )
+        .await;
+        let file = proj(&home).join("a.txt");
+        std::fs::write(&file, "hello world\n").unwrap();
+        prompt(&instance, &id, "edit it", "t1").await;
+        let (outcome, seen) = answered(&instance, "t1").await;
+        assert_eq!(outcome.unwrap()["stopReason"], "end_turn");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "hello there\n");
+        let diff = tool_updates(&seen)
+            .iter()
+            .flat_map(|u| u["content"].as_array().cloned().unwrap_or_default())
+            .find(|c| c["type"] == "diff")
+            .expect("a diff reached the client");
+        assert_eq!(diff["path"], file.to_str().unwrap());
+        assert_eq!(diff["oldText"], "hello world\n");
+        assert_eq!(diff["newText"], "hello there\n");
+    });
+}
+
+#[test]
+fn a_command_approved_on_the_web_runs_and_its_output_reaches_the_model() {
+    smol::block_on(async {
+        let (instance, home, _device, id) = session_in(
+            "edit",
+            "edit",
+            vec![
+                ChatReply::tools(&[(
+                    "run",
+                    json!({ "command": "echo made > made.txt; echo out-of-band" }),
+                )]),
+                ChatReply::text(&["ran"]),
+            ],
+        )
+        .await;
+        prompt(&instance, &id, "run it", "t1").await;
+        let (card_id, params, _) = card(&instance, "session/request_permission").await;
+        assert_eq!(params["toolCall"]["kind"], "execute", "{params}");
+        assert!(
+            !proj(&home).join("made.txt").exists(),
+            "it ran before it was approved"
+        );
+        instance.respond(card_id, Ok(option("once"))).await;
+        let (outcome, _) = answered(&instance, "t1").await;
+        assert_eq!(outcome.unwrap()["stopReason"], "end_turn");
+        assert!(proj(&home).join("made.txt").exists());
+        assert!(tool_results(&instance, 1).contains("out-of-band"));
+    });
+}
+
+#[test]
+fn a_denial_with_feedback_reaches_the_model_and_nothing_is_written() {
+    smol::block_on(async {
+        let (instance, home, _device, id) = session_in(
+            "edit",
+            "manual",
+            vec![
+                ChatReply::tools(&[("write", json!({ "path": "a.txt", "content": "x" }))]),
+                ChatReply::text(&["ok"]),
+            ],
+        )
+        .await;
+        prompt(&instance, &id, "write it", "t1").await;
+        let (card_id, _, _) = card(&instance, "session/request_permission").await;
+        let deny = json!({ "outcome": { "outcome": "selected", "optionId": "deny" },
+                           "_meta": { "lembas": { "feedback": "use b.txt instead" } } });
+        instance.respond(card_id, Ok(deny)).await;
+        let (outcome, _) = answered(&instance, "t1").await;
+        assert_eq!(outcome.unwrap()["stopReason"], "end_turn");
+        assert!(!proj(&home).join("a.txt").exists());
+        assert!(tool_results(&instance, 1).contains("use b.txt instead"));
+    });
+}
+
+#[test]
+fn escapes_through_a_symlink_or_dotdot_and_protected_paths_are_refused_unread() {
+    smol::block_on(async {
+        let (instance, home, _device, id) = session_in(
+            "edit",
+            "auto",
+            vec![
+                ChatReply::tools(&[
+                    ("read", json!({ "path": "link.txt" })),
+                    ("read", json!({ "path": "../../secret.txt" })),
+                    ("read", json!({ "path": ".git/config" })),
+                    (
+                        "write",
+                        json!({ "path": "linkdir/planted.txt", "content": "x" }),
+                    ),
+                ]),
+                ChatReply::text(&["no"]),
+            ],
+        )
+        .await;
+        let secret = home.path().join("secret.txt");
+        std::fs::write(&secret, "TOP-SECRET-BYTES").unwrap();
+        std::os::unix::fs::symlink(&secret, proj(&home).join("link.txt")).unwrap();
+        std::os::unix::fs::symlink(home.path(), proj(&home).join("linkdir")).unwrap();
+        std::fs::create_dir_all(proj(&home).join(".git")).unwrap();
+        std::fs::write(proj(&home).join(".git/config"), "GIT-CONFIG-BYTES").unwrap();
+        prompt(&instance, &id, "try", "t1").await;
+        let (outcome, seen) = answered(&instance, "t1").await;
+        assert_eq!(outcome.unwrap()["stopReason"], "end_turn");
+        let results = tool_results(&instance, 1);
+        let everything = format!("{results}\n{seen:?}");
+        assert!(!everything.contains("TOP-SECRET-BYTES"), "{everything}");
+        assert!(!everything.contains("GIT-CONFIG-BYTES"), "{everything}");
+        assert!(!home.path().join("planted.txt").exists());
+        let updates = tool_updates(&seen);
+        let failed = updates.iter().filter(|u| u["status"] == "failed").count();
+        assert_eq!(failed, 4, "{updates:?}");
+        assert!(results.contains("outside"), "{results}");
+        assert!(results.contains("protected"), "{results}");
+    });
+}
+
+/// Whether a process is alive (not gone, not a zombie).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| !s.contains(") Z "))
+        .unwrap_or(false)
+}
+
+#[test]
+fn cancel_kills_a_running_commands_whole_process_group() {
+    smol::block_on(async {
+        let (instance, home, _device, id) = session_in(
+            "auto",
+            "auto",
+            vec![ChatReply::tools(&[(
+                "run",
+                json!({ "command": "sleep 300 & echo $! > pid.txt; wait" }),
+            )])],
+        )
+        .await;
+        prompt(&instance, &id, "run forever", "t1").await;
+        let pid_file = proj(&home).join("pid.txt");
+        eventually(T, "the command started", || {
+            std::fs::read_to_string(&pid_file).is_ok_and(|s| s.ends_with('\n'))
+        })
+        .await;
+        let pid: u32 = std::fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(alive(pid));
+        instance
+            .notify("session/cancel", json!({ "sessionId": id }))
+            .await
+            .unwrap();
+        let (outcome, _) = answered(&instance, "t1").await;
+        assert_eq!(outcome.unwrap()["stopReason"], "cancelled");
+        eventually(T, "the command's child was killed", || !alive(pid)).await;
+    });
+}
+
+#[test]
+fn a_plan_approved_in_auto_on_a_device_whose_max_mode_is_edit_goes_on_in_edit() {
+    smol::block_on(async {
+        let (instance, home, _device, id) = session_in(
+            "edit",
+            "plan",
+            vec![
+                ChatReply::tools(&[("plan_submit", json!({ "text": "1. write p.txt" }))]),
+                ChatReply::tools(&[("write", json!({ "path": "p.txt", "content": "x" }))]),
+                ChatReply::tools(&[("run", json!({ "command": "touch ran.txt" }))]),
+                ChatReply::text(&["done"]),
+            ],
+        )
+        .await;
+        prompt(&instance, &id, "plan it", "t1").await;
+        let (plan_id, plan, _) = card(&instance, "_lembas/plan").await;
+        assert!(
+            plan["text"].as_str().unwrap().contains("write p.txt"),
+            "{plan}"
+        );
+        instance
+            .respond(plan_id, Ok(json!({ "outcome": "approve", "mode": "auto" })))
+            .await;
+        // Edit mode (auto lowered): the write goes ahead, the command asks.
+        let (run_id, _, seen) = card(&instance, "session/request_permission").await;
+        let modes: Vec<&Value> = seen
+            .iter()
+            .filter_map(|e| match e {
+                Event::Client(ClientEvent::Notification { method, params })
+                    if method == "session/update"
+                        && params["update"]["sessionUpdate"] == "current_mode_update" =>
+                {
+                    Some(&params["update"]["currentModeId"])
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(modes, [&json!("edit")], "the approved mode, lowered");
+        assert!(
+            proj(&home).join("p.txt").exists(),
+            "the write did not go ahead"
+        );
+        instance.respond(run_id, Ok(option("deny"))).await;
+        let (outcome, _) = answered(&instance, "t1").await;
+        assert_eq!(outcome.unwrap()["stopReason"], "end_turn");
+        assert!(!proj(&home).join("ran.txt").exists());
+        let record = proj(&home).join(".lembas/plans");
+        assert!(
+            std::fs::read_dir(&record).is_ok_and(|mut d| d.next().is_some()),
+            "the plan's record was written"
+        );
+    });
+}
