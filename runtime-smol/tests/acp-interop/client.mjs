@@ -1,13 +1,15 @@
 // The official ACP TypeScript SDK (@agentclientprotocol/sdk) as the client of `lembas serve
-// --stdio`: initialize, session/new, and a prompt whose scripted `permit` directive puts a
-// permission card to the client, which allows it once. Prints one JSON line of what happened.
+// --stdio`: initialize, session/new, and a prompt (by default one whose scripted `permit`
+// directive puts a permission card to the client) whose permission cards the client allows
+// once. The SDK parses every message with its schemas, so an update it hands on is a valid
+// one. Prints one JSON line of what happened.
 //
-//   node client.mjs <path to lembas> <cwd>
+//   node client.mjs <path to lembas> <cwd> [<prompt text>]
 import { spawn } from "node:child_process";
 import { Readable, Writable } from "node:stream";
 import * as acp from "@agentclientprotocol/sdk";
 
-const [bin, cwd] = process.argv.slice(2);
+const [bin, cwd, text = "say before\npermit run the tests\nsay after"] = process.argv.slice(2);
 const child = spawn(bin, ["serve", "--stdio"], { stdio: ["pipe", "pipe", "inherit"] });
 const exited = new Promise((resolve) => child.on("exit", (code) => resolve(code)));
 const stream = acp.ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
@@ -33,7 +35,7 @@ const result = await app.connectWith(stream, async (ctx) => {
   const session = await ctx.request(acp.methods.agent.session.new, { cwd, mcpServers: [] });
   const answer = await ctx.request(acp.methods.agent.session.prompt, {
     sessionId: session.sessionId,
-    prompt: [{ type: "text", text: "say before\npermit run the tests\nsay after" }],
+    prompt: [{ type: "text", text }],
   });
   return {
     protocolVersion: init.protocolVersion,
@@ -48,7 +50,21 @@ console.log(
   JSON.stringify({
     ...result,
     exitCode: code,
-    asks: asks.map((a) => ({ title: a.toolCall?.title, options: a.options.map((o) => o.kind) })),
+    asks: asks.map((a) => ({
+      title: a.toolCall?.title,
+      kind: a.toolCall?.kind,
+      options: a.options.map((o) => o.kind),
+    })),
+    tools: updates
+      .filter((u) => u.sessionUpdate === "tool_call" || u.sessionUpdate === "tool_call_update")
+      .map((u) => ({
+        update: u.sessionUpdate,
+        id: u.toolCallId,
+        kind: u.kind,
+        status: u.status,
+        content: (u.content ?? []).map((c) => c.type),
+        diff: (u.content ?? []).find((c) => c.type === "diff"),
+      })),
     said: updates
       .filter((u) => u.sessionUpdate === "agent_message_chunk")
       .map((u) => u.content.text),
