@@ -6,7 +6,9 @@
 //! session deleted while the device is down (as `lembas sessions delete` does) delivered on the
 //! next link. The device comes back on the model engine: a session opened on one of the
 //! instance's models (`lembas_model`) gets its answer streamed from the instance's chat
-//! completions (scripted there: reasoning, then text).
+//! completions (scripted there: reasoning, then text). Then the model acts, in `manual` mode:
+//! it reads a file of the project, proposes an edit and asks to run a command, and the client
+//! approves each card; the file really changes and the command really runs.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -60,12 +62,27 @@ async fn demo(local: &smol::LocalExecutor<'_>, out: &mut dyn Write) -> Result<()
     let token = format!("demo-{}", crate::device::fresh_seed());
     let instance = TestInstance::start(InstanceOptions {
         token: token.clone(),
-        chat: vec![ChatReply::Stream(ChatStream {
-            reasoning: vec!["The person ".into(), "says hello.".into()],
-            text: vec!["Hello ".into(), "from ".into(), "the model.".into()],
-            delay: Duration::from_millis(60),
-            ..ChatStream::default()
-        })],
+        chat: vec![
+            ChatReply::Stream(ChatStream {
+                reasoning: vec!["The person ".into(), "says hello.".into()],
+                text: vec!["Hello ".into(), "from ".into(), "the model.".into()],
+                delay: Duration::from_millis(60),
+                ..ChatStream::default()
+            }),
+            // The model acting: each reply is one step of turn msg_t.
+            ChatReply::tools(&[("read", json!({ "path": "notes.md" }))]),
+            ChatReply::tools(&[(
+                "edit",
+                json!({ "path": "notes.md", "old_string": "- greet the world",
+                    "new_string": "- greet the world\n- greet the model" }),
+            )]),
+            ChatReply::tools(&[(
+                "run",
+                json!({ "command": "grep -c greet notes.md",
+                                           "description": "count the greetings" }),
+            )]),
+            ChatReply::text(&["Two ", "greetings ", "now."]),
+        ],
         ..InstanceOptions::default()
     })
     .await
@@ -341,6 +358,37 @@ async fn demo(local: &smol::LocalExecutor<'_>, out: &mut dyn Write) -> Result<()
     )?;
     follow(out, &instance, "msg_m").await?;
 
+    say(
+        out,
+        "\n== the model acts (turn msg_t, manual mode): it reads, proposes an edit, asks to run",
+    )?;
+    let notes = std::path::Path::new(&work).join("notes.md");
+    std::fs::write(&notes, "# Notes\n\n- greet the world\n").map_err(|e| e.to_string())?;
+    let id = instance
+        .call(
+            "session/set_mode",
+            json!({ "sessionId": session, "modeId": "manual" }),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    let (set, _) = instance
+        .wait_for(
+            T,
+            |e| matches!(e, Event::Client(ClientEvent::Answer { id: i, .. }) if *i == id),
+        )
+        .await;
+    if set.is_none() {
+        return Err("session/set_mode was not answered".into());
+    }
+    say(out, "client -> device  session/set_mode manual")?;
+    instance
+        .prompt(&session, text("Add a greeting to my notes."), Some("msg_t"))
+        .await
+        .map_err(|e| e.to_string())?;
+    follow(out, &instance, "msg_t").await?;
+    let edited = std::fs::read_to_string(&notes).map_err(|e| e.to_string())?;
+    say(out, format!("-- notes.md on the disk now: {edited:?}"))?;
+
     let _ = stop.send(Input::Shutdown).await;
     let _ = smol::future::or(
         async {
@@ -377,6 +425,47 @@ fn update(e: &Event, kind: &str) -> Option<String> {
     }
 }
 
+/// A tool call's line: its start (title and kind), or its end (status, a diff, the output's
+/// first line).
+fn tool_line(e: &Event) -> Option<String> {
+    let Event::Client(ClientEvent::Notification { method, params }) = e else {
+        return None;
+    };
+    let u = &params["update"];
+    if method != "session/update" {
+        return None;
+    }
+    match u["sessionUpdate"].as_str()? {
+        "tool_call" => Some(format!(
+            "device -> client  tool_call {:?} ({})",
+            u["title"].as_str().unwrap_or("?"),
+            u["kind"].as_str().unwrap_or("?")
+        )),
+        "tool_call_update" if u["status"] != "in_progress" => {
+            let mut line = format!(
+                "device -> client  tool_call_update {}",
+                u["status"].as_str().unwrap_or("?")
+            );
+            for c in u["content"].as_array().into_iter().flatten() {
+                if c["type"] == "diff" {
+                    line.push_str(&format!(
+                        "; diff of {}: {:?} -> {:?}",
+                        c["path"].as_str().unwrap_or("?"),
+                        c["oldText"].as_str().unwrap_or(""),
+                        c["newText"].as_str().unwrap_or("")
+                    ));
+                } else if let Some(text) = c["content"]["text"].as_str() {
+                    // The first lines, enough to show a command's exit and output.
+                    let head: Vec<&str> = text.lines().take(3).collect();
+                    line.push_str(&format!("; {:?}", head.join(" | ")));
+                }
+            }
+            Some(line)
+        }
+        _ => None,
+    }
+}
+
 /// Print the chunks of a turn (its reasoning as `thought`) until its answer; returns how many
 /// chunks came.
 async fn follow(out: &mut dyn Write, instance: &TestInstance, turn: &str) -> Result<usize, String> {
@@ -394,6 +483,31 @@ async fn follow(out: &mut dyn Write, instance: &TestInstance, turn: &str) -> Res
                     chunks += 1;
                     say(out, format!("device -> client  thought {c:?}"))?;
                     continue;
+                }
+                if let Some(line) = tool_line(&e) {
+                    say(out, line)?;
+                    continue;
+                }
+                if let Event::Client(ClientEvent::Request { id, method, params }) = &e {
+                    if method == "session/request_permission" {
+                        say(
+                            out,
+                            format!(
+                                "device -> client  session/request_permission {:?}: {}",
+                                params["toolCall"]["title"].as_str().unwrap_or("?"),
+                                params["_meta"]["lembas"]["reason"].as_str().unwrap_or("")
+                            ),
+                        )?;
+                        instance
+                            .respond(
+                                id.clone(),
+                                Ok(json!({ "outcome": { "outcome": "selected",
+                                                        "optionId": "once" } })),
+                            )
+                            .await;
+                        say(out, "client -> device  Allow once")?;
+                        continue;
+                    }
                 }
                 if let Event::Client(ClientEvent::PromptAnswered {
                     turn_id, outcome, ..

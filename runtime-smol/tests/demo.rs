@@ -38,6 +38,13 @@ fn the_demo_streams_asks_reattaches_deduplicates_delivers_an_offline_delete_and_
         "thought \"The person \"",
         "chunk \"the model.\"",
         "msg_m answered: end_turn",
+        "session/set_mode manual",
+        "(read)",
+        "(edit)",
+        "(execute)",
+        "; diff of ",
+        "greet the model",
+        "msg_t answered: end_turn",
         "== done",
     ] {
         assert!(text.contains(line), "missing {line:?} in:\n{text}");
@@ -50,6 +57,24 @@ fn the_demo_streams_asks_reattaches_deduplicates_delivers_an_offline_delete_and_
         "{text}"
     );
     assert!(!text.contains("this must not run"), "{text}");
+    // In manual mode the edit and the command each asked, and each ran once allowed: the file
+    // changed on the disk, and the command counted what the edit added.
+    let acting = &text[text.find("== the model acts").expect("the tools part")..];
+    assert_eq!(
+        acting.matches("client -> device  Allow once").count(),
+        2,
+        "{acting}"
+    );
+    assert!(
+        acting.contains(
+            "notes.md on the disk now: \"# Notes\\n\\n- greet the world\\n- greet the model\\n\""
+        ),
+        "{acting}"
+    );
+    assert!(
+        acting.contains("\"exit code 0 | 2\""),
+        "the command's output: {acting}"
+    );
     // The session the client made is the one deleted offline and announced on the next link.
     let session = text
         .lines()
