@@ -481,7 +481,9 @@ export interface ModelEngineConfig {
 
 /** The core's `ToolsConfig` (`engine.tools`), snake_case; a zero bound is refused by name. */
 export interface ToolsConfig {
-  /** Whether the model is offered tools at all (default true). */
+  /** Whether the model is offered tools at all (default true in config.yaml; in a
+   *  `DeviceDriver`, false unless given: a page has no project on a disk, and refuses every
+   *  tool call with the reason). */
   enabled?: boolean;
   /** Model calls in one turn; the turn then ends `max_turn_requests` (default 50). */
   max_steps?: number;

@@ -100,6 +100,8 @@ test("a lembas_model session streams the instance's chat completion and ends end
     const body = JSON.parse(chat.body);
     assert.equal(body.model, MODEL);
     assert.equal(body.stream, true);
+    // A page runs no tools, so the model is offered none.
+    assert.equal(body.tools, undefined);
     assert.ok(JSON.stringify(body.messages).includes("say hello"));
     assert.deepEqual(logs, []);
   } finally {

@@ -92,11 +92,21 @@ pub fn model_options(o: &JsValue) -> Result<Option<ModelOptions>, JsValue> {
     let token = string("token")?;
     check_token(&token).map_err(err)?;
     let engine = js::member(o, "engine");
-    let engine = if engine.is_undefined() || engine.is_null() {
-        ModelEngineConfig::default()
+    let (mut engine, tools_said) = if engine.is_undefined() || engine.is_null() {
+        (ModelEngineConfig::default(), false)
     } else {
-        json::read("options.model.engine", js::from_js(&engine)?).map_err(err)?
+        let value: serde_json::Value = js::from_js(&engine)?;
+        let said = value.pointer("/tools/enabled").is_some();
+        (
+            json::read("options.model.engine", value).map_err(err)?,
+            said,
+        )
     };
+    // A page has no project on a disk to act on (its shell refuses every tool call), so the
+    // model is offered no tools unless the harness asks for them to see the refusals.
+    if !tools_said {
+        engine.tools.enabled = false;
+    }
     // Its refusals name the setting as config.yaml has it (`engine.read_bytes`).
     engine
         .validate()
