@@ -971,3 +971,24 @@ fn an_image_read_is_shown_to_a_vision_model_after_the_results() {
         "data:image/png;base64,UE5H"
     );
 }
+
+#[test]
+fn whole_calls_sent_without_an_index_are_calls_of_their_own() {
+    let mut e = engine();
+    start(&mut e, tool_turn(Mode::Auto), 0);
+    let (id, _) = fetched(&calls(&mut e));
+    head(&mut e, id, 200, None, 1);
+    let whole = |id: &str, path: &str| {
+        json!({"choices":[{"index":0,"delta":{"tool_calls":[
+            {"id": id, "type": "function",
+             "function": {"name": "read", "arguments": json!({"path": path}).to_string()}}]}}]})
+    };
+    let body = sse(&[whole("a1", "a"), whole("b2", "b"), finish("tool_calls")]);
+    stream(&mut e, id, &body, 64, 1);
+    let (first, op) = one_tool(&calls(&mut e));
+    assert_eq!(op.path(), Some("a"));
+    done(&mut e, first, "A", 2);
+    events(&mut e);
+    let (_, op) = one_tool(&calls(&mut e));
+    assert_eq!(op.path(), Some("b"));
+}

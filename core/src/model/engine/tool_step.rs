@@ -47,9 +47,12 @@ pub(super) fn draft(
     name: Option<String>,
     arguments: &str,
 ) -> Result<(), String> {
-    let at = match drafts.iter().position(|d| d.index == index) {
-        Some(at) => at,
-        None => {
+    // A piece with an id other than its index's call begins a new call: servers that send
+    // each call whole leave the index out, so every call comes as the first.
+    let new_id = id.as_deref().filter(|i| !i.is_empty());
+    let at = match drafts.iter().rposition(|d| d.index == index) {
+        Some(at) if !new_id.is_some_and(|i| !drafts[at].id.is_empty() && drafts[at].id != i) => at,
+        _ => {
             if drafts.len() >= c.max_calls_per_step {
                 return Err(format!(
                     "the model made more than {} tool calls in one step \
