@@ -992,3 +992,37 @@ fn whole_calls_sent_without_an_index_are_calls_of_their_own() {
     let (_, op) = one_tool(&calls(&mut e));
     assert_eq!(op.path(), Some("b"));
 }
+
+#[test]
+fn a_turn_grown_past_the_context_drops_its_oldest_tool_results_first_and_says_so() {
+    // 2,000 tokens: a quarter kept for the answer leaves room for about 6,000 bytes.
+    let mut e = engine_with(|c| c.context_tokens = 2_000);
+    start(&mut e, tool_turn(Mode::Auto), 0);
+    let big = |c: char| c.to_string().repeat(4_000);
+    let mut seen = Vec::new();
+    let (mut id, mut body) = fetched(&calls(&mut e));
+    for (step, fill) in ['a', 'b'].into_iter().enumerate() {
+        seen.extend(answer_calls(
+            &mut e,
+            id,
+            &[("read", r#"{"path":"f"}"#)],
+            step as u64,
+        ));
+        let (tool, _) = one_tool(&calls(&mut e));
+        done(&mut e, tool, &big(fill), step as u64);
+        seen.extend(events(&mut e));
+        (id, body) = fetched(&calls(&mut e));
+    }
+    let results = results(&body);
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert_eq!(results[0], lembas_core::model::prompt::DROPPED_RESULT);
+    assert!(
+        results[1].contains(&big('b')),
+        "the newest result is kept whole"
+    );
+    assert!(
+        seen.iter().any(|e| matches!(e, EngineEvent::Notice(m)
+            if m.contains("1 earlier tool result") && m.contains("2000 tokens"))),
+        "{seen:?}"
+    );
+}

@@ -401,6 +401,8 @@ impl ModelEngine {
         let Some(t) = self.turns.get_mut(session) else {
             return;
         };
+        let budget = t.model.context_length.unwrap_or(self.config.context_tokens);
+        let dropped = prompt::fit_tool_results(&mut t.messages, budget);
         let tools = self.config.tools.enabled.then_some(&self.tool_definitions);
         let body = chat::body_of(&t.model.id, &t.messages, t.start.effort.as_deref(), tools);
         t.phase = Phase::Asked {
@@ -417,6 +419,17 @@ impl ModelEngine {
             path: "/v1/chat/completions".into(),
             body,
         });
+        if dropped > 0 {
+            self.report(
+                session,
+                EngineEvent::Notice(format!(
+                    "{dropped} earlier tool result{} of this turn {} dropped from the model's \
+                     context, to keep within its {budget} tokens",
+                    if dropped == 1 { "" } else { "s" },
+                    if dropped == 1 { "was" } else { "were" },
+                )),
+            );
+        }
     }
 
     /// A new step: the steered messages join, and the model is called.

@@ -103,6 +103,34 @@ pub fn compose(
     Composed { messages, notices }
 }
 
+/// What a tool result says once it was dropped to keep the turn within the model's context.
+pub const DROPPED_RESULT: &str =
+    "(this output was dropped to keep within the model's context; call the tool again if it \
+     is still needed)";
+
+/// Keep a turn that grew with its tool results within `budget` (as [`compose`] does, a
+/// quarter kept for the answer): the oldest tool results are dropped first, each replaced by
+/// [`DROPPED_RESULT`], never the conversation itself. Returns how many were dropped now.
+pub fn fit_tool_results(messages: &mut [Message], budget: u64) -> usize {
+    let room = budget - budget / 4;
+    let mut total: u64 = messages.iter().map(message_tokens).sum();
+    let mut dropped = 0;
+    for m in messages.iter_mut() {
+        if total <= room {
+            break;
+        }
+        let kept = matches!(m.parts.as_slice(), [Part::Text(t)] if t == DROPPED_RESULT);
+        if m.role != Role::Tool || kept {
+            continue;
+        }
+        let before = message_tokens(m);
+        m.parts = vec![Part::Text(DROPPED_RESULT.to_string())];
+        total = total - before + message_tokens(m);
+        dropped += 1;
+    }
+    dropped
+}
+
 fn text_message(role: Role, text: &str) -> Message {
     Message::new(role, vec![Part::Text(text.to_string())])
 }
