@@ -2,22 +2,15 @@
 //! first `sessions.max_answer_bytes` of the answer (and of the reasoning) and says how much
 //! it left out, so a device's memory does not grow with an answer's length.
 
-use lembas_core::client::ClientEvent;
 use lembas_core::testing::Pair;
+use lembas_core::wire::event::update::SessionUpdate;
 use serde_json::{json, Value};
 
 fn streamed(p: &Pair) -> String {
     p.client_events
         .iter()
-        .filter_map(|e| match e {
-            ClientEvent::Notification { method, params }
-                if method == "session/update"
-                    && params["update"]["sessionUpdate"] == "agent_message_chunk" =>
-            {
-                params["update"]["content"]["text"]
-                    .as_str()
-                    .map(str::to_string)
-            }
+        .filter_map(|e| match &e.update()?.update {
+            SessionUpdate::AgentMessageChunk(c) => Some(c.content.text.clone()),
             _ => None,
         })
         .collect()

@@ -1,10 +1,10 @@
 //! A prompt's attachments on the Pair: the turn starts only once they are written, and a write
 //! the OS refuses refuses the prompt with its reason.
 
-use lembas_core::client::ClientEvent;
 use lembas_core::jsonrpc::code;
 use lembas_core::store::Table;
 use lembas_core::testing::Pair;
+use lembas_core::wire::event::lembas::LembasEvent;
 use serde_json::json;
 
 fn linked() -> Pair {
@@ -25,10 +25,9 @@ fn prompt_with_image(p: &mut Pair, session: &str, turn: &str) {
 fn prompt_events(p: &Pair) -> usize {
     p.client_events
         .iter()
-        .filter(|e| {
-            matches!(e, ClientEvent::Notification { method, params }
-                if method == "_lembas/event" && params["event"]["type"] == "prompt")
-        })
+        .filter(
+            |e| matches!(e.lembas_event(), Some(e) if matches!(e.event, LembasEvent::Prompt(_))),
+        )
         .count()
 }
 

@@ -11,8 +11,8 @@ fn web_chunks(p: &Pair, session: &str) -> Vec<String> {
         .iter()
         .filter_map(|e| e.update())
         .filter(|u| u.session_id == session)
-        .filter_map(|u| match u.update {
-            SessionUpdate::AgentMessageChunk(c) => Some(c.content.text),
+        .filter_map(|u| match &u.update {
+            SessionUpdate::AgentMessageChunk(c) => Some(c.content.text.clone()),
             _ => None,
         })
         .collect()

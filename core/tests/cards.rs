@@ -52,9 +52,9 @@ fn terminal_frames(p: &Pair, t: lembas_core::device::ConnId) -> Vec<Value> {
 fn said(p: &Pair) -> String {
     p.client_events
         .iter()
-        .filter_map(|e| match e.update()?.update {
+        .filter_map(|e| match &e.update()?.update {
             SessionUpdate::AgentMessageChunk(c) | SessionUpdate::AgentThoughtChunk(c) => {
-                Some(c.content.text)
+                Some(c.content.text.clone())
             }
             _ => None,
         })

@@ -31,17 +31,7 @@ fn prompt(p: &mut Pair, session: &str, turn: &str, text: &str) {
 fn said(p: &Pair) -> String {
     p.client_events
         .iter()
-        .filter_map(|e| match e {
-            ClientEvent::Notification { method, params }
-                if method == "session/update"
-                    && params["update"]["sessionUpdate"] == "agent_message_chunk" =>
-            {
-                params["update"]["content"]["text"]
-                    .as_str()
-                    .map(str::to_owned)
-            }
-            _ => None,
-        })
+        .filter_map(|e| e.update()?.update.message_text())
         .collect()
 }
 
@@ -79,18 +69,13 @@ fn requests(p: &Pair, method: &str) -> Vec<(lembas_core::jsonrpc::Id, Value)> {
         .collect()
 }
 
-/// The session updates of this kind the client heard.
+/// The session updates of this kind the client heard, as sent.
 fn updates(p: &Pair, kind: &str) -> Vec<Value> {
     p.client_events
         .iter()
-        .filter_map(|e| match e {
-            ClientEvent::Notification { method, params }
-                if method == "session/update" && params["update"]["sessionUpdate"] == kind =>
-            {
-                Some(params["update"].clone())
-            }
-            _ => None,
-        })
+        .filter_map(|e| e.update())
+        .filter(|u| u.update.kind() == kind)
+        .map(|u| serde_json::to_value(&u.update).unwrap())
         .collect()
 }
 

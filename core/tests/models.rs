@@ -2,10 +2,10 @@
 //! the older forms, `_lembas/configure` changes it between prompts (a `model` event follows),
 //! and a model the device cannot speak to, or a turn in the way, leaves it as it was.
 
-use lembas_core::client::ClientEvent;
 use lembas_core::config::Model;
 use lembas_core::jsonrpc::code;
 use lembas_core::testing::Pair;
+use lembas_core::wire::event::lembas::LembasEvent;
 use serde_json::{json, Value};
 
 const ROOT: &str = "/work";
@@ -34,20 +34,13 @@ fn open(p: &mut Pair, meta: Value) -> Result<Value, lembas_core::jsonrpc::RpcErr
     )
 }
 
-/// The `model` events the client heard for `session`.
+/// The `model` events the client heard for `session`, as sent.
 fn model_events(p: &Pair, session: &str) -> Vec<Value> {
     p.client_events
         .iter()
-        .filter_map(|e| match e {
-            ClientEvent::Notification { method, params }
-                if method == "_lembas/event"
-                    && params["sessionId"] == session
-                    && params["event"]["type"] == "model" =>
-            {
-                Some(params["event"].clone())
-            }
-            _ => None,
-        })
+        .filter_map(|e| e.lembas_event())
+        .filter(|e| e.session_id == session && matches!(e.event, LembasEvent::Model(_)))
+        .map(|e| serde_json::to_value(&e.event).unwrap())
         .collect()
 }
 

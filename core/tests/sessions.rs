@@ -50,8 +50,8 @@ fn a_prompt_streams_and_is_answered() {
     let chunks: Vec<String> = p
         .client_events
         .iter()
-        .filter_map(|e| match e.update()?.update {
-            SessionUpdate::AgentMessageChunk(c) => Some(c.content.text),
+        .filter_map(|e| match &e.update()?.update {
+            SessionUpdate::AgentMessageChunk(c) => Some(c.content.text.clone()),
             _ => None,
         })
         .collect();
@@ -608,20 +608,13 @@ fn a_session_record_without_a_context_restores_as_before() {
     assert_eq!(turn.context, Context::default());
 }
 
-/// The `session/update`s with `sessionUpdate: "plan"` the client heard for `session`.
+/// The `session/update`s with `sessionUpdate: "plan"` the client heard for `session`, as sent.
 fn plan_updates(p: &Pair, session: &str) -> Vec<Value> {
     p.client_events
         .iter()
-        .filter_map(|e| match e {
-            ClientEvent::Notification { method, params }
-                if method == "session/update"
-                    && params["sessionId"] == session
-                    && params["update"]["sessionUpdate"] == "plan" =>
-            {
-                Some(params["update"].clone())
-            }
-            _ => None,
-        })
+        .filter_map(|e| e.update())
+        .filter(|u| u.session_id == session && matches!(u.update, SessionUpdate::Plan(_)))
+        .map(|u| serde_json::to_value(&u.update).unwrap())
         .collect()
 }
 

@@ -17,6 +17,8 @@ use std::time::Duration;
 
 use lembas_core::client::{ClientEvent, Reattach};
 use lembas_core::device::Device;
+use lembas_core::engine::ToolStatus;
+use lembas_core::wire::event::update::{SessionUpdate, ToolCallContent};
 use lembas_core::DeviceConfig;
 use serde_json::{json, Value};
 
@@ -413,51 +415,41 @@ fn chunk(e: &Event) -> Option<String> {
 
 /// The text of a `session/update` of this kind.
 fn update(e: &Event, kind: &str) -> Option<String> {
-    match e {
-        Event::Client(ClientEvent::Notification { method, params })
-            if method == "session/update" =>
-        {
-            let u = &params["update"];
-            (u["sessionUpdate"] == kind)
-                .then(|| u["content"]["text"].as_str().unwrap_or("").to_string())
-        }
-        _ => None,
-    }
+    let Event::Client(e) = e else { return None };
+    let u = &e.update()?.update;
+    (u.kind() == kind).then(|| u.chunk_text().unwrap_or("").to_string())
 }
 
 /// A tool call's line: its start (title and kind), or its end (status, a diff, the output's
 /// first line).
 fn tool_line(e: &Event) -> Option<String> {
-    let Event::Client(ClientEvent::Notification { method, params }) = e else {
-        return None;
-    };
-    let u = &params["update"];
-    if method != "session/update" {
-        return None;
-    }
-    match u["sessionUpdate"].as_str()? {
-        "tool_call" => Some(format!(
+    let Event::Client(e) = e else { return None };
+    match &e.update()?.update {
+        SessionUpdate::ToolCall(call) => Some(format!(
             "device -> client  tool_call {:?} ({})",
-            u["title"].as_str().unwrap_or("?"),
-            u["kind"].as_str().unwrap_or("?")
+            call.title, call.kind
         )),
-        "tool_call_update" if u["status"] != "in_progress" => {
+        SessionUpdate::ToolCallUpdate(u) if u.status != ToolStatus::InProgress => {
+            let status = serde_json::to_value(u.status).unwrap_or_default();
             let mut line = format!(
                 "device -> client  tool_call_update {}",
-                u["status"].as_str().unwrap_or("?")
+                status.as_str().unwrap_or("?")
             );
-            for c in u["content"].as_array().into_iter().flatten() {
-                if c["type"] == "diff" {
-                    line.push_str(&format!(
-                        "; diff of {}: {:?} -> {:?}",
-                        c["path"].as_str().unwrap_or("?"),
-                        c["oldText"].as_str().unwrap_or(""),
-                        c["newText"].as_str().unwrap_or("")
-                    ));
-                } else if let Some(text) = c["content"]["text"].as_str() {
-                    // The first lines, enough to show a command's exit and output.
-                    let head: Vec<&str> = text.lines().take(3).collect();
-                    line.push_str(&format!("; {:?}", head.join(" | ")));
+            for c in &u.content {
+                match c {
+                    ToolCallContent::Diff {
+                        path,
+                        old_text,
+                        new_text,
+                    } => line.push_str(&format!(
+                        "; diff of {path}: {:?} -> {new_text:?}",
+                        old_text.as_deref().unwrap_or("")
+                    )),
+                    ToolCallContent::Content { content } => {
+                        // The first lines, enough to show a command's exit and output.
+                        let head: Vec<&str> = content.text.lines().take(3).collect();
+                        line.push_str(&format!("; {:?}", head.join(" | ")));
+                    }
                 }
             }
             Some(line)

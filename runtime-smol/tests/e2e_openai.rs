@@ -97,15 +97,10 @@ async fn prompt_through(openai: OpenAi) -> (String, String, String) {
     let said = |kind: &str| -> String {
         seen.iter()
             .filter_map(|e| match e {
-                Event::Client(ClientEvent::Notification { method, params })
-                    if method == "session/update" && params["update"]["sessionUpdate"] == kind =>
-                {
-                    params["update"]["content"]["text"]
-                        .as_str()
-                        .map(String::from)
-                }
+                Event::Client(e) => e.update().filter(|u| u.update.kind() == kind),
                 _ => None,
             })
+            .filter_map(|u| u.update.chunk_text().map(String::from))
             .collect()
     };
     (

@@ -20,13 +20,7 @@ fn chunks(events: &[Event]) -> Vec<String> {
     events
         .iter()
         .filter_map(|e| match e {
-            Event::Client(ClientEvent::Notification { method, params })
-                if method == "session/update" =>
-            {
-                let u = &params["update"];
-                (u["sessionUpdate"] == "agent_message_chunk")
-                    .then(|| u["content"]["text"].as_str().unwrap_or("").to_string())
-            }
+            Event::Client(e) => e.update()?.update.message_text().map(str::to_string),
             _ => None,
         })
         .collect()

@@ -93,15 +93,8 @@ fn text(t: &str) -> Value {
 }
 
 fn chunk(e: &Event) -> Option<&str> {
-    match e {
-        Event::Client(ClientEvent::Notification { method, params })
-            if method == "session/update"
-                && params["update"]["sessionUpdate"] == "agent_message_chunk" =>
-        {
-            params["update"]["content"]["text"].as_str()
-        }
-        _ => None,
-    }
+    let Event::Client(e) = e else { return None };
+    e.update()?.update.message_text()
 }
 
 /// The answer to prompt `turn`, which must be `end_turn`.

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use lembas::instance::{ChatReply, ChatStream, Event, InstanceOptions, TestInstance};
 use lembas_core::client::ClientEvent;
+use lembas_core::wire::event::lembas::LembasEvent;
 use serde_json::{json, Value};
 
 mod common;
@@ -323,12 +324,11 @@ fn configure_changes_the_model_of_the_next_turn() {
         );
         // The change is announced to the session's holders.
         let model_event = before_answer.iter().any(|e| {
-            matches!(e, Event::Client(ClientEvent::Notification { method, params })
-                if method == "_lembas/event"
-                    && params["event"]["type"] == "model"
-                    && params["event"]["ref"] == "test/chat-large"
-                    && params["event"]["effort"] == "high"
-                    && params["event"]["instance"] == true)
+            let Event::Client(e) = e else { return false };
+            matches!(&e.lembas_event().map(|e| &e.event), Some(LembasEvent::Model(m))
+                if m.r#ref.as_deref() == Some("test/chat-large")
+                    && m.effort.as_deref() == Some("high")
+                    && m.instance)
         });
         assert!(model_event, "no model event: {before_answer:?}");
         let (outcome, seen) = prompt(&instance, &id, "two", "t2").await;

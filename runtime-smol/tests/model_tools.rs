@@ -4,7 +4,9 @@
 
 use lembas::instance::{ChatReply, Event, TestInstance};
 use lembas_core::client::ClientEvent;
+use lembas_core::config::Mode;
 use lembas_core::jsonrpc::Id;
+use lembas_core::wire::event::update::SessionUpdate;
 use serde_json::{json, Value};
 
 mod common;
@@ -62,18 +64,15 @@ fn option(option_id: &str) -> Value {
     json!({ "outcome": { "outcome": "selected", "optionId": option_id } })
 }
 
-/// Every `tool_call_update` the client heard.
+/// Every `tool_call_update` the client heard, as sent.
 fn tool_updates(seen: &[Event]) -> Vec<Value> {
     seen.iter()
         .filter_map(|e| match e {
-            Event::Client(ClientEvent::Notification { method, params })
-                if method == "session/update"
-                    && params["update"]["sessionUpdate"] == "tool_call_update" =>
-            {
-                Some(params["update"].clone())
-            }
+            Event::Client(e) => e.update(),
             _ => None,
         })
+        .filter(|u| matches!(u.update, SessionUpdate::ToolCallUpdate(_)))
+        .map(|u| serde_json::to_value(&u.update).unwrap())
         .collect()
 }
 
@@ -324,19 +323,17 @@ fn a_plan_approved_in_auto_on_a_device_whose_max_mode_is_edit_goes_on_in_edit() 
             .await;
         // Edit mode (auto lowered): the write goes ahead, the command asks.
         let (run_id, _, seen) = card(&instance, "session/request_permission").await;
-        let modes: Vec<&Value> = seen
+        let modes: Vec<Mode> = seen
             .iter()
             .filter_map(|e| match e {
-                Event::Client(ClientEvent::Notification { method, params })
-                    if method == "session/update"
-                        && params["update"]["sessionUpdate"] == "current_mode_update" =>
-                {
-                    Some(&params["update"]["currentModeId"])
-                }
+                Event::Client(e) => match &e.update()?.update {
+                    SessionUpdate::CurrentModeUpdate(m) => Some(m.current_mode_id),
+                    _ => None,
+                },
                 _ => None,
             })
             .collect();
-        assert_eq!(modes, [&json!("edit")], "the approved mode, lowered");
+        assert_eq!(modes, [Mode::Edit], "the approved mode, lowered");
         assert!(
             proj(&home).join("p.txt").exists(),
             "the write did not go ahead"

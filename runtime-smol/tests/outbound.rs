@@ -24,15 +24,8 @@ const STALL_GROWTH_KIB: u64 = 32 * 1024;
 
 /// A chunk's text, when `e` is an `agent_message_chunk`.
 fn chunk(e: &Event) -> Option<&str> {
-    match e {
-        Event::Client(ClientEvent::Notification { method, params })
-            if method == "session/update"
-                && params["update"]["sessionUpdate"] == "agent_message_chunk" =>
-        {
-            params["update"]["content"]["text"].as_str()
-        }
-        _ => None,
-    }
+    let Event::Client(e) = e else { return None };
+    e.update()?.update.message_text()
 }
 
 #[test]

@@ -3,7 +3,6 @@
 //! can be set aside `session/new` is refused naming the limit.
 
 use lembas::instance::{Event, TestInstance};
-use lembas_core::client::ClientEvent;
 use serde_json::{json, Value};
 
 mod common;
@@ -34,14 +33,7 @@ fn said(events: &[Event]) -> Vec<String> {
     events
         .iter()
         .filter_map(|e| match e {
-            Event::Client(ClientEvent::Notification { method, params })
-                if method == "session/update"
-                    && params["update"]["sessionUpdate"] == "agent_message_chunk" =>
-            {
-                params["update"]["content"]["text"]
-                    .as_str()
-                    .map(str::to_string)
-            }
+            Event::Client(e) => e.update()?.update.message_text().map(str::to_string),
             _ => None,
         })
         .collect()

@@ -203,9 +203,7 @@ impl Pair {
         self.events
             .iter()
             .filter_map(|e| match e {
-                ClientEvent::Notification { params, .. } => {
-                    params["update"]["content"]["text"].as_str()
-                }
+                ClientEvent::Update(u) => u.update.message_text(),
                 _ => None,
             })
             .collect::<Vec<_>>()

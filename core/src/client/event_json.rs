@@ -7,8 +7,12 @@ use serde::ser::SerializeMap;
 use serde::Serializer;
 use serde_json::Value;
 
+#[cfg(feature = "typed-events")]
+use super::heard::{EVENT, UPDATE};
 use super::{ClientEvent, Reattach};
 use crate::jsonrpc::RpcError;
+#[cfg(feature = "typed-events")]
+use crate::wire::event::{lembas::EventParams, update::UpdateParams};
 use crate::wire::handshake::Hello;
 
 /// An event as a JSON value (what `lembas test-instance` prints).
@@ -17,6 +21,35 @@ pub fn event_json(e: &ClientEvent) -> Value {
 }
 
 crate::shape::member_fn!(hello_member, "hello", Hello);
+
+/// A typed notification as the JS API has it: `{ method, params }` beside its `kind`.
+#[cfg(feature = "typed-events")]
+fn notification<S: Serializer, P: serde::Serialize>(
+    method: &str,
+    params: &P,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    let mut m = s.serialize_map(Some(2))?;
+    m.serialize_entry("method", method)?;
+    m.serialize_entry("params", params)?;
+    m.end()
+}
+
+#[cfg(feature = "typed-events")]
+pub(super) fn update_notification<S: Serializer>(
+    params: &UpdateParams,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    notification(UPDATE, params, s)
+}
+
+#[cfg(feature = "typed-events")]
+pub(super) fn event_notification<S: Serializer>(
+    params: &EventParams,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    notification(EVENT, params, s)
+}
 
 /// An answer's `result` or `error` member.
 pub(super) fn outcome<S: Serializer>(

@@ -23,6 +23,8 @@ use crate::liveness::{Beat, Heartbeat, CLOSE_DEAD_LINK};
 use crate::methods::{self, Direction, Kind};
 use crate::rng::Rng;
 use crate::time::{Clock, Time};
+#[cfg(feature = "typed-events")]
+use crate::wire::event::{lembas::EventParams, update::UpdateParams};
 use crate::wire::handshake::{Hello, InitializeRequest, InitializeResult, PROTOCOL};
 pub use event_json::event_json;
 pub use input::{Handled, Input};
@@ -110,7 +112,24 @@ pub enum ClientEvent {
         session_id: String,
         tool_call_id: String,
     },
-    /// A notification from the device (`session/update`, `_lembas/event`, ...).
+    /// A `session/update`, typed (with the `typed-events` feature). Its JS shape is still the notification's
+    /// (`{"kind": "notification", "method": "session/update", "params": {...}}`).
+    #[cfg(feature = "typed-events")]
+    #[serde(
+        rename = "notification",
+        serialize_with = "event_json::update_notification"
+    )]
+    Update(UpdateParams),
+    /// An `_lembas/event`, typed; its JS shape as [`ClientEvent::Update`]'s.
+    #[cfg(feature = "typed-events")]
+    #[serde(
+        rename = "notification",
+        serialize_with = "event_json::event_notification"
+    )]
+    Event(EventParams),
+    /// Any other notification from the device (`_lembas/session/announce`, terminal output,
+    /// ...), or an update or event the vocabulary does not know (or, without `typed-events`,
+    /// any).
     Notification { method: String, params: Value },
     /// A request from the device (an approval card, ...), to be answered with
     /// [`Client::respond`].
@@ -259,10 +278,7 @@ impl Client {
                         });
                     }
                 } else if self.passes_delete_rules(&n.method, &params) {
-                    self.emit(ClientEvent::Notification {
-                        method: n.method.into_owned(),
-                        params,
-                    });
+                    self.emit(ClientEvent::heard(n.method.into_owned(), params));
                 }
             }
             Ok(Message::Request(r)) => {

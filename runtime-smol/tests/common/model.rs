@@ -78,13 +78,10 @@ pub fn updates(events: &[Event], kind: &str) -> Vec<String> {
     events
         .iter()
         .filter_map(|e| match e {
-            Event::Client(ClientEvent::Notification { method, params })
-                if method == "session/update" && params["update"]["sessionUpdate"] == kind =>
-            {
-                Some(params["update"]["content"]["text"].as_str()?.to_string())
-            }
+            Event::Client(e) => e.update().filter(|u| u.update.kind() == kind),
             _ => None,
         })
+        .filter_map(|u| Some(u.update.chunk_text()?.to_string()))
         .collect()
 }
 

@@ -48,6 +48,26 @@ impl SessionUpdate {
     }
 }
 
+impl SessionUpdate {
+    /// The text of an answer's chunk (`agent_message_chunk`); `None` for any other update.
+    pub fn message_text(&self) -> Option<&str> {
+        match self {
+            SessionUpdate::AgentMessageChunk(c) => Some(&c.content.text),
+            _ => None,
+        }
+    }
+
+    /// The text of a chunk, of the answer or of reasoning; `None` for any other update.
+    pub fn chunk_text(&self) -> Option<&str> {
+        match self {
+            SessionUpdate::AgentMessageChunk(c) | SessionUpdate::AgentThoughtChunk(c) => {
+                Some(&c.content.text)
+            }
+            _ => None,
+        }
+    }
+}
+
 /// Each variant's fields with `sessionUpdate` where it sorts among them: the device wrote these
 /// as `Value` maps, whose keys sort, and the bytes stay what they were (a derived internally
 /// tagged enum would write the tag first).
