@@ -8,7 +8,7 @@ export type RequestId = number | string;
 export type Mode = "plan" | "manual" | "edit" | "auto";
 export type ConnKind = "link" | "stdio" | "terminal";
 export type TurnPhase = "queued" | "running" | "done";
-export type StoreTable = "sessions" | "turns" | "history" | "deletes" | "device";
+export type StoreTable = "sessions" | "turns" | "history" | "deletes" | "device" | "events";
 
 /** The core's `DeviceConfig` (core/src/config.rs), camelCase. Every member is optional: what is
  * left out takes the core's default. Unknown members are refused. No `liveness`: a JS socket can
@@ -55,6 +55,15 @@ export interface DeviceConfig {
     maxContextTurns?: number;
     /** Bytes of those turns (prompts and answers) a turn's start copies, newest first. */
     maxContextBytes?: number;
+    /** A session's event log (`_lembas/session/events`, our extension): the bytes of its
+     * recent events kept, in memory and in the store (`events` table); the oldest give way. */
+    eventLogBytes?: number;
+    /** And at most this many events. */
+    eventLogEvents?: number;
+    /** Events one `_lembas/session/events` answers when it names no `limit`. */
+    eventsPage?: number;
+    /** The most it answers at once; a larger `limit` is refused naming it. */
+    maxEventsPage?: number;
   };
   /** Remote terminals (`remote.terminal`); ranges are `[min, max]`. */
   terminals?: {

@@ -180,6 +180,15 @@ pub struct SessionLimits {
     /// And at most this many bytes of them (prompts and answers), newest first: a turn's
     /// start copies no more than this, however long the session's answers were.
     pub max_context_bytes: usize,
+    /// A session's event log (`_lembas/session/events`, our extension): the bytes of its
+    /// recent events the device keeps, in memory and in the store. Past it the oldest give way.
+    pub event_log_bytes: usize,
+    /// And at most this many events.
+    pub event_log_events: usize,
+    /// The events one `_lembas/session/events` answers when it names no `limit`.
+    pub events_page: usize,
+    /// The most it answers at once: a larger `limit` is refused naming this.
+    pub max_events_page: usize,
 }
 
 impl Default for SessionLimits {
@@ -203,6 +212,12 @@ impl Default for SessionLimits {
             max_context_turns: 50,
             // Two whole answers as history keeps them, and more than most models' context.
             max_context_bytes: 8 * 1024 * 1024,
+            // A few seconds of a fast stream (a chunk is two frames of ~150 B), and little
+            // memory per session in memory.
+            event_log_bytes: 256 * 1024,
+            event_log_events: 2048,
+            events_page: 256,
+            max_events_page: 2048,
         }
     }
 }
@@ -442,6 +457,7 @@ impl DeviceConfig {
                 s.max_held_bytes, self.frames.max_frame_bytes
             )));
         }
+        validate_event_log(s)?;
         let t = &self.terminals;
         let (cols, rows) = t.default_size;
         if t.cols.0 > t.cols.1
@@ -520,6 +536,23 @@ impl ClientConfig {
     }
 }
 
+/// The event log's bounds: something kept, and a page within its max.
+fn validate_event_log(s: &SessionLimits) -> Result<(), ConfigError> {
+    if s.event_log_events == 0 || s.event_log_bytes == 0 {
+        return Err(ConfigError(format!(
+            "sessions: event_log_events and event_log_bytes must be at least 1 (got {} and {})",
+            s.event_log_events, s.event_log_bytes
+        )));
+    }
+    if s.events_page == 0 || s.events_page > s.max_events_page {
+        return Err(ConfigError(format!(
+            "sessions: events_page must be between 1 and max_events_page (got {} and {})",
+            s.events_page, s.max_events_page
+        )));
+    }
+    Ok(())
+}
+
 fn validate_frames(f: &FrameLimits) -> Result<(), ConfigError> {
     if f.max_depth == 0 || f.max_depth > FrameLimits::DEPTH_CEILING {
         return Err(ConfigError(format!(
@@ -582,5 +615,22 @@ mod tests {
             ..ClientConfig::default()
         };
         assert!(c.validate().unwrap_err().0.contains("got 0 and 1000"));
+    }
+
+    #[test]
+    fn event_log_bounds_are_refused_by_name() {
+        let refusal = |f: &dyn Fn(&mut SessionLimits)| {
+            let mut c = DeviceConfig::default();
+            f(&mut c.sessions);
+            c.validate().unwrap_err().0
+        };
+        assert!(refusal(&|s| s.event_log_events = 0).contains("event_log_events"));
+        assert!(refusal(&|s| s.event_log_bytes = 0).contains("event_log_bytes"));
+        let e = refusal(&|s| s.events_page = s.max_events_page + 1);
+        assert!(
+            e.contains("events_page") && e.contains("max_events_page"),
+            "{e}"
+        );
+        assert!(DeviceConfig::default().validate().is_ok());
     }
 }

@@ -65,6 +65,9 @@ pub struct MethodSpec {
     /// the refusal itself (`status` says the session exists, and no more) instead of the
     /// rule's -32602.
     pub answers_refusal: bool,
+    /// Ours, beyond the spec (`beyond_spec` in spec/methods.json): a client that never asks
+    /// for it sees nothing of it.
+    pub beyond_spec: bool,
     pub(crate) serve: Serve,
 }
 
@@ -80,6 +83,7 @@ impl PartialEq for MethodSpec {
                 m.on,
                 m.dir_checked,
                 m.answers_refusal,
+                m.beyond_spec,
             )
         };
         row(self) == row(other)
@@ -103,6 +107,14 @@ impl MethodSpec {
         MethodSpec {
             answers_refusal: true,
             ..self.checked()
+        }
+    }
+
+    /// The same row, marked as our extension beyond the spec.
+    const fn beyond_spec(self) -> MethodSpec {
+        MethodSpec {
+            beyond_spec: true,
+            ..self
         }
     }
 
@@ -183,6 +195,7 @@ const fn row(
         on,
         dir_checked: false,
         answers_refusal: false,
+        beyond_spec: false,
         serve,
     }
 }
@@ -230,6 +243,8 @@ pub const METHODS: &[MethodSpec] = &[
     notification("_lembas/terminal/close", Some("terminal"), Link, N::TerminalClose),
     sends("_lembas/terminal/output", Notification, Some("terminal"), Link),
     sends("_lembas/terminal/exit", Notification, Some("terminal"), Link),
+    // Ours, beyond the spec (issue 16): a reattaching client's missed events.
+    request("_lembas/session/events", Some("events"), Any, R::Events).checked().beyond_spec(),
 ];
 
 /// The table's row for `name`, if the protocol has such a method.
@@ -298,6 +313,8 @@ pub const CAPABILITIES: &[CapabilitySpec] = &[
     cap("model", Gates::PartOf("session/new"), Needs::Models),
     cap("configure", Gates::Methods, Needs::Models),
     cap("delete", Gates::Methods, Needs::Nothing),
+    // Ours, beyond the spec: `_lembas/session/events` and `_meta.lembas.seq` on events.
+    cap("events", Gates::Methods, Needs::Nothing),
     cap("terminal", Gates::Methods, Needs::RemoteTerminal),
     cap(
         "shell",

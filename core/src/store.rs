@@ -23,19 +23,26 @@ pub enum Table {
     /// [`EPOCH_KEY`] → the number of the device's latest start on this store (decimal), the
     /// prefix of every request id it sends, so no id repeats across restarts.
     Device,
+    /// `<session>/<first seq, 20 digits>` → a block of the session's event log: a JSON array of
+    /// `{ seq, method, params }`, oldest first (device/event_log.rs).
+    Events,
 }
 
 /// The key in [`Table::Device`] of the device's start number.
 pub const EPOCH_KEY: &str = "epoch";
 
 impl Table {
-    pub const ALL: [Table; 5] = [
+    pub const ALL: [Table; 6] = [
         Table::Sessions,
         Table::Turns,
         Table::History,
         Table::Deletes,
         Table::Device,
+        Table::Events,
     ];
+
+    /// The tables whose keys are `<session>/...`: a session's own entries besides its record.
+    pub const OF_SESSION: [Table; 3] = [Table::Turns, Table::History, Table::Events];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -44,6 +51,7 @@ impl Table {
             Table::History => "history",
             Table::Deletes => "deletes",
             Table::Device => "device",
+            Table::Events => "events",
         }
     }
 }
@@ -156,6 +164,14 @@ pub struct SessionRecord {
     /// (a record written before it was kept reads as none said).
     #[serde(default, skip_serializing_if = "crate::engine::Context::is_empty")]
     pub context: crate::engine::Context,
+    /// Every event sequence number the device has handed out for this session is below this
+    /// (reserved ahead in blocks, so a restart never reuses one; device/event_log.rs).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub seq_reserved: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// A turn ledger entry as it is stored.
@@ -216,7 +232,13 @@ pub fn history_key(session: &str, index: usize) -> String {
     format!("{session}/{index:010}")
 }
 
-/// The prefix every key of a session has in [`Table::Turns`] and [`Table::History`].
+/// Key of a block of a session's event log in [`Table::Events`]: its first seq, zero-padded so
+/// keys sort by it.
+pub fn events_key(session: &str, first_seq: u64) -> String {
+    format!("{session}/{first_seq:020}")
+}
+
+/// The prefix every key of a session has in the [`Table::OF_SESSION`] tables.
 pub fn session_prefix(session: &str) -> String {
     format!("{session}/")
 }
@@ -259,7 +281,7 @@ pub fn history_record(
 pub fn belongs_to(entry: &Entry, session: &str) -> bool {
     match entry.table {
         Table::Sessions => entry.key == session,
-        Table::Turns | Table::History => entry
+        Table::Turns | Table::History | Table::Events => entry
             .key
             .strip_prefix(session)
             .is_some_and(|rest| rest.starts_with('/')),
@@ -302,7 +324,7 @@ impl MemStore {
             .collect()
     }
 
-    /// The entries of one session (its record, turns and history), as `Effect::LoadSession`
+    /// The entries of one session (its record, turns, history and event log), as `Effect::LoadSession`
     /// asks for them.
     pub fn session_entries(&self, session: &str) -> Vec<Entry> {
         let prefix = session_prefix(session);
@@ -314,7 +336,7 @@ impl MemStore {
                 value: v.clone(),
             });
         }
-        for table in [Table::Turns, Table::History] {
+        for table in Table::OF_SESSION {
             out.extend(
                 self.map
                     .range((table, prefix.clone())..)

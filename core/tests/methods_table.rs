@@ -19,6 +19,8 @@ struct Row {
     direction: Direction,
     kind: Kind,
     capability: Option<String>,
+    /// Our extension, not the spec's (`"beyond_spec": true`).
+    beyond_spec: bool,
 }
 
 fn spec_rows() -> BTreeMap<String, Row> {
@@ -43,10 +45,16 @@ fn spec_rows() -> BTreeMap<String, Row> {
             Value::String(s) => Some(s.clone()),
             other => panic!("{name}: capability must be a string or null, not {other}"),
         };
+        let beyond_spec = match &entry["beyond_spec"] {
+            Value::Null => false,
+            Value::Bool(b) => *b,
+            other => panic!("{name}: beyond_spec must be a boolean, not {other}"),
+        };
         let row = Row {
             direction,
             kind,
             capability,
+            beyond_spec,
         };
         assert!(
             rows.insert(name.to_string(), row).is_none(),
@@ -63,6 +71,7 @@ fn core_rows() -> BTreeMap<String, Row> {
             direction: m.direction,
             kind: m.kind,
             capability: m.capability.map(str::to_string),
+            beyond_spec: m.beyond_spec,
         };
         assert!(
             rows.insert(m.name.to_string(), row).is_none(),
@@ -101,6 +110,28 @@ fn the_core_table_is_the_spec_table() {
         assert_eq!(methods::find(m.name), Some(m), "find(`{}`)", m.name);
     }
     assert_eq!(methods::find("session/nope"), None);
+}
+
+#[test]
+fn our_extensions_beyond_the_spec_are_marked_and_gated_by_a_capability_of_their_own() {
+    let ours: Vec<_> = METHODS.iter().filter(|m| m.beyond_spec).collect();
+    assert!(
+        ours.iter().any(|m| m.name == "_lembas/session/events"),
+        "{ours:?}"
+    );
+    for m in ours {
+        // A plain client never sees it: it is named by a capability only ours use.
+        let cap = m
+            .capability
+            .unwrap_or_else(|| panic!("`{}` is ours yet ungated", m.name));
+        assert!(
+            METHODS
+                .iter()
+                .filter(|o| o.capability == Some(cap))
+                .all(|o| o.beyond_spec),
+            "`{cap}` gates a method of the spec too"
+        );
+    }
 }
 
 #[test]

@@ -49,6 +49,8 @@ pub struct LinkWorld {
     pub terminals: Vec<String>,
     /// The answer to the last `_lembas/terminal/open`.
     pub opened: Option<Result<serde_json::Value, lembas_core::jsonrpc::RpcError>>,
+    /// The last seq of the session the client heard, noted before a cut.
+    pub noted_seq: Option<u64>,
 }
 
 impl LinkWorld {
@@ -72,6 +74,7 @@ impl LinkWorld {
             local_session: None,
             terminals: Vec::new(),
             opened: None,
+            noted_seq: None,
         }
     }
 

@@ -98,8 +98,8 @@ impl RedbStore {
         Ok(out)
     }
 
-    /// The entries of one session (its record, turns and history), for `Effect::LoadSession`:
-    /// a point read and two prefix ranges, not a scan of the store.
+    /// The entries of one session (its record, turns, history and event log), for
+    /// `Effect::LoadSession`: a point read and three prefix ranges, not a scan of the store.
     pub fn session_entries(&self, session: &str) -> Result<Vec<Entry>, StoreError> {
         let other = |e: &dyn std::fmt::Display| StoreError::Other(self.path.clone(), e.to_string());
         let txn = self.db.begin_read().map_err(|e| other(&e))?;
@@ -115,7 +115,7 @@ impl RedbStore {
             });
         }
         let prefix = lembas_core::store::session_prefix(session);
-        for table in [Table::Turns, Table::History] {
+        for table in Table::OF_SESSION {
             let t = txn.open_table(def(table)).map_err(|e| other(&e))?;
             for item in t.range(prefix.as_str()..).map_err(|e| other(&e))? {
                 let (k, v) = item.map_err(|e| other(&e))?;

@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::Value;
 
 use super::connection::{Connection, RequestIds};
+use super::event_log::notification_frame;
 use super::outbox::Outbox;
 use super::{ConnId, ConnKind, Device};
 use crate::config::Mode;
@@ -26,6 +27,7 @@ use crate::wire::event::card::{
     PermissionMeta, PermissionOption, PermissionParams, PlanParams, QuestionParams,
 };
 use crate::wire::event::notice::SettledParams;
+use crate::wire::event::seq::SeqMeta;
 
 /// The spec's bounds on a question card.
 pub const MAX_QUESTIONS: usize = 4;
@@ -45,6 +47,9 @@ pub(crate) struct OpenCard {
     pub asked: BTreeMap<ConnId, Id>,
     /// Whether the session's mode is capped (a plan's approved mode is lowered).
     pub capped: bool,
+    /// Its seq in the session's events (event_log.rs): the same on every copy, offered again
+    /// to a later connection too.
+    pub seq: Option<u64>,
 }
 
 impl OpenCard {
@@ -89,7 +94,7 @@ fn offer_one(
     if open.asked.contains_key(&conn) || !c.may_receive(method) {
         return;
     }
-    let params = card_params(&key.0, &open.card, patient);
+    let params = card_params(&key.0, &open.card, patient, open.seq);
     let id = ids.next();
     c.expect_answer(id.clone(), method);
     open.asked.insert(conn, id.clone());
@@ -127,9 +132,27 @@ impl Cards {
                 deadline,
                 asked: BTreeMap::new(),
                 capped,
+                seq: None,
             },
         );
         Ok(key)
+    }
+
+    /// Give an open card its seq, before it is put to anyone; its method and params as the
+    /// session's log keeps them.
+    pub fn stamp(
+        &mut self,
+        key: &CardKey,
+        seq: u64,
+        patient: bool,
+    ) -> Option<(&'static str, String)> {
+        let open = self.open.get_mut(key)?;
+        open.seq = Some(seq);
+        let params = card_params(&key.0, &open.card, patient, open.seq);
+        Some((
+            open.method(),
+            serde_json::to_string(&params).expect("cards serialize"),
+        ))
     }
 
     /// Put the card to `conn` (`c`) if it may be asked and was not yet. `patient`: a terminal
@@ -209,22 +232,24 @@ impl Cards {
         self.open.remove(key)
     }
 
-    /// Take the card's other copies down (not on `answered_by`), and drop the requests still
-    /// out for it: their answers, should they come, change nothing.
+    /// Take the card's other copies down (not on `answered_by`) with a settled notice of
+    /// `seq`, and drop the requests still out for it: their answers, should they come, change
+    /// nothing. Returns the notice's params, for the session's log.
     pub fn settle(
         key: &CardKey,
         open: OpenCard,
         answered_by: Option<ConnId>,
+        seq: Option<u64>,
         conns: &mut BTreeMap<ConnId, Connection>,
         out: &mut Outbox,
-    ) {
-        let frame = jsonrpc::encode_notification(
-            "_lembas/permission/settled",
-            &SettledParams {
-                session_id: key.0.clone(),
-                tool_call_id: key.1.clone(),
-            },
-        );
+    ) -> String {
+        let params = serde_json::to_string(&SettledParams {
+            meta: seq.map(SeqMeta::new),
+            session_id: key.0.clone(),
+            tool_call_id: key.1.clone(),
+        })
+        .expect("notices serialize");
+        let frame = notification_frame("_lembas/permission/settled", &params);
         for (conn, id) in open.asked {
             let Some(c) = conns.get_mut(&conn) else {
                 continue;
@@ -234,6 +259,7 @@ impl Cards {
                 out.send(conn, frame.clone());
             }
         }
+        params
     }
 
     /// Cards past their time, each with its decision: denied or dismissed.
@@ -308,6 +334,12 @@ impl Device {
             .sessions
             .get(session)
             .is_some_and(|s| holds_terminal(&s.holders, &self.conns));
+        // A card is an event of the session: a seq, and kept in its log.
+        if let Some(seq) = self.next_seq(session) {
+            if let Some((method, params)) = self.cards.stamp(&key, seq, patient) {
+                self.log_event(session, seq, method, &params);
+            }
+        }
         for conn in holders {
             if let Some(c) = self.conns.get_mut(&conn) {
                 let (ids, out) = (&mut self.request_ids, &mut self.out);
@@ -345,7 +377,18 @@ impl Device {
             self.change_mode(&key.0, mode);
         }
         self.decide_engine(&key.0, &open.turn_id, &key.1, decision);
-        Cards::settle(key, open, answered_by, &mut self.conns, &mut self.out);
+        self.settle_card(key, open, answered_by);
+    }
+
+    /// Take a card down everywhere but on `answered_by`: a settled notice, an event of the
+    /// session with its seq, kept in its log.
+    fn settle_card(&mut self, key: &CardKey, open: OpenCard, answered_by: Option<ConnId>) {
+        let seq = self.next_seq(&key.0);
+        let params = Cards::settle(key, open, answered_by, seq, &mut self.conns, &mut self.out);
+        if let Some(seq) = seq {
+            let method = "_lembas/permission/settled";
+            self.log_event(&key.0, seq, method, &params);
+        }
     }
 
     fn decide_engine(&mut self, session: &str, turn: &str, tool_call_id: &str, decision: Decision) {
@@ -367,7 +410,7 @@ impl Device {
     /// A turn ended: its cards are no longer waited for.
     pub(super) fn drop_turn_cards(&mut self, session: &str, turn: &str) {
         for (key, open) in self.cards.take_turn(session, turn) {
-            Cards::settle(&key, open, None, &mut self.conns, &mut self.out);
+            self.settle_card(&key, open, None);
         }
     }
 }
@@ -419,9 +462,9 @@ fn check_card(card: &mut Card) -> Result<(), String> {
     Ok(())
 }
 
-fn card_params(session: &str, card: &Card, patient: bool) -> CardParams {
+fn card_params(session: &str, card: &Card, patient: bool, seq: Option<u64>) -> CardParams {
     let meta = CardMeta {
-        lembas: Patience { patient },
+        lembas: Patience { patient, seq },
     };
     let session_id = session.to_owned();
     let tool_call_id = card.tool_call_id.clone();
@@ -448,6 +491,7 @@ fn card_params(session: &str, card: &Card, patient: bool) -> CardParams {
                         patient,
                         purpose: purpose.clone(),
                         reason: reason.clone(),
+                        seq,
                     },
                 },
                 options,
@@ -632,6 +676,7 @@ mod tests {
             deadline: Time(0),
             asked: asked.iter().map(|(c, id)| (*c, Id::string(id))).collect(),
             capped: false,
+            seq: None,
         };
         let mut cards = Cards::default();
         cards.open.insert(
@@ -711,7 +756,8 @@ mod tests {
     /// together where "always" is offered, neither where it is not.
     #[test]
     fn an_approval_says_always_exactly_when_allow_always_is_offered() {
-        let offered = serde_json::to_value(card_params("ses_1", &permission(true), true)).unwrap();
+        let offered =
+            serde_json::to_value(card_params("ses_1", &permission(true), true, None)).unwrap();
         assert_eq!(
             offered,
             json!({
@@ -726,7 +772,8 @@ mod tests {
                 "_meta": { "lembas": { "reason": "runs a command", "always": true, "patient": true } },
             })
         );
-        let never = serde_json::to_value(card_params("ses_1", &permission(false), false)).unwrap();
+        let never =
+            serde_json::to_value(card_params("ses_1", &permission(false), false, None)).unwrap();
         assert_eq!(
             never["options"],
             json!([
@@ -833,7 +880,7 @@ mod tests {
             }))
         ));
         let open = cards.take(&key).unwrap();
-        Cards::settle(&key, open, Some(ConnId(2)), &mut conns, &mut out);
+        Cards::settle(&key, open, Some(ConnId(2)), Some(4), &mut conns, &mut out);
         // The other copy is taken down; the one that answered is told nothing more.
         let sent: Vec<_> = std::iter::from_fn(|| out.poll()).collect();
         assert!(

@@ -1,10 +1,12 @@
 //! The streaming hot path: a text or thought chunk of the running turn, to every holder of its
-//! session. One `session/update` and one `_lembas/event` per chunk, written straight into the
-//! frame (no `serde_json::Value` tree built and dropped per chunk, no key escaped), and the
-//! event only when a holder takes events. The bytes are the same as the generic path's (keys
-//! in the order a `Value` map sorts them); a test holds the two to it.
+//! session. One `session/update` and one `_lembas/event` per chunk, each with its seq, written
+//! straight into the params (no `serde_json::Value` tree built and dropped per chunk, no key
+//! escaped), sent to the holders that hear it and kept in the session's event log whoever
+//! does. The bytes are the same as the generic path's (keys in the order a `Value` map sorts
+//! them); a test holds the two to it.
 
 use super::connection::Phase;
+use super::event_log::{notification_frame, push_u64};
 use super::outbox::Lane;
 use super::{ConnId, Device};
 use crate::wire::event::lembas::{LembasEvent, TextEvent};
@@ -51,48 +53,56 @@ impl Chunk {
 
 /// A JSON string: as serde_json writes it (the same escaping), with a plain copy when nothing
 /// in it needs escaping (the usual chunk).
-fn push_json_str(out: &mut Vec<u8>, s: &str) {
+fn push_json_str(out: &mut String, s: &str) {
     if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
-        out.push(b'"');
-        out.extend_from_slice(s.as_bytes());
-        out.push(b'"');
+        out.push('"');
+        out.push_str(s);
+        out.push('"');
     } else {
-        serde_json::to_writer(&mut *out, s).expect("a string always serializes");
+        out.push_str(&serde_json::to_string(s).expect("a string always serializes"));
     }
 }
 
-/// `session/update` for a chunk, written directly: the fixed parts are literals, and only the
-/// session id and the text are escaped (serde_json spent most of a chunk on the keys).
-fn update_frame(session: &str, update: &'static str, text: &str) -> Vec<u8> {
-    let mut f = Vec::with_capacity(160 + session.len() + text.len());
-    f.extend_from_slice(br#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"#);
-    push_json_str(&mut f, session);
-    f.extend_from_slice(br#","update":{"content":{"text":"#);
-    push_json_str(&mut f, text);
-    f.extend_from_slice(br#","type":"text"},"sessionUpdate":""#);
-    f.extend_from_slice(update.as_bytes());
-    f.extend_from_slice(br#""}}}"#);
-    f
+/// `{"_meta":{"lembas":{"seq":N}},`: how a chunk's params open.
+fn push_seq(out: &mut String, seq: u64) {
+    out.push_str(r#"{"_meta":{"lembas":{"seq":"#);
+    push_u64(out, seq);
+    out.push_str("}},");
 }
 
-/// `_lembas/event` for a chunk, written as [`update_frame`] is.
-fn event_frame(session: &str, event: &'static str, text: &str) -> Vec<u8> {
-    let mut f = Vec::with_capacity(120 + session.len() + text.len());
-    f.extend_from_slice(br#"{"jsonrpc":"2.0","method":"_lembas/event","params":{"event":{"text":"#);
-    push_json_str(&mut f, text);
-    f.extend_from_slice(br#","type":""#);
-    f.extend_from_slice(event.as_bytes());
-    f.extend_from_slice(br#""},"sessionId":"#);
-    push_json_str(&mut f, session);
-    f.extend_from_slice(b"}}");
-    f
+/// `session/update` params for a chunk, written directly: the fixed parts are literals, and
+/// only the session id and the text are escaped (serde_json spent most of a chunk on the keys).
+fn update_params(f: &mut String, session: &str, seq: u64, update: &'static str, text: &str) {
+    f.clear();
+    push_seq(f, seq);
+    f.push_str(r#""sessionId":"#);
+    push_json_str(f, session);
+    f.push_str(r#","update":{"content":{"text":"#);
+    push_json_str(f, text);
+    f.push_str(r#","type":"text"},"sessionUpdate":""#);
+    f.push_str(update);
+    f.push_str(r#""}}"#);
+}
+
+/// `_lembas/event` params for a chunk, written as [`update_params`] are.
+fn event_params(f: &mut String, session: &str, seq: u64, event: &'static str, text: &str) {
+    f.clear();
+    push_seq(f, seq);
+    f.push_str(r#""event":{"text":"#);
+    push_json_str(f, text);
+    f.push_str(r#","type":""#);
+    f.push_str(event);
+    f.push_str(r#""},"sessionId":"#);
+    push_json_str(f, session);
+    f.push('}');
 }
 
 impl Device {
     /// Send one chunk of `session`'s running turn to its holders.
     pub(super) fn broadcast_chunk(&mut self, session: &str, chunk: Chunk, text: &str) {
         let (update, event) = chunk.names();
-        let Some(s) = self.sessions.get(session) else {
+        // One lookup of the session for both frames, their seqs and their log entries.
+        let Some(s) = self.sessions.get_mut(session) else {
             return;
         };
         // Few holders (a link, an editor, a terminal): a small array, not a Vec per chunk.
@@ -120,15 +130,28 @@ impl Device {
         if more {
             return self.broadcast_chunk_slow(session, chunk, text);
         }
-        // The session's own frames: not held behind another session's persists.
+        // The session's own frames: not held behind another session's persists. Both are
+        // logged whoever hears them now: a client cut off asks for them later.
         let lane = Lane::of(session);
+        let update_seq = s.take_seq(&mut self.out, lane);
+        let event_seq = s.take_seq(&mut self.out, lane);
+        // Written into one reused buffer: the frame and the log each copy it.
+        let params = &mut self.chunk_params;
+        let limits = &self.config.sessions;
+        update_params(params, session, update_seq, update, text);
         if nu > 0 {
-            let frame = update_frame(session, update, text);
+            let frame = notification_frame("session/update", params);
             self.out.send_to_all_in(lane, &updates[..nu], frame);
         }
+        let first = s.events.push(update_seq, "session/update", params, limits);
+        event_params(params, session, event_seq, event, text);
         if ne > 0 {
-            let frame = event_frame(session, event, text);
+            let frame = notification_frame("_lembas/event", params);
             self.out.send_to_all_in(lane, &events[..ne], frame);
+        }
+        let second = s.events.push(event_seq, "_lembas/event", params, limits);
+        if first || second {
+            self.unflushed_logs.push(session.to_owned());
         }
     }
 
@@ -146,7 +169,21 @@ mod tests {
     use super::*;
     use crate::jsonrpc;
     use crate::wire::event::lembas::EventParams;
+    use crate::wire::event::seq::SeqMeta;
     use crate::wire::event::update::UpdateParams;
+
+    // A seq of several digits, and a buffer that held something longer before.
+    fn update_frame(session: &str, update: &'static str, text: &str) -> Vec<u8> {
+        let mut params = "stale".repeat(100);
+        update_params(&mut params, session, 1234567890, update, text);
+        notification_frame("session/update", &params)
+    }
+
+    fn event_frame(session: &str, event: &'static str, text: &str) -> Vec<u8> {
+        let mut params = "stale".repeat(100);
+        event_params(&mut params, session, 1234567890, event, text);
+        notification_frame("_lembas/event", &params)
+    }
 
     #[test]
     fn the_fast_frames_are_the_generic_frames_byte_for_byte() {
@@ -162,7 +199,7 @@ mod tests {
             let (update, event) = chunk.names();
             let generic = jsonrpc::encode_notification(
                 "session/update",
-                &json!({ "sessionId": "ses_1",
+                &json!({ "_meta": { "lembas": { "seq": 1234567890 } }, "sessionId": "ses_1",
                          "update": { "sessionUpdate": update,
                                      "content": { "type": "text", "text": text } } }),
             );
@@ -170,6 +207,7 @@ mod tests {
             let typed = jsonrpc::encode_notification(
                 "session/update",
                 &UpdateParams {
+                    meta: SeqMeta::some(1234567890),
                     session_id: "ses_1".into(),
                     update: chunk.update(text),
                 },
@@ -177,12 +215,14 @@ mod tests {
             assert_eq!(update_frame("ses_1", update, text), typed);
             let generic = jsonrpc::encode_notification(
                 "_lembas/event",
-                &json!({ "sessionId": "ses_1", "event": { "type": event, "text": text } }),
+                &json!({ "_meta": { "lembas": { "seq": 1234567890 } }, "sessionId": "ses_1",
+                         "event": { "type": event, "text": text } }),
             );
             assert_eq!(event_frame("ses_1", event, text), generic);
             let typed = jsonrpc::encode_notification(
                 "_lembas/event",
                 &EventParams {
+                    meta: SeqMeta::some(1234567890),
                     event: chunk.event(text),
                     session_id: "ses_1".into(),
                 },

@@ -200,6 +200,10 @@ impl Device {
             },
             Record::DeletePrefix {
                 table: Table::History,
+                prefix: prefix.clone(),
+            },
+            Record::DeletePrefix {
+                table: Table::Events,
                 prefix,
             },
         ];

@@ -69,6 +69,7 @@ pub(crate) enum RequestHandler {
     Title,
     Delete,
     TerminalOpen,
+    Events,
 }
 
 impl RequestHandler {
@@ -85,6 +86,7 @@ impl RequestHandler {
             RequestHandler::Title => title(d, c),
             RequestHandler::Delete => delete(d, c),
             RequestHandler::TerminalOpen => terminal_open(d, c),
+            RequestHandler::Events => events(d, c),
         }
     }
 }
@@ -155,6 +157,10 @@ fn delete(d: &mut Device, c: &Call<'_>) -> Result<Reply, RpcError> {
 fn terminal_open(d: &mut Device, c: &Call<'_>) -> Result<Reply, RpcError> {
     // Answered once the shell has started the terminal.
     d.terminal_open(c.conn, c.id, c.params()?).map(|()| None)
+}
+
+fn events(d: &mut Device, c: &Call<'_>) -> Result<Reply, RpcError> {
+    c.answer(&d.session_events(c.conn, c.params()?)?)
 }
 
 fn cancel(d: &mut Device, _conn: ConnId, params: Option<&RawValue>) {

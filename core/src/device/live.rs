@@ -150,6 +150,8 @@ impl Device {
                 ))
                 .with_data(serde_json::json!({ "limit": max })));
             };
+            // The rest of its log and its exact next seq go to the store first.
+            self.seal_event_log(&id);
             self.sessions.set_aside(&id);
         }
         Ok(())
@@ -317,6 +319,7 @@ pub(super) mod tests {
                 plan: None,
                 given: false,
                 context: Default::default(),
+                seq_reserved: 0,
             },
             10,
         )

@@ -12,6 +12,7 @@ mod chunks;
 mod connection;
 mod deletes;
 mod dispatch;
+mod event_log;
 pub(crate) mod handlers;
 mod handshake;
 mod input;
@@ -274,6 +275,11 @@ pub struct Device {
     relink_pending: bool,
     /// Every deadline, refreshed as each input ends (timers.rs).
     timers: timers::Timers,
+    /// Sessions whose event log has entries the store lacks (event_log.rs).
+    unflushed_logs: Vec<String>,
+    /// A chunk's params as they are written (chunks.rs), reused so a chunk allocates only its
+    /// frames.
+    chunk_params: String,
 }
 
 impl Device {
@@ -298,6 +304,8 @@ impl Device {
             request_ids: Default::default(),
             relink_pending: false,
             timers: Default::default(),
+            unflushed_logs: Vec::new(),
+            chunk_params: String::new(),
         };
         device.after_input();
         Ok(device)
@@ -453,8 +461,10 @@ impl Device {
     /// `delete_session`), so that work which must follow any input is never left to a call
     /// site that remembered it: kept deletes go to a link that may hear them (after its
     /// `initialize`), a restart for new settings goes once nothing holds it (behind them), and
-    /// the timer table is refreshed from the state the input left.
+    /// the timer table is refreshed from the state the input left; event logs gathered enough are
+    /// written.
     fn after_input(&mut self) {
+        self.flush_event_logs();
         self.send_pending_deletes_to_links();
         self.relink_if_idle();
         self.timers = self.current_timers();

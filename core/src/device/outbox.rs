@@ -192,6 +192,24 @@ impl Outbox {
         self.effect(Effect::Persist { seq, records });
     }
 
+    /// Write `records` now, gating nothing: no output waits for them (unless asked later with
+    /// [`Self::wait_in`]). Returns the persist's number.
+    pub(super) fn persist_quiet(&mut self, records: Vec<Record>) -> u64 {
+        self.issued += 1;
+        let seq = self.issued;
+        self.effect(Effect::Persist { seq, records });
+        seq
+    }
+
+    /// Every output of `lane` queued from now on waits for persist `seq` too (one issued
+    /// earlier with [`Self::persist_quiet`]).
+    pub(super) fn wait_in(&mut self, lane: Lane, seq: u64) {
+        if seq > self.acked && seq > self.last_global {
+            let gate = self.last_in_lane.entry(lane).or_insert(0);
+            *gate = (*gate).max(seq);
+        }
+    }
+
     /// Persist `records` only once every output queued before them has left.
     pub(super) fn persist_after_send(&mut self, records: Vec<Record>) {
         self.queue.push_back(Entry {
@@ -682,6 +700,30 @@ mod tests {
         out.persist_in(lane(LA), vec![record("a")]);
         out.acked(u64::MAX);
         assert!(out.last_in_lane.is_empty());
+    }
+
+    #[test]
+    fn a_lane_may_wait_for_a_quiet_persist_issued_earlier() {
+        let mut out = Outbox::default();
+        let quiet = out.persist_quiet(vec![record("ahead")]);
+        out.send_in(lane(LA), A, frame("before"));
+        out.wait_in(lane(LA), quiet);
+        out.send_in(lane(LA), A, frame("after"));
+        out.send_in(lane(LB), B, frame("b"));
+        assert_eq!(out.poll().as_ref().and_then(persist_seq), Some(quiet));
+        assert_eq!(
+            out.poll(),
+            sent(A, "before"),
+            "the quiet persist held nothing queued"
+        );
+        assert_eq!(out.poll(), sent(B, "b"), "nor another lane");
+        assert_eq!(out.poll(), None, "`after` waits for it");
+        out.acked(quiet);
+        assert_eq!(out.poll(), sent(A, "after"));
+        // Asked for once it is written, it holds nothing.
+        out.wait_in(lane(LA), quiet);
+        out.send_in(lane(LA), A, frame("later"));
+        assert_eq!(out.poll(), sent(A, "later"));
     }
 
     #[test]

@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{json, Map};
 
+use super::event_log::{read_block, EventLog, LoggedEvent};
 use super::ledger::TurnState;
 use super::sessions::Session;
 use crate::turn::Answer;
@@ -40,6 +41,8 @@ pub(super) struct StoredSession {
     pub record: Option<SessionRecord>,
     pub turns: Vec<(String, TurnRecord)>,
     pub history: Vec<(String, HistoryTurn)>,
+    /// Its event log's blocks: (first seq, events).
+    pub events: Vec<(u64, Vec<LoggedEvent>)>,
 }
 
 /// Store entries grouped by session; the deletes kept; the last start's epoch; what could not
@@ -90,6 +93,23 @@ impl Grouped {
                         .push(unreadable(format!("epoch `{}`: {err}", e.value))),
                 },
                 Table::Device => g.bad.push(unreadable("not a key the device keeps".into())),
+                Table::Events => match (
+                    e.key
+                        .split_once('/')
+                        .and_then(|(s, first)| Some((s, first.parse::<u64>().ok()?))),
+                    read_block(&e.value),
+                ) {
+                    (Some((session, first)), Ok(events)) => g
+                        .sessions
+                        .entry(session.to_string())
+                        .or_default()
+                        .events
+                        .push((first, events)),
+                    (None, _) => g
+                        .bad
+                        .push(unreadable("key is not `<session>/<first seq>`".into())),
+                    (_, Err(err)) => g.bad.push(unreadable(err)),
+                },
                 Table::History => match (
                     e.key.split_once('/'),
                     serde_json::from_str::<HistoryTurn>(&e.value),
@@ -188,9 +208,22 @@ impl Device {
                     prefix: store::session_prefix(id),
                 });
             }
+            if !stored.events.is_empty() {
+                records.push(Record::DeletePrefix {
+                    table: Table::Events,
+                    prefix: store::session_prefix(id),
+                });
+            }
             return None;
         };
         let mut s = Session::new(rec, self.config.sessions.ledger_turns);
+        s.events = EventLog::restore(
+            id,
+            stored.events,
+            s.durable.seq_reserved,
+            &self.config.sessions,
+            records,
+        );
         let mut history = stored.history;
         history.sort_by(|a, b| a.0.cmp(&b.0));
         s.history = history.into_iter().map(|(_, t)| t).collect();

@@ -7,6 +7,7 @@ use serde_json::{json, Value};
 
 use super::cards;
 use super::connection::Phase;
+use super::event_log::notification_frame;
 use super::limits::admit_over_link;
 use super::outbox::Lane;
 use super::turn_table::TurnTable;
@@ -18,6 +19,7 @@ use crate::paths;
 use crate::rng::Rng;
 use crate::store::{Record, SessionRecord, Table};
 use crate::wire::event::lembas::{EventParams, LembasEvent, ModeEvent, PlanEvent, TitleEvent};
+use crate::wire::event::seq::SeqMeta;
 use crate::wire::event::update::{
     CurrentModeUpdate, PlanEntry, PlanEntryStatus, PlanMeta, PlanUpdate, SessionUpdate,
     UpdateParams,
@@ -45,6 +47,8 @@ pub(crate) struct Session {
     /// When it was last named (the device's use counter), for setting the least recently used
     /// idle session aside (live.rs).
     pub used: u64,
+    /// Its recent events with their seqs (event_log.rs).
+    pub events: super::event_log::EventLog,
 }
 
 impl Session {
@@ -59,6 +63,7 @@ impl Session {
             history: Vec::new(),
             capped: true,
             used: 0,
+            events: Default::default(),
         }
     }
 
@@ -219,6 +224,9 @@ impl Device {
                 plan: None,
                 given: kind == ConnKind::Link,
                 context: p.context,
+                // Its first block of event seqs is reserved with it: its first event waits for
+                // no write of its own.
+                seq_reserved: 1 + super::event_log::SEQ_BLOCK,
             },
             self.config.sessions.ledger_turns,
         );
@@ -284,15 +292,25 @@ impl Device {
         let newly = s.holders.insert(conn);
         // Spec, `plan`: sent "after a session is opened from the store when it has a plan", to
         // the connection that opened it, so its plan card is drawn without waiting for a change.
-        let plan = s.durable.plan.as_ref().filter(|_| from_store).map(|p| {
-            jsonrpc::encode_notification(
-                "session/update",
-                &UpdateParams {
+        // It is an event of the session like any other: a seq, and kept in its log.
+        let plan = match s.durable.plan.clone().filter(|_| from_store) {
+            Some(p) => {
+                let seq = s.take_seq(&mut self.out, Lane::of(session));
+                let params = serde_json::to_string(&UpdateParams {
+                    meta: SeqMeta::some(seq),
                     session_id: session.to_owned(),
-                    update: plan_update(Some(p)),
-                },
-            )
-        });
+                    update: plan_update(Some(&p)),
+                })
+                .expect("updates serialize");
+                let frame = notification_frame("session/update", &params);
+                let limits = &self.config.sessions;
+                if s.events.push(seq, "session/update", &params, limits) {
+                    self.unflushed_logs.push(session.to_owned());
+                }
+                Some(frame)
+            }
+            None => None,
+        };
         // Used from the link, the session is remote work: its modes are lowered from now on.
         s.capped |= on_link;
         // A session a client on the link was given may be deleted by it later (the mark lasts).
@@ -454,56 +472,64 @@ impl Device {
         .expect("history serializes"))
     }
 
-    /// A `session/update` to every connection that holds the session.
+    /// A `session/update` to every connection that holds the session, with the session's
+    /// next seq, kept in its event log.
     pub(super) fn broadcast_update(&mut self, session: &str, update: SessionUpdate) {
-        let Some(s) = self.sessions.get(session) else {
+        let Some(seq) = self.next_seq(session) else {
             return;
         };
-        // A session's own frames: they wait only for its own and lane-less persists.
-        let lane = Lane::of(session);
-        let frame = jsonrpc::encode_notification(
-            "session/update",
-            &UpdateParams {
-                session_id: session.to_owned(),
-                update,
-            },
-        );
-        for conn in &s.holders {
-            if self
-                .conns
-                .get(conn)
-                .is_some_and(|c| c.phase == Phase::Ready)
-            {
-                self.out.send_in(lane, *conn, frame.clone());
-            }
-        }
+        let params = serde_json::to_string(&UpdateParams {
+            meta: SeqMeta::some(seq),
+            session_id: session.to_owned(),
+            update,
+        })
+        .expect("updates serialize");
+        self.broadcast_logged(session, seq, "session/update", params, |c| {
+            c.phase == Phase::Ready
+        });
     }
 
-    /// An `_lembas/event` to every holder whose client said `_meta.lembas`.
+    /// An `_lembas/event` to every holder whose client said `_meta.lembas`, with the
+    /// session's next seq, kept in its event log (whoever hears it now: a client cut off asks
+    /// for it later).
     pub(super) fn broadcast_event(&mut self, session: &str, event: LembasEvent) {
+        let Some(seq) = self.next_seq(session) else {
+            return;
+        };
+        let params = serde_json::to_string(&EventParams {
+            meta: SeqMeta::some(seq),
+            event,
+            session_id: session.to_owned(),
+        })
+        .expect("events serialize");
+        self.broadcast_logged(session, seq, "_lembas/event", params, |c| {
+            c.may_receive("_lembas/event")
+        });
+    }
+
+    /// Send a notification of the session, its params encoded with `seq`, to every holder
+    /// `hears`, in the session's lane (its frames wait only for its own and lane-less
+    /// persists); then keep it in the session's log.
+    pub(super) fn broadcast_logged(
+        &mut self,
+        session: &str,
+        seq: u64,
+        method: &'static str,
+        params: String,
+        hears: impl Fn(&super::connection::Connection) -> bool,
+    ) {
         let Some(s) = self.sessions.get(session) else {
             return;
         };
         let lane = Lane::of(session);
-        // Encoded only when someone hears it.
         let mut frame = None;
-        let mut event = Some(event);
         for conn in &s.holders {
-            if self
-                .conns
-                .get(conn)
-                .is_some_and(|c| c.may_receive("_lembas/event"))
-            {
-                let frame = frame.get_or_insert_with(|| {
-                    let params = EventParams {
-                        event: event.take().expect("encoded once"),
-                        session_id: session.to_owned(),
-                    };
-                    jsonrpc::encode_notification("_lembas/event", &params)
-                });
+            if self.conns.get(conn).is_some_and(&hears) {
+                let frame = frame.get_or_insert_with(|| notification_frame(method, &params));
                 self.out.send_in(lane, *conn, frame.clone());
             }
         }
+        self.log_event(session, seq, method, &params);
     }
 
     /// A connection went away: it hears nothing more, and waits for nothing.
@@ -577,6 +603,7 @@ mod tests {
             plan: Some(json!({ "phases": [] })),
             given: true,
             context,
+            seq_reserved: 7,
         };
         let s = Session::new(rec.clone(), 10);
         let Record::Put { table, key, value } = s.record() else {

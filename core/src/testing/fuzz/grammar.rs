@@ -275,6 +275,13 @@ pub(crate) enum Params {
         session: u8,
         title: String,
     },
+    /// `_lembas/session/events` params: a small `since` (often inside the log, sometimes past
+    /// it), and a `limit` that may be 0 or over the bound.
+    Events {
+        session: u8,
+        since: u8,
+        limit: Option<u8>,
+    },
     /// The brief's fixed templates, with a session id the device never made.
     Prompt0,
     SessionNew0,
@@ -357,6 +364,18 @@ impl Params {
             }
             Params::Title { session: s, title } => {
                 serde_json::json!({"sessionId": session(s), "title": title})
+            }
+            Params::Events {
+                session: s,
+                since,
+                limit,
+            } => {
+                let mut v = serde_json::json!({"sessionId": session(s), "since": since});
+                if let Some(l) = limit {
+                    // 0, small, and over `sessions.max_events_page`'s default.
+                    v["limit"] = Value::from(u32::from(*l) * 64);
+                }
+                v
             }
             Params::Prompt0 => serde_json::json!({
                 "sessionId": "ses_x",

@@ -44,6 +44,10 @@ pub struct PermissionLembas {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub purpose: Option<String>,
     pub reason: String,
+    /// The session's event sequence number of the card (our extension): the same on every
+    /// copy of it, offered again to a later connection too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
 }
 
 /// An approval's option.
@@ -112,6 +116,9 @@ pub struct Patience {
     /// A person may also answer at the terminal: the client does not time the card out.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub patient: bool,
+    /// The session's event sequence number of the card (our extension), as an approval's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
 }
 
 /// `_lembas/question` params.
@@ -171,7 +178,10 @@ mod tests {
     fn every_card() -> Vec<CardParams> {
         let s = String::from;
         let patient = CardMeta {
-            lembas: Patience { patient: true },
+            lembas: Patience {
+                patient: true,
+                seq: Some(9),
+            },
         };
         vec![
             CardParams::Permission(PermissionParams {
@@ -181,6 +191,7 @@ mod tests {
                         patient: true,
                         purpose: Some(s("tests")),
                         reason: s("runs a command"),
+                        seq: Some(8),
                     },
                 },
                 options: vec![
@@ -204,6 +215,7 @@ mod tests {
                         patient: false,
                         purpose: None,
                         reason: s("writes"),
+                        seq: None,
                     },
                 },
                 options: vec![PermissionOption::once(), PermissionOption::deny()],

@@ -13,6 +13,9 @@ use crate::wire::session::AttachmentMeta;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EventParams {
+    /// The session's event sequence number (our extension).
+    #[serde(rename = "_meta", default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<super::seq::SeqMeta>,
     pub event: LembasEvent,
     pub session_id: String,
 }
@@ -325,8 +328,9 @@ mod tests {
     /// device's encoding before these types) writes, and reads back as itself.
     #[test]
     fn events_encode_as_their_value_did_and_decode_to_themselves() {
-        for event in every_event() {
+        for (i, event) in every_event().into_iter().enumerate() {
             let params = EventParams {
+                meta: (i % 2 == 0).then(|| super::super::seq::SeqMeta::new(i as u64 + 1)),
                 event,
                 session_id: "ses_1".into(),
             };

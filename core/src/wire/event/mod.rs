@@ -8,4 +8,5 @@
 pub mod card;
 pub mod lembas;
 pub mod notice;
+pub mod seq;
 pub mod update;

@@ -8,6 +8,9 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SettledParams {
+    /// The session's event sequence number (our extension).
+    #[serde(rename = "_meta", default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<super::seq::SeqMeta>,
     pub session_id: String,
     pub tool_call_id: String,
 }
@@ -26,6 +29,7 @@ mod tests {
     #[test]
     fn notices_encode_as_their_value_did() {
         let settled = SettledParams {
+            meta: super::super::seq::SeqMeta::some(3),
             session_id: "ses_1".into(),
             tool_call_id: "call_1".into(),
         };

@@ -12,6 +12,10 @@ use crate::engine::ToolStatus;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct UpdateParams {
+    /// The session's event sequence number (our extension; absent from a client's view of
+    /// an older device).
+    #[serde(rename = "_meta", default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<super::seq::SeqMeta>,
     pub session_id: String,
     pub update: SessionUpdate,
 }
@@ -398,8 +402,10 @@ mod tests {
     /// device's encoding before these types) writes, and reads back as itself.
     #[test]
     fn updates_encode_as_their_value_did_and_decode_to_themselves() {
-        for update in every_update() {
+        for (i, update) in every_update().into_iter().enumerate() {
+            // With a seq and without (as an older device sent them).
             let params = UpdateParams {
+                meta: (i % 2 == 0).then(|| super::super::seq::SeqMeta::new(i as u64 + 1)),
                 session_id: "ses_1".into(),
                 update,
             };

@@ -1,0 +1,917 @@
+//! Each session's event log (our extension, issue 16; capability `events`). Every event the
+//! device sends about a session (`session/update`, `_lembas/event`, a card, a settled notice)
+//! carries the session's next sequence number in `_meta.lembas.seq`, and the session keeps its
+//! recent events, the params as sent with their seq, bounded by `sessions.event_log_bytes` and
+//! `sessions.event_log_events`: the oldest give way. A client that missed some (its link was
+//! cut) asks `_lembas/session/events` for those after the last seq it saw; `truncated` says the
+//! log no longer reaches back that far (the client imports `history` instead).
+//!
+//! The log is held within its bounds in memory (so its cost does not grow with the session's
+//! age: its params share one byte buffer, at most twice the bound, so an event costs no
+//! allocation of its own) and written to the store (`Table::Events`) in a block when the
+//! session goes idle (its turn ended) and when it is set aside, with the session's exact next
+//! seq: never a write per chunk, and no frame waits for a block (an answer reads memory). A
+//! session read back, or a restarted device, reads the blocks again.
+//!
+//! Seqs are never reused: they are reserved in blocks of [`SEQ_BLOCK`] in the session's record
+//! (`seq_reserved`), durable before the first frame that uses one leaves. A running turn
+//! reserves its next block when half of the current one is used, behind nothing, so a stream
+//! does not stop for it. Events sent while a turn ran and not yet written when the process
+//! died are lost to the log, and the restarted device knows it (its reservation is ahead of
+//! its log): a client asking from before then is told `truncated`.
+
+use std::collections::VecDeque;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::outbox::{Lane, Outbox};
+use super::sessions::Session;
+use super::{ConnId, Device};
+use crate::config::SessionLimits;
+use crate::jsonrpc::RpcError;
+use crate::store::{self, Record, Table};
+
+/// Seqs reserved at once: one durable record write per this many events.
+pub(crate) const SEQ_BLOCK: u64 = 4096;
+/// What an entry costs besides its params (its seq, method and framing), so a flood of tiny
+/// events is bounded by bytes too.
+const ENTRY_OVERHEAD: usize = 48;
+
+/// The methods a log entry may name (read back from the store as these).
+const LOGGED: [&str; 6] = [
+    "session/update",
+    "_lembas/event",
+    "session/request_permission",
+    "_lembas/question",
+    "_lembas/plan",
+    "_lembas/permission/settled",
+];
+
+/// One event as it was sent, owned: as the store's blocks hold it.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct LoggedEvent {
+    pub seq: u64,
+    pub method: &'static str,
+    /// The params, JSON, exactly as sent.
+    pub params: String,
+}
+
+/// One event of the log, borrowed from it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct EventView<'a> {
+    pub seq: u64,
+    pub method: &'static str,
+    pub params: &'a str,
+}
+
+impl EventView<'_> {
+    fn cost(&self) -> usize {
+        cost(self.method, self.params.len())
+    }
+
+    /// `{"method":..,"params":..,"seq":..}`, keys sorted like a `Value`'s.
+    fn write_json(&self, out: &mut String) {
+        // Methods are literals with nothing to escape; params are JSON already.
+        out.push_str(r#"{"method":""#);
+        out.push_str(self.method);
+        out.push_str(r#"","params":"#);
+        out.push_str(self.params);
+        out.push_str(r#","seq":"#);
+        push_u64(out, self.seq);
+        out.push('}');
+    }
+}
+
+fn cost(method: &str, params: usize) -> usize {
+    params + method.len() + ENTRY_OVERHEAD
+}
+
+/// A number in decimal, without the formatting machinery (the hot path writes two a chunk).
+pub(super) fn push_u64(out: &mut String, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for d in &digits[i..] {
+        out.push(char::from(*d));
+    }
+}
+
+/// An entry as the store holds it.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StoredEvent<'a> {
+    #[serde(borrow)]
+    method: &'a str,
+    #[serde(borrow)]
+    params: &'a RawValue,
+    seq: u64,
+}
+
+/// A block of the store's log read back: its events, or why not.
+pub(super) fn read_block(value: &str) -> Result<Vec<LoggedEvent>, String> {
+    let stored: Vec<StoredEvent<'_>> = serde_json::from_str(value).map_err(|e| e.to_string())?;
+    stored
+        .into_iter()
+        .map(|e| {
+            let method = LOGGED
+                .iter()
+                .find(|m| **m == e.method)
+                .ok_or_else(|| format!("`{}` is not a method the log keeps", e.method))?;
+            Ok(LoggedEvent {
+                seq: e.seq,
+                method,
+                params: e.params.get().to_string(),
+            })
+        })
+        .collect()
+}
+
+/// One answer of `_lembas/session/events`.
+#[derive(Debug, PartialEq)]
+pub(crate) struct Page<'a> {
+    pub events: Vec<EventView<'a>>,
+    pub next: u64,
+    pub truncated: bool,
+}
+
+impl Page<'_> {
+    /// `{"events":[...],"next":..,"truncated":..}`.
+    fn to_json(&self) -> String {
+        let bytes: usize = self.events.iter().map(EventView::cost).sum();
+        let mut out = String::with_capacity(bytes + 64);
+        out.push_str(r#"{"events":["#);
+        for (i, e) in self.events.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            e.write_json(&mut out);
+        }
+        out.push_str(r#"],"next":"#);
+        push_u64(&mut out, self.next);
+        out.push_str(if self.truncated {
+            r#","truncated":true}"#
+        } else {
+            r#","truncated":false}"#
+        });
+        out
+    }
+}
+
+/// An entry: its seq and method, and where its params lie in the log's bytes.
+#[derive(Debug)]
+struct Entry {
+    seq: u64,
+    method: &'static str,
+    /// Offset since the log began (the buffer's front moves as old params give way).
+    at: u64,
+    len: usize,
+}
+
+/// The params of the log's entries, back to back: appended at the end, given up at the front.
+/// The given-up front is dropped once it is as large as what is live, so the buffer holds at
+/// most twice its live bytes and a move costs, spread over the appends, a copy of each byte.
+#[derive(Debug, Default)]
+struct ParamBytes {
+    buf: String,
+    /// The offset of `buf`'s first byte.
+    base: u64,
+    /// The offset of the first live byte.
+    live: u64,
+}
+
+impl ParamBytes {
+    fn push(&mut self, params: &str) -> u64 {
+        let at = self.base + self.buf.len() as u64;
+        self.buf.push_str(params);
+        at
+    }
+
+    fn get(&self, at: u64, len: usize) -> &str {
+        let start = (at - self.base) as usize;
+        &self.buf[start..start + len]
+    }
+
+    /// Everything before `to` is no longer needed.
+    fn give_up_to(&mut self, to: u64) {
+        self.live = self.live.max(to);
+        let dead = (self.live - self.base) as usize;
+        if dead > 0 && dead >= self.buf.len() - dead {
+            self.buf.drain(..dead);
+            self.base = self.live;
+        }
+    }
+}
+
+/// A session's recent events, oldest first, and what of them the store has.
+#[derive(Debug)]
+pub(crate) struct EventLog {
+    entries: VecDeque<Entry>,
+    params: ParamBytes,
+    /// What `entries` cost (their params, methods and [`ENTRY_OVERHEAD`] each).
+    bytes: usize,
+    /// The seq the next event gets.
+    next_seq: u64,
+    /// Every event sent with a seq above this is in `entries`: the log reaches back to here.
+    floor: u64,
+    /// How many of the last entries the store does not have yet, and their params' bytes.
+    unflushed: usize,
+    unflushed_bytes: usize,
+    /// The blocks in the store, oldest first: (first seq, last seq).
+    blocks: VecDeque<(u64, u64)>,
+    /// The next block of seqs reserved ahead: where it begins, and the persist that makes it
+    /// durable (frames from there on wait for it).
+    ahead: Option<(u64, u64)>,
+}
+
+impl Default for EventLog {
+    fn default() -> Self {
+        EventLog {
+            entries: VecDeque::new(),
+            params: ParamBytes::default(),
+            bytes: 0,
+            next_seq: 1,
+            floor: 0,
+            unflushed: 0,
+            unflushed_bytes: 0,
+            blocks: VecDeque::new(),
+            ahead: None,
+        }
+    }
+}
+
+impl EventLog {
+    /// A log read back from the store: `blocks` (first seq, events), `reserved` the session's
+    /// durable reservation; trimmed to `limits`. Blocks left wholly outside are deleted
+    /// (`records`).
+    pub fn restore(
+        session: &str,
+        mut blocks: Vec<(u64, Vec<LoggedEvent>)>,
+        reserved: u64,
+        limits: &SessionLimits,
+        records: &mut Vec<Record>,
+    ) -> EventLog {
+        blocks.sort_by_key(|(first, _)| *first);
+        let mut log = EventLog::default();
+        for (first, events) in blocks {
+            let last = events.last().map_or(first, |e| e.seq);
+            log.blocks.push_back((first, last));
+            for e in events {
+                // Only ever increasing: a block that overlaps an earlier one adds nothing twice.
+                if log.entries.back().is_none_or(|b| e.seq > b.seq) {
+                    log.append(e.seq, e.method, &e.params);
+                }
+            }
+        }
+        let logged = log.entries.back().map_or(0, |e| e.seq);
+        log.next_seq = reserved.max(logged + 1).max(1);
+        log.floor = match log.entries.front() {
+            // Seqs up to the reservation may have been sent and not written (the process died):
+            // nothing before it can be vouched for.
+            Some(first) if logged + 1 == log.next_seq => first.seq - 1,
+            _ => log.next_seq - 1,
+        };
+        log.trim(limits);
+        records.extend(log.forget_evicted_blocks(session));
+        log
+    }
+
+    /// The seq the next event gets (a plain count; reserving is [`Session::take_seq`]'s).
+    fn take(&mut self) -> u64 {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        seq
+    }
+
+    /// The seq the next event would get: an exact reservation for a session leaving memory.
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    fn append(&mut self, seq: u64, method: &'static str, params: &str) {
+        let at = self.params.push(params);
+        self.bytes += cost(method, params.len());
+        self.entries.push_back(Entry {
+            seq,
+            method,
+            at,
+            len: params.len(),
+        });
+    }
+
+    fn view(&self, e: &Entry) -> EventView<'_> {
+        EventView {
+            seq: e.seq,
+            method: e.method,
+            params: self.params.get(e.at, e.len),
+        }
+    }
+
+    /// Keep an event sent with `seq` (its params as sent); the oldest give way to stay within
+    /// `limits`. Returns whether the log now has entries the store has not and had none
+    /// before.
+    pub fn push(
+        &mut self,
+        seq: u64,
+        method: &'static str,
+        params: &str,
+        limits: &SessionLimits,
+    ) -> bool {
+        let was_clean = self.unflushed == 0;
+        self.append(seq, method, params);
+        self.unflushed += 1;
+        self.unflushed_bytes += params.len();
+        self.trim(limits);
+        was_clean && self.unflushed > 0
+    }
+
+    fn trim(&mut self, limits: &SessionLimits) {
+        let mut gave_up = None;
+        while self.entries.len() > limits.event_log_events || self.bytes > limits.event_log_bytes {
+            let Some(old) = self.entries.pop_front() else {
+                break;
+            };
+            self.bytes -= cost(old.method, old.len);
+            self.floor = self.floor.max(old.seq);
+            gave_up = Some(old.at + old.len as u64);
+            // An entry never written leaves before the store has it.
+            if self.unflushed > self.entries.len() {
+                self.unflushed -= 1;
+                self.unflushed_bytes = self.unflushed_bytes.saturating_sub(old.len);
+            }
+        }
+        if let Some(to) = gave_up {
+            self.params.give_up_to(to);
+        }
+    }
+
+    pub fn has_unflushed(&self) -> bool {
+        self.unflushed > 0
+    }
+
+    /// The records that bring the store up to the log: a block of what it lacks, and the
+    /// deletes of blocks wholly evicted since.
+    pub fn flush(&mut self, session: &str) -> Vec<Record> {
+        let mut records = Vec::new();
+        if self.unflushed > 0 {
+            let start = self.entries.len() - self.unflushed;
+            let first = self.entries[start].seq;
+            let last = self.entries.back().map_or(first, |e| e.seq);
+            let mut value = String::with_capacity(self.unflushed_bytes + 64 * self.unflushed);
+            value.push('[');
+            for (i, e) in self.entries.range(start..).enumerate() {
+                if i > 0 {
+                    value.push(',');
+                }
+                self.view(e).write_json(&mut value);
+            }
+            value.push(']');
+            records.push(Record::Put {
+                table: Table::Events,
+                key: store::events_key(session, first),
+                value,
+            });
+            self.blocks.push_back((first, last));
+            self.unflushed = 0;
+            self.unflushed_bytes = 0;
+        }
+        records.extend(self.forget_evicted_blocks(session));
+        records
+    }
+
+    /// Deletes of the stored blocks every event of which was evicted.
+    fn forget_evicted_blocks(&mut self, session: &str) -> Vec<Record> {
+        let mut records = Vec::new();
+        while let Some(&(first, last)) = self.blocks.front() {
+            if last > self.floor {
+                break;
+            }
+            self.blocks.pop_front();
+            records.push(Record::Delete {
+                table: Table::Events,
+                key: store::events_key(session, first),
+            });
+        }
+        records
+    }
+
+    /// The events after `since`, oldest first, at most `limit` and (past the first) at most
+    /// `max_bytes` of them, so an answer stays within a frame.
+    pub fn page(&self, since: u64, limit: usize, max_bytes: usize) -> Page<'_> {
+        let latest = self.next_seq - 1;
+        if since > latest {
+            // A seq this device never sent (its store was reset, say): the client's view
+            // cannot be continued from here.
+            return Page {
+                events: Vec::new(),
+                next: latest,
+                truncated: true,
+            };
+        }
+        let start = self.entries.partition_point(|e| e.seq <= since);
+        let mut bytes = 0;
+        let events: Vec<EventView<'_>> = self
+            .entries
+            .range(start..)
+            .take(limit)
+            .map(|e| self.view(e))
+            .take_while(|e| {
+                bytes += e.cost();
+                bytes <= max_bytes || bytes == e.cost()
+            })
+            .collect();
+        Page {
+            next: events.last().map_or(latest, |e| e.seq),
+            truncated: since < self.floor,
+            events,
+        }
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.entries.len()
+    }
+}
+
+/// `_lembas/session/events` params.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct EventsParams {
+    pub session_id: String,
+    pub since: u64,
+    #[serde(default)]
+    pub limit: Option<u64>,
+}
+
+/// A notification's frame around params already encoded: what
+/// `jsonrpc::encode_notification` writes for the same params, byte for byte.
+pub(super) fn notification_frame(method: &str, params: &str) -> Vec<u8> {
+    let mut f = Vec::with_capacity(40 + method.len() + params.len());
+    f.extend_from_slice(br#"{"jsonrpc":"2.0","method":""#);
+    f.extend_from_slice(method.as_bytes());
+    f.extend_from_slice(br#"","params":"#);
+    f.extend_from_slice(params.as_bytes());
+    f.push(b'}');
+    f
+}
+
+impl Session {
+    /// The seq of this session's next event. Its reservation is durable before any frame of
+    /// the session queued from here on leaves: one not covered waits for a new block's record;
+    /// half a block before the end the next one is reserved behind nothing, and the frames
+    /// past the end wait for that write (long done, as a rule).
+    pub fn take_seq(&mut self, out: &mut Outbox, lane: Lane) -> u64 {
+        let seq = self.events.take();
+        let reserved = self.durable.seq_reserved;
+        if seq >= reserved {
+            self.durable.seq_reserved = seq + SEQ_BLOCK;
+            self.events.ahead = None;
+            out.persist_in(lane, vec![self.record()]);
+            return seq;
+        }
+        if let Some((begins, persist)) = self.events.ahead {
+            if seq >= begins {
+                out.wait_in(lane, persist);
+                self.events.ahead = None;
+            }
+        }
+        if self.events.ahead.is_none() && reserved - seq <= SEQ_BLOCK / 2 {
+            self.durable.seq_reserved = reserved + SEQ_BLOCK;
+            let persist = out.persist_quiet(vec![self.record()]);
+            self.events.ahead = Some((reserved, persist));
+        }
+        seq
+    }
+
+    /// The records that bring the store up to this session's log, with its exact next seq as
+    /// its reservation (nothing past it was sent), so read back it reaches as far.
+    fn seal_records(&mut self) -> Vec<Record> {
+        let mut records = self.events.flush(&self.durable.id);
+        let next = self.events.next_seq();
+        if self.durable.seq_reserved != next {
+            self.durable.seq_reserved = next;
+            self.events.ahead = None;
+            records.push(self.record());
+        }
+        records
+    }
+}
+
+impl Device {
+    /// The seq of `session`'s next event (none for a session not in memory), its reservation
+    /// durable before it leaves (see [`Session::take_seq`]).
+    pub(super) fn next_seq(&mut self, session: &str) -> Option<u64> {
+        let s = self.sessions.get_mut(session)?;
+        Some(s.take_seq(&mut self.out, Lane::of(session)))
+    }
+
+    /// Keep an event sent about `session` with `seq` in its log.
+    pub(super) fn log_event(
+        &mut self,
+        session: &str,
+        seq: u64,
+        method: &'static str,
+        params: &str,
+    ) {
+        let limits = &self.config.sessions;
+        let Some(s) = self.sessions.get_mut(session) else {
+            return;
+        };
+        if s.events.push(seq, method, params, limits) {
+            self.unflushed_logs.push(session.to_string());
+        }
+    }
+
+    /// Write the logs of the sessions gone idle (their turn ended): what the store lacks of
+    /// them and their exact next seq, behind nothing. A running session's waits for its end.
+    /// Ends every input.
+    pub(super) fn flush_event_logs(&mut self) {
+        if self.unflushed_logs.is_empty() {
+            return;
+        }
+        let mut pending = std::mem::take(&mut self.unflushed_logs);
+        pending.retain(|id| {
+            let Some(s) = self.sessions.get_mut(id) else {
+                return false;
+            };
+            if s.turns.running().is_some() {
+                return s.events.has_unflushed();
+            }
+            let records = s.seal_records();
+            if !records.is_empty() {
+                self.out.persist_quiet(records);
+            }
+            false
+        });
+        self.unflushed_logs = pending;
+    }
+
+    /// A session about to leave memory: the store gets the rest of its log and its exact next
+    /// seq, so when it is read back the log still reaches as far.
+    pub(super) fn seal_event_log(&mut self, session: &str) {
+        let Some(s) = self.sessions.get_mut(session) else {
+            return;
+        };
+        let records = s.seal_records();
+        if !records.is_empty() {
+            self.out.persist(records);
+        }
+    }
+
+    /// `_lembas/session/events`: the session's events after `since`, oldest first. The
+    /// connection comes to hold the session (as with `history`), so it follows live from here.
+    pub(super) fn session_events(
+        &mut self,
+        conn: ConnId,
+        p: EventsParams,
+    ) -> Result<Box<RawValue>, RpcError> {
+        let max = self.config.sessions.max_events_page;
+        let limit = match p.limit {
+            None => self.config.sessions.events_page,
+            Some(0) => {
+                return Err(RpcError::invalid_params(
+                    "limit must be at least 1 (or left out for sessions.events_page)",
+                ))
+            }
+            Some(l) if l > max as u64 => {
+                return Err(RpcError::invalid_params(format!(
+                    "limit {l} is over the most this device answers at once, {max} \
+                     (sessions.max_events_page)"
+                ))
+                .with_data(serde_json::json!({ "limit": max })))
+            }
+            Some(l) => l as usize,
+        };
+        // Room for the answer's own framing within a frame.
+        let max_bytes = self.config.frames.max_frame_bytes.saturating_sub(1024);
+        let s = self.attach(conn, &p.session_id)?;
+        let json = s.events.page(p.since, limit, max_bytes).to_json();
+        Ok(RawValue::from_string(json).expect("the log writes JSON"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{json, Value};
+
+    fn seq_of(v: &Value) -> Option<u64> {
+        v["_meta"]["lembas"]["seq"].as_u64()
+    }
+
+    fn limits(events: usize, bytes: usize) -> SessionLimits {
+        SessionLimits {
+            event_log_events: events,
+            event_log_bytes: bytes,
+            ..SessionLimits::default()
+        }
+    }
+
+    fn event(log: &mut EventLog, text: &str) -> LoggedEvent {
+        let seq = log.take();
+        LoggedEvent {
+            seq,
+            method: "_lembas/event",
+            params: json!({ "_meta": { "lembas": { "seq": seq } }, "event": { "text": text } })
+                .to_string(),
+        }
+    }
+
+    fn push(log: &mut EventLog, e: LoggedEvent, limits: &SessionLimits) -> bool {
+        log.push(e.seq, e.method, &e.params, limits)
+    }
+
+    fn fill(log: &mut EventLog, n: usize, limits: &SessionLimits) {
+        for i in 0..n {
+            let e = event(log, &format!("e{i}"));
+            push(log, e, limits);
+        }
+    }
+
+    fn seqs(page: &Page<'_>) -> Vec<u64> {
+        page.events.iter().map(|e| e.seq).collect()
+    }
+
+    #[test]
+    fn the_count_bound_keeps_the_newest_and_says_truncated_below_them() {
+        let l = limits(3, 1 << 20);
+        let mut log = EventLog::default();
+        fill(&mut log, 5, &l);
+        assert_eq!(log.len(), 3);
+        let page = log.page(0, 100, usize::MAX);
+        assert_eq!(seqs(&page), [3, 4, 5], "oldest first, the oldest gave way");
+        assert!(page.truncated, "seqs 1 and 2 are gone");
+        assert_eq!(page.next, 5);
+        let page = log.page(2, 100, usize::MAX);
+        assert_eq!((seqs(&page), page.truncated), (vec![3, 4, 5], false));
+        let page = log.page(3, 1, usize::MAX);
+        assert_eq!(
+            (seqs(&page), page.next, page.truncated),
+            (vec![4], 4, false)
+        );
+        let page = log.page(5, 10, usize::MAX);
+        assert_eq!((seqs(&page), page.next, page.truncated), (vec![], 5, false));
+        let page = log.page(99, 10, usize::MAX);
+        assert_eq!((page.next, page.truncated), (5, true), "a seq never sent");
+        // A page is bounded by bytes too (past its first event), and says where to go on.
+        let page = log.page(2, 100, 1);
+        assert_eq!((seqs(&page), page.next), (vec![3], 3));
+    }
+
+    #[test]
+    fn the_byte_bound_evicts_the_oldest_first_and_an_event_over_it_is_not_kept() {
+        let x = event(&mut EventLog::default(), "x");
+        let one = cost(x.method, x.params.len());
+        let l = limits(1000, 2 * one);
+        let mut log = EventLog::default();
+        for _ in 0..3 {
+            let e = event(&mut log, "x");
+            push(&mut log, e, &l);
+        }
+        assert_eq!(seqs(&log.page(0, 10, usize::MAX)), [2, 3]);
+        assert!(log.bytes <= l.event_log_bytes);
+        let big = LoggedEvent {
+            seq: log.take(),
+            method: "session/update",
+            params: format!("\"{}\"", "y".repeat(3 * one)),
+        };
+        push(&mut log, big, &l);
+        let page = log.page(0, 10, usize::MAX);
+        assert!(page.events.is_empty() && page.truncated, "{page:?}");
+        assert_eq!((log.bytes, page.next), (0, 4));
+        assert!(
+            !log.page(4, 10, usize::MAX).truncated,
+            "nothing after 4 was lost"
+        );
+    }
+
+    #[test]
+    fn the_params_buffer_stays_within_twice_what_is_live() {
+        let l = limits(8, 1 << 20);
+        let mut log = EventLog::default();
+        let mut live_max = 0;
+        for i in 0..10_000 {
+            let e = event(&mut log, &"p".repeat(i % 300));
+            push(&mut log, e, &l);
+            let live: usize = log.entries.iter().map(|e| e.len).sum();
+            live_max = live_max.max(live);
+            assert!(
+                log.params.buf.len() <= 2 * live + 400,
+                "{} bytes held for {live} live",
+                log.params.buf.len()
+            );
+        }
+        // What is read back is what was pushed.
+        let page = log.page(0, 100, usize::MAX);
+        assert_eq!(page.events.len(), 8);
+        for v in &page.events {
+            assert_eq!(
+                seq_of(&serde_json::from_str(v.params).unwrap()),
+                Some(v.seq)
+            );
+        }
+        assert!(live_max > 0);
+    }
+
+    #[test]
+    fn blocks_are_written_in_batches_and_deleted_once_wholly_evicted() {
+        let l = limits(100, 1 << 20);
+        let mut log = EventLog::default();
+        fill(&mut log, 10, &l);
+        assert!(log.has_unflushed());
+        let records = log.flush("s");
+        assert!(
+            matches!(&records[..], [Record::Put { key, .. }] if key == &store::events_key("s", 1))
+        );
+        assert!(!log.has_unflushed());
+        assert!(log.flush("s").is_empty(), "nothing new, nothing written");
+        fill(&mut log, 64, &l);
+        log.flush("s");
+        // 74 events in blocks [1..10] and [11..74]; keep 60: the first block goes.
+        log.trim(&limits(60, 1 << 20));
+        let records = log.flush("s");
+        assert_eq!(
+            records,
+            vec![Record::Delete {
+                table: Table::Events,
+                key: store::events_key("s", 1)
+            }]
+        );
+    }
+
+    #[test]
+    fn a_restored_log_never_reuses_a_seq_and_vouches_only_for_what_it_wrote() {
+        let l = limits(100, 1 << 20);
+        let mut log = EventLog::default();
+        assert_eq!((log.take(), log.take()), (1, 2));
+        let e = event(&mut log, "a");
+        push(&mut log, e, &l);
+        let block = log.flush("s");
+        let Record::Put { value, .. } = &block[0] else {
+            panic!("{block:?}")
+        };
+        let stored = read_block(value).unwrap();
+        assert_eq!(stored[0].seq, 3);
+        // Restarted with the reservation ahead of what was written: nothing before it is
+        // vouched for, and the next seq is past it.
+        let mut records = Vec::new();
+        let back = EventLog::restore(
+            "s",
+            vec![(3, stored.clone())],
+            1 + SEQ_BLOCK,
+            &l,
+            &mut records,
+        );
+        assert_eq!(back.next_seq(), 1 + SEQ_BLOCK);
+        let page = back.page(3, 10, usize::MAX);
+        assert!(page.truncated && page.events.is_empty(), "{page:?}");
+        // Its blocks are of no use now: they go.
+        assert_eq!(
+            std::mem::take(&mut records),
+            vec![Record::Delete {
+                table: Table::Events,
+                key: store::events_key("s", 3)
+            }]
+        );
+        // Set aside with its exact next seq: the log reaches back as before.
+        let back = EventLog::restore("s", vec![(3, stored)], 4, &l, &mut records);
+        assert_eq!(back.next_seq(), 4);
+        let page = back.page(2, 10, usize::MAX);
+        assert_eq!((seqs(&page), page.truncated), (vec![3], false));
+        assert!(records.is_empty(), "{records:?}");
+    }
+
+    /// A session whose records the outbox writes: its reservations as a stream crosses blocks.
+    fn session() -> (Session, Outbox) {
+        let mut s = crate::device::live::tests::session("s");
+        s.durable.seq_reserved = 1 + SEQ_BLOCK;
+        (s, Outbox::default())
+    }
+
+    /// The persists issued so far: (number, the reservation they store).
+    fn reservations(out: &mut Outbox) -> Vec<(u64, u64)> {
+        std::iter::from_fn(|| out.poll())
+            .filter_map(|o| match o {
+                crate::device::Output::Effect(crate::device::Effect::Persist { seq, records }) => {
+                    let Record::Put { value, .. } = &records[0] else {
+                        panic!("{records:?}")
+                    };
+                    let rec: crate::store::SessionRecord = serde_json::from_str(value).unwrap();
+                    Some((seq, rec.seq_reserved))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_next_block_is_reserved_half_a_block_ahead_and_waited_for_past_the_end() {
+        let (mut s, mut out) = session();
+        let lane = Lane::of("s");
+        for _ in 0..SEQ_BLOCK / 2 {
+            s.take_seq(&mut out, lane);
+        }
+        assert!(
+            reservations(&mut out).is_empty(),
+            "the first block covers these"
+        );
+        // Half the block used: the next one is reserved, and nothing waits for it yet.
+        let seq = s.take_seq(&mut out, lane);
+        assert_eq!(seq, SEQ_BLOCK / 2 + 1);
+        assert_eq!(reservations(&mut out), [(1, 1 + 2 * SEQ_BLOCK)]);
+        out.send_in(lane, ConnId(0), b"inside the block".to_vec());
+        assert!(out.poll().is_some(), "not held by the reservation");
+        while s.events.next_seq() < 1 + SEQ_BLOCK {
+            s.take_seq(&mut out, lane);
+        }
+        // Past the end, the session's frames wait for the reservation to be written.
+        assert_eq!(s.take_seq(&mut out, lane), 1 + SEQ_BLOCK);
+        out.send_in(lane, ConnId(0), b"past the end".to_vec());
+        assert_eq!(out.poll(), None, "held until persist 1 is written");
+        out.acked(1);
+        assert!(out.poll().is_some());
+        assert_eq!(s.durable.seq_reserved, 1 + 2 * SEQ_BLOCK);
+    }
+
+    #[test]
+    fn a_seq_past_the_reservation_waits_for_a_new_one() {
+        let (mut s, mut out) = session();
+        // Sealed while idle: the reservation is the exact next seq.
+        s.events.next_seq = 7;
+        s.durable.seq_reserved = 7;
+        let lane = Lane::of("s");
+        assert_eq!(s.take_seq(&mut out, lane), 7);
+        out.send_in(lane, ConnId(0), b"after".to_vec());
+        assert_eq!(reservations(&mut out), [(1, 7 + SEQ_BLOCK)]);
+        assert_eq!(
+            out.poll(),
+            None,
+            "the frame waits for its seq's reservation"
+        );
+        out.acked(1);
+        assert!(out.poll().is_some());
+    }
+
+    #[test]
+    fn sealing_writes_the_rest_of_the_log_and_the_exact_next_seq() {
+        let (mut s, _) = session();
+        let l = limits(100, 1 << 20);
+        fill(&mut s.events, 3, &l);
+        let records = s.seal_records();
+        assert!(matches!(
+            &records[0],
+            Record::Put {
+                table: Table::Events,
+                ..
+            }
+        ));
+        assert_eq!(s.durable.seq_reserved, 4);
+        assert!(matches!(
+            &records[1],
+            Record::Put {
+                table: Table::Sessions,
+                ..
+            }
+        ));
+        assert!(s.seal_records().is_empty(), "nothing more to say");
+    }
+
+    #[test]
+    fn a_block_that_is_not_the_logs_is_unreadable() {
+        assert!(
+            read_block("[{\"method\":\"session/new\",\"params\":{},\"seq\":1}]")
+                .unwrap_err()
+                .contains("session/new")
+        );
+        assert!(read_block("{}").is_err());
+    }
+
+    #[test]
+    fn the_page_is_json_with_the_params_as_sent() {
+        let l = limits(10, 1 << 20);
+        let mut log = EventLog::default();
+        fill(&mut log, 2, &l);
+        let v: Value = serde_json::from_str(&log.page(0, 10, usize::MAX).to_json()).unwrap();
+        assert_eq!(v["next"], 2);
+        assert_eq!(v["truncated"], false);
+        assert_eq!(v["events"][1]["method"], "_lembas/event");
+        assert_eq!(seq_of(&v["events"][1]["params"]), Some(2));
+        assert_eq!(v["events"][1]["seq"], 2);
+    }
+
+    #[test]
+    fn the_frame_around_params_is_the_encoders() {
+        let params = json!({ "_meta": { "lembas": { "seq": 1 } }, "sessionId": "s" });
+        assert_eq!(
+            notification_frame("session/update", &params.to_string()),
+            crate::jsonrpc::encode_notification("session/update", &params)
+        );
+    }
+}

@@ -1,0 +1,308 @@
+//! The session event log on the Pair (our extension, capability `events`): every event about a
+//! session carries `_meta.lembas.seq`, and a client that missed some while its link was down
+//! gets exactly those, in order, from `_lembas/session/events`; `truncated` when the log was
+//! outrun; seqs never repeat across a restart.
+
+use lembas_core::config::DeviceConfig;
+use lembas_core::jsonrpc::code;
+use lembas_core::testing::Pair;
+use serde_json::{json, Value};
+
+const ROOT: &str = "/home/dev/work";
+
+fn linked(tweak: impl FnOnce(&mut DeviceConfig)) -> (Pair, String) {
+    let mut p = Pair::default_with(&[ROOT], tweak);
+    p.start().unwrap();
+    let s = p.new_session(ROOT);
+    (p, s)
+}
+
+fn seq_of(params: &Value) -> Option<u64> {
+    params["_meta"]["lembas"]["seq"].as_u64()
+}
+
+/// The seqs of the session's events the client heard on the link, in order.
+fn heard_seqs(p: &Pair, session: &str) -> Vec<u64> {
+    p.frames_to_client()
+        .iter()
+        .filter(|f| f["params"]["sessionId"] == session)
+        .filter_map(|f| seq_of(&f["params"]))
+        .collect()
+}
+
+/// The text of the message chunks among `events` (`{ method, params }` each).
+fn said(events: &[Value]) -> String {
+    events
+        .iter()
+        .filter(|e| {
+            e["method"] == "session/update"
+                && e["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+        })
+        .filter_map(|e| e["params"]["update"]["content"]["text"].as_str())
+        .collect()
+}
+
+/// Prompt `text` as turn `turn` and drive until the device is quiet at this instant.
+fn prompt(p: &mut Pair, s: &str, turn: &str, text: &str) {
+    p.client
+        .prompt(
+            s,
+            json!([{ "type": "text", "text": text }]),
+            Some(turn),
+            p.now,
+        )
+        .unwrap();
+    p.drive().unwrap();
+}
+
+/// Cut the link mid-turn, let the turn run on while it is down for `down_ms`, then link again.
+fn cut_for(p: &mut Pair, down_ms: u64) {
+    p.reachable = false;
+    p.cut().unwrap();
+    p.advance(down_ms).unwrap();
+    p.reachable = true;
+    p.advance(120_000).unwrap();
+    assert!(p.client.is_ready(), "linked again");
+}
+
+fn events(p: &mut Pair, s: &str, since: u64) -> Value {
+    p.call(
+        "_lembas/session/events",
+        json!({ "sessionId": s, "since": since }),
+    )
+    .expect("events answers")
+}
+
+#[test]
+fn every_event_about_a_session_carries_a_seq_one_more_than_the_last() {
+    let (mut p, s) = linked(|_| {});
+    prompt(&mut p, &s, "t1", "say hello\ntool build\nthink hmm");
+    p.settle().unwrap();
+    let seqs = heard_seqs(&p, &s);
+    assert!(seqs.len() > 6, "{seqs:?}");
+    // The link client hears every one (updates and events alike), so none is skipped.
+    let expected: Vec<u64> = (seqs[0]..seqs[0] + seqs.len() as u64).collect();
+    assert_eq!(seqs, expected);
+    // And nothing else it hears carries one.
+    for f in p.frames_to_client() {
+        if f["params"]["sessionId"].is_null() {
+            assert_eq!(seq_of(&f["params"]), None, "{f}");
+        }
+    }
+}
+
+#[test]
+fn a_client_cut_off_mid_turn_gets_exactly_the_missed_events_in_order() {
+    let (mut p, s) = linked(|_| {});
+    prompt(
+        &mut p,
+        &s,
+        "t1",
+        "say before\nsleep 1000\nchunks 30 20\nsay after",
+    );
+    let seen = *heard_seqs(&p, &s)
+        .last()
+        .expect("the turn began on the link");
+    cut_for(&mut p, 10_000);
+    assert_eq!(
+        heard_seqs(&p, &s).last(),
+        Some(&seen),
+        "nothing sent while down"
+    );
+
+    let answer = events(&mut p, &s, seen);
+    assert_eq!(answer["truncated"], false, "{answer}");
+    let got = answer["events"].as_array().unwrap().clone();
+    let seqs: Vec<u64> = got.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    let expected: Vec<u64> = (seen + 1..=seen + seqs.len() as u64).collect();
+    assert_eq!(seqs, expected, "every missed one, in order, none twice");
+    for e in &got {
+        assert_eq!(
+            seq_of(&e["params"]),
+            e["seq"].as_u64(),
+            "the params as sent: {e}"
+        );
+    }
+    assert_eq!(answer["next"], json!(seqs.last().unwrap()));
+    // What the client heard and what it fetched make the whole answer.
+    let heard: Vec<Value> = p
+        .frames_to_client()
+        .into_iter()
+        .filter(|f| f["params"]["sessionId"] == s.as_str())
+        .map(|f| json!({ "method": f["method"], "params": f["params"] }))
+        .collect();
+    let whole = format!("{}{}", said(&heard), said(&got));
+    let chunks: String = (0..30)
+        .map(|i| format!("{i:010}{}", "x".repeat(10)))
+        .collect();
+    assert_eq!(whole, format!("before{chunks}after"));
+    assert!(
+        got.iter().any(|e| e["params"]["event"]["type"] == "done"),
+        "the turn's end too"
+    );
+
+    // Asked again from where it ends: nothing more, and the client follows live from here.
+    let after = events(&mut p, &s, answer["next"].as_u64().unwrap());
+    assert_eq!(after["events"], json!([]));
+    assert_eq!(after["truncated"], false);
+    prompt(&mut p, &s, "t2", "say live");
+    p.settle().unwrap();
+    let last = *heard_seqs(&p, &s).last().unwrap();
+    assert!(last > answer["next"].as_u64().unwrap());
+}
+
+#[test]
+fn a_log_outrun_says_truncated_and_keeps_the_newest() {
+    let (mut p, s) = linked(|d| d.sessions.event_log_events = 10);
+    prompt(&mut p, &s, "t1", "say before\nsleep 1000\nchunks 40 8");
+    let seen = *heard_seqs(&p, &s).last().unwrap();
+    cut_for(&mut p, 10_000);
+    let answer = events(&mut p, &s, seen);
+    assert_eq!(answer["truncated"], true, "{answer}");
+    let got = answer["events"].as_array().unwrap();
+    assert_eq!(got.len(), 10, "the log's bound");
+    let seqs: Vec<u64> = got.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "{seqs:?}");
+    assert!(seqs[0] > seen + 1, "the oldest gave way");
+    // From the log's reach on, nothing is missing.
+    let from = events(&mut p, &s, seqs[0] - 1);
+    assert_eq!(from["truncated"], false, "{from}");
+}
+
+#[test]
+fn an_idle_session_keeps_its_log_and_its_seqs_across_a_restart() {
+    let (mut p, s) = linked(|_| {});
+    prompt(&mut p, &s, "t1", "say one");
+    p.settle().unwrap();
+    let before = *heard_seqs(&p, &s).last().unwrap();
+    p.restart_device().unwrap();
+    p.advance(120_000).unwrap();
+    // Idle when it stopped: its log was written, up to its exact next seq.
+    let answer = events(&mut p, &s, 0);
+    assert_eq!(answer["truncated"], false, "{answer}");
+    assert_eq!(said(answer["events"].as_array().unwrap()), "one");
+    assert_eq!(answer["next"], json!(before));
+    prompt(&mut p, &s, "t2", "say two");
+    p.settle().unwrap();
+    let seqs = heard_seqs(&p, &s);
+    let after: Vec<u64> = seqs.iter().copied().filter(|q| *q > before).collect();
+    assert_eq!(after.first(), Some(&(before + 1)), "{seqs:?}");
+}
+
+#[test]
+fn seqs_never_repeat_across_a_restart_mid_turn_and_a_seq_from_before_it_is_truncated() {
+    let (mut p, s) = linked(|_| {});
+    prompt(&mut p, &s, "t1", "say one\nsleep 60000\nsay never");
+    let before = *heard_seqs(&p, &s).last().unwrap();
+    // The process dies mid-turn: what it sent of the turn was never written.
+    p.restart_device().unwrap();
+    p.advance(120_000).unwrap();
+    prompt(&mut p, &s, "t2", "say two");
+    p.settle().unwrap();
+    let seqs = heard_seqs(&p, &s);
+    let at = seqs.iter().position(|q| *q == before).unwrap();
+    assert!(
+        seqs[at + 1..].iter().all(|q| *q > before),
+        "every seq after the restart is above every one before: {seqs:?}"
+    );
+    // The restarted device cannot vouch for what it may have sent unwritten before it died.
+    let answer = events(&mut p, &s, before);
+    assert_eq!(answer["truncated"], true, "{answer}");
+    // From what it sent since, it can.
+    let first_after = seqs[at + 1];
+    let answer = events(&mut p, &s, first_after - 1);
+    assert_eq!(answer["truncated"], false, "{answer}");
+    assert_eq!(said(answer["events"].as_array().unwrap()), "two");
+}
+
+#[test]
+fn bad_requests_are_refused_naming_the_rule() {
+    let (mut p, s) = linked(|d| {
+        d.sessions.events_page = 5;
+        d.sessions.max_events_page = 5;
+    });
+    let refused = |p: &mut Pair, params: Value| {
+        p.call("_lembas/session/events", params)
+            .expect_err("refused")
+    };
+    let e = refused(&mut p, json!({ "sessionId": s, "since": 0, "limit": 6 }));
+    assert_eq!(e.code, code::INVALID_PARAMS);
+    assert!(
+        e.message.contains("sessions.max_events_page"),
+        "{}",
+        e.message
+    );
+    let e = refused(&mut p, json!({ "sessionId": s, "since": 0, "limit": 0 }));
+    assert!(
+        e.message.contains("limit must be at least 1"),
+        "{}",
+        e.message
+    );
+    let e = refused(&mut p, json!({ "sessionId": "ses_nope", "since": 0 }));
+    assert_eq!(e.code, code::INVALID_PARAMS);
+    assert!(e.message.contains("no session `ses_nope`"), "{}", e.message);
+    let e = refused(&mut p, json!({ "sessionId": s, "since": -1 }));
+    assert_eq!(e.code, code::INVALID_PARAMS);
+    assert!(e.message.contains("since"), "{}", e.message);
+    let e = refused(&mut p, json!({ "sessionId": s }));
+    assert!(e.message.contains("since"), "{}", e.message);
+}
+
+#[test]
+fn cards_and_their_settling_are_events_of_the_session_too() {
+    let (mut p, s) = linked(|_| {});
+    prompt(&mut p, &s, "t1", "permit deploy");
+    let card = p
+        .frames_to_client()
+        .into_iter()
+        .find(|f| f["method"] == "session/request_permission")
+        .expect("the card was put");
+    let card_seq = seq_of(&card["params"]).expect("the card has a seq");
+    // Nobody answers: the device stops waiting and takes the card down.
+    p.advance(p.device.config().remote.approval_timeout_ms + 1_000)
+        .unwrap();
+    let settled = p
+        .frames_to_client()
+        .into_iter()
+        .find(|f| f["method"] == "_lembas/permission/settled")
+        .expect("taken down");
+    assert!(seq_of(&settled["params"]).unwrap() > card_seq);
+    let seqs = heard_seqs(&p, &s);
+    assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "{seqs:?}");
+    // Both are in the log, as sent.
+    let answer = events(&mut p, &s, 0);
+    let methods: Vec<&str> = answer["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["method"].as_str())
+        .collect();
+    assert!(
+        methods.contains(&"session/request_permission"),
+        "{methods:?}"
+    );
+    assert!(
+        methods.contains(&"_lembas/permission/settled"),
+        "{methods:?}"
+    );
+}
+
+#[test]
+fn a_session_set_aside_and_read_back_keeps_its_log() {
+    let (mut p, s) = linked(|d| d.sessions.max_live = 1);
+    prompt(&mut p, &s, "t1", "say kept");
+    p.settle().unwrap();
+    // A second session takes the only place in memory: the first is set aside.
+    let _other = p.new_session(ROOT);
+    assert_eq!(p.device.live_session_count(), 1);
+    let answer = events(&mut p, &s, 0);
+    assert_eq!(answer["truncated"], false, "{answer}");
+    assert_eq!(said(answer["events"].as_array().unwrap()), "kept");
+    // And its seqs go on from where they were.
+    let last = answer["next"].as_u64().unwrap();
+    prompt(&mut p, &s, "t2", "say more");
+    p.settle().unwrap();
+    let answer = events(&mut p, &s, last);
+    assert_eq!(answer["truncated"], false, "{answer}");
+    assert_eq!(answer["events"][0]["seq"], json!(last + 1));
+}

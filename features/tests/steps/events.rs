@@ -1,0 +1,126 @@
+//! The session event log (our extension, capability `events`): seqs on the link, and
+//! `_lembas/session/events` after a cut.
+
+use cucumber::{given, then, when};
+use serde_json::{json, Value};
+
+use super::sessions::{answer, call};
+use super::turns::session;
+use crate::LinkWorld;
+
+fn seq_of(params: &Value) -> Option<u64> {
+    params["_meta"]["lembas"]["seq"].as_u64()
+}
+
+/// The session's frames the link carried to the client, parsed, in order.
+fn session_frames(w: &LinkWorld) -> Vec<Value> {
+    let s = session(w);
+    w.built()
+        .frames_to_client()
+        .into_iter()
+        .filter(|f| f["params"]["sessionId"] == s.as_str())
+        .collect()
+}
+
+/// The events of the last `_lembas/session/events` answer.
+fn answered(w: &LinkWorld) -> Vec<Value> {
+    let v = answer(w).unwrap_or_else(|e| panic!("the events call failed: {}", e.message));
+    v["events"].as_array().expect("events is an array").clone()
+}
+
+/// The message text among `{ method, params }` values.
+fn said(events: &[Value]) -> String {
+    events
+        .iter()
+        .filter(|e| {
+            e["method"] == "session/update"
+                && e["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+        })
+        .filter_map(|e| e["params"]["update"]["content"]["text"].as_str())
+        .collect()
+}
+
+#[given(regex = r"^the device keeps at most (\d+) events of a session$")]
+fn log_events(w: &mut LinkWorld, n: usize) {
+    w.config_mut().sessions.event_log_events = n;
+}
+
+#[when("the client notes the last seq it heard")]
+fn notes_seq(w: &mut LinkWorld) {
+    let last = session_frames(w)
+        .iter()
+        .filter_map(|f| seq_of(&f["params"]))
+        .next_back()
+        .expect("the link carried an event of the session");
+    w.noted_seq = Some(last);
+}
+
+#[when("the client asks the session's events since the noted seq")]
+fn asks_since_noted(w: &mut LinkWorld) {
+    let s = session(w);
+    let since = w.noted_seq.expect("a step before must note a seq");
+    call(
+        w,
+        "_lembas/session/events",
+        json!({ "sessionId": s, "since": since }),
+    );
+}
+
+#[when(regex = r"^the client asks the session's events since (\d+), at most (\d+)$")]
+fn asks_limited(w: &mut LinkWorld, since: u64, limit: u64) {
+    let s = session(w);
+    call(
+        w,
+        "_lembas/session/events",
+        json!({ "sessionId": s, "since": since, "limit": limit }),
+    );
+}
+
+#[when(regex = r#"^the client asks the events of session "([^"]+)" since (\d+)$"#)]
+fn asks_of(w: &mut LinkWorld, s: String, since: u64) {
+    call(
+        w,
+        "_lembas/session/events",
+        json!({ "sessionId": s, "since": since }),
+    );
+}
+
+#[then("every event of the session on the link carries a seq one more than the last")]
+fn seqs_follow(w: &mut LinkWorld) {
+    let frames = session_frames(w);
+    assert!(frames.len() > 4, "{frames:?}");
+    let seqs: Vec<u64> = frames
+        .iter()
+        .map(|f| seq_of(&f["params"]).unwrap_or_else(|| panic!("no seq on {f}")))
+        .collect();
+    assert!(seqs.windows(2).all(|p| p[1] == p[0] + 1), "{seqs:?}");
+}
+
+#[then("the events answered follow the noted seq one by one")]
+fn follow_noted(w: &mut LinkWorld) {
+    let noted = w.noted_seq.expect("a step before must note a seq");
+    let events = answered(w);
+    assert!(!events.is_empty(), "nothing answered");
+    for (i, e) in events.iter().enumerate() {
+        assert_eq!(e["seq"], json!(noted + 1 + i as u64), "{e}");
+        assert_eq!(
+            seq_of(&e["params"]),
+            e["seq"].as_u64(),
+            "the params as sent: {e}"
+        );
+    }
+}
+
+#[then(regex = r#"^what the link carried and the events answered say "(.*)"$"#)]
+fn whole_text(w: &mut LinkWorld, text: String) {
+    let heard: Vec<Value> = session_frames(w)
+        .into_iter()
+        .map(|f| json!({ "method": f["method"], "params": f["params"] }))
+        .collect();
+    assert_eq!(format!("{}{}", said(&heard), said(&answered(w))), text);
+}
+
+#[then(regex = r"^(\d+) events are answered$")]
+fn count_answered(w: &mut LinkWorld, n: usize) {
+    assert_eq!(answered(w).len(), n);
+}
