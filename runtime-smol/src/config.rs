@@ -1,5 +1,6 @@
 //! `config.yaml`: the `remote:` block (what a client on the link may do on this device), the
-//! `trusted:` list, the `sessions:` block (`max_live`, read at start-up), the `link:` block
+//! `trusted:` list, the `sessions:` block (`max_live`, `event_log_bytes`, `event_log_events`;
+//! read at start-up), the `link:` block
 //! (when a quiet link is pinged and a silent one given up; read at start-up) and `engine:`
 //! (`model`, the default, `scripted` for tests, or a block of the model engine's settings; read
 //! at start-up), and the device's own personalization: `personality`, `personality_custom` and
@@ -60,12 +61,17 @@ pub struct ToolsConfig {
     pub shell: Option<PathBuf>,
 }
 
-/// The `sessions:` block: how many the device keeps in memory.
+/// The `sessions:` block: how many the device keeps in memory, and how much of each one's
+/// event log.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SessionsBlock {
     #[serde(default)]
     max_live: Option<Spanned<usize>>,
+    #[serde(default)]
+    event_log_bytes: Option<Spanned<usize>>,
+    #[serde(default)]
+    event_log_events: Option<Spanned<usize>>,
 }
 
 /// The `link:` block: the link's heartbeat.
@@ -106,6 +112,10 @@ pub struct Config {
     /// `sessions.max_live`: sessions kept in memory at once (idle ones past it are set aside in
     /// the store). Read at start-up.
     pub max_live_sessions: usize,
+    /// `sessions.event_log_bytes` and `sessions.event_log_events`: the bounds of each session's
+    /// event log (`_lembas/session/events`). Read at start-up.
+    pub event_log_bytes: usize,
+    pub event_log_events: usize,
     /// `link.ping_after_ms` and `link.dead_after_ms`.
     pub liveness: Liveness,
     /// `engine`: what answers prompts.
@@ -126,6 +136,8 @@ impl Default for Config {
             remote: Remote::default(),
             terminal_integration: true,
             max_live_sessions: lembas_core::config::SessionLimits::default().max_live,
+            event_log_bytes: lembas_core::config::SessionLimits::default().event_log_bytes,
+            event_log_events: lembas_core::config::SessionLimits::default().event_log_events,
             liveness: Liveness::default(),
             engine: EngineChoice::model(),
             personalization: None,
@@ -244,15 +256,30 @@ pub fn parse(text: &str, path: &Path, home: Option<&Path>) -> Result<Config, Con
             config.terminal_integration = v;
         }
     }
-    if let Some(max) = file.sessions.and_then(|s| s.max_live) {
-        if max.value == 0 {
-            return Err(ConfigError(format!(
-                "{}:{}: key `sessions.max_live`: must be at least 1 (got 0)",
-                path.display(),
-                max.referenced.line()
-            )));
-        }
-        config.max_live_sessions = max.value;
+    if let Some(block) = file.sessions {
+        let at_least_one = |key: &str, v: Option<Spanned<usize>>, into: &mut usize| {
+            let Some(v) = v else { return Ok(()) };
+            if v.value == 0 {
+                return Err(ConfigError(format!(
+                    "{}:{}: key `sessions.{key}`: must be at least 1 (got 0)",
+                    path.display(),
+                    v.referenced.line()
+                )));
+            }
+            *into = v.value;
+            Ok(())
+        };
+        at_least_one("max_live", block.max_live, &mut config.max_live_sessions)?;
+        at_least_one(
+            "event_log_bytes",
+            block.event_log_bytes,
+            &mut config.event_log_bytes,
+        )?;
+        at_least_one(
+            "event_log_events",
+            block.event_log_events,
+            &mut config.event_log_events,
+        )?;
     }
     if let Some(block) = file.link {
         let l = &mut config.liveness;
@@ -363,7 +390,7 @@ mod tests {
         let text = "model: something/else\nremote:\n  enabled: true\n  roots: [~/link]\n  \
                     max_mode: manual\n  approval_timeout: 12\n  terminal: true\n  \
                     terminal_integration: false\ntrusted:\n  - ~/work/proj\nsessions:\n  \
-                    max_live: 50\n";
+                    max_live: 50\n  event_log_bytes: 4096\n  event_log_events: 9\n";
         let c = parse(text, Path::new("/x/config.yaml"), Some(dir.path())).unwrap();
         let real = std::fs::canonicalize(&work).unwrap();
         assert!(c.remote.enabled);
@@ -374,6 +401,7 @@ mod tests {
         assert!(c.remote.terminal);
         assert!(!c.terminal_integration);
         assert_eq!(c.max_live_sessions, 50);
+        assert_eq!((c.event_log_bytes, c.event_log_events), (4096, 9));
         assert_eq!(c.personalization, None);
         let own = parse(
             "personality: warm\ninstructions: \"Use British spelling\"\n",
@@ -508,6 +536,11 @@ mod tests {
         let e = parse("sessions:\n  max_live: 0\n", p, None).unwrap_err();
         assert!(
             e.0.starts_with("/etc/lembas/config.yaml:2: key `sessions.max_live`"),
+            "{e}"
+        );
+        let e = parse("sessions:\n  max_live: 2\n  event_log_events: 0\n", p, None).unwrap_err();
+        assert!(
+            e.0.starts_with("/etc/lembas/config.yaml:3: key `sessions.event_log_events`"),
             "{e}"
         );
         let e = parse("sessions:\n  max_lives: 3\n", p, None).unwrap_err();

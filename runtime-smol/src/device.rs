@@ -30,6 +30,8 @@ pub fn device_config(config: &Config, connection: Option<String>) -> DeviceConfi
     d.connection = connection;
     d.remote = config.remote.clone();
     d.sessions.max_live = config.max_live_sessions;
+    d.sessions.event_log_bytes = config.event_log_bytes;
+    d.sessions.event_log_events = config.event_log_events;
     d.liveness = Some(config.liveness);
     d
 }
