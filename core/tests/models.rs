@@ -225,3 +225,54 @@ fn model_and_configure_are_listed_only_with_models() {
         "{caps:?}"
     );
 }
+
+/// An editor's session opened while the model list was still on its way has no model; its
+/// first turn runs on the device's default (the first) once the list came, and keeps it. A
+/// session that named its model is never moved to another.
+#[test]
+fn a_session_made_before_the_device_had_models_runs_on_the_default_once_it_has_them() {
+    let mut p = Pair::default_with(&[ROOT], |d| d.models = Vec::new());
+    p.start().unwrap();
+    let session = p.new_session(&format!("{ROOT}/app"));
+    p.device.set_models(
+        vec![Model::served("qwen/coder"), Model::served("deepseek/flash")],
+        p.now,
+    );
+    p.settle().unwrap();
+    assert!(p.client.is_ready(), "the link came back with the new list");
+    p.client
+        .prompt(
+            &session,
+            json!([{ "type": "text", "text": "hi" }]),
+            Some("t1"),
+            p.now,
+        )
+        .unwrap();
+    p.settle().unwrap();
+    let started = p.started.last().expect("the turn started");
+    assert_eq!(started.model.as_deref(), Some("qwen/coder"));
+    let events = model_events(&p, &session);
+    assert_eq!(
+        events.last().map(|e| e["ref"].clone()),
+        Some(json!("qwen/coder")),
+        "{events:?}"
+    );
+    // Kept, durably: after a restart whose list puts another model first, the session still
+    // runs on the one it took.
+    p.restart_device_with(|d| {
+        d.models = vec![Model::served("deepseek/flash"), Model::served("qwen/coder")];
+    })
+    .unwrap();
+    p.client
+        .prompt(
+            &session,
+            json!([{ "type": "text", "text": "again" }]),
+            Some("t2"),
+            p.now,
+        )
+        .unwrap();
+    p.settle().unwrap();
+    let again = p.started.last().expect("the second turn started");
+    assert_eq!(again.turn_id, "t2");
+    assert_eq!(again.model.as_deref(), Some("qwen/coder"));
+}

@@ -108,7 +108,7 @@ impl Device {
     }
 
     /// The `model` event saying the session's model and effort as they are now.
-    fn model_event(&self, session: &str) -> Option<LembasEvent> {
+    pub(super) fn model_event(&self, session: &str) -> Option<LembasEvent> {
         let s = &self.sessions.get(session)?.durable;
         Some(LembasEvent::Model(ModelEvent {
             connection: self.config.connection.clone().filter(|_| s.instance),

@@ -383,6 +383,11 @@ impl Device {
         let now = self.clock.now().0;
         let max = self.config.remote.max_mode;
         let roots = &self.config.remote.roots;
+        let default_model = self
+            .config
+            .models
+            .first()
+            .map(|m| (m.id.clone(), m.instance));
         let max_context = self.config.sessions.max_context_turns;
         let max_context_bytes = self.config.sessions.max_context_bytes;
         let Some(s) = self.sessions.get_mut(session) else {
@@ -398,6 +403,18 @@ impl Device {
             s.record()
         });
         start.mode = s.durable.mode;
+        // A session made while the device had no models yet (an editor's, opened while the
+        // list was on its way) runs on the default, the first, once there is one, and keeps
+        // it: what `session/new` would have chosen. One that named a model never gets another.
+        let adopted = match (&s.durable.model, default_model) {
+            (None, Some((id, instance))) => {
+                s.durable.model = Some(id);
+                s.durable.instance = instance;
+                Some(s.record())
+            }
+            _ => None,
+        };
+        start.model.clone_from(&s.durable.model);
         // Roots as they are now, like the mode: the limits apply as they are at the start.
         start.roots = if s.capped { roots.clone() } else { Vec::new() };
         let turn_id = start.turn_id.clone();
@@ -435,6 +452,12 @@ impl Device {
         });
         if let Some(record) = lowered {
             self.announce_mode(session, max, record);
+        }
+        if let Some(record) = adopted {
+            self.out.persist_in(Lane::of(session), vec![record]);
+            if let Some(event) = self.model_event(session) {
+                self.broadcast_event(session, event);
+            }
         }
         // The turn's own state: only the session's frames and commands wait for it.
         self.out.persist_in(Lane::of(session), records);
