@@ -56,7 +56,7 @@ fn entries(turns: usize) -> Vec<Entry> {
             plan: None,
             given: true,
             context: Default::default(),
-            seq_reserved: 0,
+            seq_next: 0,
         };
         out.push(Entry {
             table: Table::Sessions,

@@ -164,10 +164,11 @@ pub struct SessionRecord {
     /// (a record written before it was kept reads as none said).
     #[serde(default, skip_serializing_if = "crate::engine::Context::is_empty")]
     pub context: crate::engine::Context,
-    /// Every event sequence number the device has handed out for this session is below this
-    /// (reserved ahead in blocks, so a restart never reuses one; device/event_log.rs).
+    /// While the session's event log is sealed (every event sent is in the store's log), the
+    /// seq its next event gets; 0 from its first event after that until it is sealed again
+    /// (device/event_log.rs).
     #[serde(default, skip_serializing_if = "is_zero")]
-    pub seq_reserved: u64,
+    pub seq_next: u64,
 }
 
 fn is_zero(n: &u64) -> bool {

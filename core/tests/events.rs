@@ -185,8 +185,14 @@ fn an_idle_session_keeps_its_log_and_its_seqs_across_a_restart() {
     prompt(&mut p, &s, "t2", "say two");
     p.settle().unwrap();
     let seqs = heard_seqs(&p, &s);
-    let after: Vec<u64> = seqs.iter().copied().filter(|q| *q > before).collect();
-    assert_eq!(after.first(), Some(&(before + 1)), "{seqs:?}");
+    // Counted from the new start's base: above every seq before it, one by one from there.
+    let at = seqs.iter().position(|q| *q == before).unwrap();
+    let after = &seqs[at + 1..];
+    assert!(after.first().is_some_and(|q| *q > before), "{seqs:?}");
+    assert!(after.windows(2).all(|w| w[1] == w[0] + 1), "{seqs:?}");
+    let answer = events(&mut p, &s, before);
+    assert_eq!(answer["truncated"], false, "nothing was missed: {answer}");
+    assert_eq!(said(answer["events"].as_array().unwrap()), "two");
 }
 
 #[test]

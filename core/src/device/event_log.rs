@@ -8,17 +8,19 @@
 //!
 //! The log is held within its bounds in memory (so its cost does not grow with the session's
 //! age: its params share one byte buffer, at most twice the bound, so an event costs no
-//! allocation of its own) and written to the store (`Table::Events`) in a block when the
-//! session goes idle (its turn ended) and when it is set aside, with the session's exact next
-//! seq: never a write per chunk, and no frame waits for a block (an answer reads memory). A
-//! session read back, or a restarted device, reads the blocks again.
+//! allocation of its own) and written to the store (`Table::Events`) in one block when the
+//! session goes idle (its turn ended) and when it is set aside: never a write per chunk, and
+//! no frame waits for a block (an answer reads memory). A session read back, or a restarted
+//! device, reads the blocks again.
 //!
-//! Seqs are never reused: they are reserved in blocks of [`SEQ_BLOCK`] in the session's record
-//! (`seq_reserved`), durable before the first frame that uses one leaves. A running turn
-//! reserves its next block when half of the current one is used, behind nothing, so a stream
-//! does not stop for it. Events sent while a turn ran and not yet written when the process
-//! died are lost to the log, and the restarted device knows it (its reservation is ahead of
-//! its log): a client asking from before then is told `truncated`.
+//! Seqs are never reused, and nothing mid-turn waits for a write to make sure of it: a start
+//! of the device counts its session's seqs from its own base, [`SEQ_EPOCH_BITS`] bits above the
+//! last start's (the device's start number, durable before anything it sends). A written log
+//! is *sealed*: the session's record says its exact next seq (`seq_next`); the first event
+//! after that unseals it (`seq_next: 0`, written before that event leaves: at a turn's start,
+//! with the turn's own record). A restarted device vouches for a sealed log, and for nothing
+//! before its restart of an unsealed one (its turn was cut: what it sent may not have been
+//! written): a client asking from there is told `truncated`.
 
 use std::collections::VecDeque;
 
@@ -32,8 +34,14 @@ use crate::config::SessionLimits;
 use crate::jsonrpc::RpcError;
 use crate::store::{self, Record, Table};
 
-/// Seqs reserved at once: one durable record write per this many events.
-pub(crate) const SEQ_BLOCK: u64 = 4096;
+/// A start's seqs begin at its start number shifted by this: a session may send 2^32 events
+/// in one run of the device, and 2^21 starts keep every seq within JSON's exact integers.
+pub(crate) const SEQ_EPOCH_BITS: u32 = 32;
+
+/// The first seq of a start numbered `epoch`.
+pub(crate) fn seq_base(epoch: u64) -> u64 {
+    (epoch << SEQ_EPOCH_BITS) | 1
+}
 /// What an entry costs besides its params (its seq, method and framing), so a flood of tiny
 /// events is bounded by bytes too.
 const ENTRY_OVERHEAD: usize = 48;
@@ -226,9 +234,8 @@ pub(crate) struct EventLog {
     unflushed_bytes: usize,
     /// The blocks in the store, oldest first: (first seq, last seq).
     blocks: VecDeque<(u64, u64)>,
-    /// The next block of seqs reserved ahead: where it begins, and the persist that makes it
-    /// durable (frames from there on wait for it).
-    ahead: Option<(u64, u64)>,
+    /// The store has every event sent (the record's `seq_next` says where the next begins).
+    sealed: bool,
 }
 
 impl Default for EventLog {
@@ -242,19 +249,29 @@ impl Default for EventLog {
             unflushed: 0,
             unflushed_bytes: 0,
             blocks: VecDeque::new(),
-            ahead: None,
+            sealed: true,
         }
     }
 }
 
 impl EventLog {
-    /// A log read back from the store: `blocks` (first seq, events), `reserved` the session's
-    /// durable reservation; trimmed to `limits`. Blocks left wholly outside are deleted
-    /// (`records`).
+    /// An empty, sealed log whose first event gets `base`.
+    pub fn new(base: u64) -> EventLog {
+        EventLog {
+            next_seq: base,
+            floor: base - 1,
+            ..EventLog::default()
+        }
+    }
+
+    /// A log read back from the store: `blocks` (first seq, events), `seq_next` the record's
+    /// (0: unsealed), `base` this start's first seq; trimmed to `limits`. Blocks left wholly
+    /// outside are deleted (`records`).
     pub fn restore(
         session: &str,
         mut blocks: Vec<(u64, Vec<LoggedEvent>)>,
-        reserved: u64,
+        seq_next: u64,
+        base: u64,
         limits: &SessionLimits,
         records: &mut Vec<Record>,
     ) -> EventLog {
@@ -271,12 +288,14 @@ impl EventLog {
             }
         }
         let logged = log.entries.back().map_or(0, |e| e.seq);
-        log.next_seq = reserved.max(logged + 1).max(1);
-        log.floor = match log.entries.front() {
-            // Seqs up to the reservation may have been sent and not written (the process died):
-            // nothing before it can be vouched for.
-            Some(first) if logged + 1 == log.next_seq => first.seq - 1,
-            _ => log.next_seq - 1,
+        log.next_seq = seq_next.max(logged + 1).max(base);
+        log.sealed = seq_next != 0;
+        log.floor = match (log.sealed, log.entries.front()) {
+            (true, Some(first)) => first.seq - 1,
+            (true, None) => seq_next - 1,
+            // Unsealed: a turn was cut, and what it sent may not have been written. Nothing
+            // before this start can be vouched for.
+            (false, _) => log.next_seq - 1,
         };
         log.trim(limits);
         records.extend(log.forget_evicted_blocks(session));
@@ -463,41 +482,27 @@ pub(super) fn notification_frame(method: &str, params: &str) -> Vec<u8> {
 }
 
 impl Session {
-    /// The seq of this session's next event. Its reservation is durable before any frame of
-    /// the session queued from here on leaves: one not covered waits for a new block's record;
-    /// half a block before the end the next one is reserved behind nothing, and the frames
-    /// past the end wait for that write (long done, as a rule).
+    /// The seq of this session's next event. The first after its log was sealed unseals it
+    /// in the store before any frame of the session queued from here on leaves (at a turn's
+    /// start that write goes with the turn's own); after that nothing waits.
     pub fn take_seq(&mut self, out: &mut Outbox, lane: Lane) -> u64 {
         let seq = self.events.take();
-        let reserved = self.durable.seq_reserved;
-        if seq >= reserved {
-            self.durable.seq_reserved = seq + SEQ_BLOCK;
-            self.events.ahead = None;
+        if self.events.sealed {
+            self.events.sealed = false;
+            self.durable.seq_next = 0;
             out.persist_in(lane, vec![self.record()]);
-            return seq;
-        }
-        if let Some((begins, persist)) = self.events.ahead {
-            if seq >= begins {
-                out.wait_in(lane, persist);
-                self.events.ahead = None;
-            }
-        }
-        if self.events.ahead.is_none() && reserved - seq <= SEQ_BLOCK / 2 {
-            self.durable.seq_reserved = reserved + SEQ_BLOCK;
-            let persist = out.persist_quiet(vec![self.record()]);
-            self.events.ahead = Some((reserved, persist));
         }
         seq
     }
 
-    /// The records that bring the store up to this session's log, with its exact next seq as
-    /// its reservation (nothing past it was sent), so read back it reaches as far.
+    /// The records that bring the store up to this session's log and seal it with its exact
+    /// next seq, so read back (or after a restart) it reaches as far.
     fn seal_records(&mut self) -> Vec<Record> {
         let mut records = self.events.flush(&self.durable.id);
         let next = self.events.next_seq();
-        if self.durable.seq_reserved != next {
-            self.durable.seq_reserved = next;
-            self.events.ahead = None;
+        if !self.events.sealed || self.durable.seq_next != next {
+            self.events.sealed = true;
+            self.durable.seq_next = next;
             records.push(self.record());
         }
         records
@@ -505,11 +510,16 @@ impl Session {
 }
 
 impl Device {
-    /// The seq of `session`'s next event (none for a session not in memory), its reservation
-    /// durable before it leaves (see [`Session::take_seq`]).
+    /// The seq of `session`'s next event (none for a session not in memory; see
+    /// [`Session::take_seq`]).
     pub(super) fn next_seq(&mut self, session: &str) -> Option<u64> {
         let s = self.sessions.get_mut(session)?;
         Some(s.take_seq(&mut self.out, Lane::of(session)))
+    }
+
+    /// The first seq of this start of the device.
+    pub(super) fn seq_base(&self) -> u64 {
+        seq_base(self.request_ids.epoch)
     }
 
     /// Keep an event sent about `session` with `seq` in its log.
@@ -746,65 +756,84 @@ mod tests {
         );
     }
 
+    /// A stored block of events `first..=last`.
+    fn block(first: u64, last: u64) -> (u64, Vec<LoggedEvent>) {
+        let events = (first..=last)
+            .map(|seq| LoggedEvent {
+                seq,
+                method: "_lembas/event",
+                params: json!({ "_meta": { "lembas": { "seq": seq } } }).to_string(),
+            })
+            .collect();
+        (first, events)
+    }
+
     #[test]
-    fn a_restored_log_never_reuses_a_seq_and_vouches_only_for_what_it_wrote() {
+    fn a_sealed_log_read_back_reaches_as_far_and_goes_on_from_this_starts_base() {
         let l = limits(100, 1 << 20);
-        let mut log = EventLog::default();
-        assert_eq!((log.take(), log.take()), (1, 2));
-        let e = event(&mut log, "a");
-        push(&mut log, e, &l);
-        let block = log.flush("s");
-        let Record::Put { value, .. } = &block[0] else {
-            panic!("{block:?}")
-        };
-        let stored = read_block(value).unwrap();
-        assert_eq!(stored[0].seq, 3);
-        // Restarted with the reservation ahead of what was written: nothing before it is
-        // vouched for, and the next seq is past it.
         let mut records = Vec::new();
-        let back = EventLog::restore(
-            "s",
-            vec![(3, stored.clone())],
-            1 + SEQ_BLOCK,
-            &l,
-            &mut records,
-        );
-        assert_eq!(back.next_seq(), 1 + SEQ_BLOCK);
-        let page = back.page(3, 10, usize::MAX);
-        assert!(page.truncated && page.events.is_empty(), "{page:?}");
-        // Its blocks are of no use now: they go.
-        assert_eq!(
-            std::mem::take(&mut records),
-            vec![Record::Delete {
-                table: Table::Events,
-                key: store::events_key("s", 3)
-            }]
-        );
-        // Set aside with its exact next seq: the log reaches back as before.
-        let back = EventLog::restore("s", vec![(3, stored)], 4, &l, &mut records);
+        // Set aside and read back in the same start: it goes on where it was.
+        let back = EventLog::restore("s", vec![block(1, 3)], 4, seq_base(0), &l, &mut records);
         assert_eq!(back.next_seq(), 4);
-        let page = back.page(2, 10, usize::MAX);
-        assert_eq!((seqs(&page), page.truncated), (vec![3], false));
+        let page = back.page(0, 10, usize::MAX);
+        assert_eq!((seqs(&page), page.truncated), (vec![1, 2, 3], false));
+        // After a restart: above every seq of the last start, and still vouched for.
+        let back = EventLog::restore("s", vec![block(1, 3)], 4, seq_base(1), &l, &mut records);
+        assert_eq!(back.next_seq(), seq_base(1));
+        assert!(seq_base(1) > seq_base(0) + u64::from(u32::MAX));
+        let page = back.page(1, 10, usize::MAX);
+        assert_eq!((seqs(&page), page.truncated), (vec![2, 3], false));
+        assert!(
+            !back.page(3, 10, usize::MAX).truncated,
+            "nothing was missed after 3"
+        );
         assert!(records.is_empty(), "{records:?}");
     }
 
-    /// A session whose records the outbox writes: its reservations as a stream crosses blocks.
+    #[test]
+    fn an_unsealed_log_read_back_after_a_restart_vouches_for_nothing_before_it() {
+        let l = limits(100, 1 << 20);
+        let mut records = Vec::new();
+        let back = EventLog::restore("s", vec![block(1, 3)], 0, seq_base(1), &l, &mut records);
+        assert_eq!(back.next_seq(), seq_base(1));
+        let page = back.page(3, 10, usize::MAX);
+        assert!(page.truncated && page.events.is_empty(), "{page:?}");
+        assert!(!back.page(seq_base(1) - 1, 10, usize::MAX).truncated);
+        // Its blocks are of no use now: they go.
+        assert_eq!(
+            records,
+            vec![Record::Delete {
+                table: Table::Events,
+                key: store::events_key("s", 1)
+            }]
+        );
+    }
+
+    /// A sealed session, and the outbox its records go to.
     fn session() -> (Session, Outbox) {
         let mut s = crate::device::live::tests::session("s");
-        s.durable.seq_reserved = 1 + SEQ_BLOCK;
+        s.durable.seq_next = 1;
         (s, Outbox::default())
     }
 
-    /// The persists issued so far: (number, the reservation they store).
-    fn reservations(out: &mut Outbox) -> Vec<(u64, u64)> {
+    /// The persists issued so far: (number, the `seq_next` they store).
+    fn seals(out: &mut Outbox) -> Vec<(u64, u64)> {
         std::iter::from_fn(|| out.poll())
             .filter_map(|o| match o {
                 crate::device::Output::Effect(crate::device::Effect::Persist { seq, records }) => {
-                    let Record::Put { value, .. } = &records[0] else {
-                        panic!("{records:?}")
+                    let Some(Record::Put { value, .. }) = records.iter().find(|r| {
+                        matches!(
+                            r,
+                            Record::Put {
+                                table: Table::Sessions,
+                                ..
+                            }
+                        )
+                    }) else {
+                        return None;
                     };
                     let rec: crate::store::SessionRecord = serde_json::from_str(value).unwrap();
-                    Some((seq, rec.seq_reserved))
+                    Some((seq, rec.seq_next))
                 }
                 _ => None,
             })
@@ -812,58 +841,32 @@ mod tests {
     }
 
     #[test]
-    fn the_next_block_is_reserved_half_a_block_ahead_and_waited_for_past_the_end() {
+    fn the_first_event_after_a_seal_unseals_the_log_before_it_leaves_and_no_other_waits() {
         let (mut s, mut out) = session();
         let lane = Lane::of("s");
-        for _ in 0..SEQ_BLOCK / 2 {
-            s.take_seq(&mut out, lane);
-        }
-        assert!(
-            reservations(&mut out).is_empty(),
-            "the first block covers these"
-        );
-        // Half the block used: the next one is reserved, and nothing waits for it yet.
-        let seq = s.take_seq(&mut out, lane);
-        assert_eq!(seq, SEQ_BLOCK / 2 + 1);
-        assert_eq!(reservations(&mut out), [(1, 1 + 2 * SEQ_BLOCK)]);
-        out.send_in(lane, ConnId(0), b"inside the block".to_vec());
-        assert!(out.poll().is_some(), "not held by the reservation");
-        while s.events.next_seq() < 1 + SEQ_BLOCK {
-            s.take_seq(&mut out, lane);
-        }
-        // Past the end, the session's frames wait for the reservation to be written.
-        assert_eq!(s.take_seq(&mut out, lane), 1 + SEQ_BLOCK);
-        out.send_in(lane, ConnId(0), b"past the end".to_vec());
-        assert_eq!(out.poll(), None, "held until persist 1 is written");
+        assert_eq!(s.take_seq(&mut out, lane), 1);
+        out.send_in(lane, ConnId(0), b"first".to_vec());
+        assert_eq!(seals(&mut out), [(1, 0)], "unsealed in the store");
+        assert_eq!(out.poll(), None, "the frame waits for it");
         out.acked(1);
         assert!(out.poll().is_some());
-        assert_eq!(s.durable.seq_reserved, 1 + 2 * SEQ_BLOCK);
-    }
-
-    #[test]
-    fn a_seq_past_the_reservation_waits_for_a_new_one() {
-        let (mut s, mut out) = session();
-        // Sealed while idle: the reservation is the exact next seq.
-        s.events.next_seq = 7;
-        s.durable.seq_reserved = 7;
-        let lane = Lane::of("s");
-        assert_eq!(s.take_seq(&mut out, lane), 7);
-        out.send_in(lane, ConnId(0), b"after".to_vec());
-        assert_eq!(reservations(&mut out), [(1, 7 + SEQ_BLOCK)]);
-        assert_eq!(
-            out.poll(),
-            None,
-            "the frame waits for its seq's reservation"
-        );
-        out.acked(1);
+        // A long stream after it: nothing more is written, nothing waits.
+        for _ in 0..10_000 {
+            s.take_seq(&mut out, lane);
+        }
+        out.send_in(lane, ConnId(0), b"later".to_vec());
         assert!(out.poll().is_some());
+        assert!(seals(&mut out).is_empty());
     }
 
     #[test]
     fn sealing_writes_the_rest_of_the_log_and_the_exact_next_seq() {
-        let (mut s, _) = session();
+        let (mut s, mut out) = session();
         let l = limits(100, 1 << 20);
-        fill(&mut s.events, 3, &l);
+        for _ in 0..3 {
+            let seq = s.take_seq(&mut out, Lane::of("s"));
+            s.events.push(seq, "_lembas/event", "{}", &l);
+        }
         let records = s.seal_records();
         assert!(matches!(
             &records[0],
@@ -872,7 +875,7 @@ mod tests {
                 ..
             }
         ));
-        assert_eq!(s.durable.seq_reserved, 4);
+        assert_eq!(s.durable.seq_next, 4);
         assert!(matches!(
             &records[1],
             Record::Put {

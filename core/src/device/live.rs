@@ -319,7 +319,7 @@ pub(super) mod tests {
                 plan: None,
                 given: false,
                 context: Default::default(),
-                seq_reserved: 0,
+                seq_next: 0,
             },
             10,
         )

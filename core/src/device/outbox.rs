@@ -2,7 +2,8 @@
 //! made durable before any frame that announces it leaves. Every concern queues into it;
 //! [`super::Device::poll_output`] drains it.
 //!
-//! Most outputs are lane-less: each waits for every persist issued before it and leaves only
+//! Most outputs are lane-less: each waits for every persist issued before it (but the quiet
+//! ones: a session's event log, which no frame announces) and leaves only
 //! after every output queued before it, as one ordered stream. The hot per-session paths (a
 //! session's updates, chunks and events, its own turn-state persists, the engine commands of its
 //! turns) go in that session's lane instead: such an output waits only for the lane-less
@@ -66,6 +67,8 @@ pub(super) struct Outbox {
     queue: VecDeque<Entry>,
     /// Persists asked of the shell so far (the last `Effect::Persist`'s `seq`).
     issued: u64,
+    /// The last persist a lane-less output waits for: every one issued but the quiet ones.
+    gating: u64,
     /// The highest `seq` the shell reported written.
     acked: u64,
     /// The last lane-less persist: every output waits for it.
@@ -84,7 +87,7 @@ pub(super) struct Outbox {
 impl Outbox {
     fn push(&mut self, lane: Option<Lane>, output: Output) {
         let gate = match lane {
-            None => self.issued,
+            None => self.gating,
             Some(l) => self
                 .last_global
                 .max(self.last_in_lane.get(&l).copied().unwrap_or(0)),
@@ -176,6 +179,7 @@ impl Outbox {
     /// them.
     pub(super) fn persist(&mut self, records: Vec<Record>) {
         self.issued += 1;
+        self.gating = self.issued;
         self.last_global = self.issued;
         // Every lane's last persist is below this one now: none raises a gate any more.
         self.last_in_lane.clear();
@@ -187,33 +191,24 @@ impl Outbox {
     /// lane queued after this wait until the shell acknowledges them.
     pub(super) fn persist_in(&mut self, lane: Lane, records: Vec<Record>) {
         self.issued += 1;
+        self.gating = self.issued;
         let seq = self.issued;
         self.last_in_lane.insert(lane, seq);
         self.effect(Effect::Persist { seq, records });
     }
 
-    /// Write `records` now, gating nothing: no output waits for them (unless asked later with
-    /// [`Self::wait_in`]). Returns the persist's number.
-    pub(super) fn persist_quiet(&mut self, records: Vec<Record>) -> u64 {
+    /// Write `records` now, gating nothing: no output waits for them (a session's event log,
+    /// whose answers read memory).
+    pub(super) fn persist_quiet(&mut self, records: Vec<Record>) {
         self.issued += 1;
         let seq = self.issued;
         self.effect(Effect::Persist { seq, records });
-        seq
-    }
-
-    /// Every output of `lane` queued from now on waits for persist `seq` too (one issued
-    /// earlier with [`Self::persist_quiet`]).
-    pub(super) fn wait_in(&mut self, lane: Lane, seq: u64) {
-        if seq > self.acked && seq > self.last_global {
-            let gate = self.last_in_lane.entry(lane).or_insert(0);
-            *gate = (*gate).max(seq);
-        }
     }
 
     /// Persist `records` only once every output queued before them has left.
     pub(super) fn persist_after_send(&mut self, records: Vec<Record>) {
         self.queue.push_back(Entry {
-            gate: self.issued,
+            gate: self.gating,
             lane: None,
             item: Queued::PersistAfter(records),
         });
@@ -277,6 +272,7 @@ impl Outbox {
             // Everything before it has left: these records may be written now.
             Queued::PersistAfter(records) => {
                 self.issued += 1;
+                self.gating = self.issued;
                 self.last_global = self.issued;
                 self.last_in_lane.clear();
                 Output::Effect(Effect::Persist {
@@ -703,27 +699,26 @@ mod tests {
     }
 
     #[test]
-    fn a_lane_may_wait_for_a_quiet_persist_issued_earlier() {
+    fn a_quiet_persist_holds_nothing() {
         let mut out = Outbox::default();
-        let quiet = out.persist_quiet(vec![record("ahead")]);
-        out.send_in(lane(LA), A, frame("before"));
-        out.wait_in(lane(LA), quiet);
-        out.send_in(lane(LA), A, frame("after"));
-        out.send_in(lane(LB), B, frame("b"));
-        assert_eq!(out.poll().as_ref().and_then(persist_seq), Some(quiet));
+        out.persist_quiet(vec![record("log")]);
+        out.send_in(lane(LA), A, frame("a"));
+        out.send(B, frame("answer"));
+        assert_eq!(out.poll().as_ref().and_then(persist_seq), Some(1));
+        assert_eq!(out.poll(), sent(A, "a"));
         assert_eq!(
             out.poll(),
-            sent(A, "before"),
-            "the quiet persist held nothing queued"
+            sent(B, "answer"),
+            "not written yet, and nothing waits"
         );
-        assert_eq!(out.poll(), sent(B, "b"), "nor another lane");
-        assert_eq!(out.poll(), None, "`after` waits for it");
-        out.acked(quiet);
-        assert_eq!(out.poll(), sent(A, "after"));
-        // Asked for once it is written, it holds nothing.
-        out.wait_in(lane(LA), quiet);
-        out.send_in(lane(LA), A, frame("later"));
-        assert_eq!(out.poll(), sent(A, "later"));
+        // A persist after it still waits for it to be acknowledged in order.
+        out.persist(vec![record("after")]);
+        out.send(B, frame("later"));
+        assert_eq!(out.poll().as_ref().and_then(persist_seq), Some(2));
+        out.acked(1);
+        assert_eq!(out.poll(), None);
+        out.acked(2);
+        assert_eq!(out.poll(), sent(B, "later"));
     }
 
     #[test]

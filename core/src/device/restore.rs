@@ -220,7 +220,8 @@ impl Device {
         s.events = EventLog::restore(
             id,
             stored.events,
-            s.durable.seq_reserved,
+            s.durable.seq_next,
+            self.seq_base(),
             &self.config.sessions,
             records,
         );

@@ -224,12 +224,12 @@ impl Device {
                 plan: None,
                 given: kind == ConnKind::Link,
                 context: p.context,
-                // Its first block of event seqs is reserved with it: its first event waits for
-                // no write of its own.
-                seq_reserved: 1 + super::event_log::SEQ_BLOCK,
+                // Its log is sealed, empty: the first seq of this start.
+                seq_next: self.seq_base(),
             },
             self.config.sessions.ledger_turns,
         );
+        session.events = super::event_log::EventLog::new(self.seq_base());
         session.open = true;
         session.holders.insert(p.conn);
         session.capped = kind == ConnKind::Link;
@@ -603,7 +603,7 @@ mod tests {
             plan: Some(json!({ "phases": [] })),
             given: true,
             context,
-            seq_reserved: 7,
+            seq_next: 7,
         };
         let s = Session::new(rec.clone(), 10);
         let Record::Put { table, key, value } = s.record() else {

@@ -14,7 +14,8 @@ pub struct SeqMeta {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Seq {
-    /// Per session, from 1, never reused (across restarts too).
+    /// Per session, one more than the last, never reused: a restart of the device counts on
+    /// from above every seq before it.
     pub seq: u64,
 }
 
