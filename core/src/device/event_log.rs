@@ -302,14 +302,14 @@ impl EventLog {
         log
     }
 
-    /// The seq the next event gets (a plain count; reserving is [`Session::take_seq`]'s).
+    /// The seq the next event gets (a plain count; unsealing is [`Session::take_seq`]'s).
     fn take(&mut self) -> u64 {
         let seq = self.next_seq;
         self.next_seq += 1;
         seq
     }
 
-    /// The seq the next event would get: an exact reservation for a session leaving memory.
+    /// The seq the next event would get: what a seal writes.
     pub fn next_seq(&self) -> u64 {
         self.next_seq
     }
