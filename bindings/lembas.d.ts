@@ -366,6 +366,10 @@ export type ClientEvent =
   | { kind: "deleted"; sessionId: string; existed: boolean }
   | { kind: "delete_given_up"; sessionId: string; reason: string }
   | { kind: "card_settled"; sessionId: string; toolCallId: string }
+  /** What the session sent after seq `since` could not all be fetched on the new link (the
+   * device's event log no longer reaches back, or it has none): import its `history`. Events
+   * after the gap follow as usual; the missed ones that could be fetched came before it. */
+  | { kind: "gap"; sessionId: string; since: number }
   | { kind: "notification"; method: string; params: unknown }
   | { kind: "request"; id: RequestId; method: string; params: unknown };
 

@@ -368,6 +368,10 @@ fn client_events() -> Vec<ClientEvent> {
             session_id: "ses_1".into(),
             tool_call_id: "c1".into(),
         },
+        ClientEvent::Gap {
+            session_id: "ses_1".into(),
+            since: 4_294_967_301,
+        },
         ClientEvent::Notification {
             method: "session/update".into(),
             params: json!({ "sessionId": "ses_1" }),

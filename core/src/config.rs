@@ -512,6 +512,22 @@ pub struct ClientConfig {
     /// serde shape, as for the device's.
     #[serde(skip)]
     pub liveness: Option<Liveness>,
+    /// The three bounds of following by seq (client/resume.rs), not in the serde shape: the
+    /// web client's module has no room for their decoders (its bound is 400 KB), and the
+    /// defaults serve a UI.
+    ///
+    /// How many sessions the client follows by seq (capability `events`): on a new link it
+    /// asks each for what it missed. Past this many, the one heard of longest ago is forgotten.
+    #[serde(skip)]
+    pub followed_sessions: usize,
+    /// Pages of `_lembas/session/events` a session's catch-up may take on a new link before
+    /// the rest is reported as a gap.
+    #[serde(skip)]
+    pub catch_up_pages: u32,
+    /// Live events held, over all sessions catching up, until the missed ones before them are
+    /// handed out; one past this is not held but fetched with the next page.
+    #[serde(skip)]
+    pub held_events: usize,
 }
 
 impl Default for ClientConfig {
@@ -522,6 +538,9 @@ impl Default for ClientConfig {
             show: false,
             request_timeout_ms: 30_000,
             liveness: Some(Liveness::default()),
+            followed_sessions: 64,
+            catch_up_pages: 16,
+            held_events: 4096,
         }
     }
 }
@@ -529,6 +548,12 @@ impl Default for ClientConfig {
 impl ClientConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         validate_frames(&self.frames)?;
+        if self.followed_sessions == 0 || self.catch_up_pages == 0 || self.held_events == 0 {
+            return Err(ConfigError(format!(
+                "followed_sessions, catch_up_pages and held_events must be at least 1 (got {}, {} and {})",
+                self.followed_sessions, self.catch_up_pages, self.held_events
+            )));
+        }
         match &self.liveness {
             Some(l) => l.validate(),
             None => Ok(()),

@@ -138,6 +138,7 @@ impl Client {
             Ok(v) => {
                 self.deletes.pending.remove(&session);
                 self.deletes.done.insert(session.clone());
+                self.unfollow(&session);
                 self.emit(ClientEvent::Deleted {
                     session_id: session,
                     existed: v["deleted"] == json!(true),
@@ -172,6 +173,7 @@ impl Client {
                 true
             }
             "_lembas/session/deleted" => {
+                self.unfollow(session);
                 let fresh = self.deletes.known.contains(session)
                     && !self.deletes.done.contains(session)
                     && !self.deletes.pending.contains_key(session);

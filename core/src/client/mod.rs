@@ -8,6 +8,7 @@ mod deletes;
 mod event_json;
 mod heard;
 mod input;
+mod resume;
 mod timers;
 mod turns;
 
@@ -112,6 +113,10 @@ pub enum ClientEvent {
         session_id: String,
         tool_call_id: String,
     },
+    /// What `session_id` sent after seq `since` could not all be had on this link (the
+    /// device's log no longer reaches back, or it has none): import its `history`. Events
+    /// after the gap follow as usual.
+    Gap { session_id: String, since: u64 },
     /// A `session/update`, typed (with the `typed-events` feature). Its JS shape is still the notification's
     /// (`{"kind": "notification", "method": "session/update", "params": {...}}`).
     #[cfg(feature = "typed-events")]
@@ -193,6 +198,7 @@ pub struct Client {
     purposes: BTreeMap<Id, Purpose>,
     rows: Rows,
     deletes: deletes::Deletes,
+    resume: resume::Resume,
     /// Cards the device put to us and we have not answered: (sessionId, toolCallId) → request
     /// id. Keyed by session too, since two sessions' tool call ids may repeat.
     cards: BTreeMap<(String, String), Id>,
@@ -212,6 +218,7 @@ impl Client {
             purposes: BTreeMap::new(),
             rows: Rows::new(),
             deletes: deletes::Deletes::default(),
+            resume: resume::Resume::default(),
             cards: BTreeMap::new(),
             incoming: Default::default(),
             rng: Rng::new(config.seed),
@@ -266,19 +273,11 @@ impl Client {
                 if n.method == "_lembas/hello" {
                     self.on_hello(n.params);
                 } else if self.phase != Phase::Ready {
-                } else if n.method == "_lembas/permission/settled" {
-                    let key = (
-                        params["sessionId"].as_str().unwrap_or("").to_string(),
-                        params["toolCallId"].as_str().unwrap_or("").to_string(),
-                    );
-                    if self.cards.remove(&key).is_some() {
-                        self.emit(ClientEvent::CardSettled {
-                            session_id: key.0,
-                            tool_call_id: key.1,
-                        });
-                    }
-                } else if self.passes_delete_rules(&n.method, &params) {
-                    self.emit(ClientEvent::heard(n.method.into_owned(), params));
+                } else if let Some((session, seq)) = resume::sequenced(&params) {
+                    let session = session.to_string();
+                    self.on_sequenced(session, seq, n.method.into_owned(), params);
+                } else {
+                    self.hand_out(n.method.into_owned(), params);
                 }
             }
             Ok(Message::Request(r)) => {
@@ -508,6 +507,7 @@ impl Client {
                 self.emit(ClientEvent::Ready {
                     capabilities: self.capabilities.clone(),
                 });
+                self.catch_up_all();
                 self.reattach_all();
                 self.send_deletes();
             }
@@ -517,6 +517,24 @@ impl Client {
                     .into(),
             ),
             Err(e) => self.refuse(1002, format!("initialize failed: {}", e.message)),
+        }
+    }
+
+    /// A notification from the device, live or fetched, to the UI.
+    fn hand_out(&mut self, method: String, params: Value) {
+        if method == "_lembas/permission/settled" {
+            let key = (
+                params["sessionId"].as_str().unwrap_or("").to_string(),
+                params["toolCallId"].as_str().unwrap_or("").to_string(),
+            );
+            if self.cards.remove(&key).is_some() {
+                self.emit(ClientEvent::CardSettled {
+                    session_id: key.0,
+                    tool_call_id: key.1,
+                });
+            }
+        } else if self.passes_delete_rules(&method, &params) {
+            self.emit(ClientEvent::heard(method, params));
         }
     }
 

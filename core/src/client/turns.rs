@@ -57,6 +57,8 @@ pub(super) enum Purpose {
     Delete(String),
     /// `session/new`: the answer names a session this client now knows.
     NewSession,
+    /// `_lembas/session/events` for this session: a page of what it missed.
+    Events(String),
 }
 
 pub(super) type Rows = BTreeMap<String, Row>;
@@ -151,11 +153,14 @@ impl Client {
                 if let Some(row) = self.rows.get_mut(turn) {
                     row.state = RowState::Sent(id);
                 }
-                self.emit(ClientEvent::Reattached {
-                    session_id,
-                    turn_id: turn.to_string(),
-                    how,
-                });
+                self.emit_about(
+                    &session_id.clone(),
+                    ClientEvent::Reattached {
+                        session_id,
+                        turn_id: turn.to_string(),
+                        how,
+                    },
+                );
             }
             Err(_) => {
                 if let Some(row) = self.rows.get_mut(turn) {
@@ -175,16 +180,21 @@ impl Client {
             Purpose::Plain => return Err(outcome),
             Purpose::Prompt(turn) => {
                 if let Some(row) = self.rows.remove(&turn) {
-                    self.emit(ClientEvent::PromptAnswered {
-                        session_id: row.session_id,
-                        turn_id: turn,
-                        outcome,
-                    });
+                    let session = row.session_id.clone();
+                    self.emit_about(
+                        &session,
+                        ClientEvent::PromptAnswered {
+                            session_id: row.session_id,
+                            turn_id: turn,
+                            outcome,
+                        },
+                    );
                 }
             }
             Purpose::Status(turn) => self.on_status(turn, outcome),
             Purpose::History(turn) => self.on_history(turn, outcome),
             Purpose::Delete(session) => self.on_delete_answer(session, outcome),
+            Purpose::Events(session) => self.on_events_page(session, outcome),
             Purpose::NewSession => {
                 if let Some(s) = outcome.as_ref().ok().and_then(|v| v["sessionId"].as_str()) {
                     self.deletes.known.insert(s.to_string());
@@ -205,11 +215,14 @@ impl Client {
         };
         if status["exists"] == json!(false) {
             self.rows.remove(&turn);
-            return self.emit(ClientEvent::Reattached {
-                session_id,
-                turn_id: turn,
-                how: Reattach::Gone,
-            });
+            return self.emit_about(
+                &session_id.clone(),
+                ClientEvent::Reattached {
+                    session_id,
+                    turn_id: turn,
+                    how: Reattach::Gone,
+                },
+            );
         }
         if status["turnId"].as_str() == Some(turn.as_str()) {
             return self.resend(&turn, Reattach::Following);
@@ -254,10 +267,13 @@ impl Client {
         let Some(row) = self.rows.remove(&turn) else {
             return;
         };
-        self.emit(ClientEvent::Reattached {
-            session_id: row.session_id,
-            turn_id: turn,
-            how: Reattach::Imported(turns[start..end].to_vec()),
-        });
+        self.emit_about(
+            &row.session_id.clone(),
+            ClientEvent::Reattached {
+                session_id: row.session_id,
+                turn_id: turn,
+                how: Reattach::Imported(turns[start..end].to_vec()),
+            },
+        );
     }
 }
