@@ -34,11 +34,16 @@ fn pair(seed: u64, tweak: impl FnOnce(&mut DeviceConfig)) -> (Pair, String) {
 
 /// A turn saying `w00 w01 ...`, a pause after each.
 fn script() -> (String, String) {
+    script_of('w')
+}
+
+/// A turn saying `{word}00 {word}01 ...`.
+fn script_of(word: char) -> (String, String) {
     let script = (0..STEPS)
-        .map(|i| format!("say w{i:02}\nsleep {STEP_MS}"))
+        .map(|i| format!("say {word}{i:02}\nsleep {STEP_MS}"))
         .collect::<Vec<_>>()
         .join("\n");
-    let text = (0..STEPS).map(|i| format!("w{i:02}")).collect();
+    let text = (0..STEPS).map(|i| format!("{word}{i:02}")).collect();
     (script, text)
 }
 
@@ -72,15 +77,24 @@ fn gaps(p: &Pair) -> Vec<(String, u64)> {
 
 /// Stream the turn, cut the link after `cut_at_ms` for `down_ms`, link again and settle.
 fn cut_mid_turn(p: &mut Pair, s: &str, cut_at_ms: u64, down_ms: u64) {
-    let (script, _) = script();
-    p.client
-        .prompt(
-            s,
-            json!([{ "type": "text", "text": script }]),
-            Some("t1"),
-            p.now,
-        )
-        .unwrap();
+    cut_mid_turns(p, &[s], cut_at_ms, down_ms)
+}
+
+/// [`cut_mid_turn`] with a turn in each session: the `i`th says `script_of(word(i))`, as turn
+/// `turn(i)`, a few ms after the one before.
+fn cut_mid_turns(p: &mut Pair, sessions: &[&str], cut_at_ms: u64, down_ms: u64) {
+    for (i, s) in sessions.iter().enumerate() {
+        let (script, _) = script_of(word(i));
+        p.client
+            .prompt(
+                s,
+                json!([{ "type": "text", "text": script }]),
+                Some(&turn(i)),
+                p.now,
+            )
+            .unwrap();
+        p.advance(7).unwrap();
+    }
     p.advance(cut_at_ms).unwrap();
     p.reachable = false;
     p.cut().unwrap();
@@ -91,20 +105,36 @@ fn cut_mid_turn(p: &mut Pair, s: &str, cut_at_ms: u64, down_ms: u64) {
     assert!(p.client.is_ready(), "linked again");
 }
 
+fn word(i: usize) -> char {
+    (b'w' - i as u8) as char
+}
+
+fn turn(i: usize) -> String {
+    if i == 0 {
+        "t1".into()
+    } else {
+        format!("t1_{i}")
+    }
+}
+
 /// The turn's end reached the UI: its prompt answered (the turn still ran when the client
 /// linked again, or ended on the link), or its history imported (it ended while down).
 fn ended(p: &Pair) -> bool {
+    ended_turn(p, "t1")
+}
+
+fn ended_turn(p: &Pair, turn: &str) -> bool {
     p.client_events.iter().any(|e| match e {
         ClientEvent::PromptAnswered {
             turn_id,
             outcome: Ok(_),
             ..
-        } => turn_id == "t1",
+        } => turn_id == turn,
         ClientEvent::Reattached {
             turn_id,
             how: Reattach::Imported(_),
             ..
-        } => turn_id == "t1",
+        } => turn_id == turn,
         _ => false,
     })
 }
@@ -156,29 +186,39 @@ fn a_cut_past_the_logs_reach_is_a_gap() {
     assert!(ended(&p));
 }
 
-/// One run of the property: the turn cut at a random moment for a random while, frames
-/// duplicated now and then. Returns whether the client followed the turn live again.
+/// One run of the property: a turn streaming in each of two sessions, the link cut at a
+/// random moment for a random while, frames duplicated now and then. Returns whether the
+/// client followed a turn live again.
 fn run(seed: u64, verbose: bool) -> bool {
     let total = STEPS as u64 * STEP_MS;
     let mut rng = Rng::new(seed);
     let (mut p, s) = pair(seed, |_| {});
+    let other = p.new_session(ROOT);
     p.faults = Faults {
         duplicate_permille: rng.below(100) as u32,
         ..Faults::none()
     };
-    cut_mid_turn(&mut p, &s, rng.below(total + 10), rng.below(total + 50));
+    let sessions = [s.as_str(), other.as_str()];
+    cut_mid_turns(
+        &mut p,
+        &sessions,
+        rng.below(total + 10),
+        rng.below(total + 50),
+    );
     if verbose {
         for e in &p.client_events {
             eprintln!("{}", event_json(e));
         }
     }
-    assert_eq!(
-        said(&p, &s),
-        script().1,
-        "seed {seed}: nothing missing, nothing twice"
-    );
+    for (i, s) in sessions.iter().enumerate() {
+        assert_eq!(
+            said(&p, s),
+            script_of(word(i)).1,
+            "seed {seed}: nothing missing, nothing twice"
+        );
+        assert!(ended_turn(&p, &turn(i)), "seed {seed}");
+    }
     assert_eq!(gaps(&p), vec![], "seed {seed}");
-    assert!(ended(&p), "seed {seed}");
     followed_live(&p)
 }
 
@@ -197,4 +237,48 @@ fn property_cuts_at_random_moments_lose_and_double_nothing() {
         // Both ways of ending are tried: the held live events are exercised.
         assert!(live > 0 && live < runs, "{live} of {runs} followed live");
     }
+}
+
+/// A device that died mid-turn cannot vouch for what it sent unwritten before: the client is
+/// told a gap from the last seq it handed out, and follows the next turn live as before.
+#[test]
+fn a_device_restarted_mid_turn_is_a_gap_then_live_again() {
+    let (mut p, s) = pair(7, |_| {});
+    let (script, _) = script();
+    p.client
+        .prompt(
+            &s,
+            json!([{ "type": "text", "text": script }]),
+            Some("t1"),
+            p.now,
+        )
+        .unwrap();
+    p.advance(3 * STEP_MS + 5).unwrap();
+    let before = said(&p, &s);
+    assert!(
+        before.starts_with("w00") && before.len() < 3 * STEPS,
+        "{before}"
+    );
+    let last = p
+        .client_events
+        .iter()
+        .map(event_json)
+        .filter_map(|e| e["params"]["_meta"]["lembas"]["seq"].as_u64())
+        .max()
+        .unwrap();
+    p.restart_device().unwrap();
+    p.advance(120_000).unwrap();
+    p.settle().unwrap();
+    assert_eq!(gaps(&p), vec![(s.clone(), last)]);
+    assert_eq!(said(&p, &s), before, "nothing after the gap was made up");
+    p.client
+        .prompt(
+            &s,
+            json!([{ "type": "text", "text": "say next" }]),
+            Some("t2"),
+            p.now,
+        )
+        .unwrap();
+    p.settle().unwrap();
+    assert_eq!(said(&p, &s), format!("{before}next"));
 }
