@@ -136,6 +136,40 @@ fn a_link_cut_mid_turn_is_redialled_and_the_answer_arrives_exactly_once() {
     });
 }
 
+/// The link dropped while a turn streams, the device redialling after its backoff (half a
+/// second or more of chunks made while down): the client fetches what it missed
+/// (`_lembas/session/events`) before following live, so its transcript is whole, no chunk
+/// missing or twice.
+#[test]
+fn a_link_cut_mid_stream_loses_no_chunk_the_client_fetches_what_it_missed() {
+    smol::block_on(async {
+        let (instance, home, _device, caps) = linked(Home::new()).await;
+        assert!(caps.iter().any(|c| c == "events"), "{caps:?}");
+        let session = new_session(&instance, &home.work.join("proj")).await;
+        let words: Vec<String> = (0..80).map(|i| format!("w{i:02}")).collect();
+        let script: Vec<String> = words.iter().map(|w| format!("say {w}\nsleep 50")).collect();
+        instance
+            .prompt(&session, text(&script.join("\n")), Some("msg_stream"))
+            .await
+            .unwrap();
+        let (first, mut all) = instance
+            .wait_for(T, |e| !chunks(std::slice::from_ref(e)).is_empty())
+            .await;
+        all.push(first.expect("the turn streams"));
+        instance.cut().await;
+        let cut = Instant::now();
+        let (ready, seen) = instance
+            .wait_for(T, |e| matches!(e, Event::Client(ClientEvent::Ready { .. })))
+            .await;
+        assert!(ready.is_some(), "no new link");
+        let down = cut.elapsed();
+        all.extend(seen);
+        all.extend(ended(&instance, "msg_stream").await);
+        assert_eq!(chunks(&all), words, "down for {down:?}");
+        assert!(down >= Duration::from_millis(200), "down for {down:?} only");
+    });
+}
+
 #[test]
 fn close_4400_stops_the_device_without_redialling() {
     smol::block_on(async {
