@@ -29,6 +29,8 @@ export interface DeviceConfig {
     approvalTimeoutMs?: number;
     terminal?: boolean;
     trusted?: string[];
+    /** The most subdirectories one `_lembas/directories` answer lists (default 1000). */
+    maxDirectoryEntries?: number;
   };
   frames?: FrameLimits;
   backoff?: { initialMs?: number; maxMs?: number };
@@ -127,6 +129,8 @@ export type DeviceInput =
   | { type: "tick" }
   | { type: "persisted"; seq: number }
   | ({ type: "path_resolved"; request: number } & PathResolution)
+  | { type: "directory_listed"; request: number; listing: DirectoryListing }
+  | { type: "directory_listed"; request: number; error: string }
   | { type: "session_loaded"; request: number; entries: StoreEntry[] }
   | { type: "session_load_failed"; request: number; error: string }
   /** `error` absent: it was written. */
@@ -172,6 +176,10 @@ export type Effect =
   | { kind: "persist"; seq: number; records: StoreRecord[] }
   /** Resolve `path` (symlinks followed); answer with `pathResolved(request, ...)`. */
   | { kind: "resolve_path"; request: number; path: string }
+  /** List `path`'s subdirectories (symlinks followed, hidden ones too): the first `maxEntries`
+   * by name, each with its real path, and how many in all; answer with `handle({ type:
+   * "directory_listed", request, listing | error })`. A page with no disk answers an error. */
+  | { kind: "list_directory"; request: number; path: string; maxEntries: number }
   /** Read back a session set aside from memory (`sessions.max_live`): its entries in the store,
    * then `sessionLoaded(request, entries)`, or `sessionLoadFailed(request, error)` when the read
    * fails (the requests waiting for it are refused with the error). Asked for once the persists
@@ -220,6 +228,16 @@ export type DialFailure =
   | { type: "unsupported"; message: string };
 
 export type PathResolution = { path: string } | { error: string };
+
+/** A directory's subdirectories as a shell found them (`list_directory`'s answer). */
+export interface DirectoryListing {
+  /** The directory, symlinks followed. */
+  path: string;
+  /** The first by name, each with its real path or why it did not resolve. */
+  dirs: ({ name: string; real: string } | { name: string; error: string })[];
+  /** How many subdirectories in all (more than `dirs` when cut). */
+  total: number;
+}
 
 // ---- the engine boundary -------------------------------------------------------------------
 

@@ -140,6 +140,11 @@ fn effects() -> Vec<Effect> {
             request: 1,
             path: "/w".into(),
         },
+        Effect::ListDirectory {
+            request: 4,
+            path: "/w".into(),
+            max_entries: 1000,
+        },
         Effect::LoadSession {
             request: 2,
             session_id: "ses_1".into(),
@@ -399,6 +404,9 @@ fn device_inputs() -> Vec<Value> {
         json!({ "type": "persisted", "seq": 1 }),
         json!({ "type": "path_resolved", "request": 1, "path": "/w" }),
         json!({ "type": "path_resolved", "request": 1, "error": "no such directory" }),
+        json!({ "type": "directory_listed", "request": 4, "listing": { "path": "/w", "total": 3,
+                "dirs": [{ "name": "app", "real": "/w/app" }, { "name": "gone", "error": "dangling" }] } }),
+        json!({ "type": "directory_listed", "request": 4, "error": "permission denied" }),
         json!({ "type": "session_loaded", "request": 2,
                 "entries": [{ "table": "sessions", "key": "ses_1", "value": "{}" }] }),
         json!({ "type": "session_load_failed", "request": 2, "error": "disk" }),

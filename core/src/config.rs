@@ -54,6 +54,9 @@ pub struct Remote {
     pub terminal: bool,
     /// Trusted project directories (resolved), for `require_trust`.
     pub trusted: Vec<String>,
+    /// The most subdirectories one `_lembas/directories` answer lists (the first by name; the
+    /// answer's `error` says when more were cut).
+    pub max_directory_entries: usize,
 }
 
 impl Default for Remote {
@@ -67,6 +70,8 @@ impl Default for Remote {
             approval_timeout_ms: 300_000,
             terminal: false,
             trusted: Vec::new(),
+            // A folder chooser's page; a directory with more is said to be cut.
+            max_directory_entries: 1000,
         }
     }
 }
@@ -425,6 +430,11 @@ impl Default for DeviceConfig {
 impl DeviceConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         validate_frames(&self.frames)?;
+        if self.remote.max_directory_entries == 0 {
+            return Err(ConfigError(
+                "remote: max_directory_entries must be at least 1 (got 0)".into(),
+            ));
+        }
         if self.backoff.initial_ms == 0 || self.backoff.max_ms < self.backoff.initial_ms {
             return Err(ConfigError(format!(
                 "backoff: initial_ms must be at least 1 and at most max_ms (got {} and {})",

@@ -214,7 +214,7 @@ pub const METHODS: &[MethodSpec] = &[
     sends("session/request_permission", Request, None, Any),
     sends("_lembas/hello", Notification, None, Link),
     sends("_lembas/event", Notification, None, Any),
-    not_yet("_lembas/directories", ClientToAgent, Request, Some("directories"), Link),
+    request("_lembas/directories", Some("directories"), Link, R::Directories),
     request("_lembas/configure", Some("configure"), Any, R::Configure).checked(),
     request("_lembas/steer", Some("steer"), Any, R::Steer).checked(),
     request("_lembas/session/history", Some("sessions"), Any, R::History).checked(),

@@ -56,7 +56,11 @@ fn terminals_are_listed_on_the_link_alone_and_work_only_there() {
     assert!(opened["shell"].is_string(), "{opened}");
     for kind in [ConnKind::Stdio, ConnKind::Terminal] {
         let (conn, caps) = local(&mut p, kind);
-        assert_eq!(caps, without(&["terminal", "shell"]), "{kind:?}");
+        assert_eq!(
+            caps,
+            without(&["terminal", "shell", "directories"]),
+            "{kind:?}"
+        );
         // What is not listed there does not work there.
         let answer = local_call(&mut p, conn, 1, "_lembas/terminal/open", json!({}));
         assert_eq!(answer["error"]["code"], code::INVALID_PARAMS, "{answer}");
@@ -91,5 +95,8 @@ fn sessions_is_listed_only_where_a_session_id_outlives_the_process() {
         p.client.capabilities()
     );
     let (_, caps) = local(&mut p, ConnKind::Stdio);
-    assert_eq!(caps, without(&["terminal", "shell", "sessions"]));
+    assert_eq!(
+        caps,
+        without(&["terminal", "shell", "directories", "sessions"])
+    );
 }

@@ -291,9 +291,10 @@ impl Harness {
 fn initialize_lists_exactly_the_capabilities_that_work_on_stdio() {
     let h = Harness::new();
     let listed = &h.initialize_result["_meta"]["lembas"]["capabilities"];
-    // Terminals open over the instance link alone (core/tests/capabilities.rs).
+    // Terminals open, and directories are listed, over the instance link alone
+    // (core/tests/capabilities.rs).
     let on_stdio: Vec<&str> = methods::capabilities_built()
-        .filter(|c| !["terminal", "shell"].contains(c))
+        .filter(|c| !["terminal", "shell", "directories"].contains(c))
         .collect();
     assert_eq!(
         listed,

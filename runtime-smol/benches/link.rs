@@ -513,6 +513,7 @@ impl Bench {
                         Effect::Dial
                         | Effect::Stop { .. }
                         | Effect::LoadSession { .. }
+                        | Effect::ListDirectory { .. }
                         | Effect::WriteAttachment { .. }
                         | Effect::RemoveAttachments { .. }
                         | Effect::OpenTerminal { .. }

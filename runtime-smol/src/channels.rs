@@ -40,6 +40,11 @@ pub enum Input {
         request: u64,
         result: Result<String, String>,
     },
+    /// A directory was listed (`Effect::ListDirectory`).
+    DirectoryListed {
+        request: u64,
+        result: Result<lembas_core::device::Listing, String>,
+    },
     /// A session set aside was read back from the store (`Effect::LoadSession`).
     SessionLoaded {
         request: u64,

@@ -102,6 +102,8 @@ struct RemoteBlock {
     terminal: Option<bool>,
     #[serde(default)]
     terminal_integration: Option<bool>,
+    #[serde(default)]
+    max_directory_entries: Option<Spanned<usize>>,
 }
 
 /// The device's settings, as loaded.
@@ -229,8 +231,26 @@ pub fn parse(text: &str, path: &Path, home: Option<&Path>) -> Result<Config, Con
             .map(str::to_string)
             .ok_or_else(|| ConfigError(format!("{at}: `{}` is not UTF-8", s.value)))
     };
+    // A count that must be at least 1 (never silently clamped): `block.key` at its line.
+    let at_least_one = |key: &str, v: Option<Spanned<usize>>, into: &mut usize| {
+        let Some(v) = v else { return Ok(()) };
+        if v.value == 0 {
+            return Err(ConfigError(format!(
+                "{}:{}: key `{key}`: must be at least 1 (got 0)",
+                path.display(),
+                v.referenced.line()
+            )));
+        }
+        *into = v.value;
+        Ok(())
+    };
     if let Some(r) = file.remote {
         let rem = &mut config.remote;
+        at_least_one(
+            "remote.max_directory_entries",
+            r.max_directory_entries,
+            &mut rem.max_directory_entries,
+        )?;
         if let Some(v) = r.enabled {
             rem.enabled = v;
         }
@@ -257,26 +277,18 @@ pub fn parse(text: &str, path: &Path, home: Option<&Path>) -> Result<Config, Con
         }
     }
     if let Some(block) = file.sessions {
-        let at_least_one = |key: &str, v: Option<Spanned<usize>>, into: &mut usize| {
-            let Some(v) = v else { return Ok(()) };
-            if v.value == 0 {
-                return Err(ConfigError(format!(
-                    "{}:{}: key `sessions.{key}`: must be at least 1 (got 0)",
-                    path.display(),
-                    v.referenced.line()
-                )));
-            }
-            *into = v.value;
-            Ok(())
-        };
-        at_least_one("max_live", block.max_live, &mut config.max_live_sessions)?;
         at_least_one(
-            "event_log_bytes",
+            "sessions.max_live",
+            block.max_live,
+            &mut config.max_live_sessions,
+        )?;
+        at_least_one(
+            "sessions.event_log_bytes",
             block.event_log_bytes,
             &mut config.event_log_bytes,
         )?;
         at_least_one(
-            "event_log_events",
+            "sessions.event_log_events",
             block.event_log_events,
             &mut config.event_log_events,
         )?;
@@ -389,7 +401,7 @@ mod tests {
         std::os::unix::fs::symlink(&work, dir.path().join("link")).unwrap();
         let text = "model: something/else\nremote:\n  enabled: true\n  roots: [~/link]\n  \
                     max_mode: manual\n  approval_timeout: 12\n  terminal: true\n  \
-                    terminal_integration: false\ntrusted:\n  - ~/work/proj\nsessions:\n  \
+                    terminal_integration: false\n  max_directory_entries: 7\ntrusted:\n  - ~/work/proj\nsessions:\n  \
                     max_live: 50\n  event_log_bytes: 4096\n  event_log_events: 9\n";
         let c = parse(text, Path::new("/x/config.yaml"), Some(dir.path())).unwrap();
         let real = std::fs::canonicalize(&work).unwrap();
@@ -400,6 +412,7 @@ mod tests {
         assert_eq!(c.remote.approval_timeout_ms, 12_000);
         assert!(c.remote.terminal);
         assert!(!c.terminal_integration);
+        assert_eq!(c.remote.max_directory_entries, 7);
         assert_eq!(c.max_live_sessions, 50);
         assert_eq!((c.event_log_bytes, c.event_log_events), (4096, 9));
         assert_eq!(c.personalization, None);
@@ -531,6 +544,11 @@ mod tests {
         let e = parse("remote:\n  roots:\n    - /no/such/dir/here\n", p, None).unwrap_err();
         assert!(
             e.0.starts_with("/etc/lembas/config.yaml:3: key `remote.roots`"),
+            "{e}"
+        );
+        let e = parse("remote:\n  max_directory_entries: 0\n", p, None).unwrap_err();
+        assert!(
+            e.0.starts_with("/etc/lembas/config.yaml:2: key `remote.max_directory_entries`"),
             "{e}"
         );
         let e = parse("sessions:\n  max_live: 0\n", p, None).unwrap_err();

@@ -412,6 +412,10 @@ impl Driver {
                 .host
                 .device_mut()
                 .handle_path_resolved(request, result, now),
+            Input::DirectoryListed { request, result } => self
+                .host
+                .device_mut()
+                .handle_directory_listed(request, result, now),
             Input::SessionLoaded { request, result } => match result {
                 Ok(entries) => self.session_loaded(request, entries, now),
                 Err(why) => {
@@ -678,6 +682,21 @@ impl Driver {
                     })
                     .await;
                     let _ = tx.send(Input::PathResolved { request, result }).await;
+                }));
+            }
+            Effect::ListDirectory {
+                request,
+                path,
+                max_entries,
+            } => {
+                let tx = self.tx.clone();
+                self.reap();
+                self.tasks.push(smol::spawn(async move {
+                    let result = blocking::unblock(move || {
+                        crate::list_dir::list_directory(&path, max_entries)
+                    })
+                    .await;
+                    let _ = tx.send(Input::DirectoryListed { request, result }).await;
                 }));
             }
             Effect::LoadSession {

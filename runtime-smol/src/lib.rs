@@ -27,6 +27,7 @@ pub mod instance_cli;
 #[cfg(feature = "dev")]
 pub mod instance_upstream;
 pub mod link;
+pub mod list_dir;
 pub mod logger;
 pub mod login;
 pub mod outbox;

@@ -176,6 +176,12 @@ impl DeviceLoop {
             Effect::ResolvePath { request, path } => {
                 device.handle_path_resolved(request, Ok(path), now)
             }
+            // A page has no disk of its own to list.
+            Effect::ListDirectory { request, .. } => device.handle_directory_listed(
+                request,
+                Err("this device runs in a web page, which has no disk to list".into()),
+                now,
+            ),
             // For JS's `onEffect` (attachments, terminals), named one by one so that a new
             // effect is decided here rather than passed on unnoticed.
             e @ (Effect::WriteAttachment { .. }

@@ -70,6 +70,7 @@ pub(crate) enum RequestHandler {
     Delete,
     TerminalOpen,
     Events,
+    Directories,
 }
 
 impl RequestHandler {
@@ -87,6 +88,7 @@ impl RequestHandler {
             RequestHandler::Delete => delete(d, c),
             RequestHandler::TerminalOpen => terminal_open(d, c),
             RequestHandler::Events => events(d, c),
+            RequestHandler::Directories => directories(d, c),
         }
     }
 }
@@ -161,6 +163,12 @@ fn terminal_open(d: &mut Device, c: &Call<'_>) -> Result<Reply, RpcError> {
 
 fn events(d: &mut Device, c: &Call<'_>) -> Result<Reply, RpcError> {
     c.answer(&d.session_events(c.conn, c.params()?)?)
+}
+
+fn directories(d: &mut Device, c: &Call<'_>) -> Result<Reply, RpcError> {
+    // Without a path answered now; a listing once the shell has read the directory.
+    let answer = d.directories(c.conn, c.id, c.params()?)?;
+    Ok(answer.map(|v: Value| jsonrpc::encode_result(c.id, &v)))
 }
 
 fn cancel(d: &mut Device, _conn: ConnId, params: Option<&RawValue>) {

@@ -12,7 +12,7 @@ use base64::Engine as _;
 use serde::ser::{Error as _, SerializeMap};
 use serde::{Deserialize, Serialize, Serializer};
 
-use super::{ConnId, ConnKind, Device, DialFailure, Misuse, ShellInfo, Unreadable};
+use super::{ConnId, ConnKind, Device, DialFailure, Listing, Misuse, ShellInfo, Unreadable};
 use crate::config::{ConfigError, Model, Remote};
 use crate::engine::EngineEvent;
 use crate::store::Entry;
@@ -43,6 +43,11 @@ pub enum Input {
     PathResolved {
         request: u64,
         resolved: Result<String, String>,
+    },
+    /// `directory_listed {request, listing | error}`: the answer to a `list_directory` effect.
+    DirectoryListed {
+        request: u64,
+        listed: Result<Listing, String>,
     },
     /// `session_loaded {request, entries}`: the answer to a `load_session` effect.
     SessionLoaded { request: u64, entries: Vec<Entry> },
@@ -144,6 +149,10 @@ impl Device {
                 self.handle_path_resolved(request, resolved, now);
                 Handled::Done
             }
+            Input::DirectoryListed { request, listed } => {
+                self.handle_directory_listed(request, listed, now);
+                Handled::Done
+            }
             Input::SessionLoaded { request, entries } => {
                 Handled::Unreadable(self.handle_session_loaded(request, entries, now))
             }
@@ -203,6 +212,7 @@ struct Fields {
     path: Option<String>,
     error: Option<String>,
     entries: Option<Vec<Entry>>,
+    listing: Option<Listing>,
     session_id: Option<String>,
     turn_id: Option<String>,
     event: Option<EngineEvent>,
@@ -226,6 +236,7 @@ enum Tag {
     Tick,
     Persisted,
     PathResolved,
+    DirectoryListed,
     SessionLoaded,
     SessionLoadFailed,
     AttachmentWritten,
@@ -239,7 +250,7 @@ enum Tag {
 }
 
 impl Fields {
-    fn given(&self) -> [(&'static str, bool); 19] {
+    fn given(&self) -> [(&'static str, bool); 20] {
         [
             ("kind", self.kind.is_some()),
             ("failure", self.failure.is_some()),
@@ -251,6 +262,7 @@ impl Fields {
             ("path", self.path.is_some()),
             ("error", self.error.is_some()),
             ("entries", self.entries.is_some()),
+            ("listing", self.listing.is_some()),
             ("sessionId", self.session_id.is_some()),
             ("turnId", self.turn_id.is_some()),
             ("event", self.event.is_some()),
@@ -283,6 +295,7 @@ fn pick(f: Fields) -> Result<Input, Misfit> {
         Tag::Closed => &["conn", "code"],
         Tag::Persisted => &["seq"],
         Tag::PathResolved => &["request", "path", "error"],
+        Tag::DirectoryListed => &["request", "listing", "error"],
         Tag::SessionLoaded => &["request", "entries"],
         Tag::SessionLoadFailed | Tag::AttachmentWritten => &["request", "error"],
         Tag::Engine => &["sessionId", "turnId", "event"],
@@ -324,6 +337,10 @@ fn pick(f: Fields) -> Result<Input, Misfit> {
         Tag::PathResolved => Input::PathResolved {
             request: need(f.request, "request")?,
             resolved: either(f.path, f.error, "path or error (exactly one)")?,
+        },
+        Tag::DirectoryListed => Input::DirectoryListed {
+            request: need(f.request, "request")?,
+            listed: either(f.listing, f.error, "listing or error (exactly one)")?,
         },
         Tag::SessionLoaded => Input::SessionLoaded {
             request: need(f.request, "request")?,
@@ -390,6 +407,7 @@ impl Input {
             Input::Tick => "tick",
             Input::Persisted { .. } => "persisted",
             Input::PathResolved { .. } => "path_resolved",
+            Input::DirectoryListed { .. } => "directory_listed",
             Input::SessionLoaded { .. } => "session_loaded",
             Input::SessionLoadFailed { .. } => "session_load_failed",
             Input::AttachmentWritten { .. } => "attachment_written",
@@ -430,6 +448,13 @@ impl Serialize for Input {
                 m.serialize_entry("request", request)?;
                 match resolved {
                     Ok(path) => m.serialize_entry("path", path)?,
+                    Err(error) => m.serialize_entry("error", error)?,
+                }
+            }
+            Input::DirectoryListed { request, listed } => {
+                m.serialize_entry("request", request)?;
+                match listed {
+                    Ok(listing) => m.serialize_entry("listing", listing)?,
                     Err(error) => m.serialize_entry("error", error)?,
                 }
             }
@@ -605,6 +630,27 @@ mod tests {
                 request: 3,
                 resolved: Err(s("gone")),
             },
+            Input::DirectoryListed {
+                request: 6,
+                listed: Ok(Listing {
+                    path: s("/w"),
+                    dirs: vec![
+                        crate::device::ListedDir {
+                            name: s("app"),
+                            real: Ok(s("/w/app")),
+                        },
+                        crate::device::ListedDir {
+                            name: s("gone"),
+                            real: Err(s("dangling")),
+                        },
+                    ],
+                    total: 3,
+                }),
+            },
+            Input::DirectoryListed {
+                request: 6,
+                listed: Err(s("permission denied")),
+            },
             Input::SessionLoaded {
                 request: 4,
                 entries: vec![Entry {
@@ -687,6 +733,7 @@ mod tests {
             Input::Reconfigure { .. } => 16,
             Input::Models { .. } => 17,
             Input::DeleteSession { .. } => 18,
+            Input::DirectoryListed { .. } => 19,
         }
     }
 
@@ -694,7 +741,7 @@ mod tests {
     fn every_input_writes_the_shape_it_is_read_from() {
         let inputs = every_input();
         let seen: std::collections::BTreeSet<usize> = inputs.iter().map(variant).collect();
-        assert_eq!(seen.len(), 19, "a variant has no sample: {seen:?}");
+        assert_eq!(seen.len(), 20, "a variant has no sample: {seen:?}");
         for input in inputs {
             let text = serde_json::to_string(&input).unwrap();
             let back: Input = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{text}: {e}"));

@@ -48,7 +48,7 @@ pub(super) fn admit_over_link(remote: &Remote, session: &str, dir: &str) -> Resu
 
 /// The rules a directory of remote work passes, in order: remote work on, some roots, `dir`
 /// inside one of them, and trusted when `remote.require_trust`. The root, or the reason.
-fn check_directory(remote: &Remote, dir: &str) -> Result<String, RpcError> {
+pub(super) fn check_directory(remote: &Remote, dir: &str) -> Result<String, RpcError> {
     let root = check_roots(remote, dir)?.to_string();
     if remote.require_trust && paths::within(dir, &remote.trusted).is_none() {
         return Err(RpcError::invalid_params(format!(
@@ -61,6 +61,17 @@ fn check_directory(remote: &Remote, dir: &str) -> Result<String, RpcError> {
 
 /// Remote work on, some roots, and `path` inside one of them: the root, or the reason.
 pub(super) fn check_roots<'a>(remote: &'a Remote, path: &str) -> Result<&'a str, RpcError> {
+    remote_work_allowed(remote)?;
+    paths::within(path, &remote.roots).ok_or_else(|| {
+        RpcError::invalid_params(format!(
+            "`{path}` is outside the device's roots ({})",
+            remote.roots.join(", ")
+        ))
+    })
+}
+
+/// Remote work on and some roots, or the reason no folder is allowed.
+pub(super) fn remote_work_allowed(remote: &Remote) -> Result<(), RpcError> {
     if !remote.enabled {
         return Err(RpcError::invalid_params(
             "remote work is off on this device (remote.enabled is false)",
@@ -71,12 +82,7 @@ pub(super) fn check_roots<'a>(remote: &'a Remote, path: &str) -> Result<&'a str,
             "this device allows no folder yet (remote.roots is empty)",
         ));
     }
-    paths::within(path, &remote.roots).ok_or_else(|| {
-        RpcError::invalid_params(format!(
-            "`{path}` is outside the device's roots ({})",
-            remote.roots.join(", ")
-        ))
-    })
+    Ok(())
 }
 
 /// The close code for a client that sent more than `sessions.max_held_bytes` while a request

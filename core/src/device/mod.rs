@@ -11,6 +11,7 @@ mod cards;
 mod chunks;
 mod connection;
 mod deletes;
+mod directories;
 mod dispatch;
 mod event_log;
 pub(crate) mod handlers;
@@ -39,6 +40,7 @@ use serde::Serialize;
 pub use crate::liveness::CLOSE_DEAD_LINK;
 pub use crate::turn::Answer;
 pub use connection::{ConnId, ConnKind};
+pub use directories::{ListedDir, Listing};
 pub use input::{Handled, Input, Refused};
 pub use limits::CLOSE_HELD_OVERFLOW;
 pub use link::CLOSE_PROTOCOL;
@@ -118,6 +120,15 @@ pub enum Effect {
     Persist { seq: u64, records: Vec<Record> },
     /// Resolve `path` on disk (symlinks followed); answer with `handle_path_resolved`.
     ResolvePath { request: u64, path: String },
+    /// List `path`'s subdirectories (symlinks followed; hidden ones too): the first
+    /// `max_entries` by name, each with its real path, and how many there are in all; answer
+    /// with `handle_directory_listed`. `path` is inside the roots (lexically); the core judges
+    /// what the shell found.
+    ListDirectory {
+        request: u64,
+        path: String,
+        max_entries: usize,
+    },
     /// Read back a session set aside from memory: its entries in every table (its record, its
     /// `<id>/` turns and history), or none; answer with `handle_session_loaded`. It is asked
     /// for only once every persist before it is acknowledged, so the store is up to date.

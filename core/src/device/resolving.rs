@@ -4,6 +4,7 @@
 //! waits for nothing more.
 
 use super::asked::Asked;
+use super::directories::{Listing, PendingListing};
 use super::limits::Gate;
 use super::sessions::PendingNew;
 use super::{ConnId, Device};
@@ -15,6 +16,8 @@ pub(super) enum Resolving {
     Terminal(String),
     /// A session request over the link (limits.rs).
     Gate(Box<Gate>),
+    /// A `_lembas/directories` listing (directories.rs).
+    Directory(Box<PendingListing>),
 }
 
 impl Resolving {
@@ -24,6 +27,7 @@ impl Resolving {
         match self {
             Resolving::Session(p) => Some(p.conn),
             Resolving::Gate(g) => Some(g.conn()),
+            Resolving::Directory(d) => Some(d.conn),
             Resolving::Terminal(_) => None,
         }
     }
@@ -66,7 +70,22 @@ impl Device {
                 self.terminal_path_resolved(terminal_id, resolved)
             }
             Some(Resolving::Gate(gate)) => self.gate_resolved(*gate, resolved),
-            None => {}
+            // A listing's answer is `handle_directory_listed`: this one went astray.
+            Some(Resolving::Directory(_)) | None => {}
+        }
+        self.after_input();
+    }
+
+    /// The shell listed a directory it was asked to (`Effect::ListDirectory`).
+    pub fn handle_directory_listed(
+        &mut self,
+        request: u64,
+        listed: Result<Listing, String>,
+        now: crate::Time,
+    ) {
+        self.clock.advance(now);
+        if let Some(Resolving::Directory(pending)) = self.resolving.answered(request) {
+            self.directory_listed(*pending, listed);
         }
         self.after_input();
     }

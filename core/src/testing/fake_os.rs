@@ -5,10 +5,10 @@
 //! the way a shell's code would be written down, as [`Input`]s through [`Device::handle`], so
 //! every Pair test and fuzz run also goes through the one place an input is routed.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::config::DeviceConfig;
-use crate::device::{Device, Effect, Handled, Input, ShellInfo};
+use crate::device::{Device, Effect, Handled, Input, ListedDir, Listing, ShellInfo};
 use crate::store::{MemStore, Record};
 use crate::time::Time;
 
@@ -26,6 +26,9 @@ pub struct FakeOs {
     /// How `ResolvePath` answers: a path under a key is moved under its value (a symlink), and
     /// a path under a key mapped to `None` fails to resolve.
     pub links: BTreeMap<String, Option<String>>,
+    /// The directories on the fake disk, for `ListDirectory`: a directory's subdirectories are
+    /// these and the symlinks of `links` directly under it.
+    pub dirs: BTreeSet<String>,
     /// When set, a path containing "missing" fails to resolve (the fuzzer's grammar names such
     /// paths).
     pub missing_paths_fail: bool,
@@ -69,6 +72,14 @@ impl FakeOs {
             Effect::ResolvePath { request, path } => {
                 let resolved = self.resolve(&path);
                 answer(device, Input::PathResolved { request, resolved }, now);
+            }
+            Effect::ListDirectory {
+                request,
+                path,
+                max_entries,
+            } => {
+                let listed = self.list(&path, max_entries);
+                answer(device, Input::DirectoryListed { request, listed }, now);
             }
             // Asked for only once every persist before it is acknowledged: the store is current.
             Effect::LoadSession {
@@ -179,6 +190,33 @@ impl FakeOs {
             "a restart cannot read records the device wrote itself: {unreadable:?}"
         );
         device
+    }
+
+    /// `path`'s subdirectories as a shell lists them: resolved, the first `max` by name.
+    fn list(&self, path: &str, max: usize) -> Result<Listing, String> {
+        let real = self.resolve(path)?;
+        let prefix = format!("{}/", real.trim_end_matches('/'));
+        let links = self.links.keys();
+        let names: BTreeSet<&str> = self
+            .dirs
+            .iter()
+            .chain(links)
+            .filter_map(|d| d.strip_prefix(&prefix))
+            .filter(|rest| !rest.is_empty() && !rest.contains('/'))
+            .collect();
+        let dirs = names
+            .iter()
+            .take(max)
+            .map(|name| ListedDir {
+                name: name.to_string(),
+                real: self.resolve(&format!("{prefix}{name}")),
+            })
+            .collect();
+        Ok(Listing {
+            path: real,
+            dirs,
+            total: names.len() as u64,
+        })
     }
 
     fn resolve(&self, path: &str) -> Result<String, String> {

@@ -16,11 +16,13 @@
 //! - `limits`: the `remote:` limits of the moment (restarts, reloads, symlinks, max_mode).
 //! - `models`: the instance's models, `_lembas/configure`, and the model a turn runs on.
 //! - `tools`: the model engine's tool calls, what each mode lets them do, and their cards.
+//! - `directories`: the folder chooser (`_lembas/directories`) over a fake disk.
 //! - `events`: the session event log (our extension): seqs, and `_lembas/session/events`.
 
 mod capabilities;
 mod cards;
 mod deletes;
+mod directories;
 mod events;
 mod handshake;
 mod jsonrpc;

@@ -384,6 +384,7 @@ impl Run {
                 "terminal {terminal_id} hung up, whose shell is not running"
             ),
             Effect::ResolvePath { .. }
+            | Effect::ListDirectory { .. }
             | Effect::LoadSession { .. }
             | Effect::WriteAttachment { .. }
             | Effect::ResizeTerminal { .. }

@@ -1,0 +1,288 @@
+//! `_lembas/directories`: the folder chooser's view of the device. Without a path, the remote
+//! roots and the trusted directories inside them; with one, that directory's subdirectories,
+//! listed by the shell (`Effect::ListDirectory`, symlinks followed) and judged here. Each `Dir`
+//! says what `session/new` would say of it: `accepted` and, when not, its refusal sentence.
+//!
+//! Confinement: nothing is asked of the shell for a path outside the roots (lexically), and a
+//! directory whose real path leads outside them is refused with nothing listed. An entry that
+//! is a symlink leading outside is listed as not accepted, its target not named, so no answer
+//! names anything outside the roots. Hidden directories are listed like any other: the spec
+//! lists a directory's entries with no filter, and `session/new` accepts a hidden folder.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use super::{ConnId, ConnKind, Device, Effect};
+use crate::config::Remote;
+use crate::jsonrpc::{self, Id, RpcError};
+use crate::paths;
+
+/// `_lembas/directories`' params.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct DirectoriesParams {
+    path: Option<String>,
+}
+
+/// A shell's listing of one directory (the answer to `Effect::ListDirectory`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Listing {
+    /// The directory itself, symlinks followed.
+    pub path: String,
+    /// Its subdirectories (symlinks to directories included), at most the bound asked for:
+    /// the first by name.
+    pub dirs: Vec<ListedDir>,
+    /// How many subdirectories it has in all: more than `dirs` holds when they were cut.
+    pub total: u64,
+}
+
+/// One subdirectory as the shell found it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ListedDir {
+    /// Its name in the directory (one path segment).
+    pub name: String,
+    /// Its real path (symlinks followed), or why it could not be resolved.
+    #[serde(flatten, with = "real_or_error")]
+    pub real: Result<String, String>,
+}
+
+/// `{ real }` or `{ error }`.
+mod real_or_error {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    #[derive(Serialize, Deserialize)]
+    struct Shape {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        real: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    }
+
+    pub fn serialize<S: Serializer>(r: &Result<String, String>, s: S) -> Result<S::Ok, S::Error> {
+        match r {
+            Ok(real) => Shape {
+                real: Some(real.clone()),
+                error: None,
+            },
+            Err(error) => Shape {
+                real: None,
+                error: Some(error.clone()),
+            },
+        }
+        .serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Result<String, String>, D::Error> {
+        let shape = Shape::deserialize(d)?;
+        match (shape.real, shape.error) {
+            (Some(real), None) => Ok(Ok(real)),
+            (None, Some(error)) => Ok(Err(error)),
+            _ => Err(serde::de::Error::custom("real or error (exactly one)")),
+        }
+    }
+}
+
+/// A listing asked of the shell, waiting for its answer.
+#[derive(Debug)]
+pub(crate) struct PendingListing {
+    pub conn: ConnId,
+    id: Id,
+    /// The path asked for, normalized.
+    asked: String,
+}
+
+/// One `Dir` of an answer.
+#[derive(Debug, Serialize)]
+struct Dir {
+    path: String,
+    name: String,
+    accepted: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
+}
+
+impl Dir {
+    fn new(path: String, refused: Result<(), RpcError>) -> Dir {
+        let name = path.rsplit('/').find(|s| !s.is_empty()).unwrap_or("/");
+        Dir {
+            name: name.to_string(),
+            accepted: refused.is_ok(),
+            reason: refused.err().map(|e| e.message),
+            path,
+        }
+    }
+}
+
+impl Device {
+    /// `_lembas/directories`: the places at once, or a listing asked of the shell (answered
+    /// in [`Device::directory_listed`]).
+    pub(super) fn directories(
+        &mut self,
+        conn: ConnId,
+        id: &Id,
+        params: DirectoriesParams,
+    ) -> Result<Option<Value>, RpcError> {
+        if self.conns[&conn].kind != ConnKind::Link {
+            return Err(RpcError::invalid_params(
+                "directories are listed only over the instance link",
+            ));
+        }
+        let remote = &self.config.remote;
+        super::limits::remote_work_allowed(remote)?;
+        let Some(path) = params.path.filter(|p| !p.is_empty()) else {
+            return Ok(Some(json!({ "path": "", "places": places(remote) })));
+        };
+        let asked = paths::normalize(&path).ok_or_else(|| {
+            RpcError::invalid_params(format!(
+                "path `{}` is not an absolute path",
+                path.escape_debug()
+            ))
+        })?;
+        super::limits::check_roots(remote, &asked)?;
+        let max_entries = remote.max_directory_entries;
+        let request = self
+            .resolving
+            .ask(super::resolving::Resolving::Directory(Box::new(
+                PendingListing {
+                    conn,
+                    id: id.clone(),
+                    asked: asked.clone(),
+                },
+            )));
+        self.out.effect(Effect::ListDirectory {
+            request,
+            path: asked,
+            max_entries,
+        });
+        Ok(None)
+    }
+
+    /// The shell listed a directory it was asked to: the answer, judged under the limits of
+    /// this moment.
+    pub(super) fn directory_listed(
+        &mut self,
+        pending: PendingListing,
+        listed: Result<Listing, String>,
+    ) {
+        if !self.conns.contains_key(&pending.conn) {
+            return;
+        }
+        match answer_listing(&self.config.remote, &pending.asked, listed) {
+            Ok(result) => self
+                .out
+                .send(pending.conn, jsonrpc::encode_result(&pending.id, &result)),
+            Err(e) => self.reply_error(pending.conn, &pending.id, &e),
+        }
+    }
+}
+
+/// The roots, then the trusted directories inside them, each once.
+fn places(remote: &Remote) -> Vec<Dir> {
+    let mut seen: Vec<&str> = Vec::new();
+    let inside_roots = |t: &&String| paths::within(t, &remote.roots).is_some();
+    for path in remote
+        .roots
+        .iter()
+        .chain(remote.trusted.iter().filter(inside_roots))
+    {
+        if !seen.contains(&path.as_str()) {
+            seen.push(path);
+        }
+    }
+    seen.into_iter()
+        .map(|p| {
+            let refused = super::limits::check_directory(remote, p).map(drop);
+            Dir::new(p.to_string(), refused)
+        })
+        .collect()
+}
+
+/// A listing made into the method's answer, or the refusal.
+fn answer_listing(
+    remote: &Remote,
+    asked: &str,
+    listed: Result<Listing, String>,
+) -> Result<Value, RpcError> {
+    super::limits::remote_work_allowed(remote)?;
+    let listing = listed
+        .map_err(|why| RpcError::invalid_params(format!("`{asked}` cannot be listed: {why}")))?;
+    let real = paths::normalize(&listing.path)
+        .ok_or_else(|| RpcError::invalid_params(format!("`{asked}` did not resolve")))?;
+    if paths::within(&real, &remote.roots).is_none() {
+        // Its target is not named: it is outside.
+        return Err(leads_outside(remote, asked));
+    }
+    let max = remote.max_directory_entries;
+    let mut entries: Vec<Dir> = listing
+        .dirs
+        .into_iter()
+        .filter(|d| is_one_segment(&d.name))
+        .map(|d| {
+            let path = format!("{}/{}", real.trim_end_matches('/'), d.name);
+            let refused = would_accept(remote, &path, d.real);
+            Dir::new(path, refused)
+        })
+        .collect();
+    entries.sort_by(|a, b| a.name.cmp(&b.name));
+    entries.dedup_by(|a, b| a.name == b.name);
+    let total = listing.total.max(entries.len() as u64);
+    entries.truncate(max);
+    let error = (total > entries.len() as u64).then(|| {
+        format!(
+            "showing the first {} of {total} directories (remote.max_directory_entries is {max})",
+            entries.len()
+        )
+    });
+    let parent = real
+        .rsplit_once('/')
+        .map(|(p, _)| if p.is_empty() { "/" } else { p })
+        .filter(|p| *p != real && paths::within(p, &remote.roots).is_some());
+    let this = Dir::new(
+        real.clone(),
+        super::limits::check_directory(remote, &real).map(drop),
+    );
+    let mut result = json!({
+        "path": this.path,
+        "name": this.name,
+        "accepted": this.accepted,
+        "parent": parent,
+        "entries": entries,
+    });
+    if let Some(reason) = this.reason {
+        result["reason"] = reason.into();
+    }
+    if let Some(error) = error {
+        result["error"] = error.into();
+    }
+    Ok(result)
+}
+
+/// Whether `session/new` would accept `path` (inside the roots lexically), whose real path
+/// the shell found to be `real`: `Ok`, or its refusal.
+fn would_accept(remote: &Remote, path: &str, real: Result<String, String>) -> Result<(), RpcError> {
+    let real =
+        real.map_err(|why| RpcError::invalid_params(format!("`{path}` cannot be used: {why}")))?;
+    let real = paths::normalize(&real)
+        .ok_or_else(|| RpcError::invalid_params(format!("`{path}` did not resolve")))?;
+    if paths::within(&real, &remote.roots).is_none() {
+        return Err(leads_outside(remote, path));
+    }
+    super::limits::check_directory(remote, &real).map(drop)
+}
+
+/// The refusal of a path whose real path is outside the roots, not naming where it leads.
+fn leads_outside(remote: &Remote, path: &str) -> RpcError {
+    RpcError::invalid_params(format!(
+        "`{path}` leads outside the device's roots ({}) through a symlink",
+        remote.roots.join(", ")
+    ))
+}
+
+/// A name a directory entry can have: one segment, not `.` or `..`.
+fn is_one_segment(name: &str) -> bool {
+    !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\0'])
+}
