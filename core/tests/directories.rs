@@ -60,6 +60,9 @@ fn listings_asked(p: &Pair) -> usize {
 #[test]
 fn the_places_are_the_roots_and_the_trusted_directories_inside_them() {
     let mut p = disk(|_| {});
+    // A trusted directory that became a symlink leading outside since the settings were read.
+    p.os.links
+        .insert(format!("{ROOT}/zeta"), Some("/etc".into()));
     let answer = p.call("_lembas/directories", json!({})).unwrap();
     assert_eq!(answer["path"], "");
     let places: Vec<(&str, bool)> = answer["places"]
@@ -78,8 +81,11 @@ fn the_places_are_the_roots_and_the_trusted_directories_inside_them() {
     // The root itself is not trusted: listed, not accepted; `/etc` is outside the roots.
     assert_eq!(
         places,
-        [(ROOT, false), (app.as_str(), true), (zeta.as_str(), true)]
+        [(ROOT, false), (app.as_str(), true), (zeta.as_str(), false)]
     );
+    let zeta_reason = answer["places"][2]["reason"].as_str().unwrap();
+    assert!(zeta_reason.contains("leads outside"), "{zeta_reason}");
+    assert!(!answer.to_string().contains("/etc"), "{answer}");
     let root = &answer["places"][0];
     assert_eq!(root["name"], "work");
     assert!(
@@ -90,11 +96,7 @@ fn the_places_are_the_roots_and_the_trusted_directories_inside_them() {
         "{root}"
     );
     assert!(answer["places"][1].get("reason").is_none(), "{answer}");
-    assert_eq!(
-        listings_asked(&p),
-        0,
-        "the places are the settings: nothing is read"
-    );
+    assert_eq!(listings_asked(&p), 0, "the places are resolved, not listed");
 }
 
 #[test]

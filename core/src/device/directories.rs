@@ -1,6 +1,8 @@
 //! `_lembas/directories`: the folder chooser's view of the device. Without a path, the remote
-//! roots and the trusted directories inside them; with one, that directory's subdirectories,
-//! listed by the shell (`Effect::ListDirectory`, symlinks followed) and judged here. Each `Dir`
+//! roots and the trusted directories inside them, each resolved by the shell in turn
+//! (`Effect::ResolvePath`: a trusted directory may have become a symlink since the settings
+//! were read); with one, that directory's subdirectories, listed by the shell
+//! (`Effect::ListDirectory`, symlinks followed). Each is judged here. Each `Dir`
 //! says what `session/new` would say of it: `accepted` and, when not, its refusal sentence.
 //!
 //! Confinement: nothing is asked of the shell for a path outside the roots (lexically), and a
@@ -95,6 +97,15 @@ pub(crate) struct PendingListing {
     asked: String,
 }
 
+/// The places being resolved one after the other, with what each resolved to so far.
+#[derive(Debug)]
+pub(crate) struct PendingPlaces {
+    pub conn: ConnId,
+    id: Id,
+    places: Vec<String>,
+    resolved: Vec<Result<String, String>>,
+}
+
 /// One `Dir` of an answer.
 #[derive(Debug, Serialize)]
 struct Dir {
@@ -134,7 +145,14 @@ impl Device {
         let remote = &self.config.remote;
         super::limits::remote_work_allowed(remote)?;
         let Some(path) = params.path.filter(|p| !p.is_empty()) else {
-            return Ok(Some(json!({ "path": "", "places": places(remote) })));
+            let pending = PendingPlaces {
+                conn,
+                id: id.clone(),
+                places: places(remote),
+                resolved: Vec::new(),
+            };
+            self.resolve_next_place(pending);
+            return Ok(None);
         };
         let asked = paths::normalize(&path).ok_or_else(|| {
             RpcError::invalid_params(format!(
@@ -161,6 +179,50 @@ impl Device {
         Ok(None)
     }
 
+    /// Ask the shell to resolve the next place (there is always one: the roots are not empty).
+    fn resolve_next_place(&mut self, pending: PendingPlaces) {
+        let path = pending.places[pending.resolved.len()].clone();
+        let request = self
+            .resolving
+            .ask(super::resolving::Resolving::Places(Box::new(pending)));
+        self.out.effect(Effect::ResolvePath { request, path });
+    }
+
+    /// A place resolved: the next is asked for, or, the last, the places are answered,
+    /// judged under the limits of this moment.
+    pub(super) fn place_resolved(
+        &mut self,
+        mut pending: PendingPlaces,
+        resolved: Result<String, String>,
+    ) {
+        if !self.conns.contains_key(&pending.conn) {
+            return;
+        }
+        pending.resolved.push(resolved);
+        if pending.resolved.len() < pending.places.len() {
+            return self.resolve_next_place(pending);
+        }
+        let remote = &self.config.remote;
+        let answer = super::limits::remote_work_allowed(remote).map(|()| {
+            let places: Vec<Dir> = pending
+                .places
+                .into_iter()
+                .zip(pending.resolved)
+                .map(|(path, real)| {
+                    let refused = would_accept(remote, &path, real);
+                    Dir::new(path, refused)
+                })
+                .collect();
+            json!({ "path": "", "places": places })
+        });
+        match answer {
+            Ok(result) => self
+                .out
+                .send(pending.conn, jsonrpc::encode_result(&pending.id, &result)),
+            Err(e) => self.reply_error(pending.conn, &pending.id, &e),
+        }
+    }
+
     /// The shell listed a directory it was asked to: the answer, judged under the limits of
     /// this moment.
     pub(super) fn directory_listed(
@@ -181,7 +243,7 @@ impl Device {
 }
 
 /// The roots, then the trusted directories inside them, each once.
-fn places(remote: &Remote) -> Vec<Dir> {
+fn places(remote: &Remote) -> Vec<String> {
     let mut seen: Vec<&str> = Vec::new();
     let inside_roots = |t: &&String| paths::within(t, &remote.roots).is_some();
     for path in remote
@@ -193,12 +255,7 @@ fn places(remote: &Remote) -> Vec<Dir> {
             seen.push(path);
         }
     }
-    seen.into_iter()
-        .map(|p| {
-            let refused = super::limits::check_directory(remote, p).map(drop);
-            Dir::new(p.to_string(), refused)
-        })
-        .collect()
+    seen.into_iter().map(str::to_string).collect()
 }
 
 /// A listing made into the method's answer, or the refusal.
@@ -261,9 +318,11 @@ fn answer_listing(
     Ok(result)
 }
 
-/// Whether `session/new` would accept `path` (inside the roots lexically), whose real path
-/// the shell found to be `real`: `Ok`, or its refusal.
+/// Whether `session/new` would accept `path`, whose real path the shell found to be `real`:
+/// `Ok`, or its refusal. Its rules in its order: inside the roots as written, resolved, and
+/// the real path inside the roots and trusted.
 fn would_accept(remote: &Remote, path: &str, real: Result<String, String>) -> Result<(), RpcError> {
+    super::limits::check_roots(remote, path)?;
     let real =
         real.map_err(|why| RpcError::invalid_params(format!("`{path}` cannot be used: {why}")))?;
     let real = paths::normalize(&real)

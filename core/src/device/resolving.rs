@@ -4,7 +4,7 @@
 //! waits for nothing more.
 
 use super::asked::Asked;
-use super::directories::{Listing, PendingListing};
+use super::directories::{Listing, PendingListing, PendingPlaces};
 use super::limits::Gate;
 use super::sessions::PendingNew;
 use super::{ConnId, Device};
@@ -18,6 +18,8 @@ pub(super) enum Resolving {
     Gate(Box<Gate>),
     /// A `_lembas/directories` listing (directories.rs).
     Directory(Box<PendingListing>),
+    /// `_lembas/directories`' places, resolved one after the other (directories.rs).
+    Places(Box<PendingPlaces>),
 }
 
 impl Resolving {
@@ -28,6 +30,7 @@ impl Resolving {
             Resolving::Session(p) => Some(p.conn),
             Resolving::Gate(g) => Some(g.conn()),
             Resolving::Directory(d) => Some(d.conn),
+            Resolving::Places(p) => Some(p.conn),
             Resolving::Terminal(_) => None,
         }
     }
@@ -56,7 +59,8 @@ impl PathRequests {
 
 impl Device {
     /// The shell resolved a path it was asked to (`Effect::ResolvePath`; symlinks followed): a
-    /// `session/new`'s `cwd`, a terminal's, or a session request's directory (limits.rs).
+    /// `session/new`'s `cwd`, a terminal's, a session request's directory (limits.rs), or a
+    /// place of `_lembas/directories`.
     pub fn handle_path_resolved(
         &mut self,
         request: u64,
@@ -70,6 +74,7 @@ impl Device {
                 self.terminal_path_resolved(terminal_id, resolved)
             }
             Some(Resolving::Gate(gate)) => self.gate_resolved(*gate, resolved),
+            Some(Resolving::Places(places)) => self.place_resolved(*places, resolved),
             // A listing's answer is `handle_directory_listed`: this one went astray.
             Some(Resolving::Directory(_)) | None => {}
         }
