@@ -235,6 +235,19 @@ pub(crate) const PROMPTS: &[&str] = &[
 
 pub(crate) const CWDS: &[&str] = &["/tmp", "/tmp/sub/../x", "/etc", "/tmp/missing", "tmp", "/"];
 
+/// `_lembas/directories` paths: the session directories' and a few of the chooser's own.
+pub(crate) const DIRECTORY_PATHS: &[&str] = &[
+    "/tmp",
+    "/tmp/sub/../x",
+    "/etc",
+    "/tmp/missing",
+    "tmp",
+    "/",
+    "",
+    "/tmp/../etc",
+    "/tmp/é 日本",
+];
+
 pub(crate) const MODES: &[&str] = &["plan", "manual", "edit", "auto", "yolo"];
 
 #[derive(Arbitrary, Debug)]
@@ -281,6 +294,10 @@ pub(crate) enum Params {
         session: u8,
         since: u8,
         limit: Option<u8>,
+    },
+    /// `_lembas/directories` params: a path inside, through `..`, outside, relative, empty.
+    Directories {
+        path: u8,
     },
     /// The brief's fixed templates, with a session id the device never made.
     Prompt0,
@@ -376,6 +393,9 @@ impl Params {
                     v["limit"] = Value::from(u32::from(*l) * 64);
                 }
                 v
+            }
+            Params::Directories { path } => {
+                serde_json::json!({ "path": pick(DIRECTORY_PATHS, *path) })
             }
             Params::Prompt0 => serde_json::json!({
                 "sessionId": "ses_x",
