@@ -202,3 +202,60 @@ impl DeviceLoop {
         self.host.poll_timeout()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lembas_core::config::DeviceConfig;
+    use lembas_core::device::ConnKind;
+
+    /// A page has no disk: a directory asked for is refused saying so, and the places (the
+    /// roots, resolved to themselves) are still answered.
+    #[test]
+    fn a_listing_is_answered_with_no_disk_and_the_places_still_are() {
+        let mut config = DeviceConfig::default();
+        config.remote.enabled = true;
+        config.remote.roots = vec!["/w".into()];
+        config.remote.trusted = vec!["/w".into()];
+        let device = Device::new(config, Time::ZERO).unwrap();
+        let mut run = DeviceLoop::new(device, false, false, EngineChoice::Scripted);
+        let mut out = Vec::new();
+        run.device_mut().start_link(Time::ZERO);
+        let conn = run
+            .device_mut()
+            .handle_open(ConnKind::Link, Time::ZERO)
+            .unwrap();
+        let frames = [
+            r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"_lembas/directories","params":{"path":"/w"}}"#,
+            r#"{"jsonrpc":"2.0","id":2,"method":"_lembas/directories","params":{}}"#,
+        ];
+        for frame in frames {
+            run.device_mut()
+                .handle_frame(conn, frame.as_bytes(), Time::ZERO)
+                .unwrap();
+            run.pump(Time::ZERO, |_| 0, &mut out);
+        }
+        let answer = |id: i64| -> serde_json::Value {
+            out.iter()
+                .filter_map(|a| match a {
+                    DeviceAction::Send { frame, .. } => serde_json::from_str(frame).ok(),
+                    _ => None,
+                })
+                .find(|v: &serde_json::Value| v["id"] == id)
+                .unwrap_or_else(|| panic!("no answer {id}"))
+        };
+        let listing = answer(1);
+        assert_eq!(listing["error"]["code"], -32602, "{listing}");
+        assert!(
+            listing["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("no disk"),
+            "{listing}"
+        );
+        let places = answer(2);
+        assert_eq!(places["result"]["places"][0]["path"], "/w", "{places}");
+        assert_eq!(places["result"]["places"][0]["accepted"], true, "{places}");
+    }
+}
