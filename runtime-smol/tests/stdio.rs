@@ -365,7 +365,7 @@ fn initialize_lists_what_works_on_stdio_and_nothing_else() {
         init.last().unwrap()["result"]["_meta"]["lembas"]["capabilities"].clone(),
     )
     .unwrap();
-    for absent in ["terminal", "shell", "sessions"] {
+    for absent in ["terminal", "shell", "sessions", "directories"] {
         assert!(!caps.iter().any(|c| c == absent), "{absent} in {caps:?}");
     }
     for present in ["status", "turns", "steer", "title"] {
@@ -378,6 +378,17 @@ fn initialize_lists_what_works_on_stdio_and_nothing_else() {
     e.send(&json!({"jsonrpc":"2.0","id":1,"method":"_lembas/terminal/open","params":{}}));
     let open = e.until_response(1);
     assert_eq!(open.last().unwrap()["error"]["code"], -32602, "{open:?}");
+    e.send(&json!({"jsonrpc":"2.0","id":3,"method":"_lembas/directories","params":{"path": w.to_string()}}));
+    let listed = e.until_response(3);
+    let error = &listed.last().unwrap()["error"];
+    assert_eq!(error["code"], -32602, "{listed:?}");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("only over the instance link"),
+        "{listed:?}"
+    );
     // A session of this process is unknown to the next one in the same HOME.
     e.send(&new_session(2, &w.to_string()));
     let s = e.until_response(2);
