@@ -3,17 +3,9 @@
 
 use lembas_core::engine::PriorTurn;
 use lembas_core::testing::Pair;
-use serde_json::json;
 
 fn prompt(p: &mut Pair, session: &str, turn: &str, text: &str) {
-    p.client
-        .prompt(
-            session,
-            json!([{ "type": "text", "text": text }]),
-            Some(turn),
-            p.now,
-        )
-        .unwrap();
+    p.prompt_text(session, turn, text);
     p.settle().unwrap();
 }
 

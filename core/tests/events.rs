@@ -44,14 +44,7 @@ fn said(events: &[Value]) -> String {
 
 /// Prompt `text` as turn `turn` and drive until the device is quiet at this instant.
 fn prompt(p: &mut Pair, s: &str, turn: &str, text: &str) {
-    p.client
-        .prompt(
-            s,
-            json!([{ "type": "text", "text": text }]),
-            Some(turn),
-            p.now,
-        )
-        .unwrap();
+    p.prompt_text(s, turn, text);
     p.drive().unwrap();
 }
 

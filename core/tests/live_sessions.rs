@@ -18,14 +18,7 @@ fn linked(max_live: usize) -> Pair {
 }
 
 fn prompt(p: &mut Pair, s: &str, text: &str, turn: &str) {
-    p.client
-        .prompt(
-            s,
-            json!([{ "type": "text", "text": text }]),
-            Some(turn),
-            p.now,
-        )
-        .unwrap();
+    p.prompt_text(s, turn, text);
 }
 
 /// Two more sessions than fit beside `s` with `max_live: 2`: `s`, the least recently used, is

@@ -16,14 +16,7 @@ fn linked() -> Pair {
 }
 
 fn prompt(p: &mut Pair, session: &str, turn: &str, text: &str) {
-    p.client
-        .prompt(
-            session,
-            json!([{ "type": "text", "text": text }]),
-            Some(turn),
-            p.now,
-        )
-        .unwrap();
+    p.prompt_text(session, turn, text);
     p.settle().unwrap();
 }
 

@@ -240,14 +240,7 @@ fn a_session_made_before_the_device_had_models_runs_on_the_default_once_it_has_t
     );
     p.settle().unwrap();
     assert!(p.client.is_ready(), "the link came back with the new list");
-    p.client
-        .prompt(
-            &session,
-            json!([{ "type": "text", "text": "hi" }]),
-            Some("t1"),
-            p.now,
-        )
-        .unwrap();
+    p.prompt_text(&session, "t1", "hi");
     p.settle().unwrap();
     let started = p.started.last().expect("the turn started");
     assert_eq!(started.model.as_deref(), Some("qwen/coder"));
@@ -263,14 +256,7 @@ fn a_session_made_before_the_device_had_models_runs_on_the_default_once_it_has_t
         d.models = vec![Model::served("deepseek/flash"), Model::served("qwen/coder")];
     })
     .unwrap();
-    p.client
-        .prompt(
-            &session,
-            json!([{ "type": "text", "text": "again" }]),
-            Some("t2"),
-            p.now,
-        )
-        .unwrap();
+    p.prompt_text(&session, "t2", "again");
     p.settle().unwrap();
     let again = p.started.last().expect("the second turn started");
     assert_eq!(again.turn_id, "t2");

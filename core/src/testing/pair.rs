@@ -178,6 +178,19 @@ impl Pair {
         Pair::new(d, ClientConfig::default(), Faults::none(), 1)
     }
 
+    /// The client prompts `text` (one text block) as turn `turn` of `session`; nothing is
+    /// driven yet (the caller drives or settles).
+    pub fn prompt_text(&mut self, session: &str, turn: &str, text: &str) {
+        self.client
+            .prompt(
+                session,
+                serde_json::json!([{ "type": "text", "text": text }]),
+                Some(turn),
+                self.now,
+            )
+            .expect("the client is ready to prompt");
+    }
+
     /// Run the model engine (default settings) on the device's models in place of the scripted
     /// one, against [`Pair::instance`], whose script says what the model answers.
     pub fn with_model_engine(mut self) -> Pair {
