@@ -19,12 +19,16 @@ pub enum Input {
         bytes: Vec<u8>,
         held: Sent,
     },
-    /// A stdio line over the frame limit was skipped.
+    /// A line over its limit was skipped (stdin's, or a hub connection's).
     TooLong {
         conn: ConnId,
         size: usize,
         limit: usize,
+        /// The setting that bounds it, for the refusal.
+        key: &'static str,
     },
+    /// A process of this user connected to the hub.
+    HubAccepted(smol::net::unix::UnixStream),
     /// A ping or pong arrived on a connection: it is alive.
     Heard { conn: ConnId },
     /// A connection ended (EOF on stdin; a WebSocket closed, with its close code when it sent one).

@@ -5,7 +5,9 @@
 //! (`model`, the default, `scripted` for tests, or a block of the model engine's settings; read
 //! at start-up), and the device's own personalization: `personality`, `personality_custom` and
 //! `instructions` (strings; read at start-up; see [`crate::personalization`]), and `tools:`
-//! (`protected` and `shell`; read at start-up; see [`crate::tools`]). Other top-level
+//! (`protected` and `shell`; read at start-up; see [`crate::tools`]), and `hub:` (the local
+//! socket of `lembas link`: `max_connections`, `max_line_bytes`; read at start-up; see
+//! [`crate::hub`]). Other top-level
 //! keys belong to the rest of LLeMbas CLI and are ignored here;
 //! inside `remote:` an unknown key is refused, since a misspelt limit must not pass silently.
 //! A malformed file is refused with the file, the line and the key. Roots and trusted
@@ -39,6 +41,39 @@ struct File {
     instructions: Option<String>,
     #[serde(default)]
     tools: Option<ToolsBlock>,
+    #[serde(default)]
+    hub: Option<HubBlock>,
+}
+
+/// The `hub:` block: how much the service's local socket takes.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HubBlock {
+    #[serde(default)]
+    max_connections: Option<Spanned<usize>>,
+    #[serde(default)]
+    max_line_bytes: Option<Spanned<usize>>,
+}
+
+/// The bounds of the hub (`hub:` in config.yaml), each named in its refusal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HubLimits {
+    /// `hub.max_connections`: local processes served at once. Each is an editor or a command
+    /// of this user; 64 is far more than a person runs, and bounds the memory a runaway script
+    /// that opens connections in a loop can take.
+    pub max_connections: usize,
+    /// `hub.max_line_bytes`: the longest message taken on the socket. The core's frame limit,
+    /// so a hub connection takes exactly what stdio and the link take.
+    pub max_line_bytes: usize,
+}
+
+impl Default for HubLimits {
+    fn default() -> Self {
+        HubLimits {
+            max_connections: 64,
+            max_line_bytes: lembas_core::jsonrpc::FrameLimits::default().max_frame_bytes,
+        }
+    }
 }
 
 /// The `tools:` block: where the model's tools may not act, and the shell commands run in.
@@ -128,6 +163,8 @@ pub struct Config {
     /// `tools`: what the model's tools may not touch, and the shell commands run through.
     /// Read at start-up.
     pub tools: ToolsConfig,
+    /// `hub`: the bounds of the service's local socket. Read at start-up.
+    pub hub: HubLimits,
     /// Where it came from (`None`: no file, the defaults).
     pub file: Option<PathBuf>,
 }
@@ -144,6 +181,7 @@ impl Default for Config {
             engine: EngineChoice::model(),
             personalization: None,
             tools: ToolsConfig::default(),
+            hub: HubLimits::default(),
             file: None,
         }
     }
@@ -323,6 +361,18 @@ pub fn parse(text: &str, path: &Path, home: Option<&Path>) -> Result<Config, Con
         "personality_custom": file.personality_custom,
         "instructions": file.instructions,
     }));
+    if let Some(block) = file.hub {
+        at_least_one(
+            "hub.max_connections",
+            block.max_connections,
+            &mut config.hub.max_connections,
+        )?;
+        at_least_one(
+            "hub.max_line_bytes",
+            block.max_line_bytes,
+            &mut config.hub.max_line_bytes,
+        )?;
+    }
     if let Some(block) = file.tools {
         config.tools = tools_config(block, path, home)?;
     }
@@ -525,6 +575,29 @@ mod tests {
         assert!(e.0.contains("engine.read_bytes must be at least 1"), "{e}");
         let e = parse("engine:\n  max_retrys: 7\n", p, None).unwrap_err();
         assert!(e.0.contains(":2:") && e.0.contains("max_retrys"), "{e}");
+    }
+
+    #[test]
+    fn the_hub_block_is_read_and_a_zero_refused_by_its_key() {
+        let p = Path::new("/x/config.yaml");
+        let c = parse(
+            "hub:\n  max_connections: 3\n  max_line_bytes: 2048\n",
+            p,
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            c.hub,
+            HubLimits {
+                max_connections: 3,
+                max_line_bytes: 2048
+            }
+        );
+        assert_eq!(parse("", p, None).unwrap().hub, HubLimits::default());
+        let e = parse("hub:\n  max_connections: 0\n", p, None).unwrap_err();
+        assert!(e.0.contains(":2: key `hub.max_connections`"), "{e}");
+        let e = parse("hub:\n  max_conections: 2\n", p, None).unwrap_err();
+        assert!(e.0.contains("max_conections"), "{e}");
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Where the device keeps its files: `$XDG_CONFIG_HOME/lembas/` (default `~/.config/lembas/`)
 //! for `config.yaml` and the login, `$XDG_STATE_HOME/lembas/` (default `~/.local/state/lembas/`)
-//! for the redb store and the attachments.
+//! for the redb store and the attachments, `$XDG_RUNTIME_DIR/lembas/` (else the state
+//! directory) for the hub's socket.
 
 use std::path::PathBuf;
 
@@ -9,6 +10,9 @@ use std::path::PathBuf;
 pub struct Dirs {
     pub config: PathBuf,
     pub state: PathBuf,
+    /// Where the hub's socket lives: `$XDG_RUNTIME_DIR/lembas/` (per login, on a tmpfs, made
+    /// for exactly this), else the state directory.
+    pub runtime: PathBuf,
 }
 
 impl Dirs {
@@ -32,9 +36,15 @@ impl Dirs {
             }
             Ok(p.join("lembas"))
         };
+        let state = xdg("XDG_STATE_HOME", &[".local", "state"])?;
+        let runtime = std::env::var_os("XDG_RUNTIME_DIR")
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+            .map_or_else(|| state.clone(), |p| p.join("lembas"));
         Ok(Dirs {
             config: xdg("XDG_CONFIG_HOME", &[".config"])?,
-            state: xdg("XDG_STATE_HOME", &[".local", "state"])?,
+            state,
+            runtime,
         })
     }
 
@@ -52,6 +62,11 @@ impl Dirs {
 
     pub fn store_file(&self) -> PathBuf {
         self.state.join("lembas.redb")
+    }
+
+    /// The socket `lembas link` serves the hub on.
+    pub fn hub_socket(&self) -> PathBuf {
+        self.runtime.join("hub.sock")
     }
 
     pub fn attachments(&self) -> PathBuf {

@@ -29,8 +29,11 @@ use smol::{Task, Timer};
 
 pub use crate::channels::{Dialer, Input, Outgoing};
 use crate::clock::Clock;
+use crate::config::HubLimits;
 use crate::engine::{DeviceEngine, EngineChoice};
 use crate::engine_io::{Performer, Target};
+use crate::hub::HubSocket;
+use crate::lines::LineLimit;
 use crate::outbox::{Gauge, Outbox};
 use crate::store::RedbStore;
 use crate::terminal_host::{TerminalHost, TerminalOptions};
@@ -100,6 +103,8 @@ pub struct Driver {
     stdio_done: bool,
     terminals: TerminalHost,
     terminal_options: TerminalOptions,
+    /// The hub's bounds, when this process serves it (`lembas link`).
+    hub: Option<HubLimits>,
 }
 
 impl Driver {
@@ -134,6 +139,7 @@ impl Driver {
             stdio_done: false,
             terminals: TerminalHost::default(),
             terminal_options: TerminalOptions::new(true, host),
+            hub: None,
         }
     }
 
@@ -163,11 +169,12 @@ impl Driver {
     }
 
     /// A queue for a new connection, bounded as the device's config says. A link past
-    /// `max_bytes` is closed (its client sends requests and reads no answers); stdio is never
-    /// closed for it (its reader stops reading stdin instead).
+    /// `max_bytes` is closed (its client sends requests and reads no answers); stdio and a hub
+    /// connection are never closed for it (their reader stops reading instead, as a pipe
+    /// would: a slow editor behind `serve --stdio` is waited for wherever it is attached).
     fn outbox(&self, tx: Sender<Outgoing>, rx: &Receiver<Outgoing>, kind: ConnKind) -> Outbox {
         let limits = self.host.device().config().outbound;
-        let max = (kind != ConnKind::Stdio).then_some(limits.max_bytes);
+        let max = (kind == ConnKind::Link).then_some(limits.max_bytes);
         Outbox::new(tx, rx.clone(), limits.pause_bytes, max)
     }
 
@@ -225,6 +232,96 @@ impl Driver {
             out_rx,
             self.tx.clone(),
         )));
+    }
+
+    /// Serve the hub on `hub` (see [`crate::hub`]): each process of this user that connects is
+    /// a `ConnKind::Hub` connection of the device, within `limits`. The socket's file goes with
+    /// the driver.
+    pub fn serve_hub(&mut self, hub: HubSocket, limits: HubLimits) {
+        log::info!("serving the hub at {}", hub.path().display());
+        self.hub = Some(limits);
+        let tx = self.tx.clone();
+        self.tasks.push(smol::spawn(
+            async move { crate::hub::accept(&hub, tx).await },
+        ));
+    }
+
+    /// A process connected to the hub: a connection of the device, or, past
+    /// `hub.max_connections`, an error naming the bound and a hang-up.
+    fn hub_accepted(&mut self, stream: smol::net::unix::UnixStream, now: Time) {
+        let Some(limits) = self.hub else { return };
+        let open = self
+            .conns
+            .values()
+            .filter(|c| c.kind == ConnKind::Hub)
+            .count();
+        if open >= limits.max_connections {
+            let max = limits.max_connections;
+            log::warn!("a hub connection refused: {max} are open (hub.max_connections)");
+            let error = RpcError::invalid_request(format!(
+                "the hub serves at most {max} connections at once (hub.max_connections); \
+                 this one is closed"
+            ))
+            .with_data(serde_json::json!({ "limit": max }));
+            let mut frame = jsonrpc::encode_error(None, &error);
+            frame.push(b'\n');
+            self.reap();
+            self.tasks.push(smol::spawn(async move {
+                use futures_lite::AsyncWriteExt;
+                let mut stream = stream;
+                // A peer that reads nothing is not waited for.
+                let write = async {
+                    let _ = stream.write_all(&frame).await;
+                };
+                let bound = async {
+                    Timer::after(std::time::Duration::from_secs(1)).await;
+                };
+                future::or(write, bound).await;
+            }));
+            return;
+        }
+        let conn = match self.host.device_mut().handle_open(ConnKind::Hub, now) {
+            Ok(conn) => conn,
+            Err(e) => {
+                log::warn!("a hub connection was not opened: {e}");
+                return;
+            }
+        };
+        log::debug!("a process connected to the hub");
+        let (out_tx, out_rx) = channel::unbounded();
+        let out = self.outbox(out_tx, &out_rx, ConnKind::Hub);
+        let gauge = out.gauge.clone();
+        self.conns.insert(
+            conn,
+            Conn {
+                out,
+                kind: ConnKind::Hub,
+            },
+        );
+        let limit = LineLimit {
+            bytes: limits.max_line_bytes,
+            key: "hub.max_line_bytes",
+        };
+        let max_queued = self.host.device().config().outbound.max_bytes;
+        self.reap();
+        self.tasks.push(smol::spawn(crate::lines::read_lines(
+            stream.clone(),
+            "a hub connection",
+            conn,
+            limit,
+            self.inbound(),
+            (gauge, max_queued),
+            self.tx.clone(),
+        )));
+        self.writers.retain(|t| !t.is_finished());
+        self.writers.push(smol::spawn(async move {
+            let mut stream = stream;
+            if let Err(e) = crate::lines::write_lines(&mut stream, out_rx).await {
+                log::debug!("a hub connection could not be written: {e}");
+            }
+            // Its reader sees the end too, and stops.
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+        }));
     }
 
     /// Run until the device stops linking, stdin ends, or [`Input::Shutdown`].
@@ -359,10 +456,16 @@ impl Driver {
                     let _ = self.host.device_mut().handle_activity(conn, now);
                 }
             }
-            Input::TooLong { conn, size, limit } => {
+            Input::HubAccepted(stream) => self.hub_accepted(stream, now),
+            Input::TooLong {
+                conn,
+                size,
+                limit,
+                key,
+            } => {
                 log::warn!("a line of {size} bytes is over the limit of {limit} bytes; skipped");
                 let error = RpcError::invalid_request(format!(
-                    "line of {size} bytes is over the limit of {limit} bytes (max_frame_bytes)"
+                    "line of {size} bytes is over the limit of {limit} bytes ({key})"
                 ))
                 .with_data(serde_json::json!({ "limit": limit, "size": size }));
                 self.write(conn, jsonrpc::encode_error(None, &error));
@@ -372,10 +475,10 @@ impl Driver {
                     c.out.close();
                     log::info!(
                         "{} closed{}",
-                        if c.kind == ConnKind::Link {
-                            "the link"
-                        } else {
-                            "stdin"
+                        match c.kind {
+                            ConnKind::Link => "the link",
+                            ConnKind::Hub => "a hub connection",
+                            _ => "stdin",
                         },
                         code.map_or(String::new(), |c| format!(" (code {c})"))
                     );

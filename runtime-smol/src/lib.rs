@@ -18,6 +18,8 @@ pub mod driver;
 pub mod embedding;
 pub mod engine;
 pub mod engine_io;
+pub mod hub;
+pub mod hub_relay;
 #[cfg(feature = "dev")]
 pub mod instance;
 #[cfg(feature = "dev")]
@@ -26,6 +28,7 @@ pub mod instance_api;
 pub mod instance_cli;
 #[cfg(feature = "dev")]
 pub mod instance_upstream;
+pub mod lines;
 pub mod link;
 pub mod list_dir;
 pub mod logger;

@@ -269,7 +269,27 @@ fn run(command: Command, seed: Option<u64>) -> Result<(), String> {
                 .as_ref()
                 .map(|p| std::fs::read(p).map_err(|e| format!("{p}: {e}")))
                 .transpose()?;
-            let store = RedbStore::open(&dirs.store_file()).map_err(|e| e.to_string())?;
+            // An editor's `serve --stdio` that found no service holds the store while it runs:
+            // the service waits for it to end, then takes the store over with every session
+            // the editor made (nothing is lost, nothing is shared by two owners).
+            let mut told = false;
+            let store = RedbStore::open_waiting(&dirs.store_file(), || {
+                if lembas::hub::connect(&dirs.hub_socket())?.is_some() {
+                    return Err(format!(
+                        "another `lembas link` runs: its hub answers at {}",
+                        dirs.hub_socket().display()
+                    ));
+                }
+                if !told {
+                    told = true;
+                    log::warn!(
+                        "the store {} is held by another lembas process (an editor's \
+                         `lembas serve --stdio`, or `lembas sessions`); waiting for it to end",
+                        dirs.store_file().display()
+                    );
+                }
+                Ok(())
+            })?;
             let entries = store.entries().map_err(|e| e.to_string())?;
             let now = lembas::clock::Clock::new().now();
             let (device, unreadable) = Device::restore(
@@ -292,6 +312,9 @@ fn run(command: Command, seed: Option<u64>) -> Result<(), String> {
                 device.session_count()
             );
             let mut driver = Driver::new(device, Disk::Redb(Arc::new(store)), dirs.attachments());
+            // Served once the store is this process's: a process that finds the hub finds
+            // the service that owns the store.
+            driver.serve_hub(lembas::hub::listen(&dirs.hub_socket())?, config.hub);
             driver.set_tools(ToolSettings::new(&config.tools, &dirs, home.as_deref()));
             let engine = config
                 .engine
@@ -333,13 +356,49 @@ fn run(command: Command, seed: Option<u64>) -> Result<(), String> {
                 // A whole frame must still fit behind a request waiting for its check.
                 dc.sessions.max_held_bytes = dc.sessions.max_held_bytes.max(m.saturating_mul(2));
             }
-            // Sessions live in memory only: none is set aside (it would be lost), so past
-            // `sessions.max_live` a `session/new` is refused; and no id outlives the process,
-            // so `sessions` is not listed.
-            dc.has_store = false;
-            let device = Device::new(dc, Time(0)).map_err(|e| e.to_string())?;
-            let mut driver =
-                Driver::new(device, Disk::Mem(MemStore::default()), dirs.attachments());
+            // A service runs: the editor is relayed to its hub, and its sessions are the
+            // service's (see `hub_relay`).
+            let hub = dirs.hub_socket();
+            if let Some(stream) = lembas::hub::connect(&hub)? {
+                log::info!(
+                    "relaying the editor to the lembas service at {}",
+                    hub.display()
+                );
+                return lembas::hub_relay::run(stream, dc.frames.max_frame_bytes);
+            }
+            let (device, disk) = match serve_store(&dirs)? {
+                Served::Hub(stream) => {
+                    log::info!(
+                        "relaying the editor to the lembas service at {}",
+                        hub.display()
+                    );
+                    return lembas::hub_relay::run(stream, dc.frames.max_frame_bytes);
+                }
+                Served::Store(store) => {
+                    let entries = store.entries().map_err(|e| e.to_string())?;
+                    let now = lembas::clock::Clock::new().now();
+                    let (device, unreadable) =
+                        Device::restore(dc, entries, now).map_err(|e| e.to_string())?;
+                    for u in unreadable {
+                        log::warn!(
+                            "store entry {}/{} unreadable: {}",
+                            u.table.name(),
+                            u.key,
+                            u.why
+                        );
+                    }
+                    (device, Disk::Redb(Arc::new(store)))
+                }
+                Served::Memory => {
+                    // Sessions live in memory only: none is set aside (it would be lost), so
+                    // past `sessions.max_live` a `session/new` is refused; and no id outlives
+                    // the process, so `sessions` is not listed.
+                    dc.has_store = false;
+                    let device = Device::new(dc, Time(0)).map_err(|e| e.to_string())?;
+                    (device, Disk::Mem(MemStore::default()))
+                }
+            };
+            let mut driver = Driver::new(device, disk, dirs.attachments());
             driver.set_tools(ToolSettings::new(&config.tools, &dirs, home.as_deref()));
             // Logged in: the engine's requests go to that instance, whose models (and the
             // account's personalization) are fetched while the editor starts; else each request
@@ -377,6 +436,38 @@ fn run(command: Command, seed: Option<u64>) -> Result<(), String> {
             exit_of(smol::block_on(driver.run()))
         }
     }
+}
+
+/// Where `serve --stdio` keeps the editor's sessions when no service answered on the hub.
+enum Served {
+    /// A service came up meanwhile (it had taken the store, and now answers).
+    Hub(std::os::unix::net::UnixStream),
+    /// The store, this process's while the editor is attached (a `lembas link` started
+    /// meanwhile waits for it).
+    Store(RedbStore),
+    /// Another editor's `serve --stdio` holds the store: memory only, as before the hub.
+    Memory,
+}
+
+fn serve_store(dirs: &Dirs) -> Result<Served, String> {
+    match RedbStore::open(&dirs.store_file()) {
+        Ok(store) => return Ok(Served::Store(store)),
+        Err(lembas::store::StoreError::Locked(_)) => {}
+        Err(e) => return Err(e.to_string()),
+    }
+    // A service takes the store first and serves its hub right after: give it a moment.
+    for _ in 0..40 {
+        if let Some(stream) = lembas::hub::connect(&dirs.hub_socket())? {
+            return Ok(Served::Hub(stream));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    log::warn!(
+        "the store {} is held by another `lembas serve --stdio`; this editor's sessions live in \
+         memory only and end with it",
+        dirs.store_file().display()
+    );
+    Ok(Served::Memory)
 }
 
 fn exit_of(exit: lembas::driver::Exit) -> Result<(), String> {

@@ -75,6 +75,23 @@ impl RedbStore {
         })
     }
 
+    /// [`RedbStore::open`], waiting while another process holds the store: `locked` is called
+    /// before each wait (every 250 ms), and its error ends the wait.
+    pub fn open_waiting(
+        path: &Path,
+        mut locked: impl FnMut() -> Result<(), String>,
+    ) -> Result<RedbStore, String> {
+        loop {
+            match RedbStore::open(path) {
+                Err(StoreError::Locked(_)) => {
+                    locked()?;
+                    std::thread::sleep(std::time::Duration::from_millis(250));
+                }
+                r => return r.map_err(|e| e.to_string()),
+            }
+        }
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
     }

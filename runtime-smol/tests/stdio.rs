@@ -1,6 +1,6 @@
 //! `lembas serve --stdio`, the built binary, driven over real pipes.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -174,16 +174,33 @@ fn transcript(input: &[u8], piece: usize) -> Vec<u8> {
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
     let input = input.to_vec();
+    // stdin stays open until every answer is in: an EOF cancels the turns still running (the
+    // store's writes are not done at once), which would make the transcript a race.
+    let (done, close) = std::sync::mpsc::channel::<()>();
     let writer = std::thread::spawn(move || {
         for chunk in input.chunks(piece) {
             stdin.write_all(chunk).unwrap();
             stdin.flush().unwrap();
         }
+        let _ = close.recv();
     });
-    let out = child.wait_with_output().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut out = Vec::new();
+    let mut answered = std::collections::BTreeSet::new();
+    while !(answered.contains("3") && answered.contains("4") && answered.contains("null")) {
+        let mut line = String::new();
+        assert!(stdout.read_line(&mut line).unwrap() > 0, "ended early");
+        let v: Value = serde_json::from_str(&line).unwrap();
+        if v.get("method").is_none() {
+            answered.insert(v["id"].to_string());
+        }
+        out.extend_from_slice(line.as_bytes());
+    }
+    done.send(()).unwrap();
+    stdout.read_to_end(&mut out).unwrap();
     writer.join().unwrap();
-    assert_eq!(out.status.code(), Some(0));
-    out.stdout
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    out
 }
 
 #[test]
@@ -312,15 +329,28 @@ fn eof_mid_turn_cancels_it_and_exits_cleanly() {
     assert!(took < Duration::from_secs(5), "took {took:?}");
 }
 
-/// Sessions on stdio live in memory only: past `sessions.max_live` none is set aside (it would
-/// be lost), so `session/new` is refused naming the limit.
+/// Where another editor's `serve --stdio` holds the store (and no service runs), sessions live
+/// in memory only: past `sessions.max_live` none is set aside (it would be lost), so
+/// `session/new` is refused naming the limit.
 #[test]
-fn past_max_live_session_new_is_refused_since_stdio_keeps_no_store() {
+fn past_max_live_session_new_is_refused_where_the_store_is_anothers() {
     let cwd = tempfile::tempdir().unwrap();
     let cwd = cwd.path().to_str().unwrap();
-    let mut e = Editor::start_with_config(Some("sessions:\n  max_live: 2\n"), &[]);
+    let home = tempfile::tempdir().unwrap();
+    let dir = home.path().join("config/lembas");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("config.yaml"), "sessions:\n  max_live: 2\n").unwrap();
+    // Another process's store (redb locks the file).
+    let _held =
+        lembas::store::RedbStore::open(&home.path().join("state/lembas/lembas.redb")).unwrap();
+    let mut e = Editor::start_in(home.path(), &[]);
     e.send(&initialize());
-    e.until_response(0);
+    let init = e.until_response(0);
+    let caps = &init.last().unwrap()["result"]["_meta"]["lembas"]["capabilities"];
+    assert!(
+        !caps.as_array().unwrap().iter().any(|c| c == "sessions"),
+        "{caps}"
+    );
     for id in 1..=2 {
         e.send(&new_session(id, cwd));
         let answer = e.until_response(id);
@@ -343,9 +373,45 @@ fn past_max_live_session_new_is_refused_since_stdio_keeps_no_store() {
     assert_eq!(code, 0);
 }
 
+/// Without a running service `serve --stdio` opens the store itself: a session one editor made
+/// is there for the next one.
+#[test]
+fn without_a_service_the_editors_sessions_are_kept_in_the_store() {
+    let cwd = tempfile::tempdir().unwrap();
+    let cwd = cwd.path().to_str().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let mut e = Editor::start_in(home.path(), &[]);
+    e.send(&initialize());
+    e.until_response(0);
+    e.send(&new_session(1, cwd));
+    let answer = e.until_response(1);
+    let session = answer.last().unwrap()["result"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    e.send(
+        &json!({"jsonrpc":"2.0","id":2,"method":"_lembas/session/title",
+        "params":{"sessionId": session, "title": "kept"}}),
+    );
+    e.until_response(2);
+    assert_eq!(e.close_and_wait().0, 0);
+    let mut e = Editor::start_in(home.path(), &[]);
+    e.send(&initialize());
+    e.until_response(0);
+    e.send(
+        &json!({"jsonrpc":"2.0","id":1,"method":"_lembas/session/status",
+        "params":{"sessionId": session}}),
+    );
+    let status = e.until_response(1);
+    let status = &status.last().unwrap()["result"];
+    assert_eq!(status["exists"], true, "{status}");
+    assert_eq!(status["title"], "kept", "{status}");
+    assert_eq!(e.close_and_wait().0, 0);
+}
+
 /// `serve --stdio` lists exactly what works on it: no `terminal` or `shell` (terminals open over
-/// the instance link alone), even with `remote.terminal: true`, and no `sessions` (its sessions
-/// live in memory: the next process does not know them).
+/// the instance link alone), even with `remote.terminal: true`, and `sessions` (without a
+/// running service it keeps its sessions in the store, where the next process finds them).
 #[test]
 fn initialize_lists_what_works_on_stdio_and_nothing_else() {
     let home = tempfile::tempdir().unwrap();
@@ -365,10 +431,10 @@ fn initialize_lists_what_works_on_stdio_and_nothing_else() {
         init.last().unwrap()["result"]["_meta"]["lembas"]["capabilities"].clone(),
     )
     .unwrap();
-    for absent in ["terminal", "shell", "sessions", "directories"] {
+    for absent in ["terminal", "shell", "directories"] {
         assert!(!caps.iter().any(|c| c == absent), "{absent} in {caps:?}");
     }
-    for present in ["status", "turns", "steer", "title"] {
+    for present in ["status", "turns", "steer", "title", "sessions"] {
         assert!(
             caps.iter().any(|c| c == present),
             "{present} not in {caps:?}"
@@ -389,29 +455,9 @@ fn initialize_lists_what_works_on_stdio_and_nothing_else() {
             .contains("only over the instance link"),
         "{listed:?}"
     );
-    // A session of this process is unknown to the next one in the same HOME.
-    e.send(&new_session(2, &w.to_string()));
-    let s = e.until_response(2);
-    let session = s.last().unwrap()["result"]["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    // That a session of this process is known to the next one in the same HOME:
+    // `without_a_service_the_editors_sessions_are_kept_in_the_store`.
     let (code, _) = e.close_and_wait();
-    assert_eq!(code, 0);
-    let mut next = Editor::start_in(home.path(), &[]);
-    next.send(&initialize());
-    next.until_response(0);
-    next.send(
-        &json!({"jsonrpc":"2.0","id":1,"method":"_lembas/session/status",
-                      "params":{"sessionId": session}}),
-    );
-    let status = next.until_response(1);
-    assert_eq!(
-        status.last().unwrap()["result"]["exists"],
-        false,
-        "{status:?}"
-    );
-    let (code, _) = next.close_and_wait();
     assert_eq!(code, 0);
 }
 

@@ -1,4 +1,5 @@
-//! One connection to the device (the instance link, or an editor on stdio): its handshake
+//! One connection to the device (the instance link, an editor on stdio, a local process on the
+//! service's hub socket): its handshake
 //! phase, what its client said about itself, and the requests the device sent it.
 
 use std::collections::{BTreeMap, VecDeque};
@@ -13,7 +14,7 @@ use crate::wire::handshake::ClientSaid;
 #[serde(transparent)]
 pub struct ConnId(pub u64);
 
-/// Serde: `"link"`, `"stdio"`, `"terminal"`.
+/// Serde: `"link"`, `"stdio"`, `"terminal"`, `"hub"`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 #[non_exhaustive]
@@ -24,6 +25,10 @@ pub enum ConnKind {
     Stdio,
     /// A terminal (the TUI) on this device: a second place a card is shown and answered.
     Terminal,
+    /// A local process on the running service's hub socket (an editor relayed by
+    /// `lembas serve --stdio`, `lembas sessions`): plain ACP as on stdio, on the service's
+    /// store, so its sessions are the ones the link's client sees.
+    Hub,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -59,7 +59,7 @@ impl Device {
         let limits = (kind == ConnKind::Link).then(|| limits(config));
         let connection = match kind {
             ConnKind::Link => config.connection.clone(),
-            ConnKind::Stdio | ConnKind::Terminal => None,
+            ConnKind::Stdio | ConnKind::Terminal | ConnKind::Hub => None,
         };
         let result = InitializeResult {
             protocol_version: ACP_PROTOCOL_VERSION,

@@ -106,7 +106,7 @@ impl Device {
     pub(super) fn max_mode(&self, kind: ConnKind) -> Mode {
         match kind {
             ConnKind::Link => self.config.remote.max_mode,
-            ConnKind::Stdio | ConnKind::Terminal => Mode::Auto,
+            ConnKind::Stdio | ConnKind::Terminal | ConnKind::Hub => Mode::Auto,
         }
     }
 
@@ -149,7 +149,7 @@ impl Device {
             effort: meta.effort,
             context,
         };
-        if kind == ConnKind::Stdio {
+        if matches!(kind, ConnKind::Stdio | ConnKind::Hub) {
             // An editor works where it is: no roots, no trust, nothing to resolve.
             return self.create_session(pending).map(Some);
         }

@@ -11,6 +11,13 @@ fn open_stdio(w: &mut LinkWorld) {
     w.editor = Some(conn);
 }
 
+/// A local process on the service's hub socket: written to and read as the editor.
+#[when("a local process connects to the hub")]
+fn open_hub(w: &mut LinkWorld) {
+    let conn = w.pair().open_local(lembas_core::device::ConnKind::Hub);
+    w.editor = Some(conn);
+}
+
 /// One line from the editor; the device's lines in return become "the answer".
 #[when(regex = r"^the editor sends: (.+)$")]
 fn editor_sends(w: &mut LinkWorld, line: String) {

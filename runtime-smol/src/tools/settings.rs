@@ -106,6 +106,7 @@ mod tests {
         let dirs = Dirs {
             config: home.join(".config/lembas"),
             state: home.join(".local/state/lembas"),
+            runtime: home.join(".local/state/lembas"),
         };
         let path = |p: &Path| Protected::Path(p.to_str().unwrap().into());
         let s = ToolSettings::new(&ToolsConfig::default(), &dirs, Some(&home));

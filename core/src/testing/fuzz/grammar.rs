@@ -58,6 +58,9 @@ pub(crate) enum Op {
     TerminalOutput { pick: u8, bytes: Vec<u8> },
     /// A terminal's shell exits on its own.
     TerminalExit { pick: u8, code: i32 },
+    /// A local process connects to the service's hub socket (an editor relayed by
+    /// `serve --stdio`, `lembas sessions`).
+    OpenHub,
 }
 
 /// A `remote:` block as a reload could give it, over a few roots that nest.

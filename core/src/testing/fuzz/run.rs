@@ -104,18 +104,21 @@ impl Run {
         open.iter().nth(i).map(|(c, k)| (*c, *k))
     }
 
+    /// An editor on stdio, or a local process on the hub: either opens at any time.
+    fn open_local(&mut self, kind: ConnKind) {
+        let Ok(Handled::Opened(conn)) = self.input(Input::Open { kind }) else {
+            panic!("a local connection opens at any time");
+        };
+        self.opened(conn, kind);
+        self.drain();
+    }
+
     pub(crate) fn step(&mut self, op: &Op) {
         self.ops += 1;
         match op {
             Op::OpenLink => self.open_link(),
-            Op::OpenStdio => {
-                let kind = ConnKind::Stdio;
-                let Ok(Handled::Opened(conn)) = self.input(Input::Open { kind }) else {
-                    panic!("stdio opens at any time");
-                };
-                self.opened(conn, kind);
-                self.drain();
-            }
+            Op::OpenStdio => self.open_local(ConnKind::Stdio),
+            Op::OpenHub => self.open_local(ConnKind::Hub),
             Op::Frame { conn, frame } => {
                 if let Some((conn, _)) = self.pick(*conn) {
                     let bytes = frame.bytes(&self.sessions);

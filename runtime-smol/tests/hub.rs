@@ -1,0 +1,457 @@
+//! The hub end to end: `lembas link` serves its local socket, and a peer on it is a connection
+//! of the device with the core's rules: garbage is answered with JSON-RPC errors, an
+//! over-long line and one connection too many are refused naming their config keys, and the
+//! service and its link carry on.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+mod common;
+
+use common::{linked, new_session, Home, T};
+
+/// A peer on the hub: one JSON-RPC message a line.
+pub struct Peer {
+    reader: BufReader<UnixStream>,
+    writer: UnixStream,
+}
+
+impl Peer {
+    pub fn connect(home: &Home) -> Peer {
+        let path = hub_path(home);
+        let start = Instant::now();
+        let stream = loop {
+            match UnixStream::connect(&path) {
+                Ok(s) => break s,
+                Err(e) if start.elapsed() < T => {
+                    let _ = e;
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(e) => panic!("no hub at {}: {e}", path.display()),
+            }
+        };
+        stream.set_read_timeout(Some(T)).unwrap();
+        Peer {
+            reader: BufReader::new(stream.try_clone().unwrap()),
+            writer: stream,
+        }
+    }
+
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        self.writer.write_all(bytes).unwrap();
+    }
+
+    pub fn send(&mut self, v: &Value) {
+        self.send_raw(format!("{v}\n").as_bytes());
+    }
+
+    /// The next message, or `None` at the end of the connection.
+    pub fn recv(&mut self) -> Option<Value> {
+        let mut line = String::new();
+        match self.reader.read_line(&mut line) {
+            Ok(0) => None,
+            Ok(_) => Some(serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))),
+            Err(e) => panic!("reading the hub: {e}"),
+        }
+    }
+
+    /// Messages until the answer to `id`; that answer.
+    pub fn answer(&mut self, id: i64) -> Value {
+        loop {
+            let m = self.recv().expect("the hub hung up before answering");
+            if m["id"] == json!(id) && m.get("method").is_none() {
+                return m;
+            }
+        }
+    }
+
+    pub fn call(&mut self, id: i64, method: &str, params: Value) -> Value {
+        self.send(&json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }));
+        self.answer(id)
+    }
+
+    pub fn initialize(&mut self) -> Value {
+        let r = self.call(
+            0,
+            "initialize",
+            json!({ "protocolVersion": 1, "clientCapabilities": {} }),
+        );
+        assert!(r.get("result").is_some(), "{r}");
+        r["result"].clone()
+    }
+}
+
+fn hub_path(home: &Home) -> PathBuf {
+    // No XDG_RUNTIME_DIR in the tests' environment: the state directory.
+    home.path().join("state/lembas/hub.sock")
+}
+
+#[test]
+fn the_socket_is_the_users_alone_and_a_garbage_peer_is_answered_and_survived() {
+    smol::block_on(async {
+        let home = Home::new();
+        home.write_config(&format!(
+            "remote:\n  enabled: true\n  roots: [{w}]\ntrusted: [{w}]\nhub:\n  max_line_bytes: 65536\n",
+            w = home.work.display()
+        ));
+        let (instance, home, mut device, _) = linked(home).await;
+        let mut peer = Peer::connect(&home);
+        let path = hub_path(&home);
+        let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&path), 0o600, "the socket");
+        assert_eq!(mode(path.parent().unwrap()), 0o700, "its directory");
+        // Not JSON: a parse error, and the connection stays.
+        peer.send_raw(b"\x00\xffnot json {{{\n");
+        let e = peer.recv().unwrap();
+        assert_eq!(e["error"]["code"], -32700, "{e}");
+        // JSON that is no JSON-RPC message.
+        peer.send_raw(b"[1,2,3]\n");
+        let e = peer.recv().unwrap();
+        assert_eq!(e["error"]["code"], -32600, "{e}");
+        // A request before `initialize`.
+        let e = peer.call(7, "session/new", json!({ "cwd": "/" }));
+        assert_eq!(e["error"]["code"], -32600, "{e}");
+        assert!(
+            e["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("initialize"),
+            "{e}"
+        );
+        // A line over hub.max_line_bytes is skipped and refused by its key; the next line is
+        // read as usual.
+        let long = vec![b'x'; 70_000];
+        peer.send_raw(&long);
+        peer.send_raw(b"\n");
+        let e = peer.recv().unwrap();
+        assert_eq!(e["error"]["code"], -32600, "{e}");
+        assert!(
+            e["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("hub.max_line_bytes"),
+            "{e}"
+        );
+        let init = peer.initialize();
+        assert!(
+            init["_meta"]["lembas"]["limits"].is_null(),
+            "a local peer: {init}"
+        );
+        assert!(
+            init["_meta"]["lembas"]["capabilities"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|c| c == "sessions"),
+            "the service's store: {init}"
+        );
+        // A hub connection works where it is, as an editor does: any directory.
+        let outside = tempfile::tempdir().unwrap();
+        let r = peer.call(
+            1,
+            "session/new",
+            json!({ "cwd": outside.path(), "mcpServers": [] }),
+        );
+        assert!(r["result"]["sessionId"].is_string(), "{r}");
+        // A cut mid-line is the end of that connection, not of the service.
+        peer.send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":9,\"meth");
+        drop(peer);
+        // The link carries on.
+        let s = new_session(&instance, &home.work.join("proj")).await;
+        assert!(s.starts_with("ses_"), "{s}");
+        assert!(
+            device.wait(Duration::from_millis(100)).is_none(),
+            "the service lives"
+        );
+    });
+}
+
+#[test]
+fn one_connection_past_hub_max_connections_is_refused_by_its_key() {
+    smol::block_on(async {
+        let home = Home::new();
+        home.write_config(&format!(
+            "remote:\n  enabled: true\n  roots: [{w}]\ntrusted: [{w}]\nhub:\n  max_connections: 2\n",
+            w = home.work.display()
+        ));
+        let (_instance, home, _device, _) = linked(home).await;
+        let mut a = Peer::connect(&home);
+        let mut b = Peer::connect(&home);
+        a.initialize();
+        b.initialize();
+        let mut c = Peer::connect(&home);
+        let e = c.recv().expect("a refusal before the hang-up");
+        assert_eq!(e["error"]["code"], -32600, "{e}");
+        assert!(
+            e["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("hub.max_connections"),
+            "{e}"
+        );
+        assert_eq!(e["error"]["data"]["limit"], 2, "{e}");
+        assert!(c.recv().is_none(), "then it is hung up");
+        // One ends: there is room again.
+        drop(a);
+        let start = Instant::now();
+        loop {
+            let mut d = Peer::connect(&home);
+            d.send(&json!({ "jsonrpc": "2.0", "id": 0, "method": "initialize",
+                "params": { "protocolVersion": 1, "clientCapabilities": {} } }));
+            let m = d.recv().unwrap();
+            if m.get("result").is_some() {
+                break;
+            }
+            assert!(start.elapsed() < T, "no room after a connection ended: {m}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    });
+}
+
+/// An editor on `lembas serve --stdio`: one JSON-RPC message a line on its pipes.
+pub struct Editor {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    stdout: BufReader<std::process::ChildStdout>,
+}
+
+impl Editor {
+    pub fn start(home: &Home) -> Editor {
+        use std::process::Stdio;
+        let log = home.path().join(format!(
+            "serve-{}.log",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos()
+        ));
+        let mut child = home
+            .cmd(&["serve", "--stdio", "-v"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(std::fs::File::create(log).unwrap()))
+            .spawn()
+            .unwrap();
+        Editor {
+            stdin: child.stdin.take(),
+            stdout: BufReader::new(child.stdout.take().unwrap()),
+            child,
+        }
+    }
+
+    pub fn send(&mut self, v: &Value) {
+        writeln!(self.stdin.as_mut().unwrap(), "{v}").unwrap();
+    }
+
+    pub fn recv(&mut self) -> Value {
+        let mut line = String::new();
+        assert!(
+            self.stdout.read_line(&mut line).unwrap() > 0,
+            "serve --stdio ended"
+        );
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
+    }
+
+    /// Every message until the answer to `id`, that answer last.
+    pub fn call(&mut self, id: i64, method: &str, params: Value) -> Vec<Value> {
+        self.send(&json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }));
+        let mut seen = Vec::new();
+        loop {
+            let m = self.recv();
+            let done = m["id"] == json!(id) && m.get("method").is_none();
+            seen.push(m);
+            if done {
+                return seen;
+            }
+        }
+    }
+
+    pub fn result(&mut self, id: i64, method: &str, params: Value) -> Value {
+        let seen = self.call(id, method, params);
+        let last = seen.last().unwrap();
+        assert!(last.get("result").is_some(), "{method}: {last}");
+        last["result"].clone()
+    }
+
+    /// Close stdin; the exit code once it ends.
+    pub fn close(mut self) -> Option<i32> {
+        drop(self.stdin.take());
+        let mut rest = String::new();
+        let _ = std::io::Read::read_to_string(&mut self.stdout, &mut rest);
+        self.child.wait().unwrap().code()
+    }
+}
+
+impl Drop for Editor {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn init_params() -> Value {
+    json!({ "protocolVersion": 1, "clientCapabilities": {} })
+}
+
+/// Text chunks of `session/update`s among `frames`.
+fn editor_chunks(frames: &[Value]) -> Vec<String> {
+    frames
+        .iter()
+        .filter(|f| f["method"] == "session/update")
+        .filter_map(|f| f["params"]["update"]["content"]["text"].as_str())
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn an_editor_through_serve_stdio_works_in_the_services_sessions_and_the_web_sees_its_prompt() {
+    use lembas::instance::Event;
+    use lembas_core::client::ClientEvent;
+    smol::block_on(async {
+        let (instance, home, _device, _) = linked(Home::new()).await;
+        let mut editor = Editor::start(&home);
+        let init = editor.result(0, "initialize", init_params());
+        assert!(init["_meta"]["lembas"]["limits"].is_null(), "{init}");
+        let proj = home.work.join("proj");
+        let made = editor.result(1, "session/new", json!({ "cwd": proj, "mcpServers": [] }));
+        let session = made["sessionId"].as_str().unwrap().to_string();
+        // The web knows it: the same device, the same store.
+        let status = common::call(
+            &instance,
+            "_lembas/session/status",
+            json!({ "sessionId": session }),
+        )
+        .await
+        .unwrap();
+        assert_eq!(status["exists"], true, "{status}");
+        // A prompt from the editor streams to the editor and to the web, which holds it now.
+        let seen = editor.call(
+            2,
+            "session/prompt",
+            json!({ "sessionId": session, "prompt": [{ "type": "text", "text": "say hello from the editor" }] }),
+        );
+        assert_eq!(
+            seen.last().unwrap()["result"]["stopReason"],
+            "end_turn",
+            "{seen:?}"
+        );
+        assert!(
+            editor_chunks(&seen)
+                .iter()
+                .any(|c| c.contains("hello from the editor")),
+            "{seen:?}"
+        );
+        let (web, events) = instance
+            .wait_for(T, |e| match e {
+                Event::Client(ClientEvent::Update(u)) => {
+                    u.session_id == session
+                        && u.update
+                            .message_text()
+                            .is_some_and(|t| t.contains("hello from the editor"))
+                }
+                _ => false,
+            })
+            .await;
+        assert!(
+            web.is_some(),
+            "the web saw no chunk of the editor's prompt: {events:?}"
+        );
+        assert_eq!(editor.close(), Some(0));
+    });
+}
+
+#[test]
+fn a_service_started_while_an_editor_holds_the_store_waits_and_then_has_its_sessions() {
+    smol::block_on(async {
+        let instance = common::instance().await;
+        let home = Home::new();
+        assert!(home.login(&instance.url()).status.success());
+        // No service yet: `serve --stdio` keeps the editor's session in the store itself.
+        let mut editor = Editor::start(&home);
+        editor.result(0, "initialize", init_params());
+        let proj = home.work.join("proj");
+        let made = editor.result(1, "session/new", json!({ "cwd": proj, "mcpServers": [] }));
+        let session = made["sessionId"].as_str().unwrap().to_string();
+        // The service starts meanwhile: it waits for the store, saying why.
+        let device = home.link();
+        let start = Instant::now();
+        while !device.stderr().contains("waiting for it to end") {
+            assert!(
+                start.elapsed() < T,
+                "no word of waiting: {}",
+                device.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let seen = editor.call(
+            2,
+            "session/prompt",
+            json!({ "sessionId": session, "prompt": [{ "type": "text", "text": "say still here" }] }),
+        );
+        assert_eq!(
+            seen.last().unwrap()["result"]["stopReason"],
+            "end_turn",
+            "{seen:?}"
+        );
+        assert_eq!(editor.close(), Some(0));
+        // The editor gone, the service takes the store over, with the editor's session.
+        common::ready(&instance).await;
+        let status = common::call(
+            &instance,
+            "_lembas/session/status",
+            json!({ "sessionId": session }),
+        )
+        .await
+        .unwrap();
+        assert_eq!(status["exists"], true, "{status}");
+        assert!(
+            status["lastTurnId"].is_string(),
+            "its turn is kept: {status}"
+        );
+        // And the next editor is relayed to the service.
+        let mut next = Editor::start(&home);
+        next.result(0, "initialize", init_params());
+        let status = next.result(1, "_lembas/session/status", json!({ "sessionId": session }));
+        assert_eq!(status["exists"], true, "{status}");
+        assert!(hub_path(&home).exists());
+        assert_eq!(next.close(), Some(0));
+        drop(device);
+    });
+}
+
+#[test]
+fn the_service_killed_under_a_relayed_editor_ends_the_relay_with_whole_lines_only() {
+    smol::block_on(async {
+        let (_instance, home, mut device, _) = linked(Home::new()).await;
+        let mut editor = Editor::start(&home);
+        editor.result(0, "initialize", init_params());
+        let proj = home.work.join("proj");
+        let made = editor.result(1, "session/new", json!({ "cwd": proj, "mcpServers": [] }));
+        let session = made["sessionId"].as_str().unwrap().to_string();
+        editor.send(
+            &json!({ "jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": {
+            "sessionId": session,
+            "prompt": [{ "type": "text", "text": "say started\nsleep 600000\nsay never" }] } }),
+        );
+        loop {
+            if editor.recv()["method"] == "session/update" {
+                break;
+            }
+        }
+        device.sigkill();
+        // Whatever is left on the editor's side is whole lines, then the end.
+        let mut rest = String::new();
+        std::io::Read::read_to_string(&mut editor.stdout, &mut rest).unwrap();
+        for line in rest.lines() {
+            serde_json::from_str::<Value>(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        }
+        assert!(rest.is_empty() || rest.ends_with('\n'), "{rest:?}");
+        let code = editor.child.wait().unwrap().code();
+        assert_eq!(code, Some(1), "the relay says the service went away");
+    });
+}
