@@ -55,6 +55,7 @@ const FAULTS: Faults = Faults {
     duplicate_permille: 50,
     max_delay_ms: 40,
     cut_permille: 10,
+    drop_only_to_device: false,
 };
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -3,7 +3,7 @@
 //! (`_lembas/session/events`) and follows live, so the text it hands its UI for the turn is the
 //! turn's whole text, no chunk missing or doubled. A cut past the log's reach is a `Gap`.
 
-use lembas_core::client::{event_json, ClientEvent, Reattach};
+use lembas_core::client::{event_json, ClientEvent, ClientOutput, Reattach};
 use lembas_core::config::DeviceConfig;
 use lembas_core::rng::Rng;
 use lembas_core::testing::{Faults, Pair};
@@ -237,6 +237,35 @@ fn property_cuts_at_random_moments_lose_and_double_nothing() {
         // Both ways of ending are tried: the held live events are exercised.
         assert!(live > 0 && live < runs, "{live} of {runs} followed live");
     }
+}
+
+/// The link is cut before any event of the session reached the client (the prompt had just
+/// gone): the client follows what it prompts from then on, so it catches up from the start.
+#[test]
+fn a_cut_before_the_first_event_heard_still_catches_up_from_the_start() {
+    let (mut p, s) = pair(7, |_| {});
+    let (script, text) = script();
+    p.client
+        .prompt(
+            &s,
+            json!([{ "type": "text", "text": script }]),
+            Some("t1"),
+            p.now,
+        )
+        .unwrap();
+    let Some(ClientOutput::Send(prompt)) = p.client.poll_output() else {
+        panic!("the prompt is sent first");
+    };
+    // The prompt reaches the device and starts the turn; the first frame back cuts the link.
+    p.faults.cut_permille = 1000;
+    p.inject(&prompt).unwrap();
+    p.faults = Faults::none();
+    assert_eq!(said(&p, &s), "", "nothing was heard before the cut");
+    assert_eq!(p.starts("t1"), 1, "the turn runs");
+    p.advance(120_000).unwrap();
+    p.settle().unwrap();
+    assert_eq!(said(&p, &s), text);
+    assert_eq!(gaps(&p), vec![]);
 }
 
 /// A device that died mid-turn cannot vouch for what it sent unwritten before: the client is

@@ -49,6 +49,7 @@ fn run(seed: u64) {
         duplicate_permille: 50,
         max_delay_ms: 40,
         cut_permille: 15,
+        drop_only_to_device: false,
     };
     let mut turns: Vec<(String, String, String)> = Vec::new();
     for step in 0..40 {

@@ -104,8 +104,9 @@ impl Client {
     }
 
     /// Remember `session` as heard of now, forgetting the one heard of longest ago past the
-    /// bound.
-    fn follow(&mut self, session: &str) {
+    /// bound. A session the client prompts is followed from then, before any of its events is
+    /// heard: a link cut before the first of them still catches up on them (from seq 0).
+    pub(super) fn follow(&mut self, session: &str) {
         let r = &mut self.resume;
         r.heard += 1;
         let heard = r.heard;

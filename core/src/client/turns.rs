@@ -84,6 +84,7 @@ impl Client {
             "_meta": { "lembas": { "turnId": turn_id } },
         });
         let id = self.call("session/prompt", &params, now)?;
+        self.follow(session_id);
         self.purposes
             .insert(id.clone(), Purpose::Prompt(turn_id.clone()));
         self.rows.insert(

@@ -29,6 +29,10 @@ pub struct Faults {
     pub max_delay_ms: u64,
     /// The chance that sending a frame cuts the link instead.
     pub cut_permille: u32,
+    /// Drops hit only what the client sends. A link is a stream: it loses nothing it carries
+    /// to the client while it lives (the client relies on that to follow a session by seq),
+    /// and a frame lost with the link is a cut (`cut_permille`).
+    pub drop_only_to_device: bool,
 }
 
 impl Faults {
@@ -477,7 +481,7 @@ impl Pair {
             self.client.handle_link_down(self.now);
             return;
         }
-        if self.roll(f.drop_permille) {
+        if (dir == Dir::ToDevice || !f.drop_only_to_device) && self.roll(f.drop_permille) {
             return;
         }
         let copies = if self.roll(f.duplicate_permille) {
