@@ -85,6 +85,8 @@ export interface DeviceConfig {
   outbound?: { pauseBytes?: number; maxBytes?: number };
   /** What a connection's reader may hold unhandled: a bound the shell enforces, as `outbound`. */
   inbound?: { pauseBytes?: number };
+  /** The bounds on a prompt's `@path` mentions (a page's device reads none: it has no disk). */
+  mentions?: { maxFileBytes?: number; maxListingEntries?: number; maxPerPrompt?: number };
   /** The models the device can speak to; the first is a session's default. */
   models?: {
     id: string;
@@ -131,6 +133,9 @@ export type DeviceInput =
   | ({ type: "path_resolved"; request: number } & PathResolution)
   | { type: "directory_listed"; request: number; listing: DirectoryListing }
   | { type: "directory_listed"; request: number; error: string }
+  /** One read a mention asked, in order (`read_mentions`' answer). */
+  | { type: "mentions_read"; request: number; read: MentionRead[] }
+  | { type: "mentions_read"; request: number; error: string }
   | { type: "session_loaded"; request: number; entries: StoreEntry[] }
   | { type: "session_load_failed"; request: number; error: string }
   /** `error` absent: it was written. */
@@ -180,6 +185,18 @@ export type Effect =
    * by name, each with its real path, and how many in all; answer with `handle({ type:
    * "directory_listed", request, listing | error })`. A page with no disk answers an error. */
   | { kind: "list_directory"; request: number; path: string; maxEntries: number }
+  /** Read a prompt's `@path` mentions, confined to `project`, `roots` (empty: no bound besides
+   * the project) and the shell's protected paths; answer with `handle({ type: "mentions_read",
+   * request, read | error })`. A page with no disk answers an error (they stay text). */
+  | {
+      kind: "read_mentions";
+      request: number;
+      project: string;
+      roots: string[];
+      mentions: Mention[];
+      maxFileBytes: number;
+      maxEntries: number;
+    }
   /** Read back a session set aside from memory (`sessions.max_live`): its entries in the store,
    * then `sessionLoaded(request, entries)`, or `sessionLoadFailed(request, error)` when the read
    * fails (the requests waiting for it are refused with the error). Asked for once the persists
@@ -229,6 +246,21 @@ export type DialFailure =
 
 export type PathResolution = { path: string } | { error: string };
 
+/** An `@path` of a prompt: as written, the path (escapes undone), its lines, a listing. */
+export interface Mention {
+  written: string;
+  path: string;
+  lines?: [number, number];
+  dir?: boolean;
+}
+
+/** What a shell read of a mention: a file's bytes (base64; at most the bound, `size` in all),
+ * a directory's entries, or why it was not read. */
+export type MentionRead =
+  | { kind: "file"; real: string; bytes: string; size: number; text: boolean; linesTotal?: number }
+  | { kind: "listing"; real: string; entries: string[]; total: number }
+  | { kind: "refused"; reason: string };
+
 /** A directory's subdirectories as a shell found them (`list_directory`'s answer). */
 export interface DirectoryListing {
   /** The directory, symlinks followed. */
@@ -247,6 +279,8 @@ export interface Attachment {
   mimeType: string;
   size: number;
   text: boolean;
+  /** An `@file#10-20` mention's first line: its text is numbered from there. */
+  firstLine?: number;
 }
 
 export interface TurnStart {

@@ -86,6 +86,7 @@ fn turn() -> TurnStart {
             mime_type: "text/markdown".into(),
             size: 12,
             text: true,
+            first_line: Some(3),
         }],
         context: Context {
             system_prompt: Some(json!("be brief")),
@@ -144,6 +145,14 @@ fn effects() -> Vec<Effect> {
             request: 4,
             path: "/w".into(),
             max_entries: 1000,
+        },
+        Effect::ReadMentions {
+            request: 5,
+            project: "/w/app".into(),
+            roots: vec!["/w".into()],
+            mentions: lembas_core::mentions::find(r"@src/a.rs#2-4 @docs/ @my\ notes.md"),
+            max_file_bytes: 1_048_576,
+            max_entries: 200,
         },
         Effect::LoadSession {
             request: 2,
@@ -407,6 +416,12 @@ fn device_inputs() -> Vec<Value> {
         json!({ "type": "directory_listed", "request": 4, "listing": { "path": "/w", "total": 3,
                 "dirs": [{ "name": "app", "real": "/w/app" }, { "name": "gone", "error": "dangling" }] } }),
         json!({ "type": "directory_listed", "request": 4, "error": "permission denied" }),
+        json!({ "type": "mentions_read", "request": 5, "read": [
+                { "kind": "file", "real": "/w/app/src/a.rs", "bytes": "b25lCg==", "size": 4,
+                  "text": true, "linesTotal": 9 },
+                { "kind": "listing", "real": "/w/app/docs", "entries": ["a.md", "b/"], "total": 2 },
+                { "kind": "refused", "reason": "outside" }] }),
+        json!({ "type": "mentions_read", "request": 5, "error": "no disk" }),
         json!({ "type": "session_loaded", "request": 2,
                 "entries": [{ "table": "sessions", "key": "ses_1", "value": "{}" }] }),
         json!({ "type": "session_load_failed", "request": 2, "error": "disk" }),

@@ -143,6 +143,35 @@ impl Model {
     }
 }
 
+/// Bounds on the `@path` mentions of a prompt (`mentions:` in config.yaml), each named in the
+/// notice that says what it cut.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
+#[non_exhaustive]
+pub struct MentionLimits {
+    /// Bytes read of one mentioned file (or of its lines): a text past it is cut, an image
+    /// past it is not attached.
+    pub max_file_bytes: u64,
+    /// Entries one `@dir/` listing shows (the first by name).
+    pub max_listing_entries: usize,
+    /// Mentions attached from one prompt (the first in the text); the rest stay text.
+    pub max_per_prompt: usize,
+}
+
+impl Default for MentionLimits {
+    fn default() -> Self {
+        MentionLimits {
+            // The engine's own attachment bound: an image under it is seen whole.
+            max_file_bytes: 1024 * 1024,
+            // A directory's first screenful or so; more is said to be cut.
+            max_listing_entries: 200,
+            // More files than a person names in a sentence, few enough to bound a prompt's
+            // reads at max_per_prompt × max_file_bytes.
+            max_per_prompt: 20,
+        }
+    }
+}
+
 /// Bounds on sessions and turns, each stated in the refusal that enforces it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, rename_all = "camelCase", deny_unknown_fields)]
@@ -390,6 +419,7 @@ pub struct DeviceConfig {
     pub terminals: TerminalLimits,
     pub outbound: OutboundLimits,
     pub inbound: InboundLimits,
+    pub mentions: MentionLimits,
     /// When the instance link is pinged and when it is given up as dead. `None`: never (a shell
     /// whose sockets can neither ping nor report pongs, as a browser's). Not in the serde shape:
     /// a JS socket can do neither, so the wasm shell always sets `None`.
@@ -420,6 +450,7 @@ impl Default for DeviceConfig {
             terminals: TerminalLimits::default(),
             outbound: OutboundLimits::default(),
             inbound: InboundLimits::default(),
+            mentions: MentionLimits::default(),
             liveness: Some(Liveness::default()),
             models: Vec::new(),
             has_store: true,
@@ -434,6 +465,14 @@ impl DeviceConfig {
             return Err(ConfigError(
                 "remote: max_directory_entries must be at least 1 (got 0)".into(),
             ));
+        }
+        let m = &self.mentions;
+        if m.max_file_bytes == 0 || m.max_listing_entries == 0 || m.max_per_prompt == 0 {
+            return Err(ConfigError(format!(
+                "mentions: max_file_bytes, max_listing_entries and max_per_prompt must each be \
+                 at least 1 (got {}, {} and {})",
+                m.max_file_bytes, m.max_listing_entries, m.max_per_prompt
+            )));
         }
         if self.backoff.initial_ms == 0 || self.backoff.max_ms < self.backoff.initial_ms {
             return Err(ConfigError(format!(

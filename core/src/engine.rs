@@ -203,7 +203,13 @@ pub struct Attachment {
     pub size: u64,
     /// A text resource (attached like an `@file`), as opposed to an image or a binary blob.
     pub text: bool,
+    /// An `@file#10-20` mention's lines: the text is those lines, numbered from this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_line: Option<u64>,
 }
+
+/// The mime type of an `@dir/` mention's listing: a text shown as it is, not line-numbered.
+pub const LISTING_MIME: &str = "inode/directory";
 
 /// Everything a turn is given. Serde: camelCase (the `context` keeps the core's snake_case).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

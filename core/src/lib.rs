@@ -45,6 +45,7 @@ pub mod framing;
 pub mod host;
 pub mod jsonrpc;
 pub mod liveness;
+pub mod mentions;
 pub mod methods;
 pub mod model;
 pub mod paths;

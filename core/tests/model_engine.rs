@@ -411,6 +411,7 @@ fn attachments_are_read_first_in_any_order_and_an_image_goes_to_a_vision_model()
             mime_type: "text/plain".into(),
             size: 3,
             text: true,
+            first_line: None,
         },
         Attachment {
             file_name: "1-b-a.png".into(),
@@ -418,6 +419,7 @@ fn attachments_are_read_first_in_any_order_and_an_image_goes_to_a_vision_model()
             mime_type: "image/png".into(),
             size: 4,
             text: false,
+            first_line: None,
         },
     ];
     t.history = vec![PriorTurn {

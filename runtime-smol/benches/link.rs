@@ -514,6 +514,7 @@ impl Bench {
                         | Effect::Stop { .. }
                         | Effect::LoadSession { .. }
                         | Effect::ListDirectory { .. }
+                        | Effect::ReadMentions { .. }
                         | Effect::WriteAttachment { .. }
                         | Effect::RemoveAttachments { .. }
                         | Effect::OpenTerminal { .. }

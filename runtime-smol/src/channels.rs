@@ -49,6 +49,11 @@ pub enum Input {
         request: u64,
         result: Result<lembas_core::device::Listing, String>,
     },
+    /// A prompt's mentions were read (`Effect::ReadMentions`).
+    MentionsRead {
+        request: u64,
+        read: Vec<lembas_core::mentions::MentionRead>,
+    },
     /// A session set aside was read back from the store (`Effect::LoadSession`).
     SessionLoaded {
         request: u64,

@@ -1,6 +1,7 @@
 //! `config.yaml`: the `remote:` block (what a client on the link may do on this device), the
 //! `trusted:` list, the `sessions:` block (`max_live`, `event_log_bytes`, `event_log_events`;
-//! read at start-up), the `link:` block
+//! read at start-up), the `mentions:` block (`max_file_bytes`, `max_listing_entries`,
+//! `max_per_prompt`: the bounds on a prompt's `@path` mentions; read at start-up), the `link:` block
 //! (when a quiet link is pinged and a silent one given up; read at start-up) and `engine:`
 //! (`model`, the default, `scripted` for tests, or a block of the model engine's settings; read
 //! at start-up), and the device's own personalization: `personality`, `personality_custom` and
@@ -29,6 +30,8 @@ struct File {
     trusted: Option<Vec<Spanned<String>>>,
     #[serde(default)]
     sessions: Option<SessionsBlock>,
+    #[serde(default)]
+    mentions: Option<MentionsBlock>,
     #[serde(default)]
     link: Option<Spanned<LinkBlock>>,
     #[serde(default)]
@@ -109,6 +112,18 @@ struct SessionsBlock {
     event_log_events: Option<Spanned<usize>>,
 }
 
+/// The `mentions:` block: the bounds on a prompt's `@path` mentions.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MentionsBlock {
+    #[serde(default)]
+    max_file_bytes: Option<Spanned<usize>>,
+    #[serde(default)]
+    max_listing_entries: Option<Spanned<usize>>,
+    #[serde(default)]
+    max_per_prompt: Option<Spanned<usize>>,
+}
+
 /// The `link:` block: the link's heartbeat.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -153,6 +168,8 @@ pub struct Config {
     /// event log (`_lembas/session/events`). Read at start-up.
     pub event_log_bytes: usize,
     pub event_log_events: usize,
+    /// `mentions.max_file_bytes`, `max_listing_entries` and `max_per_prompt`. Read at start-up.
+    pub mentions: lembas_core::config::MentionLimits,
     /// `link.ping_after_ms` and `link.dead_after_ms`.
     pub liveness: Liveness,
     /// `engine`: what answers prompts.
@@ -177,6 +194,7 @@ impl Default for Config {
             max_live_sessions: lembas_core::config::SessionLimits::default().max_live,
             event_log_bytes: lembas_core::config::SessionLimits::default().event_log_bytes,
             event_log_events: lembas_core::config::SessionLimits::default().event_log_events,
+            mentions: lembas_core::config::MentionLimits::default(),
             liveness: Liveness::default(),
             engine: EngineChoice::model(),
             personalization: None,
@@ -329,6 +347,26 @@ pub fn parse(text: &str, path: &Path, home: Option<&Path>) -> Result<Config, Con
             "sessions.event_log_events",
             block.event_log_events,
             &mut config.event_log_events,
+        )?;
+    }
+    if let Some(block) = file.mentions {
+        let m = &mut config.mentions;
+        let mut file_bytes = usize::try_from(m.max_file_bytes).unwrap_or(usize::MAX);
+        at_least_one(
+            "mentions.max_file_bytes",
+            block.max_file_bytes,
+            &mut file_bytes,
+        )?;
+        m.max_file_bytes = file_bytes as u64;
+        at_least_one(
+            "mentions.max_listing_entries",
+            block.max_listing_entries,
+            &mut m.max_listing_entries,
+        )?;
+        at_least_one(
+            "mentions.max_per_prompt",
+            block.max_per_prompt,
+            &mut m.max_per_prompt,
         )?;
     }
     if let Some(block) = file.link {
@@ -623,6 +661,22 @@ mod tests {
         assert!(
             e.0.starts_with("/etc/lembas/config.yaml:2: key `remote.max_directory_entries`"),
             "{e}"
+        );
+        let e = parse("mentions:\n  max_per_prompt: 0\n", p, None).unwrap_err();
+        assert!(
+            e.0.starts_with("/etc/lembas/config.yaml:2: key `mentions.max_per_prompt`"),
+            "{e}"
+        );
+        let c = parse(
+            "mentions:\n  max_file_bytes: 9\n  max_listing_entries: 8\n  max_per_prompt: 7\n",
+            p,
+            None,
+        )
+        .unwrap();
+        let m = c.mentions;
+        assert_eq!(
+            (m.max_file_bytes, m.max_listing_entries, m.max_per_prompt),
+            (9, 8, 7)
         );
         let e = parse("sessions:\n  max_live: 0\n", p, None).unwrap_err();
         assert!(

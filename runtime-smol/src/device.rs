@@ -32,6 +32,7 @@ pub fn device_config(config: &Config, connection: Option<String>) -> DeviceConfi
     d.sessions.max_live = config.max_live_sessions;
     d.sessions.event_log_bytes = config.event_log_bytes;
     d.sessions.event_log_events = config.event_log_events;
+    d.mentions = config.mentions;
     d.liveness = Some(config.liveness);
     d
 }

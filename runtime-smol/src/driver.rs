@@ -519,6 +519,11 @@ impl Driver {
                 .host
                 .device_mut()
                 .handle_directory_listed(request, result, now),
+            Input::MentionsRead { request, read } => {
+                self.host
+                    .device_mut()
+                    .handle_mentions_read(request, Ok(read), now)
+            }
             Input::SessionLoaded { request, result } => match result {
                 Ok(entries) => self.session_loaded(request, entries, now),
                 Err(why) => {
@@ -800,6 +805,32 @@ impl Driver {
                     })
                     .await;
                     let _ = tx.send(Input::DirectoryListed { request, result }).await;
+                }));
+            }
+            Effect::ReadMentions {
+                request,
+                project,
+                roots,
+                mentions,
+                max_file_bytes,
+                max_entries,
+            } => {
+                let tx = self.tx.clone();
+                let tools = self.tools.clone();
+                self.reap();
+                self.tasks.push(smol::spawn(async move {
+                    let read = blocking::unblock(move || {
+                        crate::mentions::read_mentions(
+                            &tools,
+                            &project,
+                            &roots,
+                            &mentions,
+                            max_file_bytes,
+                            max_entries,
+                        )
+                    })
+                    .await;
+                    let _ = tx.send(Input::MentionsRead { request, read }).await;
                 }));
             }
             Effect::LoadSession {

@@ -33,6 +33,7 @@ pub mod link;
 pub mod list_dir;
 pub mod logger;
 pub mod login;
+pub mod mentions;
 pub mod outbox;
 pub mod personalization;
 #[cfg(feature = "dev")]

@@ -182,6 +182,12 @@ impl DeviceLoop {
                 Err("this device runs in a web page, which has no disk to list".into()),
                 now,
             ),
+            // Nor files to read: a prompt's `@path` mentions stay text, a notice says why.
+            Effect::ReadMentions { request, .. } => device.handle_mentions_read(
+                request,
+                Err("this device runs in a web page, which has no disk to read them from".into()),
+                now,
+            ),
             // For JS's `onEffect` (attachments, terminals), named one by one so that a new
             // effect is decided here rather than passed on unnoticed.
             e @ (Effect::WriteAttachment { .. }
@@ -257,5 +263,74 @@ mod tests {
         let places = answer(2);
         assert_eq!(places["result"]["places"][0]["path"], "/w", "{places}");
         assert_eq!(places["result"]["places"][0]["accepted"], true, "{places}");
+    }
+
+    /// A page has no disk: a prompt's `@path` mentions stay text, the turn runs, and a notice
+    /// says why.
+    #[test]
+    fn mentions_stay_text_with_no_disk_and_a_notice_says_so() {
+        let mut config = DeviceConfig::default();
+        config.remote.enabled = true;
+        config.remote.roots = vec!["/w".into()];
+        config.remote.trusted = vec!["/w".into()];
+        config.models = vec![lembas_core::config::Model::served("lembas/default")];
+        let device = Device::new(config, Time::ZERO).unwrap();
+        let mut run = DeviceLoop::new(device, false, false, EngineChoice::Scripted);
+        let mut out = Vec::new();
+        run.device_mut().start_link(Time::ZERO);
+        let conn = run
+            .device_mut()
+            .handle_open(ConnKind::Link, Time::ZERO)
+            .unwrap();
+        let send = |run: &mut DeviceLoop, out: &mut Vec<DeviceAction>, frame: &str| {
+            run.device_mut()
+                .handle_frame(conn, frame.as_bytes(), Time::ZERO)
+                .unwrap();
+            run.pump(Time::ZERO, |_| 0, out);
+        };
+        send(
+            &mut run,
+            &mut out,
+            r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"_meta":{"lembas":{"protocol":3}}}}}"#,
+        );
+        send(
+            &mut run,
+            &mut out,
+            r#"{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w"}}"#,
+        );
+        let frames = |out: &[DeviceAction]| -> Vec<serde_json::Value> {
+            out.iter()
+                .filter_map(|a| match a {
+                    DeviceAction::Send { frame, .. } => serde_json::from_str(frame).ok(),
+                    _ => None,
+                })
+                .collect()
+        };
+        let session = frames(&out).into_iter().find(|f| f["id"] == 1).unwrap()["result"]
+            ["sessionId"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let prompt = serde_json::json!({ "jsonrpc": "2.0", "id": 2, "method": "session/prompt",
+            "params": { "sessionId": session, "prompt": [{ "type": "text", "text": "see @a.rs" }] } });
+        send(&mut run, &mut out, &prompt.to_string());
+        for _ in 0..50 {
+            run.pump(Time::ZERO, |_| 0, &mut out);
+        }
+        let all = frames(&out);
+        let notice = all
+            .iter()
+            .find(|f| f["params"]["event"]["type"] == "notice")
+            .unwrap_or_else(|| panic!("no notice in {all:?}"));
+        let text = notice["params"]["event"]["text"].as_str().unwrap();
+        assert!(
+            text.starts_with("@a.rs stayed text") && text.contains("no disk"),
+            "{text}"
+        );
+        assert!(
+            out.iter()
+                .all(|a| !matches!(a, DeviceAction::Effect(Effect::WriteAttachment { .. }))),
+            "nothing attached"
+        );
     }
 }

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize, Serializer};
 use super::{ConnId, ConnKind, Device, DialFailure, Listing, Misuse, ShellInfo, Unreadable};
 use crate::config::{ConfigError, Model, Remote};
 use crate::engine::EngineEvent;
+use crate::mentions::MentionRead;
 use crate::store::Entry;
 use crate::time::Time;
 use crate::wire::{need, one_pass, only, Misfit};
@@ -48,6 +49,12 @@ pub enum Input {
     DirectoryListed {
         request: u64,
         listed: Result<Listing, String>,
+    },
+    /// `mentions_read {request, read | error}`: the answer to a `read_mentions` effect, one
+    /// read a mention asked, in order; `error`: none could be (a page has no disk).
+    MentionsRead {
+        request: u64,
+        read: Result<Vec<MentionRead>, String>,
     },
     /// `session_loaded {request, entries}`: the answer to a `load_session` effect.
     SessionLoaded { request: u64, entries: Vec<Entry> },
@@ -153,6 +160,10 @@ impl Device {
                 self.handle_directory_listed(request, listed, now);
                 Handled::Done
             }
+            Input::MentionsRead { request, read } => {
+                self.handle_mentions_read(request, read, now);
+                Handled::Done
+            }
             Input::SessionLoaded { request, entries } => {
                 Handled::Unreadable(self.handle_session_loaded(request, entries, now))
             }
@@ -213,6 +224,7 @@ struct Fields {
     error: Option<String>,
     entries: Option<Vec<Entry>>,
     listing: Option<Listing>,
+    read: Option<Vec<MentionRead>>,
     session_id: Option<String>,
     turn_id: Option<String>,
     event: Option<EngineEvent>,
@@ -237,6 +249,7 @@ enum Tag {
     Persisted,
     PathResolved,
     DirectoryListed,
+    MentionsRead,
     SessionLoaded,
     SessionLoadFailed,
     AttachmentWritten,
@@ -250,7 +263,7 @@ enum Tag {
 }
 
 impl Fields {
-    fn given(&self) -> [(&'static str, bool); 20] {
+    fn given(&self) -> [(&'static str, bool); 21] {
         [
             ("kind", self.kind.is_some()),
             ("failure", self.failure.is_some()),
@@ -263,6 +276,7 @@ impl Fields {
             ("error", self.error.is_some()),
             ("entries", self.entries.is_some()),
             ("listing", self.listing.is_some()),
+            ("read", self.read.is_some()),
             ("sessionId", self.session_id.is_some()),
             ("turnId", self.turn_id.is_some()),
             ("event", self.event.is_some()),
@@ -296,6 +310,7 @@ fn pick(f: Fields) -> Result<Input, Misfit> {
         Tag::Persisted => &["seq"],
         Tag::PathResolved => &["request", "path", "error"],
         Tag::DirectoryListed => &["request", "listing", "error"],
+        Tag::MentionsRead => &["request", "read", "error"],
         Tag::SessionLoaded => &["request", "entries"],
         Tag::SessionLoadFailed | Tag::AttachmentWritten => &["request", "error"],
         Tag::Engine => &["sessionId", "turnId", "event"],
@@ -341,6 +356,10 @@ fn pick(f: Fields) -> Result<Input, Misfit> {
         Tag::DirectoryListed => Input::DirectoryListed {
             request: need(f.request, "request")?,
             listed: either(f.listing, f.error, "listing or error (exactly one)")?,
+        },
+        Tag::MentionsRead => Input::MentionsRead {
+            request: need(f.request, "request")?,
+            read: either(f.read, f.error, "read or error (exactly one)")?,
         },
         Tag::SessionLoaded => Input::SessionLoaded {
             request: need(f.request, "request")?,
@@ -408,6 +427,7 @@ impl Input {
             Input::Persisted { .. } => "persisted",
             Input::PathResolved { .. } => "path_resolved",
             Input::DirectoryListed { .. } => "directory_listed",
+            Input::MentionsRead { .. } => "mentions_read",
             Input::SessionLoaded { .. } => "session_loaded",
             Input::SessionLoadFailed { .. } => "session_load_failed",
             Input::AttachmentWritten { .. } => "attachment_written",
@@ -455,6 +475,13 @@ impl Serialize for Input {
                 m.serialize_entry("request", request)?;
                 match listed {
                     Ok(listing) => m.serialize_entry("listing", listing)?,
+                    Err(error) => m.serialize_entry("error", error)?,
+                }
+            }
+            Input::MentionsRead { request, read } => {
+                m.serialize_entry("request", request)?;
+                match read {
+                    Ok(read) => m.serialize_entry("read", read)?,
                     Err(error) => m.serialize_entry("error", error)?,
                 }
             }
@@ -651,6 +678,25 @@ mod tests {
                 request: 6,
                 listed: Err(s("permission denied")),
             },
+            Input::MentionsRead {
+                request: 7,
+                read: Ok(vec![
+                    MentionRead::File {
+                        real: s("/w/a.rs"),
+                        bytes: b"fn a() {}\n".to_vec(),
+                        size: 10,
+                        text: true,
+                        lines_total: None,
+                    },
+                    MentionRead::Refused {
+                        reason: s("outside"),
+                    },
+                ]),
+            },
+            Input::MentionsRead {
+                request: 7,
+                read: Err(s("no disk")),
+            },
             Input::SessionLoaded {
                 request: 4,
                 entries: vec![Entry {
@@ -734,6 +780,7 @@ mod tests {
             Input::Models { .. } => 17,
             Input::DeleteSession { .. } => 18,
             Input::DirectoryListed { .. } => 19,
+            Input::MentionsRead { .. } => 20,
         }
     }
 
@@ -741,7 +788,7 @@ mod tests {
     fn every_input_writes_the_shape_it_is_read_from() {
         let inputs = every_input();
         let seen: std::collections::BTreeSet<usize> = inputs.iter().map(variant).collect();
-        assert_eq!(seen.len(), 20, "a variant has no sample: {seen:?}");
+        assert_eq!(seen.len(), 21, "a variant has no sample: {seen:?}");
         for input in inputs {
             let text = serde_json::to_string(&input).unwrap();
             let back: Input = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{text}: {e}"));

@@ -21,6 +21,7 @@ mod ledger;
 mod limits;
 mod link;
 mod live;
+mod mentioning;
 mod models;
 mod outbox;
 mod reconfigure;
@@ -127,6 +128,20 @@ pub enum Effect {
     ListDirectory {
         request: u64,
         path: String,
+        max_entries: usize,
+    },
+    /// Read what a prompt's `@path` mentions name, confined: each path (relative to `project`,
+    /// or absolute) resolved with its symlinks followed, and read only when it is inside
+    /// `project`, inside `roots` when there are any, and not protected (the shell's
+    /// `tools.protected`); a file's bytes (its `lines` when asked, at most `max_file_bytes`),
+    /// a directory's entries (the first `max_entries` by name). Answer with
+    /// `handle_mentions_read`, one read a mention, in order.
+    ReadMentions {
+        request: u64,
+        project: String,
+        roots: Vec<String>,
+        mentions: Vec<crate::mentions::Mention>,
+        max_file_bytes: u64,
         max_entries: usize,
     },
     /// Read back a session set aside from memory: its entries in every table (its record, its
@@ -277,6 +292,8 @@ pub struct Device {
     /// Attachment writes not yet answered: the session, the turn waiting for each and the
     /// attachment's name, for a refusal (turns.rs).
     writes: asked::Asked<(String, String, String)>,
+    /// Mention reads not yet answered: what each was asked for (mentioning.rs).
+    mention_reads: asked::Asked<mentioning::Pending>,
     next_steer: u64,
     /// When to look for stale ledgers next.
     next_prune: Time,
@@ -310,6 +327,7 @@ impl Device {
             cards: Default::default(),
             deletes: Default::default(),
             writes: Default::default(),
+            mention_reads: Default::default(),
             next_steer: 0,
             next_prune: now,
             request_ids: Default::default(),

@@ -18,12 +18,17 @@ use crate::wire::session::ToolRecord;
 /// A prompt request waiting for a turn's answer: where it came from and its id.
 pub(crate) type Waiter = (ConnId, Id);
 
-/// A turn waiting for the one before it, and for its attachments to be written.
+/// A turn waiting for the one before it, for its `@path` mentions to be read and for its
+/// attachments to be written.
 #[derive(Debug)]
 pub(crate) struct Queued {
     pub start: TurnStart,
     /// The `WriteAttachment` requests not answered yet: it starts only once there are none.
     pub writing: Vec<u64>,
+    /// The `ReadMentions` request not answered yet: it starts only once it is.
+    pub reading: Option<u64>,
+    /// What its mentions' reading has to say (said once it starts).
+    pub notices: Vec<String>,
 }
 
 /// The turn a session runs now.
@@ -33,6 +38,8 @@ pub(crate) struct Running {
     pub cancelling: bool,
     /// Steered messages the engine has not taken in yet.
     pub steer: Vec<Steered>,
+    /// What the reading of its mentions had to say, until the turn's start is announced.
+    pub notices: Vec<String>,
     /// The answer and the reasoning so far, as the history keeps them (their first
     /// `sessions.max_answer_bytes` each), and the bytes streamed past that.
     pub text: Kept,
@@ -46,6 +53,7 @@ impl Running {
             turn_id,
             cancelling: false,
             steer: Vec::new(),
+            notices: Vec::new(),
             text: Kept::default(),
             reasoning: Kept::default(),
             tools: Vec::new(),
@@ -191,8 +199,48 @@ impl TurnTable {
         let turn = start.turn_id.clone();
         let accepted = self.ledger.accept(&turn);
         self.waiters.insert(turn, vec![waiter]);
-        self.queue.push_back(Queued { start, writing });
+        self.queue.push_back(Queued {
+            start,
+            writing,
+            reading: None,
+            notices: Vec::new(),
+        });
         accepted
+    }
+
+    /// The turn just accepted waits for its mentions to be read (`request`) too.
+    pub fn await_mentions(&mut self, request: u64) {
+        if let Some(q) = self.queue.back_mut() {
+            q.reading = Some(request);
+        }
+    }
+
+    /// A turn's mentions were read (`request`): it is given the attachments made of them,
+    /// waits for their writes too, and keeps what is to be said. Whether a turn waited for
+    /// this read (one whose other writes failed is gone).
+    pub fn mentions_read(
+        &mut self,
+        request: u64,
+        attachments: Vec<crate::engine::Attachment>,
+        writing: Vec<u64>,
+        notices: Vec<String>,
+    ) -> bool {
+        let Some(q) = self.queue.iter_mut().find(|q| q.reading == Some(request)) else {
+            return false;
+        };
+        q.reading = None;
+        q.start.attachments.extend(attachments);
+        q.writing.extend(writing);
+        q.notices.extend(notices);
+        true
+    }
+
+    /// The turn whose mentions `request` reads, if one still waits for it.
+    pub fn reading(&self, request: u64) -> Option<&TurnStart> {
+        self.queue
+            .iter()
+            .find(|q| q.reading == Some(request))
+            .map(|q| &q.start)
     }
 
     /// An attachment write a queued turn waited for is done. Whether one waited for it.
@@ -221,13 +269,16 @@ impl TurnTable {
     /// Start the next queued turn, when nothing runs and its attachments are written (the
     /// ones behind it wait for it): its start and its order in the ledger.
     pub fn start_next(&mut self) -> Option<(TurnStart, u64)> {
-        if self.running.is_some() || self.queue.front().is_none_or(|q| !q.writing.is_empty()) {
+        let waits = |q: &Queued| !q.writing.is_empty() || q.reading.is_some();
+        if self.running.is_some() || self.queue.front().is_none_or(waits) {
             return None;
         }
-        let start = self.queue.pop_front()?.start;
+        let Queued { start, notices, .. } = self.queue.pop_front()?;
         self.ledger.set(&start.turn_id, TurnState::Running);
         let order = self.ledger.order_of(&start.turn_id).unwrap_or_default();
-        self.running = Some(Running::new(start.turn_id.clone()));
+        let mut running = Running::new(start.turn_id.clone());
+        running.notices = notices;
+        self.running = Some(running);
         Some((start, order))
     }
 

@@ -15,6 +15,7 @@ use crate::engine::{
     Attachment, EngineCommand, EngineEvent, PriorTurn, StopReason, ToolStatus, TurnStart,
 };
 use crate::jsonrpc::{code, Id, RpcError};
+use crate::mentions::Mention;
 use crate::rng::Rng;
 use crate::store::{self, history_record, turn_record, Record, StoredTurnState, Table};
 use crate::turn::Answer;
@@ -39,7 +40,7 @@ fn decoded_len(b64: &str) -> u64 {
 }
 
 /// A name safe to put in a file name: the uri's last segment, letters, digits, `.`, `-`, `_`.
-fn safe_name(uri: Option<&str>, fallback: &str) -> String {
+pub(super) fn safe_name(uri: Option<&str>, fallback: &str) -> String {
     let last = uri.and_then(|u| u.rsplit(['/', '\\']).next()).unwrap_or("");
     let cleaned: String = last
         .chars()
@@ -74,6 +75,8 @@ fn image_extension(mime: &str) -> Option<&'static str> {
 struct Prepared {
     text: String,
     attachments: Vec<(Attachment, Vec<u8>)>,
+    /// The `@path` mentions of the text blocks (what the person typed), each once, in order.
+    mentions: Vec<Mention>,
 }
 
 /// A prompt's blocks checked against `limits` and turned into what a turn is given; each
@@ -88,6 +91,7 @@ fn prepare(
     let mut total = 0u64;
     let mut texts: Vec<String> = Vec::new();
     let mut attachments = Vec::new();
+    let mut mentions: Vec<Mention> = Vec::new();
     for (i, block) in blocks.into_iter().enumerate() {
         let n = i + 1;
         let size = match &block {
@@ -129,7 +133,14 @@ fn prepare(
                 })
         };
         match block {
-            ContentBlock::Text { text } => texts.push(text),
+            ContentBlock::Text { text } => {
+                for m in crate::mentions::find(&text) {
+                    if !mentions.contains(&m) {
+                        mentions.push(m);
+                    }
+                }
+                texts.push(text);
+            }
             ContentBlock::ResourceLink { uri } => texts.push(format!("(see {uri})")),
             ContentBlock::Image {
                 data,
@@ -170,10 +181,11 @@ fn prepare(
     Ok(Prepared {
         text: texts.join("\n\n"),
         attachments,
+        mentions,
     })
 }
 
-fn attachment(
+pub(super) fn attachment(
     rng: &mut Rng,
     now: u64,
     name: String,
@@ -188,6 +200,7 @@ fn attachment(
         mime_type,
         size: bytes.len() as u64,
         text,
+        first_line: None,
     };
     (meta, bytes)
 }
@@ -259,6 +272,7 @@ impl Device {
         let limits = self.config.sessions;
         let now = self.clock.now().0;
         let first_write = self.writes.next_number();
+        let mention_read = self.mention_reads.next_number();
         let unserved = self.unserved(&p.session_id);
         let (s, rng) = self.attach_drawing(conn, &p.session_id)?;
         match s.turns.seen(&turn_id, (conn, id.clone())) {
@@ -299,6 +313,11 @@ impl Device {
             .map(|i| first_write + i)
             .collect();
         let (order, forgotten) = s.turns.accept(start, writing.clone(), (conn, id.clone()));
+        let mentions = prepared.mentions;
+        if !mentions.is_empty() {
+            s.turns.await_mentions(mention_read);
+        }
+        let (cwd, capped) = (s.durable.cwd.clone(), s.capped);
         let mut records = vec![turn_record(
             &s.durable.id,
             &turn_id,
@@ -324,6 +343,17 @@ impl Device {
                 file_name: a.file_name,
                 bytes,
             });
+        }
+        if !mentions.is_empty() {
+            let asked = super::mentioning::Asked {
+                session: session.clone(),
+                turn_id,
+                project: cwd,
+                capped,
+            };
+            let request = self.ask_mentions(asked, mentions);
+            // The turn was queued waiting for this number; nothing asked a read since.
+            debug_assert_eq!(request, mention_read);
         }
         self.pump(&session);
         Ok(None)
@@ -379,7 +409,7 @@ impl Device {
     }
 
     /// Start the next waiting turn when nothing runs.
-    fn pump(&mut self, session: &str) {
+    pub(super) fn pump(&mut self, session: &str) {
         let now = self.clock.now().0;
         let max = self.config.remote.max_mode;
         let roots = &self.config.remote.roots;
@@ -396,6 +426,11 @@ impl Device {
         let Some((mut start, order)) = s.turns.start_next() else {
             return;
         };
+        let notices = s
+            .turns
+            .running_mut(&start.turn_id)
+            .map(|r| std::mem::take(&mut r.notices))
+            .unwrap_or_default();
         // The turn runs at the session's mode as it is now, lowered to `remote.max_mode` as it
         // is now: a lowered max_mode reaches every open session's next turn.
         let lowered = (s.capped && s.durable.mode > max).then(|| {
@@ -471,6 +506,9 @@ impl Device {
                 turn_id,
             }),
         );
+        for text in notices {
+            self.broadcast_event(session, LembasEvent::Notice(NoticeEvent { text }));
+        }
     }
 
     /// `session/cancel`: the running turn stops, and its prompt is answered `cancelled`.

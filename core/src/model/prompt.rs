@@ -210,7 +210,12 @@ fn user_message(
         let mime = a.attachment.mime_type.as_str();
         if a.attachment.text {
             let body = String::from_utf8_lossy(bytes);
-            let mut shown = format!("{name}:\n{}", line_numbered(&body));
+            let mut shown = if mime == crate::engine::LISTING_MIME {
+                format!("{name}:\n{body}")
+            } else {
+                let first = a.attachment.first_line.unwrap_or(1);
+                format!("{name}:\n{}", line_numbered(&body, first))
+            };
             if cut {
                 shown.push_str(&format!(
                     "\n(cut: {} of {size} bytes shown, engine.max_attachment_bytes)",
@@ -261,16 +266,18 @@ fn merge_text(parts: Vec<Part>) -> Vec<Part> {
     out
 }
 
-/// `   1| first line`, numbered from 1, as the TUI attaches an `@file`.
-fn line_numbered(text: &str) -> String {
+/// `   1| first line`, numbered from `first` (1 for a whole file), as the TUI attaches an
+/// `@file`.
+fn line_numbered(text: &str, first: u64) -> String {
     let lines: Vec<&str> = text.lines().collect();
-    let width = lines.len().to_string().len().max(4);
+    let last = first.saturating_add(lines.len() as u64);
+    let width = last.to_string().len().max(4);
     let mut out = String::with_capacity(text.len() + lines.len() * (width + 2));
     for (i, line) in lines.iter().enumerate() {
         if i > 0 {
             out.push('\n');
         }
-        out.push_str(&format!("{:>width$}| {line}", i + 1));
+        out.push_str(&format!("{:>width$}| {line}", first + i as u64));
     }
     out
 }
@@ -291,6 +298,7 @@ mod tests {
             mime_type: mime.into(),
             size: 0,
             text,
+            first_line: None,
         }
     }
 
@@ -488,5 +496,31 @@ mod tests {
         assert_eq!(c.notices.len(), 2, "{:?}", c.notices);
         assert!(c.notices[0].contains("cut to 3 of its 10 bytes (engine.max_attachment_bytes)"));
         assert!(c.notices[1].contains("gone.txt could not be read: No such file"));
+    }
+
+    #[test]
+    fn a_mentions_range_is_numbered_from_its_first_line_and_a_listing_not_at_all() {
+        let mut range = attachment("src/a.rs#9-10", "text/plain", true);
+        range.first_line = Some(9);
+        let listing = attachment("docs/", crate::engine::LISTING_MIME, true);
+        let (range, listing) = (Box::leak(Box::new(range)), Box::leak(Box::new(listing)));
+        let read = |a: &'static Attachment, bytes: &[u8]| ReadAttachment {
+            attachment: a,
+            read: Ok((bytes.to_vec(), bytes.len() as u64)),
+        };
+        let all = [read(range, b"nine\nten\n"), read(listing, b"a.md\nb/")];
+        let c = compose(
+            &system(),
+            &Context::default(),
+            &[],
+            "@x",
+            &all,
+            false,
+            100_000,
+        );
+        assert_eq!(
+            texts(c.messages.last().unwrap()),
+            "@x\n\nsrc/a.rs#9-10:\n   9| nine\n  10| ten\n\ndocs/:\na.md\nb/"
+        );
     }
 }

@@ -8,7 +8,9 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::config::DeviceConfig;
+use crate::confine::{self, Confinement, Protected};
 use crate::device::{Device, Effect, Handled, Input, ListedDir, Listing, ShellInfo};
+use crate::mentions::{self, Mention, MentionRead};
 use crate::store::{MemStore, Record};
 use crate::time::Time;
 
@@ -29,11 +31,21 @@ pub struct FakeOs {
     /// The directories on the fake disk, for `ListDirectory`: a directory's subdirectories are
     /// these and the symlinks of `links` directly under it.
     pub dirs: BTreeSet<String>,
+    /// The files on the fake disk (path → content), for `ReadMentions`; a file's directories
+    /// need not be in `dirs`.
+    pub files: BTreeMap<String, Vec<u8>>,
+    /// The shell's `tools.protected`: a mention of what they cover is not read.
+    pub protected: Vec<Protected>,
+    /// Paths `ReadMentions` read (a file's content or a directory's entries), in order: what
+    /// the confinement let through.
+    pub mention_reads: Vec<String>,
     /// When set, a path containing "missing" fails to resolve (the fuzzer's grammar names such
     /// paths).
     pub missing_paths_fail: bool,
     /// Attachments written: (session, file name, size).
     pub attachments: Vec<(String, String, usize)>,
+    /// The bytes of every attachment written (file name → bytes), for a test to read back.
+    pub attachment_bytes: BTreeMap<String, Vec<u8>>,
     /// When set, every attachment write fails with this reason (a full disk).
     pub attachment_write_fails: Option<String>,
     /// When set, one attachment write in five fails (request ids 4, 9, ...): a flaky disk.
@@ -81,6 +93,32 @@ impl FakeOs {
                 let listed = self.list(&path, max_entries);
                 answer(device, Input::DirectoryListed { request, listed }, now);
             }
+            Effect::ReadMentions {
+                request,
+                project,
+                roots,
+                mentions,
+                max_file_bytes,
+                max_entries,
+            } => {
+                let rules = Confinement {
+                    project,
+                    roots,
+                    protected: self.protected.clone(),
+                };
+                let read = mentions
+                    .iter()
+                    .map(|m| self.read_mention(&rules, m, max_file_bytes, max_entries))
+                    .collect();
+                answer(
+                    device,
+                    Input::MentionsRead {
+                        request,
+                        read: Ok(read),
+                    },
+                    now,
+                );
+            }
             // Asked for only once every persist before it is acknowledged: the store is current.
             Effect::LoadSession {
                 request,
@@ -111,7 +149,9 @@ impl FakeOs {
                         Err(DISK_FULL.to_string())
                     }
                     None => {
-                        self.attachments.push((session_id, file_name, bytes.len()));
+                        self.attachments
+                            .push((session_id, file_name.clone(), bytes.len()));
+                        self.attachment_bytes.insert(file_name, bytes);
                         Ok(())
                     }
                 };
@@ -217,6 +257,75 @@ impl FakeOs {
             dirs,
             total: names.len() as u64,
         })
+    }
+
+    /// One mention read as a shell reads it: resolved, confined, then read.
+    fn read_mention(
+        &mut self,
+        rules: &Confinement,
+        m: &Mention,
+        max_bytes: u64,
+        max_entries: usize,
+    ) -> MentionRead {
+        let refused = |reason: String| MentionRead::Refused { reason };
+        let given = m.path.as_str();
+        let lexical = match confine::lexical(given, &rules.project) {
+            Ok(p) => p,
+            Err(why) => return refused(why),
+        };
+        if let Err(why) = rules.unprotected(given, &lexical) {
+            return refused(why);
+        }
+        let real = match self.resolve(&lexical) {
+            Ok(real) => real,
+            Err(why) => return refused(why),
+        };
+        if let Err(why) = rules.check(given, &real) {
+            return refused(why);
+        }
+        if let Some(content) = self.files.get(&real) {
+            self.mention_reads.push(real.clone());
+            return mentions::read_content(real.clone(), content, m.lines, max_bytes);
+        }
+        let prefix = format!("{}/", real.trim_end_matches('/'));
+        let is_dir = self.dirs.contains(&real)
+            || self
+                .files
+                .keys()
+                .chain(&self.dirs)
+                .any(|p| p.starts_with(&prefix));
+        if !is_dir {
+            return refused(format!("`{given}`: no such file or directory"));
+        }
+        self.mention_reads.push(real.clone());
+        let mut names = BTreeSet::new();
+        for (path, dir) in self
+            .files
+            .keys()
+            .map(|p| (p, false))
+            .chain(self.dirs.iter().map(|d| (d, true)))
+        {
+            // What the rules forbid (a protected entry) is not named.
+            if rules.check(path, path).is_err() {
+                continue;
+            }
+            if let Some(rest) = path.strip_prefix(&prefix) {
+                match rest.split_once('/') {
+                    Some((first, _)) => names.insert(format!("{first}/")),
+                    None if !rest.is_empty() => names.insert(if dir {
+                        format!("{rest}/")
+                    } else {
+                        rest.to_string()
+                    }),
+                    None => false,
+                };
+            }
+        }
+        MentionRead::Listing {
+            real,
+            total: names.len() as u64,
+            entries: names.into_iter().take(max_entries).collect(),
+        }
     }
 
     fn resolve(&self, path: &str) -> Result<String, String> {

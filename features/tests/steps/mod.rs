@@ -17,6 +17,7 @@
 //! - `models`: the instance's models, `_lembas/configure`, and the model a turn runs on.
 //! - `tools`: the model engine's tool calls, what each mode lets them do, and their cards.
 //! - `directories`: the folder chooser (`_lembas/directories`) over a fake disk.
+//! - `mentions`: `@path` mentions in a prompt over a fake disk: attachments, refusals, notices.
 //! - `events`: the session event log (our extension): seqs, and `_lembas/session/events`.
 
 mod capabilities;
@@ -29,6 +30,7 @@ mod jsonrpc;
 mod limits;
 mod live;
 mod liveness;
+mod mentions;
 mod models;
 mod session_calls;
 mod sessions;

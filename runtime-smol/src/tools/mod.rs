@@ -18,7 +18,7 @@ mod resolve;
 pub mod run;
 mod search;
 mod settings;
-mod text_file;
+pub(crate) mod text_file;
 mod walk;
 mod write;
 
@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 use lembas_core::engine_io::{IoReply, ToolOp, ToolRequest};
 
-pub use resolve::{confine, real_path, Confined};
+pub use resolve::{confine, confine_in, real_path, Confined};
 pub use settings::{ToolSettings, DEFAULT_PROTECTED};
 
 /// Perform a tool call that works on files (every op but `run`), on the calling thread.

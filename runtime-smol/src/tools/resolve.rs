@@ -53,21 +53,27 @@ pub fn confine(
     request: &ToolRequest,
     given: &str,
 ) -> Result<Confined, String> {
-    let project = std::fs::canonicalize(&request.project).map_err(|e| {
-        format!(
-            "the session's project `{}` cannot be resolved: {e}",
-            request.project
-        )
-    })?;
-    let project_text = utf8(&project, &request.project)?;
+    confine_in(settings, &request.project, &request.roots, given)
+}
+
+/// [`confine`] for a session's `project` and `roots` (empty: no bound besides the project).
+pub fn confine_in(
+    settings: &ToolSettings,
+    project: &str,
+    request_roots: &[String],
+    given: &str,
+) -> Result<Confined, String> {
+    let project_given = project;
+    let project = std::fs::canonicalize(project_given)
+        .map_err(|e| format!("the session's project `{project_given}` cannot be resolved: {e}"))?;
+    let project_text = utf8(&project, project_given)?;
     // A root that no longer resolves holds nothing.
-    let roots = request
-        .roots
+    let roots = request_roots
         .iter()
         .filter_map(|r| std::fs::canonicalize(r).ok())
         .filter_map(|r| r.to_str().map(str::to_string))
         .collect::<Vec<_>>();
-    if !request.roots.is_empty() && roots.is_empty() {
+    if !request_roots.is_empty() && roots.is_empty() {
         return Err(format!(
             "none of the device's roots (remote.roots) resolves, so `{given}` is outside them"
         ));

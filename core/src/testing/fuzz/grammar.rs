@@ -234,6 +234,8 @@ pub(crate) const PROMPTS: &[&str] = &[
     "permit run tests\nsay after",
     "ask which one? | a | b",
     "plan do it\nsay planned",
+    // `@path` mentions: a file, a range, a listing, escapes, and paths outside or protected.
+    "say @a.md @a.md#2-3 @src/ @my\\ notes.md @a\\#b.md @../x/secret @/etc/passwd @.git/config @a.md#0",
 ];
 
 pub(crate) const CWDS: &[&str] = &["/tmp", "/tmp/sub/../x", "/etc", "/tmp/missing", "tmp", "/"];

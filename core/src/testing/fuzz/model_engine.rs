@@ -304,6 +304,7 @@ impl Run {
                         mime_type: if i == 0 { "image/png" } else { "text/plain" }.into(),
                         size: 4,
                         text: i != 0,
+                        first_line: None,
                     })
                     .collect();
                 self.running.insert(session.clone(), turn_id.clone());

@@ -64,6 +64,19 @@ impl Run {
                 hold_persists: defer_persist,
                 missing_paths_fail: true,
                 every_fifth_write_fails: true,
+                files: [
+                    ("/tmp/a.md", "one\ntwo\nthree\n"),
+                    ("/tmp/my notes.md", "notes"),
+                    ("/tmp/a#b.md", "hash"),
+                    ("/tmp/src/lib.rs", "fn a() {}"),
+                    ("/tmp/x/secret", "secret"),
+                    ("/tmp/.git/config", "secret"),
+                    ("/etc/passwd", "secret"),
+                ]
+                .into_iter()
+                .map(|(path, text)| (path.to_string(), text.as_bytes().to_vec()))
+                .collect(),
+                protected: vec![crate::confine::Protected::Name(".git".into())],
                 ..FakeOs::default()
             },
             persists: PersistOrder::default(),
@@ -388,6 +401,7 @@ impl Run {
             ),
             Effect::ResolvePath { .. }
             | Effect::ListDirectory { .. }
+            | Effect::ReadMentions { .. }
             | Effect::LoadSession { .. }
             | Effect::WriteAttachment { .. }
             | Effect::ResizeTerminal { .. }
