@@ -33,6 +33,9 @@ pub enum On {
     Any,
     /// The instance link alone.
     Link,
+    /// An editor's connection alone (`serve --stdio`, the hub): ACP's session surface, whose
+    /// listing shows sessions the link's limits do not admit.
+    Local,
 }
 
 /// How this build serves a method.
@@ -245,6 +248,13 @@ pub const METHODS: &[MethodSpec] = &[
     sends("_lembas/terminal/exit", Notification, Some("terminal"), Link),
     // Ours, beyond the spec (issue 16): a reattaching client's missed events.
     request("_lembas/session/events", Some("events"), Any, R::Events).checked().beyond_spec(),
+    // ACP v1's session surface, for an editor (issue 17); `sessionCapabilities` and
+    // `loadSession` in its `initialize`.
+    request("session/list", None, Local, R::SessionList),
+    request("session/load", None, Local, R::SessionLoad),
+    request("session/resume", None, Local, R::SessionResume),
+    request("session/close", None, Local, R::SessionClose),
+    request("session/delete", None, Local, R::SessionDelete),
 ];
 
 /// The table's row for `name`, if the protocol has such a method.

@@ -19,6 +19,7 @@ pub mod embedding;
 pub mod engine;
 pub mod engine_io;
 pub mod hub;
+pub mod hub_client;
 pub mod hub_relay;
 #[cfg(feature = "dev")]
 pub mod instance;

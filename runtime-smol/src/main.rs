@@ -72,7 +72,7 @@ enum Command {
         #[arg(long)]
         relay: bool,
     },
-    /// The device's sessions (in the store of `lembas link`).
+    /// The device's sessions (through the running `lembas link`, else in its store).
     Sessions {
         #[command(subcommand)]
         command: SessionsCommand,
@@ -106,7 +106,8 @@ enum ConfigCommand {
 enum SessionsCommand {
     /// Id, title, working directory and when each session was last touched.
     List,
-    /// Delete a session; the client hears it now or after the next `lembas link`.
+    /// Delete a session; the client hears it at once through a running `lembas link`, else
+    /// after the next one.
     Delete { id: String },
     /// Delete every session untouched for more than this many days.
     Prune {
@@ -173,6 +174,11 @@ fn run(command: Command, seed: Option<u64>) -> Result<(), String> {
     match command {
         Command::Sessions { command } => {
             let now = lembas::clock::Clock::new().now();
+            // A service runs: it owns the store, and its client hears a delete at once.
+            if let Some(stream) = lembas::hub::connect(&dirs.hub_socket())? {
+                let mut hub = lembas::hub_client::HubClient::new(stream)?;
+                return sessions_through_hub(&mut hub, command, now);
+            }
             let store = dirs.store_file();
             let delete = |pick: lembas::sessions::Pick| {
                 let config = config::load(&dirs.config_file(), home.as_deref())
@@ -436,6 +442,41 @@ fn run(command: Command, seed: Option<u64>) -> Result<(), String> {
             exit_of(smol::block_on(driver.run()))
         }
     }
+}
+
+/// `lembas sessions …` through the running service's hub.
+fn sessions_through_hub(
+    hub: &mut lembas::hub_client::HubClient,
+    command: SessionsCommand,
+    now: Time,
+) -> Result<(), String> {
+    match command {
+        SessionsCommand::List => {
+            print!("{}", lembas::sessions::render(&hub.list()?, now));
+        }
+        SessionsCommand::Delete { id } => {
+            hub.delete(&id)
+                .map_err(|e| format!("{e} (see `lembas sessions list`)"))?;
+            println!("deleted {id} through the running service; its client hears of it at once");
+        }
+        SessionsCommand::Prune { older_than } => {
+            let stale = lembas::sessions::stale(&hub.list()?, older_than, now);
+            for id in &stale {
+                hub.delete(id)?;
+            }
+            println!(
+                "deleted {} session{} untouched for more than {older_than} day{} through the \
+                 running service",
+                stale.len(),
+                if stale.len() == 1 { "" } else { "s" },
+                if older_than == 1 { "" } else { "s" }
+            );
+            for id in stale {
+                println!("  {id}");
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Where `serve --stdio` keeps the editor's sessions when no service answered on the hub.

@@ -4,8 +4,9 @@
 //! make it: the store is opened, the device restored from it, the session deleted, and what the
 //! device asks to persist written, so the pending delete is in the store and the next
 //! `lembas link` tells the client (`_lembas/session/deleted`) right after `initialize`. Every
-//! subcommand needs the store to itself: while a `lembas link` runs it is told the store is
-//! locked, and where.
+//! subcommand here needs the store to itself; while a `lembas link` runs, `main` goes through
+//! its hub instead ([`crate::hub_client`]), and another holder (an editor's `serve --stdio`)
+//! is told the store is locked, and where.
 
 use std::path::Path;
 

@@ -455,3 +455,109 @@ fn the_service_killed_under_a_relayed_editor_ends_the_relay_with_whole_lines_onl
         assert_eq!(code, Some(1), "the relay says the service went away");
     });
 }
+
+#[test]
+fn sessions_list_and_delete_go_through_the_running_service_and_the_web_hears_at_once() {
+    use lembas::instance::Event;
+    use lembas_core::client::ClientEvent;
+    smol::block_on(async {
+        let (instance, home, _device, _) = linked(Home::new()).await;
+        let kept = new_session(&instance, &home.work.join("proj")).await;
+        let gone = new_session(&instance, &home.work.join("proj")).await;
+        common::call(
+            &instance,
+            "_lembas/session/title",
+            json!({ "sessionId": kept, "title": "Keep me" }),
+        )
+        .await
+        .unwrap();
+        // Listed from the service while it runs (no "store locked").
+        let (ok, out, err) = home.run(&["sessions", "list"]);
+        assert!(ok, "{err}");
+        assert!(
+            out.contains(&kept) && out.contains(&gone) && out.contains("Keep me"),
+            "{out}"
+        );
+        let (ok, out, err) = home.run(&["sessions", "delete", &gone]);
+        assert!(ok, "{err}");
+        assert!(out.contains("through the running service"), "{out}");
+        // The web hears it now, not after the next link.
+        let (told, seen) = instance
+            .wait_for(T, |e| {
+                matches!(e, Event::Client(ClientEvent::Notification { method, params })
+                    if method == "_lembas/session/deleted" && params["sessionId"] == json!(gone))
+            })
+            .await;
+        assert!(told.is_some(), "the web was not told: {seen:?}");
+        let (ok, out, _) = home.run(&["sessions", "list"]);
+        assert!(ok && out.contains(&kept) && !out.contains(&gone), "{out}");
+        // An unknown id is refused with the service's reason.
+        let (ok, _, err) = home.run(&["sessions", "delete", "ses_nope"]);
+        assert!(!ok && err.contains("no session `ses_nope`"), "{err}");
+        // A prune of what is a day old deletes nothing here.
+        let (ok, out, err) = home.run(&["sessions", "prune", "--older-than", "1"]);
+        assert!(ok && out.contains("deleted 0 sessions"), "{out}{err}");
+    });
+}
+
+#[test]
+fn a_session_made_on_the_web_is_listed_and_loaded_in_the_editor_with_its_history() {
+    use lembas::instance::Event;
+    use lembas_core::client::ClientEvent;
+    smol::block_on(async {
+        let (instance, home, _device, _) = linked(Home::new()).await;
+        let proj = home.work.join("proj");
+        let session = new_session(&instance, &proj).await;
+        let turn = instance
+            .prompt(
+                &session,
+                json!([{ "type": "text", "text": "say made on the web" }]),
+                None,
+            )
+            .await
+            .unwrap();
+        let (answered, seen) = instance
+            .wait_for(T, |e| {
+                matches!(e, Event::Client(ClientEvent::PromptAnswered { turn_id, .. }) if *turn_id == turn)
+            })
+            .await;
+        assert!(answered.is_some(), "no answer: {seen:?}");
+        let mut editor = Editor::start(&home);
+        let init = editor.result(0, "initialize", init_params());
+        assert_eq!(init["agentCapabilities"]["loadSession"], true, "{init}");
+        let listed = editor.result(1, "session/list", json!({ "cwd": proj }));
+        let ids: Vec<&str> = listed["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["sessionId"].as_str().unwrap())
+            .collect();
+        assert_eq!(ids, vec![session.as_str()], "{listed}");
+        let seen = editor.call(
+            2,
+            "session/load",
+            json!({ "sessionId": session, "cwd": proj, "mcpServers": [] }),
+        );
+        let kinds: Vec<&str> = seen
+            .iter()
+            .filter(|f| f["method"] == "session/update")
+            .map(|f| f["params"]["update"]["sessionUpdate"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            kinds,
+            vec!["user_message_chunk", "agent_message_chunk"],
+            "{seen:?}"
+        );
+        assert!(
+            editor_chunks(&seen)
+                .iter()
+                .any(|c| c.contains("made on the web")),
+            "{seen:?}"
+        );
+        assert!(
+            seen.last().unwrap()["result"]["modes"].is_object(),
+            "{seen:?}"
+        );
+        assert_eq!(editor.close(), Some(0));
+    });
+}

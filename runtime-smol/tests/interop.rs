@@ -63,12 +63,69 @@ fn the_acp_typescript_sdk_client_drives_serve_stdio_with_a_permission_round_trip
     let r = report(&out.stdout, &out.stderr);
     assert!(out.status.success(), "{r}");
     assert_eq!(r["protocolVersion"], 1, "{r}");
-    assert_eq!(r["loadSession"], false, "{r}");
+    // Without a service, the editor's sessions are kept in the store: they can be loaded.
+    assert_eq!(r["loadSession"], true, "{r}");
     assert!(r["sessionId"].as_str().unwrap().starts_with("ses_"), "{r}");
     assert_eq!(r["asks"].as_array().unwrap().len(), 1, "{r}");
     assert_eq!(r["asks"][0]["title"], "run the tests", "{r}");
     assert_eq!(r["said"], json!(["before", "allowed", "after"]), "{r}");
     assert_eq!(r["stopReason"], "end_turn", "{r}");
+    assert_eq!(r["exitCode"], 0, "{r}");
+}
+
+/// The SDK as an editor coming back: a session one editor made (no service runs, so
+/// `serve --stdio` keeps it in the store) is listed for its directory and loaded by the next,
+/// its history replayed before the answer, then prompted, resumed (no replay) and closed.
+#[test]
+fn the_acp_typescript_sdk_client_lists_and_loads_a_session_with_its_history_replayed() {
+    let Some((node, dir)) = sdk() else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let work = std::fs::canonicalize(home.path()).unwrap().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    scripted::use_scripted_engine(home.path());
+    let run = |script: &str, args: &[&str]| {
+        let out = Command::new(&node)
+            .arg(dir.join(script))
+            .arg(env!("CARGO_BIN_EXE_lembas"))
+            .args(args)
+            .current_dir(&dir)
+            .env("HOME", home.path())
+            .env("XDG_CONFIG_HOME", home.path().join("config"))
+            .env("XDG_STATE_HOME", home.path().join("state"))
+            .output()
+            .unwrap();
+        let r = report(&out.stdout, &out.stderr);
+        assert!(out.status.success(), "{r}");
+        r
+    };
+    let w = work.to_str().unwrap();
+    let first = run("client.mjs", &[w, "say made before"]);
+    let session = first["sessionId"].as_str().unwrap().to_string();
+    let r = run("sessions.mjs", &[w, &session]);
+    assert_eq!(r["loadSession"], true, "{r}");
+    assert_eq!(
+        r["sessionCapabilities"],
+        json!({ "list": {}, "resume": {}, "close": {}, "delete": {} }),
+        "{r}"
+    );
+    assert_eq!(r["listed"].as_array().unwrap().len(), 1, "{r}");
+    assert_eq!(r["listed"][0]["sessionId"], json!(session), "{r}");
+    assert_eq!(r["listed"][0]["cwd"], json!(w), "{r}");
+    assert_eq!(
+        r["replayed"],
+        json!(["user_message_chunk", "agent_message_chunk"]),
+        "{r}"
+    );
+    assert_eq!(
+        r["replayedTexts"],
+        json!(["say made before", "made before"]),
+        "{r}"
+    );
+    assert_eq!(r["stopReason"], "end_turn", "{r}");
+    assert_eq!(r["said"], json!(["from the sdk"]), "{r}");
+    assert_eq!(r["resumedReplayed"], json!([]), "{r}");
     assert_eq!(r["exitCode"], 0, "{r}");
 }
 

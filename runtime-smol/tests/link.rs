@@ -236,18 +236,8 @@ fn a_delete_made_while_unlinked_is_delivered_after_the_next_link() {
         let (instance, home, device, _) = linked(Home::new()).await;
         let session = new_session(&instance, &home.work.join("proj")).await;
         let keep = new_session(&instance, &home.work).await;
-        // While `lembas link` owns the store, a delete is refused, naming the store.
-        let (ok, _, err) = home.run(&["sessions", "delete", &session]);
-        assert!(!ok);
-        assert!(
-            err.contains("locked") && err.contains("lembas.redb"),
-            "{err}"
-        );
-        let (ok, _, err) = home.run(&["sessions", "list"]);
-        assert!(
-            !ok && err.contains("locked") && err.contains("lembas.redb"),
-            "{err}"
-        );
+        // (While `lembas link` runs, `sessions` goes through its hub: tests/hub.rs.) Killed,
+        // it leaves its hub socket behind, which is taken for no service.
         drop(device);
         let (down, _) = instance.wait_for(T, |e| matches!(e, Event::LinkDown)).await;
         assert!(down.is_some());

@@ -143,7 +143,12 @@ fn initialize_new_session_and_a_streamed_prompt() {
     e.send(&initialize());
     let init = e.until_response(0);
     let result = &init.last().unwrap()["result"];
-    assert_eq!(result["agentCapabilities"]["loadSession"], json!(false));
+    // An editor's session surface: its sessions can be listed and loaded again.
+    assert_eq!(result["agentCapabilities"]["loadSession"], json!(true));
+    assert_eq!(
+        result["agentCapabilities"]["sessionCapabilities"]["list"],
+        json!({})
+    );
     assert_eq!(result["_meta"]["lembas"]["limits"], Value::Null);
     e.send(&new_session(1, cwd.path().to_str().unwrap()));
     let s = e.until_response(1);

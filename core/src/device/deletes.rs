@@ -148,6 +148,16 @@ impl Device {
     /// Returns whether there was such a session.
     pub fn delete_session(&mut self, session_id: &str, now: Time) -> bool {
         self.clock.advance(now);
+        let deleted = self.delete_on_device(session_id);
+        // Sent now on a link that may hear it; its turns were the last a restart for new
+        // settings waited for, maybe.
+        self.after_input();
+        deleted
+    }
+
+    /// [`Device::delete_session`] within an input (an editor's `session/delete`): the delete
+    /// is kept until a link's client has heard it.
+    pub(super) fn delete_on_device(&mut self, session_id: &str) -> bool {
         if !self.has_session(session_id) {
             return false;
         }
@@ -158,9 +168,6 @@ impl Device {
             value: String::new(),
         }]);
         self.deletes.keep(session_id.to_string());
-        // Sent now on a link that may hear it; its turns were the last a restart for new
-        // settings waited for, maybe.
-        self.after_input();
         true
     }
 

@@ -5,9 +5,9 @@ use serde_json::Value;
 
 use super::connection::Phase;
 use super::handlers::Call;
-use super::{ConnId, Device};
+use super::{ConnId, ConnKind, Device};
 use crate::jsonrpc::{self, code, Message, Notification, Request, Response, RpcError};
-use crate::methods::{self, Direction, Kind, Serve};
+use crate::methods::{self, Direction, Kind, On, Serve};
 
 /// What a request handler gives back: the encoded answer now, or `None` when the answer comes
 /// later (a prompt answers when its turn ends).
@@ -84,6 +84,12 @@ impl Device {
                     format!("`{method}` needs capability `{cap}`, which this device does not list"),
                 ));
             }
+        }
+        if spec.on == On::Local && self.conns[&conn].kind == ConnKind::Link {
+            return Err(RpcError::invalid_params(format!(
+                "`{method}` serves an editor's own connection (`lembas serve --stdio`, the hub), \
+                 not the instance link"
+            )));
         }
         let admitted = match checked {
             Some(verdict) => verdict,

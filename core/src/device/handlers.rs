@@ -71,6 +71,11 @@ pub(crate) enum RequestHandler {
     TerminalOpen,
     Events,
     Directories,
+    SessionList,
+    SessionLoad,
+    SessionResume,
+    SessionClose,
+    SessionDelete,
 }
 
 impl RequestHandler {
@@ -89,6 +94,13 @@ impl RequestHandler {
             RequestHandler::TerminalOpen => terminal_open(d, c),
             RequestHandler::Events => events(d, c),
             RequestHandler::Directories => directories(d, c),
+            RequestHandler::SessionList => c.answer(&d.list_sessions(c.params()?)?),
+            RequestHandler::SessionLoad => c.answer(&d.load_session(c.conn, c.params()?, true)?),
+            RequestHandler::SessionResume => {
+                c.answer(&d.load_session(c.conn, c.params()?, false)?)
+            }
+            RequestHandler::SessionClose => c.answer(&d.close_session(c.conn, c.params()?)?),
+            RequestHandler::SessionDelete => c.answer(&d.delete_from_editor(c.params()?)?),
         }
     }
 }

@@ -9,8 +9,8 @@ use crate::jsonrpc::{self, code, RpcError};
 use crate::methods::{self, Needs, On};
 use crate::wire::handshake::{
     AgentCapabilities, AgentInfo, AgentLembas, AgentMeta, DeviceInfo, Hello, InitializeParams,
-    InitializeResult, Limits, McpCapabilities, PromptCapabilities, ACP_PROTOCOL_VERSION,
-    HARNESS_SPEC, PROTOCOL,
+    InitializeResult, Limits, McpCapabilities, Offered, PromptCapabilities, SessionCapabilities,
+    ACP_PROTOCOL_VERSION, HARNESS_SPEC, PROTOCOL,
 };
 
 /// The name the device gives itself in `agentInfo`.
@@ -57,6 +57,9 @@ impl Device {
         let params: InitializeParams = jsonrpc::parse_params("initialize", params)?;
         let kind = c.kind;
         let limits = (kind == ConnKind::Link).then(|| limits(config));
+        // An editor's connection (stdio, the hub) gets ACP's session surface (session_acp.rs).
+        let local = matches!(kind, ConnKind::Stdio | ConnKind::Hub);
+        let offered = || Some(Offered {});
         let connection = match kind {
             ConnKind::Link => config.connection.clone(),
             ConnKind::Stdio | ConnKind::Terminal | ConnKind::Hub => None,
@@ -64,7 +67,13 @@ impl Device {
         let result = InitializeResult {
             protocol_version: ACP_PROTOCOL_VERSION,
             agent_capabilities: AgentCapabilities {
-                load_session: false,
+                load_session: local,
+                session_capabilities: local.then(|| SessionCapabilities {
+                    list: offered(),
+                    resume: offered(),
+                    close: offered(),
+                    delete: offered(),
+                }),
                 prompt_capabilities: PromptCapabilities {
                     image: true,
                     audio: false,

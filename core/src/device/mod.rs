@@ -27,6 +27,7 @@ mod outbox;
 mod reconfigure;
 mod resolving;
 mod restore;
+mod session_acp;
 mod session_set;
 mod sessions;
 mod terminals;

@@ -180,7 +180,7 @@ impl Device {
             // it stays in memory, so the store is consistent for a later read.
             match device.rebuild(&id, stored, now, &mut records) {
                 Some(s) if live.contains(&id) => device.sessions.insert_live(s),
-                Some(_) => device.sessions.keep_aside(id),
+                Some(s) => device.sessions.keep_aside(&s),
                 None => {}
             }
         }

@@ -4,7 +4,7 @@
 //! keeps its invariants itself: a session is never both in memory and set aside, and a delete
 //! removes it wherever it is.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 
 use super::ledger::Fixed;
 use super::live::{Loads, Recency};
@@ -18,11 +18,40 @@ pub(super) enum Removed {
     Absent,
 }
 
+/// What `session/list` shows of a session set aside (in memory while its session is not: a
+/// listing reads no store), and of one in memory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Summary {
+    pub cwd: Box<str>,
+    pub title: Option<Box<str>>,
+    pub touched: u64,
+}
+
+impl Summary {
+    pub fn of(s: &Session) -> Summary {
+        Summary {
+            cwd: s.durable.cwd.as_str().into(),
+            title: s.durable.title.as_deref().map(Into::into),
+            touched: s.durable.touched,
+        }
+    }
+}
+
+/// One session as `session/list` sees it.
+#[derive(Debug)]
+pub(super) struct Listed<'a> {
+    pub id: &'a str,
+    pub cwd: &'a str,
+    pub title: Option<&'a str>,
+    pub touched: u64,
+}
+
 #[derive(Debug, Default)]
 pub(super) struct SessionSet {
     live: Sessions,
-    /// Ids of the sessions set aside: in the store only, read back when named.
-    stored: HashSet<Box<str>, Fixed>,
+    /// The sessions set aside, by id, with what a listing shows of them: in the store only,
+    /// read back when named.
+    stored: HashMap<Box<str>, Summary, Fixed>,
     recency: Recency,
     /// Sessions being read back, by id, with the requests waiting for them (live.rs).
     pub loads: Loads,
@@ -70,11 +99,28 @@ impl SessionSet {
 
     /// Whether the device has the session, in memory or set aside.
     pub fn has(&self, id: &str) -> bool {
-        self.live.contains_key(id) || self.stored.contains(id)
+        self.live.contains_key(id) || self.stored.contains_key(id)
     }
 
     pub fn is_set_aside(&self, id: &str) -> bool {
-        self.stored.contains(id)
+        self.stored.contains_key(id)
+    }
+
+    /// Every session the device has, in memory or set aside, as a listing shows it.
+    pub fn listed(&self) -> impl Iterator<Item = Listed<'_>> {
+        let live = self.live.values().map(|s| Listed {
+            id: &s.durable.id,
+            cwd: &s.durable.cwd,
+            title: s.durable.title.as_deref(),
+            touched: s.durable.touched,
+        });
+        let aside = self.stored.iter().map(|(id, s)| Listed {
+            id,
+            cwd: &s.cwd,
+            title: s.title.as_deref(),
+            touched: s.touched,
+        });
+        live.chain(aside)
     }
 
     /// Whether any session is set aside or being read back (else no frame can wait for one).
@@ -96,20 +142,22 @@ impl SessionSet {
         Some(s)
     }
 
-    /// Keep only the id of a session that is in the store (read at start, or found gone from
-    /// memory). One in memory stays there.
-    pub fn keep_aside(&mut self, id: String) {
-        if !self.live.contains_key(id.as_str()) {
-            self.stored.insert(id.into_boxed_str());
+    /// Keep only the id (and summary) of a session that is in the store (read at start).
+    /// One in memory stays there.
+    pub fn keep_aside(&mut self, s: &Session) {
+        if !self.live.contains_key(s.durable.id.as_str()) {
+            self.stored
+                .insert(s.durable.id.as_str().into(), Summary::of(s));
         }
     }
 
-    /// Set a session in memory aside: it leaves memory, its id is kept.
+    /// Set a session in memory aside: it leaves memory, its id and summary are kept.
     pub fn set_aside(&mut self, id: &str) -> bool {
         let Some(s) = self.take_live(id) else {
             return false;
         };
-        self.stored.insert(s.durable.id.into_boxed_str());
+        let summary = Summary::of(&s);
+        self.stored.insert(s.durable.id.into_boxed_str(), summary);
         true
     }
 
@@ -126,7 +174,7 @@ impl SessionSet {
         if let Some(s) = self.take_live(id) {
             return Removed::Live(Box::new(s));
         }
-        if self.stored.remove(id) {
+        if self.stored.remove(id).is_some() {
             Removed::SetAside
         } else {
             Removed::Absent
@@ -158,7 +206,7 @@ mod tests {
         assert!(!set.is_set_aside("a") && set.get("a").is_some());
         assert_eq!(set.count(), 2);
         // An id kept aside for a session in memory leaves it in memory, counted once.
-        set.keep_aside("b".into());
+        set.keep_aside(&session("b"));
         assert!(!set.is_set_aside("b"));
         assert_eq!(set.count(), 2);
         assert!(!set.set_aside("nope"));

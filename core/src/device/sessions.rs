@@ -240,7 +240,7 @@ impl Device {
         Ok(result)
     }
 
-    fn session_result(&self, s: &Session, kind: ConnKind) -> Value {
+    pub(super) fn session_result(&self, s: &Session, kind: ConnKind) -> Value {
         let modes = Modes {
             current_mode_id: s.durable.mode.as_str(),
             available_modes: self
@@ -396,6 +396,7 @@ impl Device {
                 title: p.title.clone(),
             }),
         );
+        self.tell_editors_title(&p.session_id);
         Ok(json!({ "title": p.title }))
     }
 

@@ -156,7 +156,27 @@ pub struct AgentCapabilities {
     pub load_session: bool,
     pub prompt_capabilities: PromptCapabilities,
     pub mcp_capabilities: McpCapabilities,
+    /// ACP's optional session methods this connection may use (an editor's: stdio, the hub).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_capabilities: Option<SessionCapabilities>,
 }
+
+/// ACP v1's `sessionCapabilities`: each method offered is an empty object.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SessionCapabilities {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub list: Option<Offered>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume: Option<Offered>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub close: Option<Offered>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delete: Option<Offered>,
+}
+
+/// `{}`: the method is offered.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Offered {}
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AgentInfo {

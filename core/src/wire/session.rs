@@ -203,6 +203,26 @@ pub struct SessionIdParams {
     pub session_id: String,
 }
 
+/// `session/list` params (ACP v1): the sessions in one directory, or all; the page after
+/// `cursor` (a previous answer's `nextCursor`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListSessionsParams {
+    #[serde(default)]
+    pub cwd: Option<String>,
+    #[serde(default)]
+    pub cursor: Option<String>,
+}
+
+/// `session/load` and `session/resume` params (ACP v1): the session, and the editor's
+/// working directory (absolute). Its MCP servers are not taken (`mcpCapabilities` says none).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LoadSessionParams {
+    pub session_id: String,
+    pub cwd: String,
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SetModeParams {

@@ -19,11 +19,13 @@
 //! - `directories`: the folder chooser (`_lembas/directories`) over a fake disk.
 //! - `mentions`: `@path` mentions in a prompt over a fake disk: attachments, refusals, notices.
 //! - `events`: the session event log (our extension): seqs, and `_lembas/session/events`.
+//! - `editor_sessions`: ACP's session surface for an editor: list, load, resume, close, delete.
 
 mod capabilities;
 mod cards;
 mod deletes;
 mod directories;
+mod editor_sessions;
 mod events;
 mod handshake;
 mod jsonrpc;

@@ -312,6 +312,16 @@ pub(crate) enum Params {
     Json(Json),
     /// Any text spliced in as the params.
     Text(String),
+    /// `session/load` and `session/resume` params: a session the device opened and a cwd.
+    Load {
+        session: u8,
+        cwd: u8,
+    },
+    /// `session/list` params: a directory filter, and a cursor (a made-up one, or none).
+    List {
+        cwd: Option<u8>,
+        cursor: Option<String>,
+    },
 }
 
 pub(crate) fn pick<'s>(list: &[&'s str], i: u8) -> &'s str {
@@ -407,6 +417,19 @@ impl Params {
                 "prompt": [{"type": "text", "text": "hi"}],
             }),
             Params::SessionNew0 => serde_json::json!({"cwd": "/tmp"}),
+            Params::Load { session: s, cwd } => {
+                serde_json::json!({"sessionId": session(s), "cwd": pick(CWDS, *cwd), "mcpServers": []})
+            }
+            Params::List { cwd, cursor } => {
+                let mut v = serde_json::json!({});
+                if let Some(c) = cwd {
+                    v["cwd"] = Value::from(pick(CWDS, *c));
+                }
+                if let Some(c) = cursor {
+                    v["cursor"] = Value::from(c.as_str());
+                }
+                v
+            }
             Params::Array => serde_json::json!([]),
             Params::Json(j) => j.0.clone(),
             Params::Text(t) => return Some(t.clone()),

@@ -24,6 +24,8 @@ pub struct UpdateParams {
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(tag = "sessionUpdate", rename_all = "snake_case")]
 pub enum SessionUpdate {
+    /// A chunk of what the person said: only in a history replayed by `session/load`.
+    UserMessageChunk(ContentChunk),
     /// A chunk of the answer's text.
     AgentMessageChunk(ContentChunk),
     /// A chunk of reasoning.
@@ -36,18 +38,31 @@ pub enum SessionUpdate {
     CurrentModeUpdate(CurrentModeUpdate),
     /// The session's plan (capability `plan_state`).
     Plan(PlanUpdate),
+    /// The session's title or time of last activity changed (ACP v1's `session_info_update`;
+    /// to an editor's connection only).
+    SessionInfoUpdate(SessionInfo),
+}
+
+/// `session_info_update`'s fields.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionInfo {
+    pub title: Option<String>,
+    pub updated_at: Option<String>,
 }
 
 impl SessionUpdate {
     /// Its `sessionUpdate`.
     pub fn kind(&self) -> &'static str {
         match self {
+            SessionUpdate::UserMessageChunk(_) => "user_message_chunk",
             SessionUpdate::AgentMessageChunk(_) => "agent_message_chunk",
             SessionUpdate::AgentThoughtChunk(_) => "agent_thought_chunk",
             SessionUpdate::ToolCall(_) => "tool_call",
             SessionUpdate::ToolCallUpdate(_) => "tool_call_update",
             SessionUpdate::CurrentModeUpdate(_) => "current_mode_update",
             SessionUpdate::Plan(_) => "plan",
+            SessionUpdate::SessionInfoUpdate(_) => "session_info_update",
         }
     }
 }
@@ -79,7 +94,9 @@ impl Serialize for SessionUpdate {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let session_update = self.kind();
         match self {
-            SessionUpdate::AgentMessageChunk(c) | SessionUpdate::AgentThoughtChunk(c) => {
+            SessionUpdate::UserMessageChunk(c)
+            | SessionUpdate::AgentMessageChunk(c)
+            | SessionUpdate::AgentThoughtChunk(c) => {
                 #[derive(Serialize)]
                 #[serde(rename_all = "camelCase")]
                 struct View<'a> {
@@ -157,6 +174,21 @@ impl Serialize for SessionUpdate {
                     meta: &p.meta,
                     entries: &p.entries,
                     session_update,
+                }
+                .serialize(s)
+            }
+            SessionUpdate::SessionInfoUpdate(i) => {
+                #[derive(Serialize)]
+                #[serde(rename_all = "camelCase")]
+                struct View<'a> {
+                    session_update: &'static str,
+                    title: &'a Option<String>,
+                    updated_at: &'a Option<String>,
+                }
+                View {
+                    session_update,
+                    title: &i.title,
+                    updated_at: &i.updated_at,
                 }
                 .serialize(s)
             }

@@ -1,0 +1,404 @@
+//! ACP v1's session surface, for an editor's connection (`serve --stdio`, the hub; methods
+//! `On::Local` in the table): `session/list` (every session the device has, the web's too,
+//! newest first, a page at a time, `cwd` filtered), `session/load` (the session's history
+//! replayed as `session/update`s before the answer), `session/resume` (the same without the
+//! replay), `session/close` (its turn cancelled, the connection stops hearing it) and
+//! `session/delete` (a delete made on the device: the link's client hears
+//! `_lembas/session/deleted`). A title change reaches an editor that holds the session as
+//! `session_info_update`.
+//!
+//! A listing reads no store: a session set aside keeps its summary in memory
+//! (session_set.rs). Replayed updates carry no seq and are not logged: they are the history,
+//! not new events.
+
+use serde_json::{json, Value};
+
+use super::connection::Phase;
+use super::session_set::Listed;
+use super::{ConnId, ConnKind, Device};
+use crate::engine::ToolStatus;
+use crate::jsonrpc::{self, RpcError};
+use crate::paths;
+use crate::time::iso8601;
+use crate::wire::event::update::{
+    ContentChunk, SessionInfo, SessionUpdate, TextContent, ToolCall, ToolCallContent,
+    ToolCallUpdate, UpdateParams,
+};
+use crate::wire::session::{HistoryTurn, ListSessionsParams, LoadSessionParams, SessionIdParams};
+
+/// Sessions a `session/list` answers at most; `nextCursor` asks for the next page. A page, not
+/// a refusal: enough for an editor's picker, one frame far under the frame limit.
+pub const LIST_PAGE: usize = 100;
+
+/// Where a page ended: the last session listed, in the listing's order (newest first, then
+/// by id). Opaque to the editor: `"<touched>:<id>"`.
+struct Cursor {
+    touched: u64,
+    id: String,
+}
+
+impl Cursor {
+    fn of(r: &Listed<'_>) -> String {
+        format!("{}:{}", r.touched, r.id)
+    }
+
+    fn parse(s: &str) -> Result<Cursor, RpcError> {
+        s.split_once(':')
+            .and_then(|(t, id)| {
+                Some(Cursor {
+                    touched: t.parse().ok()?,
+                    id: id.to_string(),
+                })
+            })
+            .ok_or_else(|| {
+                RpcError::invalid_params(format!(
+                    "cursor `{}` is not one this device gave (a `nextCursor`)",
+                    s.escape_debug()
+                ))
+            })
+    }
+
+    /// Whether `r` comes after the cursor in the listing's order.
+    fn before(&self, r: &Listed<'_>) -> bool {
+        r.touched < self.touched || (r.touched == self.touched && r.id > self.id.as_str())
+    }
+}
+
+fn absolute(cwd: &str) -> Result<String, RpcError> {
+    paths::normalize(cwd).ok_or_else(|| {
+        RpcError::invalid_params(format!(
+            "cwd `{}` is not an absolute path",
+            cwd.escape_debug()
+        ))
+    })
+}
+
+impl Device {
+    /// `session/list`: `{ sessions: [{ sessionId, cwd, title?, updatedAt }], nextCursor? }`.
+    pub(super) fn list_sessions(&self, p: ListSessionsParams) -> Result<Value, RpcError> {
+        let cwd = p.cwd.as_deref().map(absolute).transpose()?;
+        let after = p.cursor.as_deref().map(Cursor::parse).transpose()?;
+        let mut rows: Vec<Listed<'_>> = self
+            .sessions
+            .listed()
+            .filter(|r| cwd.as_deref().is_none_or(|c| r.cwd == c))
+            .filter(|r| after.as_ref().is_none_or(|a| a.before(r)))
+            .collect();
+        let order =
+            |a: &Listed<'_>, b: &Listed<'_>| b.touched.cmp(&a.touched).then_with(|| a.id.cmp(b.id));
+        // The page and the one after it, without sorting every session.
+        if rows.len() > LIST_PAGE + 1 {
+            rows.select_nth_unstable_by(LIST_PAGE, order);
+            rows.truncate(LIST_PAGE + 1);
+        }
+        rows.sort_unstable_by(order);
+        let next = (rows.len() > LIST_PAGE).then(|| {
+            rows.truncate(LIST_PAGE);
+            Cursor::of(&rows[LIST_PAGE - 1])
+        });
+        let sessions: Vec<Value> = rows
+            .iter()
+            .map(|r| {
+                let mut info = json!({
+                    "sessionId": r.id,
+                    "cwd": r.cwd,
+                    "updatedAt": iso8601(r.touched),
+                });
+                if let Some(t) = r.title {
+                    info["title"] = json!(t);
+                }
+                info
+            })
+            .collect();
+        let mut result = json!({ "sessions": sessions });
+        if let Some(next) = next {
+            result["nextCursor"] = json!(next);
+        }
+        Ok(result)
+    }
+
+    /// `session/load` (`replay`: its history first, as `session/update`s) and `session/resume`:
+    /// the connection holds the session from now on (opened from the store if it was set
+    /// aside), and is answered its modes and model as `session/new` is.
+    pub(super) fn load_session(
+        &mut self,
+        conn: ConnId,
+        p: LoadSessionParams,
+        replay: bool,
+    ) -> Result<Value, RpcError> {
+        absolute(&p.cwd)?;
+        let kind = self.conns[&conn].kind;
+        let s = self.attach(conn, &p.session_id)?;
+        let frames = if replay {
+            replay_frames(&s.durable.id, &s.history)
+        } else {
+            Vec::new()
+        };
+        for frame in frames {
+            self.out.send(conn, frame);
+        }
+        let s = self.sessions.get(&p.session_id).expect("attached just now");
+        let mut result = self.session_result(s, kind);
+        if let Some(o) = result.as_object_mut() {
+            // ACP's answer to a load names no session: the request did.
+            o.remove("sessionId");
+        }
+        Ok(result)
+    }
+
+    /// `session/close`: its running turn is cancelled (ACP: as `session/cancel`), and this
+    /// connection no longer hears it. The session stays, for the web and a later load.
+    pub(super) fn close_session(
+        &mut self,
+        conn: ConnId,
+        p: SessionIdParams,
+    ) -> Result<Value, RpcError> {
+        let Some(s) = self.sessions.get_mut(&p.session_id) else {
+            if self.sessions.has(&p.session_id) {
+                // Set aside: nothing runs and no one holds it.
+                return Ok(json!({}));
+            }
+            return Err(RpcError::invalid_params(format!(
+                "no session `{}` on this device",
+                p.session_id
+            )));
+        };
+        s.holders.remove(&conn);
+        self.cancel(p);
+        Ok(json!({}))
+    }
+
+    /// `session/delete`: the session is deleted as `lembas sessions delete` deletes it, and
+    /// the link's client hears it now or after its next `initialize`.
+    pub(super) fn delete_from_editor(&mut self, p: SessionIdParams) -> Result<Value, RpcError> {
+        if !self.delete_on_device(&p.session_id) {
+            return Err(RpcError::invalid_params(format!(
+                "no session `{}` on this device",
+                p.session_id
+            )));
+        }
+        Ok(json!({}))
+    }
+
+    /// A session's title changed: each editor that holds it hears `session_info_update`
+    /// (the link's client has the `title` event).
+    pub(super) fn tell_editors_title(&mut self, session: &str) {
+        let Some(s) = self.sessions.get(session) else {
+            return;
+        };
+        let frame = update_frame(
+            session,
+            SessionUpdate::SessionInfoUpdate(SessionInfo {
+                title: s.durable.title.clone(),
+                updated_at: Some(iso8601(s.durable.touched)),
+            }),
+        );
+        let editors: Vec<ConnId> = s
+            .holders
+            .iter()
+            .copied()
+            .filter(|c| {
+                self.conns.get(c).is_some_and(|c| {
+                    matches!(c.kind, ConnKind::Stdio | ConnKind::Hub) && c.phase == Phase::Ready
+                })
+            })
+            .collect();
+        for conn in editors {
+            self.out.send(conn, frame.clone());
+        }
+    }
+}
+
+fn update_frame(session: &str, update: SessionUpdate) -> Vec<u8> {
+    jsonrpc::encode_notification(
+        "session/update",
+        &UpdateParams {
+            meta: None,
+            session_id: session.to_owned(),
+            update,
+        },
+    )
+}
+
+fn chunk(text: &str) -> ContentChunk {
+    ContentChunk {
+        content: TextContent::new(text),
+    }
+}
+
+/// A session's history as the `session/update`s an editor would have seen: what the person
+/// said, then each answer's reasoning, tool calls (with their output) and text.
+fn replay_frames(session: &str, history: &[HistoryTurn]) -> Vec<Vec<u8>> {
+    let mut frames = Vec::new();
+    for turn in history {
+        match turn {
+            HistoryTurn::User { text, .. } => frames.push(update_frame(
+                session,
+                SessionUpdate::UserMessageChunk(chunk(text)),
+            )),
+            HistoryTurn::Assistant {
+                text,
+                reasoning,
+                tools,
+            } => {
+                if !reasoning.is_empty() {
+                    frames.push(update_frame(
+                        session,
+                        SessionUpdate::AgentThoughtChunk(chunk(reasoning)),
+                    ));
+                }
+                for t in tools {
+                    let status = if t.is_error == Some(true) {
+                        ToolStatus::Failed
+                    } else {
+                        ToolStatus::Completed
+                    };
+                    frames.push(update_frame(
+                        session,
+                        SessionUpdate::ToolCall(ToolCall {
+                            kind: "other".into(),
+                            raw_input: t.args.clone(),
+                            status,
+                            title: t.name.clone(),
+                            tool_call_id: t.id.clone(),
+                        }),
+                    ));
+                    if let Some(output) = &t.output {
+                        frames.push(update_frame(
+                            session,
+                            SessionUpdate::ToolCallUpdate(ToolCallUpdate {
+                                content: vec![ToolCallContent::text(output)],
+                                status,
+                                tool_call_id: t.id.clone(),
+                            }),
+                        ));
+                    }
+                }
+                if !text.is_empty() {
+                    frames.push(update_frame(
+                        session,
+                        SessionUpdate::AgentMessageChunk(chunk(text)),
+                    ));
+                }
+            }
+        }
+    }
+    frames
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use serde_json::{json, Value};
+
+    use crate::config::DeviceConfig;
+    use crate::device::{ConnKind, Device, Effect, Output};
+    use crate::time::Time;
+
+    /// A device with one hub connection, initialized; every persist acknowledged at once.
+    struct Hub {
+        d: Device,
+        conn: crate::device::ConnId,
+        sent: Vec<Value>,
+        now: u64,
+    }
+
+    impl Hub {
+        fn new(max_live: usize) -> Hub {
+            let mut c = DeviceConfig::default();
+            c.sessions.max_live = max_live;
+            let mut d = Device::new(c, Time(0)).unwrap();
+            let conn = d.handle_open(ConnKind::Hub, Time(0)).unwrap();
+            let mut h = Hub {
+                d,
+                conn,
+                sent: Vec::new(),
+                now: 0,
+            };
+            h.call(json!({ "id": "i", "method": "initialize",
+                           "params": { "protocolVersion": 1 } }));
+            h
+        }
+
+        fn call(&mut self, mut v: Value) -> Value {
+            v["jsonrpc"] = json!("2.0");
+            self.now += 1;
+            let bytes = serde_json::to_vec(&v).unwrap();
+            self.d
+                .handle_frame(self.conn, &bytes, Time(self.now))
+                .unwrap();
+            while let Some(o) = self.d.poll_output() {
+                match o {
+                    Output::Send { frame, .. } => {
+                        self.sent.push(serde_json::from_slice(&frame).unwrap())
+                    }
+                    Output::Effect(Effect::Persist { seq, .. }) => {
+                        self.d.handle_persisted(seq, Time(self.now))
+                    }
+                    _ => {}
+                }
+            }
+            self.sent
+                .iter()
+                .rev()
+                .find(|f| f["id"] == v["id"] && f.get("method").is_none())
+                .cloned()
+                .expect("answered")
+        }
+    }
+
+    /// Sessions in memory and set aside are listed alike, newest first, each once across the
+    /// pages, however the pages fall.
+    #[test]
+    fn pages_list_every_session_once_newest_first_set_aside_ones_too() {
+        // 250 sessions, 40 in memory: most are set aside and listed from their summaries.
+        // Each is closed once made: one an editor holds stays in memory.
+        let mut h = Hub::new(40);
+        let mut made = Vec::new();
+        for i in 0..250 {
+            let cwd = if i % 2 == 0 { "/a" } else { "/b" };
+            let r = h.call(json!({ "id": i, "method": "session/new", "params": { "cwd": cwd } }));
+            let id = r["result"]["sessionId"].as_str().unwrap().to_string();
+            let closed = h.call(json!({ "id": format!("c{i}"), "method": "session/close",
+                                        "params": { "sessionId": id } }));
+            assert_eq!(closed["result"], json!({}), "{closed}");
+            made.push(id);
+        }
+        assert_eq!(h.d.session_count(), 250);
+        let mut listed = Vec::new();
+        let mut cursor: Option<String> = None;
+        let mut pages = 0;
+        loop {
+            let mut params = json!({});
+            if let Some(c) = &cursor {
+                params["cursor"] = json!(c);
+            }
+            let r = h.call(
+                json!({ "id": format!("l{pages}"), "method": "session/list", "params": params }),
+            );
+            let page = r["result"]["sessions"].as_array().unwrap().clone();
+            assert!(page.len() <= super::LIST_PAGE, "{}", page.len());
+            listed.extend(
+                page.iter()
+                    .map(|s| s["sessionId"].as_str().unwrap().to_string()),
+            );
+            pages += 1;
+            match r["result"]["nextCursor"].as_str() {
+                Some(c) => cursor = Some(c.to_string()),
+                None => break,
+            }
+        }
+        assert_eq!(pages, 3);
+        made.reverse();
+        assert_eq!(listed, made, "newest first, each once");
+        let unique: BTreeSet<_> = listed.iter().collect();
+        assert_eq!(unique.len(), 250);
+        // The filter holds set-aside sessions too.
+        let r = h.call(json!({ "id": "f", "method": "session/list", "params": { "cwd": "/b" } }));
+        let page = r["result"]["sessions"].as_array().unwrap();
+        assert_eq!(page.len(), 100);
+        assert!(page.iter().all(|s| s["cwd"] == "/b"));
+        assert!(r["result"]["nextCursor"].as_str().is_some());
+    }
+}
