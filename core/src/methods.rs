@@ -255,6 +255,8 @@ pub const METHODS: &[MethodSpec] = &[
     request("session/resume", None, Local, R::SessionResume),
     request("session/close", None, Local, R::SessionClose),
     request("session/delete", None, Local, R::SessionDelete),
+    // ACP's cancellation: a card an editor was asked, answered elsewhere or timed out.
+    sends("$/cancel_request", Notification, None, Any),
 ];
 
 /// The table's row for `name`, if the protocol has such a method.

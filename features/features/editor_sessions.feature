@@ -64,3 +64,19 @@ Feature: ACP's session surface for an editor
   Scenario: Over the link the editor's session methods are refused
     When the client sends on the link a request for "session/list" with id 9
     Then the device answers with error -32602 and id 9
+
+  Scenario: A card answered on the web first is withdrawn in the editor with $/cancel_request
+    When the editor sends, for the link's session: {"jsonrpc":"2.0","id":4,"method":"session/resume","params":{"sessionId":"$SESSION","cwd":"/home/dev/work/app"}}
+    And the client prompts "permit deploy" as turn "t1"
+    Then the editor was asked "session/request_permission" once
+    When the web answers the card with the option "once"
+    Then exactly one decision reached the engine: "allow once"
+    And the editor was sent "$/cancel_request" for the request it was asked
+
+  Scenario: A card answered in the editor first is settled on the web
+    When the editor sends, for the link's session: {"jsonrpc":"2.0","id":4,"method":"session/resume","params":{"sessionId":"$SESSION","cwd":"/home/dev/work/app"}}
+    And the client prompts "permit deploy" as turn "t1"
+    And the editor answers the card with the option "reject_once"
+    Then exactly one decision reached the engine: "deny"
+    And the link carried "_lembas/permission/settled" for the card, naming the session
+    And the editor was sent no "$/cancel_request"

@@ -1,6 +1,7 @@
 //! Cards: approvals (`session/request_permission`), questions (`_lembas/question`) and plans
 //! (`_lembas/plan`) put to every connection that holds the session and may be asked. The first
-//! answer decides; every other copy is taken down with `_lembas/permission/settled`; a later
+//! answer decides; every other copy is taken down with `_lembas/permission/settled` (an
+//! editor, which hears no `_lembas` notice, gets ACP's `$/cancel_request` for it); a later
 //! answer changes nothing. No answer by `remote.approval_timeout` denies or dismisses. A card
 //! still open when its link drops is offered again, same `toolCallId`, to the next connection
 //! that holds the session. An answer counts only on the connection its request went to, under
@@ -255,8 +256,23 @@ impl Cards {
                 continue;
             };
             c.pending.remove(&id);
-            if Some(conn) != answered_by && c.may_receive("_lembas/permission/settled") {
+            if Some(conn) == answered_by {
+                continue;
+            }
+            if c.may_receive("_lembas/permission/settled") {
                 out.send(conn, frame.clone());
+            } else if c.may_receive("$/cancel_request") {
+                // An editor takes its dialog down on ACP's own notice (its answer, should it
+                // come, changes nothing).
+                let id = serde_json::value::RawValue::from_string(id.as_json().to_owned())
+                    .expect("an id is JSON");
+                out.send(
+                    conn,
+                    jsonrpc::encode_notification(
+                        "$/cancel_request",
+                        &serde_json::json!({ "requestId": id }),
+                    ),
+                );
             }
         }
         params

@@ -160,3 +160,52 @@ fn editor_chunk(w: &mut LinkWorld, text: String) {
     });
     assert!(seen, "no chunk `{text}` on the editor's connection");
 }
+
+/// The device's requests to the editor of `method`.
+fn asked(w: &LinkWorld, method: &str) -> Vec<Value> {
+    let conn = w.editor.expect("an editor");
+    w.built().stdio_out[&conn]
+        .iter()
+        .map(|l| parse(&String::from_utf8_lossy(l)))
+        .filter(|f| method_of(f) == Some(method) && f.get("id").is_some())
+        .collect()
+}
+
+#[then(regex = r#"^the editor was asked "([^"]+)" once$"#)]
+fn editor_asked(w: &mut LinkWorld, method: String) {
+    let asks = asked(w, &method);
+    assert_eq!(asks.len(), 1, "{asks:?}");
+}
+
+#[then(regex = r#"^the editor was sent "\$/cancel_request" for the request it was asked$"#)]
+fn editor_cancelled(w: &mut LinkWorld) {
+    let asks = asked(w, "session/request_permission");
+    let id = asks.first().expect("the editor was asked")["id"].clone();
+    let conn = w.editor.expect("an editor");
+    let cancels: Vec<Value> = w.built().stdio_out[&conn]
+        .iter()
+        .map(|l| parse(&String::from_utf8_lossy(l)))
+        .filter(|f| method_of(f) == Some("$/cancel_request"))
+        .collect();
+    assert_eq!(cancels.len(), 1, "{cancels:?}");
+    assert_eq!(cancels[0]["params"]["requestId"], id, "{cancels:?}");
+}
+
+/// The editor answers the permission request it was asked with the option of `kind`.
+#[when(regex = r#"^the editor answers the card with the option "([^"]+)"$"#)]
+fn editor_answers(w: &mut LinkWorld, kind: String) {
+    let asks = asked(w, "session/request_permission");
+    let ask = asks.first().expect("the editor was asked").clone();
+    let option = ask["params"]["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["kind"] == json!(kind))
+        .unwrap_or_else(|| panic!("no option `{kind}` in {ask}"))["optionId"]
+        .clone();
+    send(
+        w,
+        &json!({ "jsonrpc": "2.0", "id": ask["id"],
+                 "result": { "outcome": { "outcome": "selected", "optionId": option } } }),
+    );
+}
