@@ -66,6 +66,11 @@ export interface DeviceConfig {
     eventsPage?: number;
     /** The most it answers at once; a larger `limit` is refused naming it. */
     maxEventsPage?: number;
+    /** The bytes of turns one `_lembas/session/history` answers (the newest that fit; one turn
+     * over it is cut, saying so). */
+    historyBytes?: number;
+    /** The most turns one `history` answers, and what it answers with no `limit`. */
+    maxHistoryTurns?: number;
   };
   /** Remote terminals (`remote.terminal`); ranges are `[min, max]`. */
   terminals?: {
@@ -138,6 +143,8 @@ export type DeviceInput =
   | { type: "mentions_read"; request: number; error: string }
   | { type: "session_loaded"; request: number; entries: StoreEntry[] }
   | { type: "session_load_failed"; request: number; error: string }
+  | { type: "history_read"; request: number; entries: StoreEntry[] }
+  | { type: "history_read"; request: number; error: string }
   /** `error` absent: it was written. */
   | { type: "attachment_written"; request: number; error?: string | null }
   | { type: "engine"; sessionId: string; turnId: string; event: EngineEvent }
@@ -202,6 +209,12 @@ export type Effect =
    * fails (the requests waiting for it are refused with the error). Asked for once the persists
    * before it are durable. */
   | { kind: "load_session"; request: number; sessionId: string }
+  /** Read part of a session's history from the store (`history` table, keys `<session>/<index,
+   * 10 digits>`): the entries before index `before` (all when absent), newest first, at most
+   * `limit`, taken while their values fit `maxBytes` in all (the newest always); then
+   * `historyRead(request, entries)` (`MemStore.history` reads it so), or
+   * `historyReadFailed(request, error)`. Asked for once the persists before it are durable. */
+  | { kind: "read_history"; request: number; sessionId: string; before?: number; limit: number; maxBytes: number }
   /** Write an attachment of a prompt under the session's directory; answer with
    * `attachmentWritten(request, error?)`. Its turn starts once all of its are written; an
    * error refuses the prompt with it. (A `DeviceDriver` hands it to `onEffect`: a throw or a

@@ -175,6 +175,37 @@ impl JsDevice {
         Ok(())
     }
 
+    /// The answer to a `read_history` effect: the session's history entries it asked for.
+    #[wasm_bindgen(js_name = historyRead)]
+    pub fn history_read(
+        &mut self,
+        request: f64,
+        #[wasm_bindgen(unchecked_param_type = "StoreEntry[]")] entries: JsValue,
+        now: f64,
+    ) -> Result<(), JsError> {
+        let entries = json::read::<Vec<Entry>>("store entries", from_js(&entries)?).map_err(err)?;
+        self.inner
+            .handle_history_read(whole("request", request)?, Ok(entries), time(now)?);
+        Ok(())
+    }
+
+    /// The answer to a `read_history` effect whose read failed, with why: the `history`
+    /// request is refused with it.
+    #[wasm_bindgen(js_name = historyReadFailed)]
+    pub fn history_read_failed(
+        &mut self,
+        request: f64,
+        error: &str,
+        now: f64,
+    ) -> Result<(), JsError> {
+        self.inner.handle_history_read(
+            whole("request", request)?,
+            Err(error.to_string()),
+            time(now)?,
+        );
+        Ok(())
+    }
+
     /// The answer to a `resolve_path` effect: `{ path }` (resolved) or `{ error }`.
     #[wasm_bindgen(js_name = pathResolved)]
     pub fn path_resolved(
@@ -444,6 +475,25 @@ impl JsMemStore {
     #[wasm_bindgen(unchecked_return_type = "StoreEntry[]")]
     pub fn entries(&self) -> JsValue {
         to_js(&json::out(&self.inner.entries()))
+    }
+
+    /// A session's history entries as a `read_history` effect asks for them.
+    #[wasm_bindgen(unchecked_return_type = "StoreEntry[]")]
+    pub fn history(
+        &self,
+        #[wasm_bindgen(js_name = sessionId)] session_id: &str,
+        before: Option<f64>,
+        limit: f64,
+        #[wasm_bindgen(js_name = maxBytes)] max_bytes: f64,
+    ) -> Result<JsValue, JsError> {
+        let before = before.map(|b| whole("before", b)).transpose()?;
+        let entries = self.inner.history(
+            session_id,
+            before,
+            whole("limit", limit)? as usize,
+            whole("maxBytes", max_bytes)? as usize,
+        );
+        Ok(to_js(&json::out(&entries)))
     }
 
     #[wasm_bindgen(getter)]

@@ -223,6 +223,14 @@ pub struct SessionLimits {
     pub events_page: usize,
     /// The most it answers at once: a larger `limit` is refused naming this.
     pub max_events_page: usize,
+    /// The bytes of turns one `_lembas/session/history` answers: the newest that fit, cut at a
+    /// turn boundary (a single turn over it is cut, saying so), the answer saying how many
+    /// older turns it left out. Well under `outbound.pause_bytes`: an answer is traffic the
+    /// client asked for, so it must not be what holds a connection's queue past its mark.
+    pub history_bytes: usize,
+    /// The most turns one `history` answers, and what it answers with no `limit`: a larger
+    /// `limit` is refused naming this.
+    pub max_history_turns: usize,
 }
 
 impl Default for SessionLimits {
@@ -252,6 +260,9 @@ impl Default for SessionLimits {
             event_log_events: 2048,
             events_page: 256,
             max_events_page: 2048,
+            // Half the default pause mark, and a few hundred ordinary turns.
+            history_bytes: 512 * 1024,
+            max_history_turns: 1000,
         }
     }
 }
@@ -507,6 +518,7 @@ impl DeviceConfig {
             )));
         }
         validate_event_log(s)?;
+        validate_history(s)?;
         let t = &self.terminals;
         let (cols, rows) = t.default_size;
         if t.cols.0 > t.cols.1
@@ -609,6 +621,21 @@ impl ClientConfig {
         }
     }
 }
+
+/// A history answer's bounds: room for a cut turn's note, and at least one turn.
+fn validate_history(s: &SessionLimits) -> Result<(), ConfigError> {
+    if s.history_bytes < MIN_HISTORY_BYTES || s.max_history_turns == 0 {
+        return Err(ConfigError(format!(
+            "sessions: history_bytes must be at least {MIN_HISTORY_BYTES} and \
+             max_history_turns at least 1 (got {} and {})",
+            s.history_bytes, s.max_history_turns
+        )));
+    }
+    Ok(())
+}
+
+/// The least `sessions.history_bytes`: a turn cut to fit still says why, within it.
+pub const MIN_HISTORY_BYTES: usize = 4096;
 
 /// The event log's bounds: something kept, and a page within its max.
 fn validate_event_log(s: &SessionLimits) -> Result<(), ConfigError> {

@@ -277,6 +277,78 @@ pub fn history_record(
     }
 }
 
+/// The index of a history entry from its key (`<session>/<index>`).
+pub fn history_index(key: &str) -> Option<u64> {
+    key.rsplit_once('/')?.1.parse().ok()
+}
+
+/// The keys of a session's history entries before index `before` (all of them for `None`):
+/// from the first key to the end key, exclusive.
+pub fn history_range(session: &str, before: Option<u64>) -> (String, String) {
+    let start = session_prefix(session);
+    let end = match before {
+        Some(i) => history_key(session, i as usize),
+        // The first key after every `<session>/…` ('0' follows '/').
+        None => format!("{session}0"),
+    };
+    (start, end)
+}
+
+/// The rule every shell reads a history by (`Effect::ReadHistory`): entries are offered newest
+/// first, and taken while fewer than `limit` are and their stored values fit `max_bytes` in
+/// all; the newest is always taken (the core cuts a turn too big for the budget). Reading
+/// stops at the first one not taken.
+#[derive(Clone, Copy, Debug)]
+pub struct HistoryPick {
+    limit: usize,
+    max_bytes: usize,
+    taken: usize,
+    bytes: usize,
+}
+
+impl HistoryPick {
+    pub fn new(limit: usize, max_bytes: usize) -> HistoryPick {
+        HistoryPick {
+            limit,
+            max_bytes,
+            taken: 0,
+            bytes: 0,
+        }
+    }
+
+    /// Offer the next entry (newest first), its stored value `value_bytes` long: whether it
+    /// is taken; `false` ends the read.
+    pub fn take(&mut self, value_bytes: usize) -> bool {
+        let bytes = self.bytes.saturating_add(value_bytes);
+        if self.taken >= self.limit || (self.taken > 0 && bytes > self.max_bytes) {
+            return false;
+        }
+        self.taken += 1;
+        self.bytes = bytes;
+        true
+    }
+}
+
+/// [`MemStore::history`] over a whole store's entries in any order (a JS store's `entries()`).
+pub fn history_of(
+    entries: Vec<Entry>,
+    session: &str,
+    before: Option<u64>,
+    limit: usize,
+    max_bytes: usize,
+) -> Vec<Entry> {
+    let (start, end) = history_range(session, before);
+    let mut mine: Vec<Entry> = entries
+        .into_iter()
+        .filter(|e| e.table == Table::History && e.key >= start && e.key < end)
+        .collect();
+    mine.sort_by(|a, b| b.key.cmp(&a.key));
+    let mut pick = HistoryPick::new(limit, max_bytes);
+    mine.into_iter()
+        .take_while(|e| pick.take(e.value.len()))
+        .collect()
+}
+
 /// Whether `entry` is part of session `session`: its record, or one of its turns or history
 /// entries (what a shell hands back for `Effect::LoadSession`).
 pub fn belongs_to(entry: &Entry, session: &str) -> bool {
@@ -350,6 +422,29 @@ impl MemStore {
             );
         }
         out
+    }
+
+    /// A session's history as `Effect::ReadHistory` asks for it: the entries before
+    /// `before`, newest first, as [`HistoryPick`] takes them.
+    pub fn history(
+        &self,
+        session: &str,
+        before: Option<u64>,
+        limit: usize,
+        max_bytes: usize,
+    ) -> Vec<Entry> {
+        let (start, end) = history_range(session, before);
+        let mut pick = HistoryPick::new(limit, max_bytes);
+        self.map
+            .range((Table::History, start)..(Table::History, end))
+            .rev()
+            .take_while(|(_, v)| pick.take(v.len()))
+            .map(|((t, k), v)| Entry {
+                table: *t,
+                key: k.clone(),
+                value: v.clone(),
+            })
+            .collect()
     }
 
     pub fn len(&self) -> usize {

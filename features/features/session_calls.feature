@@ -46,7 +46,7 @@ Feature: A session's own calls and events, in the spec's exact shapes
     When the client prompts "think weighing it\ntool grep main\nsay found it" as turn "t1"
     And the client sets the session's title to "Search"
     And the client asks the session's history
-    Then the call is answered with exactly {"sessionId": "<session>", "title": "Search", "root": "/home/dev/work/app", "turns": [{"role": "user", "text": "think weighing it\ntool grep main\nsay found it", "turnId": "t1"}, {"role": "assistant", "text": "found it", "reasoning": "weighing it", "tools": [{"id": "call_1", "name": "grep main", "args": {"title": "grep main"}, "output": "grep main: done"}]}]}
+    Then the call is answered with exactly {"sessionId": "<session>", "title": "Search", "root": "/home/dev/work/app", "turns": [{"role": "user", "text": "think weighing it\ntool grep main\nsay found it", "turnId": "t1"}, {"role": "assistant", "text": "found it", "reasoning": "weighing it", "tools": [{"id": "call_1", "name": "grep main", "args": {"title": "grep main"}, "output": "grep main: done"}]}], "truncated": false, "dropped": 0}
 
   Scenario: The steered event names the message ids of the steered messages it took in
     When the client prompts "sleep 1000\nsay done" as turn "t1"

@@ -513,6 +513,7 @@ impl Bench {
                         Effect::Dial
                         | Effect::Stop { .. }
                         | Effect::LoadSession { .. }
+                        | Effect::ReadHistory { .. }
                         | Effect::ListDirectory { .. }
                         | Effect::ReadMentions { .. }
                         | Effect::WriteAttachment { .. }

@@ -59,6 +59,11 @@ pub enum Input {
         request: u64,
         result: Result<Vec<Entry>, String>,
     },
+    /// A session's history was read from the store (`Effect::ReadHistory`).
+    HistoryRead {
+        request: u64,
+        result: Result<Vec<Entry>, String>,
+    },
     /// A terminal's shell wrote this (counted in its link's queue gauge until handed over).
     TerminalOutput {
         id: String,

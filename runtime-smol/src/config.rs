@@ -1,7 +1,8 @@
 //! `config.yaml`: the `remote:` block (what a client on the link may do on this device), the
-//! `trusted:` list, the `sessions:` block (`max_live`, `event_log_bytes`, `event_log_events`;
-//! read at start-up), the `mentions:` block (`max_file_bytes`, `max_listing_entries`,
-//! `max_per_prompt`: the bounds on a prompt's `@path` mentions; read at start-up), the `link:` block
+//! `trusted:` list, the `sessions:` block (`max_live`, `event_log_bytes`, `event_log_events`,
+//! `history_bytes`, `max_history_turns`; read at start-up), the `mentions:` block
+//! (`max_file_bytes`, `max_listing_entries`, `max_per_prompt`: the bounds on a prompt's `@path`
+//! mentions; read at start-up), the `link:` block
 //! (when a quiet link is pinged and a silent one given up; read at start-up) and `engine:`
 //! (`model`, the default, `scripted` for tests, or a block of the model engine's settings; read
 //! at start-up), and the device's own personalization: `personality`, `personality_custom` and
@@ -110,6 +111,10 @@ struct SessionsBlock {
     event_log_bytes: Option<Spanned<usize>>,
     #[serde(default)]
     event_log_events: Option<Spanned<usize>>,
+    #[serde(default)]
+    history_bytes: Option<Spanned<usize>>,
+    #[serde(default)]
+    max_history_turns: Option<Spanned<usize>>,
 }
 
 /// The `mentions:` block: the bounds on a prompt's `@path` mentions.
@@ -170,6 +175,10 @@ pub struct Config {
     pub event_log_events: usize,
     /// `mentions.max_file_bytes`, `max_listing_entries` and `max_per_prompt`. Read at start-up.
     pub mentions: lembas_core::config::MentionLimits,
+    /// `sessions.history_bytes` and `sessions.max_history_turns`: the bounds of one
+    /// `_lembas/session/history` answer. Read at start-up.
+    pub history_bytes: usize,
+    pub max_history_turns: usize,
     /// `link.ping_after_ms` and `link.dead_after_ms`.
     pub liveness: Liveness,
     /// `engine`: what answers prompts.
@@ -195,6 +204,8 @@ impl Default for Config {
             event_log_bytes: lembas_core::config::SessionLimits::default().event_log_bytes,
             event_log_events: lembas_core::config::SessionLimits::default().event_log_events,
             mentions: lembas_core::config::MentionLimits::default(),
+            history_bytes: lembas_core::config::SessionLimits::default().history_bytes,
+            max_history_turns: lembas_core::config::SessionLimits::default().max_history_turns,
             liveness: Liveness::default(),
             engine: EngineChoice::model(),
             personalization: None,
@@ -348,6 +359,24 @@ pub fn parse(text: &str, path: &Path, home: Option<&Path>) -> Result<Config, Con
             block.event_log_events,
             &mut config.event_log_events,
         )?;
+        at_least_one(
+            "sessions.max_history_turns",
+            block.max_history_turns,
+            &mut config.max_history_turns,
+        )?;
+        if let Some(v) = block.history_bytes {
+            let min = lembas_core::config::MIN_HISTORY_BYTES;
+            if v.value < min {
+                return Err(ConfigError(format!(
+                    "{}:{}: key `sessions.history_bytes`: must be at least {min}, room for a \
+                     cut turn's note (got {})",
+                    path.display(),
+                    v.referenced.line(),
+                    v.value
+                )));
+            }
+            config.history_bytes = v.value;
+        }
     }
     if let Some(block) = file.mentions {
         let m = &mut config.mentions;
@@ -490,7 +519,8 @@ mod tests {
         let text = "model: something/else\nremote:\n  enabled: true\n  roots: [~/link]\n  \
                     max_mode: manual\n  approval_timeout: 12\n  terminal: true\n  \
                     terminal_integration: false\n  max_directory_entries: 7\ntrusted:\n  - ~/work/proj\nsessions:\n  \
-                    max_live: 50\n  event_log_bytes: 4096\n  event_log_events: 9\n";
+                    max_live: 50\n  event_log_bytes: 4096\n  event_log_events: 9\n  \
+                    history_bytes: 8192\n  max_history_turns: 10\n";
         let c = parse(text, Path::new("/x/config.yaml"), Some(dir.path())).unwrap();
         let real = std::fs::canonicalize(&work).unwrap();
         assert!(c.remote.enabled);
@@ -503,6 +533,18 @@ mod tests {
         assert_eq!(c.remote.max_directory_entries, 7);
         assert_eq!(c.max_live_sessions, 50);
         assert_eq!((c.event_log_bytes, c.event_log_events), (4096, 9));
+        assert_eq!((c.history_bytes, c.max_history_turns), (8192, 10));
+        let e = parse(
+            "sessions:\n  history_bytes: 100\n",
+            Path::new("/x/c.yaml"),
+            None,
+        )
+        .unwrap_err();
+        assert!(
+            e.0.contains("/x/c.yaml:2: key `sessions.history_bytes`: must be at least 4096"),
+            "{}",
+            e.0
+        );
         assert_eq!(c.personalization, None);
         let own = parse(
             "personality: warm\ninstructions: \"Use British spelling\"\n",

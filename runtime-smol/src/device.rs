@@ -33,6 +33,8 @@ pub fn device_config(config: &Config, connection: Option<String>) -> DeviceConfi
     d.sessions.event_log_bytes = config.event_log_bytes;
     d.sessions.event_log_events = config.event_log_events;
     d.mentions = config.mentions;
+    d.sessions.history_bytes = config.history_bytes;
+    d.sessions.max_history_turns = config.max_history_turns;
     d.liveness = Some(config.liveness);
     d
 }

@@ -54,6 +54,11 @@ pub enum Disk {
     /// `serve --stdio`: sessions live in memory, with the core's reference semantics.
     Mem(MemStore),
     Redb(Arc<RedbStore>),
+    /// `serve --stdio`: a store of this process alone (`RedbStore::scratch`), written and read
+    /// in the driver's own step as the in-memory one is (an editor's frames are answered in
+    /// the order they came, with no write in flight between them), on disk so that what it
+    /// keeps is not in memory.
+    Scratch(RedbStore),
 }
 
 /// How many inputs may wait for the driver. The bytes behind them are bounded where they enter
@@ -535,6 +540,11 @@ impl Driver {
                     });
                 }
             },
+            // A failed read refuses the request that asked, naming why; nothing is lost.
+            Input::HistoryRead { request, result } => self
+                .host
+                .device_mut()
+                .handle_history_read(request, result, now),
             Input::TerminalOutput { id, bytes, _held } => {
                 self.host
                     .device_mut()
@@ -682,6 +692,19 @@ impl Driver {
                 }));
                 self.reap();
                 false
+            }
+            Disk::Scratch(store) => {
+                if let Err(why) = store.commit(&records) {
+                    log::error!("{why}");
+                    self.exit = Some(Exit {
+                        code: 1,
+                        message: Some(format!("could not write the store: {why}")),
+                    });
+                    return false;
+                }
+                let now = self.clock.now();
+                self.host.device_mut().handle_persisted(seq, now);
+                true
             }
         }
     }
@@ -841,6 +864,8 @@ impl Driver {
                     let entries = mem.session_entries(&session_id);
                     self.session_loaded(request, entries, now);
                 }
+                // Nothing is set aside without a lasting store: there is nothing to read.
+                Disk::Scratch(_) => self.session_loaded(request, Vec::new(), now),
                 Disk::Redb(store) => {
                     let store = store.clone();
                     let tx = self.tx.clone();
@@ -850,6 +875,41 @@ impl Driver {
                             .await
                             .map_err(|e| e.to_string());
                         let _ = tx.send(Input::SessionLoaded { request, result }).await;
+                    }));
+                }
+            },
+            Effect::ReadHistory {
+                request,
+                session_id,
+                before,
+                limit,
+                max_bytes,
+            } => match &self.disk {
+                Disk::Mem(mem) => {
+                    let entries = mem.history(&session_id, before, limit, max_bytes);
+                    self.host
+                        .device_mut()
+                        .handle_history_read(request, Ok(entries), now);
+                }
+                Disk::Scratch(store) => {
+                    let read = store
+                        .history(&session_id, before, limit, max_bytes)
+                        .map_err(|e| e.to_string());
+                    self.host
+                        .device_mut()
+                        .handle_history_read(request, read, now);
+                }
+                Disk::Redb(store) => {
+                    let store = store.clone();
+                    let tx = self.tx.clone();
+                    self.reap();
+                    self.tasks.push(smol::spawn(async move {
+                        let result = blocking::unblock(move || {
+                            store.history(&session_id, before, limit, max_bytes)
+                        })
+                        .await
+                        .map_err(|e| e.to_string());
+                        let _ = tx.send(Input::HistoryRead { request, result }).await;
                     }));
                 }
             },

@@ -15,7 +15,6 @@ use lembas::link::{Instance, LinkDialer};
 use lembas::store::RedbStore;
 use lembas::tools::ToolSettings;
 use lembas_core::device::Device;
-use lembas_core::store::MemStore;
 use lembas_core::Time;
 
 #[derive(Parser)]
@@ -401,7 +400,14 @@ fn run(command: Command, seed: Option<u64>) -> Result<(), String> {
                     // the process, so `sessions` is not listed.
                     dc.has_store = false;
                     let device = Device::new(dc, Time(0)).map_err(|e| e.to_string())?;
-                    (device, Disk::Mem(MemStore::default()))
+                    // Their records go to a file of the process's own, gone when it ends: a
+                    // session's history is on disk, so the process does not grow with it.
+                    let scratch = dirs
+                        .store_file()
+                        .parent()
+                        .ok_or_else(|| "the state directory is not known".to_string())
+                        .and_then(|d| RedbStore::scratch(d).map_err(|e| e.to_string()))?;
+                    (device, Disk::Scratch(scratch))
                 }
             };
             let mut driver = Driver::new(device, disk, dirs.attachments());

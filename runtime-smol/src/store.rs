@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-use lembas_core::store::{Entry, Record, Table};
+use lembas_core::store::{Entry, HistoryPick, Record, Table};
 use redb::{Database, DatabaseError, ReadableDatabase, ReadableTable, TableDefinition};
 
 fn def(table: Table) -> TableDefinition<'static, &'static str, &'static str> {
@@ -92,6 +92,19 @@ impl RedbStore {
         }
     }
 
+    /// A store for this process alone (`serve --stdio`): a new file in `dir`, removed from
+    /// the directory at once, so nothing is left behind however the process ends, while the
+    /// open file keeps the sessions' history on disk rather than in memory.
+    pub fn scratch(dir: &Path) -> Result<RedbStore, StoreError> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let path = dir.join(format!("stdio-{}-{nanos}.redb", std::process::id()));
+        let store = RedbStore::open(&path)?;
+        std::fs::remove_file(&path).map_err(|e| StoreError::Other(path.clone(), e.to_string()))?;
+        Ok(store)
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -145,6 +158,40 @@ impl RedbStore {
                     value: v.value().to_string(),
                 });
             }
+        }
+        Ok(out)
+    }
+
+    /// A session's history as `Effect::ReadHistory` asks for it: its entries before `before`,
+    /// newest first, as `HistoryPick` takes them (a backward range read, stopped at the
+    /// first not taken: a read costs what it answers, not the history's length).
+    pub fn history(
+        &self,
+        session: &str,
+        before: Option<u64>,
+        limit: usize,
+        max_bytes: usize,
+    ) -> Result<Vec<Entry>, StoreError> {
+        let other = |e: &dyn std::fmt::Display| StoreError::Other(self.path.clone(), e.to_string());
+        let txn = self.db.begin_read().map_err(|e| other(&e))?;
+        let t = txn.open_table(def(Table::History)).map_err(|e| other(&e))?;
+        let (start, end) = lembas_core::store::history_range(session, before);
+        let mut pick = HistoryPick::new(limit, max_bytes);
+        let mut out = Vec::new();
+        for item in t
+            .range(start.as_str()..end.as_str())
+            .map_err(|e| other(&e))?
+            .rev()
+        {
+            let (k, v) = item.map_err(|e| other(&e))?;
+            if !pick.take(v.value().len()) {
+                break;
+            }
+            out.push(Entry {
+                table: Table::History,
+                key: k.value().to_string(),
+                value: v.value().to_string(),
+            });
         }
         Ok(out)
     }
@@ -247,6 +294,50 @@ mod tests {
             );
         }
         assert_eq!(store.session_entries("ses_a").unwrap().len(), 3);
+    }
+
+    #[test]
+    fn redb_reads_a_history_as_the_mem_store_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = RedbStore::open(&dir.path().join("lembas.redb")).unwrap();
+        let mut records = Vec::new();
+        for (session, n) in [("ses_a", 12), ("ses_ab", 3), ("ses_b", 2)] {
+            for i in 0..n {
+                let value = format!("{{\"v\":\"{}\"}}", "x".repeat(i * 10));
+                records.push(put(
+                    Table::History,
+                    &lembas_core::store::history_key(session, i),
+                    &value,
+                ));
+            }
+        }
+        store.commit(&records).unwrap();
+        let mut mem = MemStore::default();
+        mem.apply(&records);
+        for session in ["ses_a", "ses_ab", "ses_b", "ses_none"] {
+            for before in [None, Some(0), Some(1), Some(5), Some(99)] {
+                for (limit, max_bytes) in [(100, 1 << 20), (3, 1 << 20), (100, 150), (100, 1)] {
+                    let got = store.history(session, before, limit, max_bytes).unwrap();
+                    assert_eq!(got, mem.history(session, before, limit, max_bytes));
+                }
+            }
+        }
+        let newest = store.history("ses_a", Some(5), 2, 1 << 20).unwrap();
+        let keys: Vec<&str> = newest.iter().map(|e| e.key.as_str()).collect();
+        assert_eq!(keys, ["ses_a/0000000004", "ses_a/0000000003"]);
+        // The newest is given even alone over the budget; the next would pass it.
+        assert_eq!(store.history("ses_a", None, 100, 1).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_scratch_store_leaves_no_file_and_still_works() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = RedbStore::scratch(dir.path()).unwrap();
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        store
+            .commit(&[put(Table::History, "ses_a/0000000000", "h")])
+            .unwrap();
+        assert_eq!(store.history("ses_a", None, 10, 100).unwrap().len(), 1);
     }
 
     #[test]

@@ -444,6 +444,13 @@ impl Shared {
                 request,
                 session_id,
             } => self.load_session(request, session_id),
+            DeviceAction::ReadHistory {
+                request,
+                session_id,
+                before,
+                limit,
+                max_bytes,
+            } => self.read_history(request, session_id, (before, limit, max_bytes)),
             DeviceAction::Stop(message) => {
                 if let Some(f) = &self.hooks.on_stop {
                     if let Err(e) = f.call1(&JsValue::UNDEFINED, &message.into()) {
@@ -768,6 +775,44 @@ impl Shared {
                 js::on_settled(&read, loaded, &rejected);
             }
             Err(e) => failed(self.clone(), e),
+        }
+    }
+
+    /// Read part of a session's history from the JS store: its `entries()` (sync or a
+    /// promise), of which the device is given what `store::HistoryPick` takes. A read that
+    /// fails refuses the `history` request with the reason.
+    fn read_history(
+        self: &Rc<Self>,
+        request: u64,
+        session_id: String,
+        (before, limit, max_bytes): (Option<u64>, usize, usize),
+    ) {
+        let Some(store) = &self.hooks.store else {
+            return;
+        };
+        let answer = move |me: Rc<Shared>, read: Result<Vec<Entry>, String>| {
+            me.input(|s, now| s.run.device_mut().handle_history_read(request, read, now));
+        };
+        match store.entries.call0(&store.object) {
+            Ok(read) => {
+                let (me, me_too) = (self.clone(), self.clone());
+                let loaded = js::once(move |v| match entries(&v) {
+                    Ok(all) => {
+                        let mine = lembas_core::store::history_of(
+                            all,
+                            &session_id,
+                            before,
+                            limit,
+                            max_bytes,
+                        );
+                        answer(me, Ok(mine));
+                    }
+                    Err(e) => answer(me, Err(js::message_of(&e))),
+                });
+                let rejected = js::once(move |e| answer(me_too, Err(js::message_of(&e))));
+                js::on_settled(&read, loaded, &rejected);
+            }
+            Err(e) => answer(self.clone(), Err(js::message_of(&e))),
         }
     }
 

@@ -50,6 +50,15 @@ pub enum DeviceAction {
         request: u64,
         session_id: String,
     },
+    /// Only with a store in JS: read this part of a session's history, then
+    /// `handle_history_read(request)`.
+    ReadHistory {
+        request: u64,
+        session_id: String,
+        before: Option<u64>,
+        limit: usize,
+        max_bytes: usize,
+    },
     Stop(String),
     /// The engine's HTTP to the instance or an attachment read: answer with `handle_io`.
     Io(IoCall),
@@ -170,6 +179,25 @@ impl DeviceLoop {
             Effect::LoadSession { request, .. } => {
                 device.handle_session_loaded(request, Vec::new(), now);
             }
+            Effect::ReadHistory {
+                request,
+                session_id,
+                before,
+                limit,
+                max_bytes,
+            } if self.store_in_js => out.push(DeviceAction::ReadHistory {
+                request,
+                session_id,
+                before,
+                limit,
+                max_bytes,
+            }),
+            // Without a store a session's history is kept nowhere: say so, not "no turns".
+            Effect::ReadHistory { request, .. } => device.handle_history_read(
+                request,
+                Err("this device was given no store, so it keeps no history".into()),
+                now,
+            ),
             Effect::ResolvePath { request, path } if self.resolve_in_js => {
                 out.push(DeviceAction::ResolvePath { request, path })
             }

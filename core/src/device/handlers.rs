@@ -95,9 +95,14 @@ impl RequestHandler {
             RequestHandler::Events => events(d, c),
             RequestHandler::Directories => directories(d, c),
             RequestHandler::SessionList => c.answer(&d.list_sessions(c.params()?)?),
-            RequestHandler::SessionLoad => c.answer(&d.load_session(c.conn, c.params()?, true)?),
+            // Answered once its history is read from the store and replayed.
+            RequestHandler::SessionLoad => {
+                let answer = d.load_session(c.conn, c.id, c.params()?, true)?;
+                Ok(answer.map(|v| jsonrpc::encode_result(c.id, &v)))
+            }
             RequestHandler::SessionResume => {
-                c.answer(&d.load_session(c.conn, c.params()?, false)?)
+                let answer = d.load_session(c.conn, c.id, c.params()?, false)?;
+                Ok(answer.map(|v| jsonrpc::encode_result(c.id, &v)))
             }
             RequestHandler::SessionClose => c.answer(&d.close_session(c.conn, c.params()?)?),
             RequestHandler::SessionDelete => c.answer(&d.delete_from_editor(c.params()?)?),
@@ -157,7 +162,8 @@ fn status(d: &mut Device, c: &Call<'_>) -> Result<Reply, RpcError> {
 }
 
 fn history(d: &mut Device, c: &Call<'_>) -> Result<Reply, RpcError> {
-    c.answer(&d.history(c.conn, c.params()?)?)
+    // Answered once the shell has read the store.
+    d.history(c.conn, c.id, c.params()?).map(|()| None)
 }
 
 fn title(d: &mut Device, c: &Call<'_>) -> Result<Reply, RpcError> {

@@ -60,6 +60,11 @@ pub enum Input {
     SessionLoaded { request: u64, entries: Vec<Entry> },
     /// `session_load_failed {request, error}`.
     SessionLoadFailed { request: u64, error: String },
+    /// `history_read {request, entries | error}`: the answer to a `read_history` effect.
+    HistoryRead {
+        request: u64,
+        read: Result<Vec<Entry>, String>,
+    },
     /// `attachment_written {request, error?}`: `error` absent when it was written.
     AttachmentWritten {
         request: u64,
@@ -171,6 +176,10 @@ impl Device {
                 self.handle_session_load_failed(request, &error, now);
                 Handled::Done
             }
+            Input::HistoryRead { request, read } => {
+                self.handle_history_read(request, read, now);
+                Handled::Done
+            }
             Input::AttachmentWritten { request, written } => {
                 self.handle_attachment_written(request, written, now);
                 Handled::Done
@@ -252,6 +261,7 @@ enum Tag {
     MentionsRead,
     SessionLoaded,
     SessionLoadFailed,
+    HistoryRead,
     AttachmentWritten,
     Engine,
     TerminalOpened,
@@ -312,6 +322,7 @@ fn pick(f: Fields) -> Result<Input, Misfit> {
         Tag::DirectoryListed => &["request", "listing", "error"],
         Tag::MentionsRead => &["request", "read", "error"],
         Tag::SessionLoaded => &["request", "entries"],
+        Tag::HistoryRead => &["request", "entries", "error"],
         Tag::SessionLoadFailed | Tag::AttachmentWritten => &["request", "error"],
         Tag::Engine => &["sessionId", "turnId", "event"],
         Tag::TerminalOpened => &["terminalId", "shell", "integration", "error"],
@@ -368,6 +379,10 @@ fn pick(f: Fields) -> Result<Input, Misfit> {
         Tag::SessionLoadFailed => Input::SessionLoadFailed {
             request: need(f.request, "request")?,
             error: need(f.error, "error")?,
+        },
+        Tag::HistoryRead => Input::HistoryRead {
+            request: need(f.request, "request")?,
+            read: either(f.entries, f.error, "entries or error (exactly one)")?,
         },
         Tag::AttachmentWritten => Input::AttachmentWritten {
             request: need(f.request, "request")?,
@@ -430,6 +445,7 @@ impl Input {
             Input::MentionsRead { .. } => "mentions_read",
             Input::SessionLoaded { .. } => "session_loaded",
             Input::SessionLoadFailed { .. } => "session_load_failed",
+            Input::HistoryRead { .. } => "history_read",
             Input::AttachmentWritten { .. } => "attachment_written",
             Input::Engine { .. } => "engine",
             Input::TerminalOpened { .. } => "terminal_opened",
@@ -492,6 +508,13 @@ impl Serialize for Input {
             Input::SessionLoadFailed { request, error } => {
                 m.serialize_entry("request", request)?;
                 m.serialize_entry("error", error)?;
+            }
+            Input::HistoryRead { request, read } => {
+                m.serialize_entry("request", request)?;
+                match read {
+                    Ok(entries) => m.serialize_entry("entries", entries)?,
+                    Err(error) => m.serialize_entry("error", error)?,
+                }
             }
             Input::AttachmentWritten { request, written } => {
                 m.serialize_entry("request", request)?;
@@ -709,6 +732,18 @@ mod tests {
                 request: 4,
                 error: s("locked"),
             },
+            Input::HistoryRead {
+                request: 8,
+                read: Ok(vec![Entry {
+                    table: Table::History,
+                    key: s("ses_1/0000000000"),
+                    value: s("{}"),
+                }]),
+            },
+            Input::HistoryRead {
+                request: 8,
+                read: Err(s("locked")),
+            },
             Input::AttachmentWritten {
                 request: 5,
                 written: Ok(()),
@@ -781,6 +816,7 @@ mod tests {
             Input::DeleteSession { .. } => 18,
             Input::DirectoryListed { .. } => 19,
             Input::MentionsRead { .. } => 20,
+            Input::HistoryRead { .. } => 21,
         }
     }
 
@@ -788,7 +824,7 @@ mod tests {
     fn every_input_writes_the_shape_it_is_read_from() {
         let inputs = every_input();
         let seen: std::collections::BTreeSet<usize> = inputs.iter().map(variant).collect();
-        assert_eq!(seen.len(), 21, "a variant has no sample: {seen:?}");
+        assert_eq!(seen.len(), 22, "a variant has no sample: {seen:?}");
         for input in inputs {
             let text = serde_json::to_string(&input).unwrap();
             let back: Input = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{text}: {e}"));

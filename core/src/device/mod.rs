@@ -16,6 +16,7 @@ mod dispatch;
 mod event_log;
 pub(crate) mod handlers;
 mod handshake;
+mod history;
 mod input;
 mod ledger;
 mod limits;
@@ -150,6 +151,19 @@ pub enum Effect {
     /// for only once every persist before it is acknowledged, so the store is up to date.
     /// A read that fails is answered with `handle_session_load_failed`.
     LoadSession { request: u64, session_id: String },
+    /// Read part of a session's history from the store (`Table::History`, keys
+    /// `<session>/<index>`): its entries before index `before` (all when absent), newest first,
+    /// as `store::HistoryPick` takes them (at most `limit`, their values within `max_bytes`
+    /// but always the newest); answer with `handle_history_read`. Asked for once every persist
+    /// before it is acknowledged. A read that fails is answered with the reason.
+    ReadHistory {
+        request: u64,
+        session_id: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        before: Option<u64>,
+        limit: usize,
+        max_bytes: usize,
+    },
     /// Write a prompt's attachment under the session's attachment directory; answer with
     /// `handle_attachment_written`. The turn that names it starts only once every one of its
     /// attachments is written; a failed write refuses its prompt with the reason.
@@ -295,6 +309,8 @@ pub struct Device {
     writes: asked::Asked<(String, String, String)>,
     /// Mention reads not yet answered: what each was asked for (mentioning.rs).
     mention_reads: asked::Asked<mentioning::Pending>,
+    /// `history` requests waiting for the shell to read the store (history.rs).
+    history_reads: asked::Asked<history::PendingHistory>,
     next_steer: u64,
     /// When to look for stale ledgers next.
     next_prune: Time,
@@ -329,6 +345,7 @@ impl Device {
             deletes: Default::default(),
             writes: Default::default(),
             mention_reads: Default::default(),
+            history_reads: Default::default(),
             next_steer: 0,
             next_prune: now,
             request_ids: Default::default(),
@@ -439,6 +456,7 @@ impl Device {
         let c = self.conns.remove(&conn)?;
         self.link.let_go(conn);
         self.forget_connection(conn);
+        self.forget_history_reads(conn);
         self.cards.forget_connection(conn);
         self.close_terminals_of(conn);
         self.unconfirm_deletes(conn);

@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{json, Map};
 
 use super::event_log::{read_block, EventLog, LoggedEvent};
+use super::history::Recent;
 use super::ledger::TurnState;
 use super::sessions::Session;
 use crate::turn::Answer;
@@ -40,7 +41,8 @@ pub const RESTARTED: &str =
 pub(super) struct StoredSession {
     pub record: Option<SessionRecord>,
     pub turns: Vec<(String, TurnRecord)>,
-    pub history: Vec<(String, HistoryTurn)>,
+    /// Its history entries (index, turn): only the last few stay in memory (history.rs).
+    pub history: Vec<(u64, HistoryTurn)>,
     /// Its event log's blocks: (first seq, events).
     pub events: Vec<(u64, Vec<LoggedEvent>)>,
 }
@@ -111,16 +113,20 @@ impl Grouped {
                     (_, Err(err)) => g.bad.push(unreadable(err)),
                 },
                 Table::History => match (
-                    e.key.split_once('/'),
+                    e.key
+                        .split_once('/')
+                        .and_then(|(s, _)| Some((s, store::history_index(&e.key)?))),
                     serde_json::from_str::<HistoryTurn>(&e.value),
                 ) {
-                    (Some((session, _)), Ok(turn)) => g
+                    (Some((session, index)), Ok(turn)) => g
                         .sessions
                         .entry(session.to_string())
                         .or_default()
                         .history
-                        .push((e.key.clone(), turn)),
-                    (None, _) => g.bad.push(unreadable("key has no session part".into())),
+                        .push((index, turn)),
+                    (None, _) => g
+                        .bad
+                        .push(unreadable("key is not `<session>/<index>`".into())),
                     (_, Err(err)) => g.bad.push(unreadable(err.to_string())),
                 },
             }
@@ -225,9 +231,24 @@ impl Device {
             &self.config.sessions,
             records,
         );
-        let mut history = stored.history;
-        history.sort_by(|a, b| a.0.cmp(&b.0));
-        s.history = history.into_iter().map(|(_, t)| t).collect();
+        let failed: BTreeSet<&str> = stored
+            .turns
+            .iter()
+            .filter(|(_, r)| {
+                matches!(
+                    r.state,
+                    StoredTurnState::Done {
+                        answer: Answer::Failed { .. }
+                    }
+                )
+            })
+            .map(|(t, _)| t.as_str())
+            .collect();
+        s.recent = Recent::restored(
+            stored.history,
+            |turn| failed.contains(turn),
+            &self.config.sessions,
+        );
         let list = stored.turns;
         if list.is_empty() {
             return Some(s);

@@ -14,10 +14,11 @@
 use serde_json::{json, Value};
 
 use super::connection::Phase;
+use super::history::{Purpose, Selected};
 use super::session_set::Listed;
 use super::{ConnId, ConnKind, Device};
 use crate::engine::ToolStatus;
-use crate::jsonrpc::{self, RpcError};
+use crate::jsonrpc::{self, Id, RpcError};
 use crate::paths;
 use crate::time::iso8601;
 use crate::wire::event::update::{
@@ -117,33 +118,63 @@ impl Device {
         Ok(result)
     }
 
-    /// `session/load` (`replay`: its history first, as `session/update`s) and `session/resume`:
-    /// the connection holds the session from now on (opened from the store if it was set
-    /// aside), and is answered its modes and model as `session/new` is.
+    /// `session/load` (`replay`: its history first, as `session/update`s, once the shell has
+    /// read it from the store) and `session/resume`: the connection holds the session from
+    /// then on (opened from the store if it was set aside), and is answered its modes and
+    /// model as `session/new` is.
     pub(super) fn load_session(
         &mut self,
         conn: ConnId,
+        id: &Id,
         p: LoadSessionParams,
         replay: bool,
-    ) -> Result<Value, RpcError> {
+    ) -> Result<Option<Value>, RpcError> {
         absolute(&p.cwd)?;
-        let kind = self.conns[&conn].kind;
-        let s = self.attach(conn, &p.session_id)?;
-        let frames = if replay {
-            replay_frames(&s.durable.id, &s.history)
-        } else {
-            Vec::new()
-        };
-        for frame in frames {
+        if !replay {
+            self.attach(conn, &p.session_id)?;
+            return Ok(Some(self.load_result(conn, &p.session_id, None)));
+        }
+        if self.sessions.get(&p.session_id).is_none() {
+            return Err(RpcError::invalid_params(format!(
+                "no session `{}` on this device",
+                p.session_id
+            )));
+        }
+        // The connection holds it only once its history is replayed, so nothing live of the
+        // session reaches it before.
+        let limit = self.config.sessions.max_history_turns;
+        self.read_history(conn, id, &p.session_id, None, limit, Purpose::Replay);
+        Ok(None)
+    }
+
+    /// A `session/load`'s history read: its turns replayed, then the answer (saying in
+    /// `_meta.lembas` when turns were left out: `truncated`, `dropped`).
+    pub(super) fn replay_loaded(&mut self, conn: ConnId, id: &Id, session: &str, read: Selected) {
+        if let Err(e) = self.attach(conn, session) {
+            return self.reply_error(conn, id, &e);
+        }
+        for frame in replay_frames(session, &read.turns) {
             self.out.send(conn, frame);
         }
-        let s = self.sessions.get(&p.session_id).expect("attached just now");
+        let cut = read.truncated.then_some((read.truncated, read.dropped));
+        let result = self.load_result(conn, session, cut);
+        self.out.send(conn, jsonrpc::encode_result(id, &result));
+    }
+
+    /// The answer to a load or resume of `session` (attached just now).
+    fn load_result(&self, conn: ConnId, session: &str, cut: Option<(bool, u64)>) -> Value {
+        let kind = self.conns[&conn].kind;
+        let s = self.sessions.get(session).expect("attached just now");
         let mut result = self.session_result(s, kind);
         if let Some(o) = result.as_object_mut() {
             // ACP's answer to a load names no session: the request did.
             o.remove("sessionId");
         }
-        Ok(result)
+        if let Some((truncated, dropped)) = cut {
+            result["_meta"]["lembas"]["truncated"] = json!(truncated);
+            result["_meta"]["lembas"]["dropped"] = json!(dropped);
+        }
+        result
     }
 
     /// `session/close`: its running turn is cancelled (ACP: as `session/cancel`), and this

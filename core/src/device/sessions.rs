@@ -25,8 +25,7 @@ use crate::wire::event::update::{
     UpdateParams,
 };
 use crate::wire::session::{
-    HistoryResult, HistoryTurn, ModeInfo, Modes, NewSessionParams, SessionIdParams, SetModeParams,
-    StatusResult, TitleParams,
+    ModeInfo, Modes, NewSessionParams, SessionIdParams, SetModeParams, StatusResult, TitleParams,
 };
 
 /// A session in memory: what of it is stored (its record, written as it is) and what lives only
@@ -41,7 +40,9 @@ pub(crate) struct Session {
     pub open: bool,
     /// Connections that hear this session's updates.
     pub holders: BTreeSet<ConnId>,
-    pub history: Vec<HistoryTurn>,
+    /// Its last turns, as the next turn's context needs them; the rest of its history is in
+    /// the store only (history.rs).
+    pub recent: super::history::Recent,
     /// Whether the session is on a link (so its mode is capped).
     pub capped: bool,
     /// When it was last named (the device's use counter), for setting the least recently used
@@ -60,7 +61,7 @@ impl Session {
             turns: TurnTable::new(ledger_turns),
             open: false,
             holders: BTreeSet::new(),
-            history: Vec::new(),
+            recent: Default::default(),
             capped: true,
             used: 0,
             events: Default::default(),
@@ -458,19 +459,6 @@ impl Device {
             plan: s.durable.plan.as_ref(),
         })
         .expect("status serializes"))
-    }
-
-    /// `_lembas/session/history`. Its `root` is the session's working directory, what `@path`
-    /// mentions resolve against, not the entry of `remote.roots` that holds it.
-    pub(super) fn history(&mut self, conn: ConnId, p: SessionIdParams) -> Result<Value, RpcError> {
-        let s = self.attach(conn, &p.session_id)?;
-        Ok(serde_json::to_value(HistoryResult {
-            session_id: &s.durable.id,
-            title: s.durable.title.as_deref(),
-            root: &s.durable.cwd,
-            turns: &s.history,
-        })
-        .expect("history serializes"))
     }
 
     /// A `session/update` to every connection that holds the session, with the session's

@@ -418,8 +418,9 @@ impl Device {
             .models
             .first()
             .map(|m| (m.id.clone(), m.instance));
-        let max_context = self.config.sessions.max_context_turns;
-        let max_context_bytes = self.config.sessions.max_context_bytes;
+        let limits = self.config.sessions;
+        let max_context = limits.max_context_turns;
+        let max_context_bytes = limits.max_context_bytes;
         let Some(s) = self.sessions.get_mut(session) else {
             return;
         };
@@ -463,22 +464,21 @@ impl Device {
             })
             .collect();
         let ledger = s.turns.ledger();
-        start.history = prior_turns(&s.history, max_context, max_context_bytes, |turn| {
+        start.history = prior_turns(s.recent.turns(), max_context, max_context_bytes, |turn| {
             matches!(
                 ledger.get(turn),
                 Some(TurnState::Done(Answer::Failed { .. }))
             )
         });
-        let index = s.history.len();
         let user = HistoryTurn::User {
             text: start.text.clone(),
             turn_id: Some(turn_id.clone()),
             attachments: attachments.clone(),
         };
-        s.history.push(user.clone());
+        let index = s.recent.push(&user, false, &limits);
         let records = vec![
             turn_record(session, &turn_id, order, StoredTurnState::Running, now),
-            history_record(session, index, &user),
+            history_record(session, index as usize, &user),
         ];
         let prompt_event = LembasEvent::Prompt(PromptEvent {
             attachments,
@@ -582,7 +582,8 @@ impl Device {
     fn engine_event(&mut self, session: &str, turn: &str, event: EngineEvent, now: crate::Time) {
         self.clock.advance(now);
         let max_mode = self.config.remote.max_mode;
-        let max_answer = self.config.sessions.max_answer_bytes;
+        let limits = self.config.sessions;
+        let max_answer = limits.max_answer_bytes;
         let Some(s) = self.sessions.get_mut(session) else {
             return;
         };
@@ -718,7 +719,8 @@ impl Device {
     /// The running turn ended: its answer is made durable, then every waiting prompt gets it.
     fn finish(&mut self, session: &str, outcome: Result<StopReason, String>) {
         let now = self.clock.now().0;
-        let max_answer = self.config.sessions.max_answer_bytes;
+        let limits = self.config.sessions;
+        let max_answer = limits.max_answer_bytes;
         let Some(s) = self.sessions.get_mut(session) else {
             return;
         };
@@ -740,13 +742,13 @@ impl Device {
             return;
         };
         s.durable.touched = now;
-        let index = s.history.len();
         let assistant = HistoryTurn::Assistant {
             text: r.text.into_history(max_answer),
             reasoning: r.reasoning.into_history(max_answer),
             tools: r.tools,
         };
-        s.history.push(assistant.clone());
+        let failed = matches!(answer, Answer::Failed { .. });
+        let index = s.recent.push(&assistant, failed, &limits) as usize;
         let records = vec![
             turn_record(
                 session,

@@ -50,7 +50,8 @@ pub struct FakeOs {
     pub attachment_write_fails: Option<String>,
     /// When set, one attachment write in five fails (request ids 4, 9, ...): a flaky disk.
     pub every_fifth_write_fails: bool,
-    /// When set, reading a session back from the store (`LoadSession`) fails with this reason.
+    /// When set, reading a session back from the store (`LoadSession`) or its history
+    /// (`ReadHistory`) fails with this reason.
     pub load_fails: Option<String>,
     /// Sessions the device asked to read back from the store (`LoadSession`), in order.
     pub loads: Vec<String>,
@@ -136,6 +137,20 @@ impl FakeOs {
                     Handled::Unreadable(Vec::new()),
                     "a session read back holds records the device could not read"
                 );
+            }
+            // Asked for only once every persist before it is acknowledged, like `LoadSession`.
+            Effect::ReadHistory {
+                request,
+                session_id,
+                before,
+                limit,
+                max_bytes,
+            } => {
+                let read = match self.load_fails.clone() {
+                    Some(error) => Err(error),
+                    None => Ok(self.store.history(&session_id, before, limit, max_bytes)),
+                };
+                answer(device, Input::HistoryRead { request, read }, now);
             }
             Effect::WriteAttachment {
                 request,

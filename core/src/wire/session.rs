@@ -364,4 +364,23 @@ pub struct HistoryResult<'a> {
     /// The session's working directory (what `@path` mentions resolve against).
     pub root: &'a str,
     pub turns: &'a [HistoryTurn],
+    /// Ours, beyond the spec: whether turns were left out (older ones past the budget or the
+    /// limit) or one was cut to fit.
+    pub truncated: bool,
+    /// The turns older than the first answered, left out: ask again with `before` set to this
+    /// for the ones before.
+    pub dropped: u64,
+}
+
+/// `_lembas/session/history` params: the spec's `sessionId`, and ours: `before`, a turn's
+/// index in the session (0 the first): only turns before it are answered; `limit`, at most
+/// this many turns.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HistoryParams {
+    pub session_id: String,
+    #[serde(default)]
+    pub before: Option<u64>,
+    #[serde(default)]
+    pub limit: Option<u64>,
 }

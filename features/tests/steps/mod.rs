@@ -20,6 +20,7 @@
 //! - `mentions`: `@path` mentions in a prompt over a fake disk: attachments, refusals, notices.
 //! - `events`: the session event log (our extension): seqs, and `_lembas/session/events`.
 //! - `editor_sessions`: ACP's session surface for an editor: list, load, resume, close, delete.
+//! - `history`: `_lembas/session/history` read from the store, `before`, `limit`, the budget.
 
 mod capabilities;
 mod cards;
@@ -28,6 +29,7 @@ mod directories;
 mod editor_sessions;
 mod events;
 mod handshake;
+mod history;
 mod jsonrpc;
 mod limits;
 mod live;

@@ -403,6 +403,7 @@ impl Run {
             | Effect::ListDirectory { .. }
             | Effect::ReadMentions { .. }
             | Effect::LoadSession { .. }
+            | Effect::ReadHistory { .. }
             | Effect::WriteAttachment { .. }
             | Effect::ResizeTerminal { .. }
             | Effect::RemoveAttachments { .. } => {}
