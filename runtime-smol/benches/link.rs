@@ -14,6 +14,12 @@
 //!   sending the identical frames, one `send` each, to the same receiver. Target: at least 0.7.
 //!   Also printed: the ratio to a raw client that feeds every frame and flushes once (the
 //!   fewest socket writes; the device's writer flushes whenever its queue runs dry).
+//! - interleaved (issue 16): 100 sessions streaming 1,000 chunks of 64 B each at once, against
+//!   one session streaming 100,000, to the same reader: over `serve --stdio` (with its redb
+//!   store, and in memory with the store held elsewhere) and over the link (the driver, its
+//!   store in memory). Updates/s and their ratio; target: at least 0.8 of the single
+//!   session's rate. With the store, each of the 100 turns also writes its event log (up to
+//!   `sessions.event_log_bytes`) and its history when it ends, where the one turn writes once.
 //! - sessions (issue 12): resident memory after 100,000 `session/new`, each left idle, against
 //!   the same process before the first (the baseline, same run): `lembas link` (redb store:
 //!   every one made, at most `sessions.max_live` = 1,000 kept in memory, the rest set aside) and
@@ -59,6 +65,13 @@ fn main() {
     }
     if want("sessions") {
         sessions();
+    }
+    if want("interleaved-stdio") {
+        interleaved("serve --stdio (store)", stdio_streams);
+        interleaved("serve --stdio (memory)", stdio_streams_in_memory);
+    }
+    if want("interleaved-link") {
+        interleaved("link", link_streams);
     }
 }
 
@@ -341,17 +354,29 @@ fn scratch_env(c: &mut Command, home: &std::path::Path) {
         .env_remove("LEMBAS_LOG");
 }
 
-fn stdio() {
-    let home = tempfile::tempdir().unwrap();
+/// `lembas serve --stdio` in the scratch home `home`: the child, its stdin, its stdout's lines.
+fn serve_stdio(
+    home: &std::path::Path,
+) -> (
+    std::process::Child,
+    std::process::ChildStdin,
+    BufReader<std::process::ChildStdout>,
+) {
     let mut c = Command::new(env!("CARGO_BIN_EXE_lembas"));
     c.args(["serve", "--stdio"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
-    scratch_env(&mut c, home.path());
+    scratch_env(&mut c, home);
     let mut child = c.spawn().unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap());
+    let stdin = child.stdin.take().unwrap();
+    let lines = BufReader::new(child.stdout.take().unwrap());
+    (child, stdin, lines)
+}
+
+fn stdio() {
+    let home = tempfile::tempdir().unwrap();
+    let (mut child, mut stdin, mut lines) = serve_stdio(home.path());
     let mut send = |v: Value| {
         let mut s = v.to_string();
         s.push('\n');
@@ -686,16 +711,18 @@ impl lembas::driver::Dialer for LoopbackDialer {
     }
 }
 
-fn websocket() {
-    use async_tungstenite::tungstenite::Message;
-    use futures_lite::StreamExt;
-    let home = tempfile::tempdir().unwrap();
-    let cwd = std::fs::canonicalize(home.path()).unwrap();
-    let listener = smol::block_on(smol::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+/// The runtime's driver on its own thread, as `lembas link` runs it, linked to `listener` (a
+/// plain WebSocket, no discovery, no token): its sender (to stop it) and its thread.
+fn driver_thread(
+    home: &std::path::Path,
+    listener: &smol::net::TcpListener,
+) -> (
+    smol::channel::Sender<lembas::driver::Input>,
+    std::thread::JoinHandle<lembas::driver::Exit>,
+) {
     let addr = listener.local_addr().unwrap();
-    // The device: the runtime's driver on its own thread, as `lembas link` runs it.
-    let device_cwd = cwd.clone();
-    let attachments = home.path().join("attachments");
+    let device_cwd = std::fs::canonicalize(home).unwrap();
+    let attachments = home.join("attachments");
     let (stop_tx, stop_rx) = std::sync::mpsc::channel();
     let device = std::thread::spawn(move || {
         let mut config = DeviceConfig::default();
@@ -715,14 +742,26 @@ fn websocket() {
         driver.start_link(std::sync::Arc::new(LoopbackDialer(addr)));
         smol::block_on(driver.run())
     });
-    let stop = stop_rx.recv().unwrap();
+    (stop_rx.recv().unwrap(), device)
+}
+
+/// A JSON-RPC request as a WebSocket message.
+fn ws_call(id: u64, method: &str, params: Value) -> async_tungstenite::tungstenite::Message {
+    async_tungstenite::tungstenite::Message::text(
+        json!({"jsonrpc":"2.0","id":id,"method":method,"params":params}).to_string(),
+    )
+}
+
+fn websocket() {
+    use async_tungstenite::tungstenite::Message;
+    use futures_lite::StreamExt;
+    let home = tempfile::tempdir().unwrap();
+    let cwd = std::fs::canonicalize(home.path()).unwrap();
+    let listener = smol::block_on(smol::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+    let (stop, device) = driver_thread(home.path(), &listener);
     let (lembas_best, captured) = smol::block_on(async {
         let mut ws = accept(&listener).await;
-        let call = |id: u64, method: &str, params: Value| {
-            Message::text(
-                json!({"jsonrpc":"2.0","id":id,"method":method,"params":params}).to_string(),
-            )
-        };
+        let call = ws_call;
         let init = call(
             0,
             "initialize",
@@ -845,4 +884,174 @@ fn raw_websocket(frames: &[String], fed: bool) -> Duration {
         best = best.min(took);
     }
     best
+}
+
+/// Turns of `chunks <each> 64` in `sessions` sessions, all prompted at once: how many
+/// `agent_message_chunk` updates a second the reader gets, the best of two rounds.
+fn stdio_streams(sessions: usize, each: usize) -> f64 {
+    stdio_streams_in(sessions, each, true)
+}
+
+/// [`stdio_streams`] with no store: another process holds it (here, this one), so the editor's
+/// sessions live in memory, as before the hub. What is left is the path from the engine to
+/// the pipe alone.
+fn stdio_streams_in_memory(sessions: usize, each: usize) -> f64 {
+    stdio_streams_in(sessions, each, false)
+}
+
+fn stdio_streams_in(sessions: usize, each: usize, store: bool) -> f64 {
+    let home = tempfile::tempdir().unwrap();
+    let _held = (!store).then(|| {
+        std::fs::create_dir_all(home.path().join("state/lembas")).unwrap();
+        RedbStore::open(&home.path().join("state/lembas/lembas.redb")).unwrap()
+    });
+    let (mut child, mut stdin, mut lines) = serve_stdio(home.path());
+    let mut batch = String::new();
+    let mut line = String::new();
+    let call = |batch: &mut String, id: usize, method: &str, params: Value| {
+        batch.push_str(
+            &json!({"jsonrpc":"2.0","id":id,"method":method,"params":params}).to_string(),
+        );
+        batch.push('\n');
+    };
+    call(
+        &mut batch,
+        0,
+        "initialize",
+        json!({"protocolVersion":1,"clientCapabilities":{}}),
+    );
+    for i in 0..sessions {
+        call(
+            &mut batch,
+            1 + i,
+            "session/new",
+            json!({"cwd": home.path(), "mcpServers": []}),
+        );
+    }
+    stdin.write_all(batch.as_bytes()).unwrap();
+    stdin.flush().unwrap();
+    let mut ids = Vec::new();
+    while ids.len() < sessions {
+        line.clear();
+        lines.read_line(&mut line).unwrap();
+        let v: Value = serde_json::from_str(&line).unwrap();
+        if let Some(s) = v["result"]["sessionId"].as_str() {
+            ids.push(s.to_string());
+        }
+    }
+    let mut best = 0f64;
+    for round in 0..2 {
+        batch.clear();
+        for (i, s) in ids.iter().enumerate() {
+            call(
+                &mut batch,
+                10_000 * (round + 1) + i,
+                "session/prompt",
+                json!({"sessionId": s,
+                       "prompt":[{"type":"text","text":format!("chunks {each} 64")}],
+                       "_meta":{"lembas":{"turnId": format!("msg_{round}")}}}),
+            );
+        }
+        let start = Instant::now();
+        stdin.write_all(batch.as_bytes()).unwrap();
+        stdin.flush().unwrap();
+        let (mut updates, mut answered) = (0, 0);
+        while answered < sessions {
+            line.clear();
+            lines.read_line(&mut line).unwrap();
+            if line.contains("agent_message_chunk") {
+                updates += 1;
+            } else if line.contains("\"stopReason\"") {
+                answered += 1;
+            }
+        }
+        assert_eq!(updates, sessions * each);
+        best = best.max(updates as f64 / start.elapsed().as_secs_f64());
+    }
+    drop(stdin);
+    let _ = child.kill();
+    let _ = child.wait();
+    best
+}
+
+/// [`stdio_streams`] over the link: the driver on its thread, a LLeMbas client reading (so
+/// each chunk is a `session/update` and an `_lembas/event`).
+fn link_streams(sessions: usize, each: usize) -> f64 {
+    use async_tungstenite::tungstenite::Message;
+    use futures_lite::StreamExt;
+    use futures_util::SinkExt;
+    let home = tempfile::tempdir().unwrap();
+    let cwd = std::fs::canonicalize(home.path()).unwrap();
+    let listener = smol::block_on(smol::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+    let (stop, device) = driver_thread(home.path(), &listener);
+    let best = smol::block_on(async {
+        let mut ws = accept(&listener).await;
+        let init = json!({"protocolVersion":1,
+                          "clientCapabilities":{"_meta":{"lembas":{"protocol":3}}}});
+        ws.send(ws_call(0, "initialize", init)).await.unwrap();
+        for i in 0..sessions {
+            let params = json!({"cwd": cwd, "mcpServers": []});
+            ws.feed(ws_call(1 + i as u64, "session/new", params))
+                .await
+                .unwrap();
+        }
+        SinkExt::flush(&mut ws).await.unwrap();
+        let mut ids = Vec::new();
+        while ids.len() < sessions {
+            let Some(Ok(Message::Text(t))) = ws.next().await else {
+                panic!("no session/new answer")
+            };
+            let v: Value = serde_json::from_str(t.as_str()).unwrap();
+            if let Some(s) = v["result"]["sessionId"].as_str() {
+                ids.push(s.to_string());
+            }
+        }
+        let mut best = 0f64;
+        for round in 0..2u64 {
+            let start = Instant::now();
+            for (i, s) in ids.iter().enumerate() {
+                let params = json!({"sessionId": s,
+                       "prompt":[{"type":"text","text":format!("chunks {each} 64")}],
+                       "_meta":{"lembas":{"turnId": format!("msg_{round}")}}});
+                ws.feed(ws_call(
+                    10_000 * (round + 1) + i as u64,
+                    "session/prompt",
+                    params,
+                ))
+                .await
+                .unwrap();
+            }
+            SinkExt::flush(&mut ws).await.unwrap();
+            let (mut updates, mut answered) = (0, 0);
+            while answered < sessions {
+                let Some(Ok(Message::Text(t))) = ws.next().await else {
+                    panic!("the link ended early")
+                };
+                if t.contains("agent_message_chunk") {
+                    updates += 1;
+                } else if t.contains("\"stopReason\"") && !t.contains("\"method\"") {
+                    answered += 1;
+                }
+            }
+            assert_eq!(updates, sessions * each);
+            best = best.max(updates as f64 / start.elapsed().as_secs_f64());
+        }
+        best
+    });
+    drop(listener);
+    smol::block_on(stop.send(lembas::driver::Input::Shutdown)).unwrap();
+    let exit = device.join().unwrap();
+    assert_eq!(exit.code, 0, "{exit:?}");
+    best
+}
+
+/// 100 sessions x 1,000 chunks against one x 100,000 through `run`, printed as a ratio.
+fn interleaved(name: &str, run: fn(usize, usize) -> f64) {
+    let one = run(1, 100_000);
+    let many = run(100, 1_000);
+    println!(
+        "interleaved, {name}: 100 sessions x 1,000 chunks of 64 B at once {many:.0} updates/s, \
+         one session x 100,000 {one:.0} updates/s; ratio {:.2} (target >= 0.8)",
+        many / one
+    );
 }
