@@ -260,6 +260,12 @@ impl TestInstance {
         self.api.fail_models(status)
     }
 
+    /// From now on answer the device's dials with 503 (`true`: it stays down, redialling after
+    /// its backoff), or take its link again (`false`).
+    pub fn refuse_links(&self, refused: bool) {
+        self.api.refuse_links(refused)
+    }
+
     /// `GET /v1/models` requests answered so far (a dial fetches the list once).
     pub fn models_served(&self) -> usize {
         self.api.models_served()
@@ -480,6 +486,9 @@ async fn serve_http(
         ("GET", "/v1/me/personalization") => api.get_personalization(&mut stream, &head).await,
         ("PUT", "/v1/me/personalization") => api.put_personalization(&mut stream, head).await,
         ("GET", "/api/devices/link") => {
+            if let Some(answered) = api.refused_link(&mut stream).await {
+                return answered;
+            }
             let expected = format!("Bearer {}", options.token);
             let refused = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
             let r = refused.clone();

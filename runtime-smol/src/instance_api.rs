@@ -9,7 +9,7 @@
 //! recorded; 403 with a `detail` when not available; 404 when the test gives none).
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -137,6 +137,8 @@ pub(crate) struct Api {
     models_status: AtomicU16,
     /// `/v1/models` requests answered (either way).
     models_served: AtomicUsize,
+    /// Answer a link's upgrade with 503 (the instance is down for the device).
+    links_refused: AtomicBool,
     /// When each streamed event was written, if asked to note it.
     sse_writes: Option<Mutex<Vec<(String, Instant)>>>,
     /// `/v1/me/personalization`'s state (`None`: not served, 404).
@@ -162,6 +164,7 @@ impl Api {
             aborted: AtomicUsize::new(0),
             models_status: AtomicU16::new(0),
             models_served: AtomicUsize::new(0),
+            links_refused: AtomicBool::new(false),
             sse_writes: options.record_sse_writes.then(|| Mutex::new(Vec::new())),
             upstream: options.upstream.clone(),
         }
@@ -171,6 +174,22 @@ impl Api {
     pub(crate) fn fail_models(&self, status: Option<u16>) {
         self.models_status
             .store(status.unwrap_or(0), Ordering::SeqCst);
+    }
+
+    /// From now on answer a link's upgrade with 503 (`true`), or take links again.
+    pub(crate) fn refuse_links(&self, refused: bool) {
+        self.links_refused.store(refused, Ordering::SeqCst);
+    }
+
+    /// A link dialled now is answered 503, unless it is taken.
+    pub(crate) async fn refused_link(
+        &self,
+        stream: &mut Box<dyn Io>,
+    ) -> Option<std::io::Result<()>> {
+        if !self.links_refused.load(Ordering::SeqCst) {
+            return None;
+        }
+        Some(detail(stream, 503, "links are refused for now").await)
     }
 
     /// `/v1/models` requests answered so far.
