@@ -258,7 +258,8 @@ impl Default for SessionLimits {
             // memory per session in memory.
             event_log_bytes: 256 * 1024,
             event_log_events: 2048,
-            events_page: 256,
+            // A whole log of the default size in one answer: catching up is one round trip.
+            events_page: 2048,
             max_events_page: 2048,
             // Half the default pause mark, and a few hundred ordinary turns.
             history_bytes: 512 * 1024,
