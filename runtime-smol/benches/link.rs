@@ -20,6 +20,10 @@
 //!   store in memory). Updates/s and their ratio; target: at least 0.8 of the single
 //!   session's rate. With the store, each of the 100 turns also writes its event log (up to
 //!   `sessions.event_log_bytes`) and its history when it ends, where the one turn writes once.
+//! - catch-up (issue 16): a turn streaming 1,000 chunks/s, the link cut (the instance refusing
+//!   the device's dials) for 10 s: from the new link's `initialize` answer to the client
+//!   having handed out every chunk made meanwhile, fetched from the session's event log (made
+//!   big enough here to hold 10 s of it). Target: under 100 ms.
 //! - sessions (issue 12): resident memory after 100,000 `session/new`, each left idle, against
 //!   the same process before the first (the baseline, same run): `lembas link` (redb store:
 //!   every one made, at most `sessions.max_live` = 1,000 kept in memory, the rest set aside) and
@@ -72,6 +76,9 @@ fn main() {
     }
     if want("interleaved-link") {
         interleaved("link", link_streams);
+    }
+    if want("catch-up") {
+        catch_up();
     }
 }
 
@@ -1054,4 +1061,104 @@ fn interleaved(name: &str, run: fn(usize, usize) -> f64) {
          one session x 100,000 {one:.0} updates/s; ratio {:.2} (target >= 0.8)",
         many / one
     );
+}
+
+/// 10 s of a 1,000 chunks/s stream made while the link is down, then how long the client takes
+/// from the new link's readiness to having handed out all of it.
+fn catch_up() {
+    use lembas::instance::{Event, InstanceOptions, TestInstance};
+    use lembas_core::client::ClientEvent;
+    const STREAM_MS: usize = 10_000;
+    const CHUNKS: usize = STREAM_MS;
+    smol::block_on(async {
+        let instance = TestInstance::start(InstanceOptions::default())
+            .await
+            .unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let work = home.path().join("work");
+        std::fs::create_dir_all(&work).unwrap();
+        let work = std::fs::canonicalize(work).unwrap();
+        let config = home.path().join("config/lembas");
+        std::fs::create_dir_all(&config).unwrap();
+        // A log that holds 10 s of the stream: 20,000 events (a chunk is an update and an
+        // event) of about 230 bytes.
+        std::fs::write(
+            config.join("config.yaml"),
+            format!(
+                "remote:\n  enabled: true\n  roots: [{w}]\ntrusted: [{w}]\nsessions:\n  \
+                 event_log_events: 32768\n  event_log_bytes: 16777216\n",
+                w = work.display()
+            ),
+        )
+        .unwrap();
+        let mut child = linked_device(&instance, home.path()).await;
+        let id = instance
+            .call("session/new", json!({ "cwd": work, "mcpServers": [] }))
+            .await
+            .unwrap();
+        let (answer, _) = instance
+            .wait_for(
+                Duration::from_secs(10),
+                |e| matches!(e, Event::Client(ClientEvent::Answer { id: i, .. }) if *i == id),
+            )
+            .await;
+        let Some(Event::Client(ClientEvent::Answer {
+            outcome: Ok(answer),
+            ..
+        })) = answer
+        else {
+            panic!("no session: {answer:?}");
+        };
+        let session = answer["sessionId"].as_str().unwrap().to_string();
+        // 1,000 chunks a second, ten every 10 ms; then a long pause before the turn's end.
+        let script = format!(
+            "{}\nsleep 60000\nsay end",
+            vec!["chunks 10 64\nsleep 10"; CHUNKS / 10].join("\n")
+        );
+        let blocks = json!([{ "type": "text", "text": script }]);
+        instance
+            .prompt(&session, blocks, Some("msg_catch_up"))
+            .await
+            .unwrap();
+        let is_chunk = |e: &Event| matches!(e, Event::Client(e) if e.update().is_some_and(|u| u.update.message_text().is_some()));
+        let (first, _) = instance.wait_for(Duration::from_secs(10), is_chunk).await;
+        assert!(first.is_some(), "the turn never streamed");
+        instance.refuse_links(true);
+        instance.cut().await;
+        let mut handed = 1usize;
+        let mut before_ready = 0;
+        smol::Timer::after(Duration::from_millis(STREAM_MS as u64)).await;
+        instance.refuse_links(false);
+        let mut ready = None;
+        let mut caught_up = None;
+        while caught_up.is_none() {
+            let Some(e) = instance.next_event(Duration::from_secs(60)).await else {
+                panic!("stuck after {handed} chunks");
+            };
+            match &e {
+                Event::Client(ClientEvent::Ready { .. }) => {
+                    ready = Some(Instant::now());
+                    before_ready = handed;
+                }
+                Event::Client(ClientEvent::Gap { .. }) => panic!("a gap: the log fell short"),
+                e if is_chunk(e) => {
+                    handed += 1;
+                    if handed == CHUNKS {
+                        caught_up = Some(Instant::now());
+                    }
+                }
+                _ => {}
+            }
+        }
+        let took = caught_up.unwrap() - ready.expect("linked again");
+        println!(
+            "catch-up: a 1,000 chunks/s stream, the link down for {} s: {} chunks fetched on \
+             the new link in {:.1} ms (target < 100 ms)",
+            STREAM_MS / 1000,
+            CHUNKS - before_ready,
+            took.as_secs_f64() * 1e3
+        );
+        let _ = child.kill();
+        let _ = child.wait();
+    });
 }
