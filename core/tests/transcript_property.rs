@@ -218,8 +218,10 @@ fn run(seed: u64, verbose: bool) -> Tally {
         };
         if cut_short {
             tally.cut_short += 1;
+            // What it said before the restart, all of it unless the client told a gap (then
+            // history, which keeps no answer of a turn cut short, has nothing to fill it).
             assert!(
-                whole.starts_with(&got),
+                whole.starts_with(&got) || gapped.contains(session),
                 "seed {seed}: {turn}, cut short, has {got:?}"
             );
         } else {
@@ -242,8 +244,9 @@ struct Tally {
 }
 
 /// Seeds that once failed: the client did not follow a session it prompted until it heard
-/// an event of it, so a cut before the first lost the turn's start.
-const KNOWN: [u64; 1] = [16695619090558418261];
+/// an event of it, so a cut before the first lost the turn's start; a turn cut short by a
+/// restart after a gap in its session (a hole the client told, not a prefix).
+const KNOWN: [u64; 2] = [16695619090558418261, 9833136402283605995];
 
 /// 100 seeds, or as `property::seeds` says (`LEMBAS_PROPERTY_SEEDS`,
 /// `LEMBAS_PROPERTY_SEED_OFFSET`, `LEMBAS_PROPERTY_SEED`).
