@@ -6,7 +6,7 @@
 export type RequestId = number | string;
 
 export type Mode = "plan" | "manual" | "edit" | "auto";
-export type ConnKind = "link" | "stdio" | "terminal";
+export type ConnKind = "link" | "stdio" | "terminal" | "hub";
 export type TurnPhase = "queued" | "running" | "done";
 export type StoreTable = "sessions" | "turns" | "history" | "deletes" | "device" | "events";
 

@@ -86,7 +86,7 @@ impl JsDevice {
         Ok(())
     }
 
-    /// A connection opened (`"link"` after a `dial` effect, `"stdio"`, `"terminal"`); returns
+    /// A connection opened (`"link"` after a `dial` effect, `"stdio"`, `"terminal"`, `"hub"`); returns
     /// its id.
     pub fn open(
         &mut self,

@@ -549,7 +549,12 @@ fn samples() -> String {
     ] {
         s.both("DialFailure", f);
     }
-    for k in [ConnKind::Link, ConnKind::Stdio, ConnKind::Terminal] {
+    for k in [
+        ConnKind::Link,
+        ConnKind::Stdio,
+        ConnKind::Terminal,
+        ConnKind::Hub,
+    ] {
         s.out("ConnKind", &k);
     }
     for p in [TurnPhase::Queued, TurnPhase::Running, TurnPhase::Done] {

@@ -80,3 +80,14 @@ Feature: ACP's session surface for an editor
     Then exactly one decision reached the engine: "deny"
     And the link carried "_lembas/permission/settled" for the card, naming the session
     And the editor was sent no "$/cancel_request"
+
+  Scenario: A session an editor holds is announced to the web, held "terminal", and left when it closes
+    Then the link carried 1 "_lembas/session/announce"
+    When the editor sends, for the link's session: {"jsonrpc":"2.0","id":4,"method":"session/resume","params":{"sessionId":"$SESSION","cwd":"/home/dev/work/app"}}
+    Then the link carried 2 "_lembas/session/announce"
+    When the client asks the session's status
+    Then the call is answered with a result where "held" is "terminal"
+    When the editor sends, for the link's session: {"jsonrpc":"2.0","id":5,"method":"session/close","params":{"sessionId":"$SESSION"}}
+    Then the link carried 1 "_lembas/session/left"
+    When the client asks the session's status
+    Then the call is answered with a result where "held" is "here"

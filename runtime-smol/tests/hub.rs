@@ -561,3 +561,48 @@ fn a_session_made_on_the_web_is_listed_and_loaded_in_the_editor_with_its_history
         assert_eq!(editor.close(), Some(0));
     });
 }
+
+#[test]
+fn an_editors_session_is_announced_to_the_web_held_terminal_and_left_when_the_editor_goes() {
+    use lembas::instance::Event;
+    use lembas_core::client::ClientEvent;
+    smol::block_on(async {
+        let (instance, home, _device, _) = linked(Home::new()).await;
+        let mut editor = Editor::start(&home);
+        editor.result(0, "initialize", init_params());
+        let proj = home.work.join("proj");
+        let made = editor.result(1, "session/new", json!({ "cwd": proj, "mcpServers": [] }));
+        let session = made["sessionId"].as_str().unwrap().to_string();
+        let heard = |method: &'static str, session: String| {
+            move |e: &Event| {
+                matches!(e, Event::Client(ClientEvent::Notification { method: m, params })
+                    if m == method && params["sessionId"] == json!(session))
+            }
+        };
+        let (announce, seen) = instance
+            .wait_for(T, heard("_lembas/session/announce", session.clone()))
+            .await;
+        let Some(Event::Client(ClientEvent::Notification { params, .. })) = announce else {
+            panic!("no announce: {seen:?}");
+        };
+        assert_eq!(params["origin"], "terminal", "{params}");
+        assert_eq!(params["cwd"], json!(proj), "{params}");
+        let status = common::call(
+            &instance,
+            "_lembas/session/status",
+            json!({ "sessionId": session }),
+        )
+        .await
+        .unwrap();
+        assert_eq!(status["held"], "terminal", "{status}");
+        // The editor goes: the web hears the session left, and may open it.
+        assert_eq!(editor.close(), Some(0));
+        let (left, seen) = instance
+            .wait_for(T, heard("_lembas/session/left", session.clone()))
+            .await;
+        let Some(Event::Client(ClientEvent::Notification { params, .. })) = left else {
+            panic!("no left: {seen:?}");
+        };
+        assert_eq!(params["available"], true, "{params}");
+    });
+}

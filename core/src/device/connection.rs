@@ -80,6 +80,9 @@ pub(crate) struct Connection {
     pub gate: Option<u64>,
     pub held: VecDeque<Vec<u8>>,
     pub held_bytes: usize,
+    /// A link just answered `initialize`: the sessions editors share are announced to it at
+    /// the end of the input (shared.rs), after the answer.
+    pub announce_due: bool,
 }
 
 impl Connection {
@@ -93,6 +96,7 @@ impl Connection {
             gate: None,
             held: VecDeque::new(),
             held_bytes: 0,
+            announce_due: false,
         }
     }
 

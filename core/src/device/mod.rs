@@ -31,6 +31,7 @@ mod restore;
 mod session_acp;
 mod session_set;
 mod sessions;
+mod shared;
 mod terminals;
 mod timers;
 pub(crate) mod turn_table;
@@ -453,10 +454,15 @@ impl Device {
     /// sent on it, its terminals (hung up), and its unconfirmed deletes (sent again on the next
     /// link). Frames already queued for it are left to the caller.
     fn let_go(&mut self, conn: ConnId) -> Option<Connection> {
+        let kind = self.conns.get(&conn)?.kind;
+        let shared = self.held_by_local(conn, kind);
         let c = self.conns.remove(&conn)?;
         self.link.let_go(conn);
         self.forget_connection(conn);
         self.forget_history_reads(conn);
+        for session in shared {
+            self.shared_lost(&session);
+        }
         self.cards.forget_connection(conn);
         self.close_terminals_of(conn);
         self.unconfirm_deletes(conn);
@@ -514,6 +520,7 @@ impl Device {
     fn after_input(&mut self) {
         self.flush_event_logs();
         self.send_pending_deletes_to_links();
+        self.announce_to_new_links();
         self.relink_if_idle();
         self.timers = self.current_timers();
     }

@@ -195,7 +195,9 @@ impl Device {
             )));
         };
         s.holders.remove(&conn);
+        let session = p.session_id.clone();
         self.cancel(p);
+        self.shared_lost(&session);
         Ok(json!({}))
     }
 

@@ -236,8 +236,10 @@ impl Device {
         session.capped = kind == ConnKind::Link;
         let record = session.record();
         let result = self.session_result(&session, kind);
+        let id = session.durable.id.clone();
         self.sessions.insert_live(session);
         self.out.persist(vec![record]);
+        self.shared_gained(p.conn, &id);
         Ok(result)
     }
 
@@ -322,6 +324,12 @@ impl Device {
         if let Some(frame) = plan {
             self.out.send(conn, frame);
         }
+        if newly {
+            self.shared_gained(conn, session);
+        }
+        let Some(s) = self.sessions.get_mut(session) else {
+            unreachable!("attached just now");
+        };
         if newly {
             let patient = cards::holds_terminal(&s.holders, &self.conns);
             if let Some(c) = self.conns.get_mut(&conn) {
@@ -446,11 +454,23 @@ impl Device {
                 self.cards
                     .offer_open(&p.session_id, conn, c, patient, ids, out);
             }
+            self.shared_gained(conn, &p.session_id);
         }
+        let Some(s) = self.sessions.get(&p.session_id) else {
+            return thin(false);
+        };
+        // Spec: "terminal" while an editor or a terminal on the device has it open (shared.rs).
+        let held = if self.editor_holds(s) {
+            "terminal"
+        } else if s.open {
+            "here"
+        } else {
+            "none"
+        };
         Ok(serde_json::to_value(StatusResult {
             session_id: &s.durable.id,
             exists: true,
-            held: if s.open { "here" } else { "none" },
+            held,
             busy: s.busy(),
             title: s.durable.title.as_deref(),
             turn_id: s.turns.running().map(|r| r.turn_id.as_str()),

@@ -157,25 +157,26 @@ pub struct AgentCapabilities {
     pub prompt_capabilities: PromptCapabilities,
     pub mcp_capabilities: McpCapabilities,
     /// ACP's optional session methods this connection may use (an editor's: stdio, the hub).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Not read by the client role (the web uses none of them), which keeps its module small.
+    #[serde(default, skip_deserializing, skip_serializing_if = "Option::is_none")]
     pub session_capabilities: Option<SessionCapabilities>,
 }
 
 /// ACP v1's `sessionCapabilities`: each method offered is an empty object.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct SessionCapabilities {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub list: Option<Offered>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub resume: Option<Offered>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub close: Option<Offered>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub delete: Option<Offered>,
 }
 
 /// `{}`: the method is offered.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Offered {}
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

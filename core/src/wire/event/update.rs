@@ -24,7 +24,8 @@ pub struct UpdateParams {
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(tag = "sessionUpdate", rename_all = "snake_case")]
 pub enum SessionUpdate {
-    /// A chunk of what the person said: only in a history replayed by `session/load`.
+    /// A chunk of what the person said: only in a history replayed by `session/load`, to an
+    /// editor.
     UserMessageChunk(ContentChunk),
     /// A chunk of the answer's text.
     AgentMessageChunk(ContentChunk),
