@@ -92,6 +92,8 @@ export interface DeviceConfig {
   inbound?: { pauseBytes?: number };
   /** The bounds on a prompt's `@path` mentions (a page's device reads none: it has no disk). */
   mentions?: { maxFileBytes?: number; maxListingEntries?: number; maxPerPrompt?: number };
+  /** The recent files kept to nudge `_lembas/files/search` (default 256). */
+  files?: { maxRecent?: number };
   /** The models the device can speak to; the first is a session's default. */
   models?: {
     id: string;
@@ -141,6 +143,8 @@ export type DeviceInput =
   /** One read a mention asked, in order (`read_mentions`' answer). */
   | { type: "mentions_read"; request: number; read: MentionRead[] }
   | { type: "mentions_read"; request: number; error: string }
+  | { type: "files_found"; request: number; found: FoundFiles }
+  | { type: "files_found"; request: number; error: string }
   | { type: "session_loaded"; request: number; entries: StoreEntry[] }
   | { type: "session_load_failed"; request: number; error: string }
   | { type: "history_read"; request: number; entries: StoreEntry[] }
@@ -195,6 +199,18 @@ export type Effect =
   /** Read a prompt's `@path` mentions, confined to `project`, `roots` (empty: no bound besides
    * the project) and the shell's protected paths; answer with `handle({ type: "mentions_read",
    * request, read | error })`. A page with no disk answers an error (they stay text). */
+  /** Search `root` (inside `roots` when not empty) for `query` from an index of it, ignore-aware,
+   * fuzzy, `recent` (relative paths, best first) nudged up; answer with `handle({ type:
+   * "files_found", request, found | error })`. A page with no disk answers an error. */
+  | {
+      kind: "search_files";
+      request: number;
+      root: string;
+      roots: string[];
+      query: string;
+      limit: number;
+      recent: string[];
+    }
   | {
       kind: "read_mentions";
       request: number;
@@ -258,6 +274,16 @@ export type DialFailure =
   | { type: "unsupported"; message: string };
 
 export type PathResolution = { path: string } | { error: string };
+
+/** What a shell's index found under a root (`search_files`' answer). */
+export interface FoundFiles {
+  /** The root searched, symlinks followed. */
+  root: string;
+  files: { path: string; kind: "file" | "dir" }[];
+  /** Entries the index holds; `truncated`: it stopped at its bound. */
+  indexed: number;
+  truncated: boolean;
+}
 
 /** An `@path` of a prompt: as written, the path (escapes undone), its lines, a listing. */
 export interface Mention {

@@ -172,6 +172,23 @@ impl Default for MentionLimits {
     }
 }
 
+/// The `@` picker's memory (`files:` in config.yaml; the index itself is the shell's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
+#[non_exhaustive]
+pub struct FileLimits {
+    /// Recent files kept (over every project) to nudge `_lembas/files/search`; past it the
+    /// least used lately is forgotten.
+    pub max_recent: usize,
+}
+
+impl Default for FileLimits {
+    fn default() -> Self {
+        // A few weeks of a person's files across their projects, in one small store record.
+        FileLimits { max_recent: 256 }
+    }
+}
+
 /// Bounds on sessions and turns, each stated in the refusal that enforces it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, rename_all = "camelCase", deny_unknown_fields)]
@@ -432,6 +449,7 @@ pub struct DeviceConfig {
     pub outbound: OutboundLimits,
     pub inbound: InboundLimits,
     pub mentions: MentionLimits,
+    pub files: FileLimits,
     /// When the instance link is pinged and when it is given up as dead. `None`: never (a shell
     /// whose sockets can neither ping nor report pongs, as a browser's). Not in the serde shape:
     /// a JS socket can do neither, so the wasm shell always sets `None`.
@@ -463,6 +481,7 @@ impl Default for DeviceConfig {
             outbound: OutboundLimits::default(),
             inbound: InboundLimits::default(),
             mentions: MentionLimits::default(),
+            files: FileLimits::default(),
             liveness: Some(Liveness::default()),
             models: Vec::new(),
             has_store: true,
@@ -485,6 +504,11 @@ impl DeviceConfig {
                  at least 1 (got {}, {} and {})",
                 m.max_file_bytes, m.max_listing_entries, m.max_per_prompt
             )));
+        }
+        if self.files.max_recent == 0 {
+            return Err(ConfigError(
+                "files: max_recent must be at least 1 (got 0)".into(),
+            ));
         }
         if self.backoff.initial_ms == 0 || self.backoff.max_ms < self.backoff.initial_ms {
             return Err(ConfigError(format!(

@@ -238,7 +238,7 @@ pub const METHODS: &[MethodSpec] = &[
     sends("_lembas/permission/settled", Notification, None, Any),
     sends("_lembas/question", Request, Some("ask"), Any),
     sends("_lembas/plan", Request, Some("plan"), Any),
-    not_yet("_lembas/files/search", ClientToAgent, Request, Some("files"), Any).checked(),
+    request("_lembas/files/search", Some("files"), Any, R::FilesSearch).checked(),
     not_yet("_lembas/commands", ClientToAgent, Request, Some("commands"), Any).checked(),
     request("_lembas/terminal/open", Some("terminal"), Link, R::TerminalOpen),
     notification("_lembas/terminal/input", Some("terminal"), Link, N::TerminalInput),

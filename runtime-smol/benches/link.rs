@@ -548,6 +548,7 @@ impl Bench {
                         | Effect::ReadHistory { .. }
                         | Effect::ListDirectory { .. }
                         | Effect::ReadMentions { .. }
+                        | Effect::SearchFiles { .. }
                         | Effect::WriteAttachment { .. }
                         | Effect::RemoveAttachments { .. }
                         | Effect::OpenTerminal { .. }

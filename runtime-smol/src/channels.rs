@@ -54,6 +54,11 @@ pub enum Input {
         request: u64,
         read: Vec<lembas_core::mentions::MentionRead>,
     },
+    /// A root was searched (`Effect::SearchFiles`).
+    FilesFound {
+        request: u64,
+        found: Result<lembas_core::device::FoundFiles, String>,
+    },
     /// A session set aside was read back from the store (`Effect::LoadSession`).
     SessionLoaded {
         request: u64,

@@ -2,7 +2,8 @@
 //! `trusted:` list, the `sessions:` block (`max_live`, `event_log_bytes`, `event_log_events`,
 //! `history_bytes`, `max_history_turns`; read at start-up), the `mentions:` block
 //! (`max_file_bytes`, `max_listing_entries`, `max_per_prompt`: the bounds on a prompt's `@path`
-//! mentions; read at start-up), the `link:` block
+//! mentions; read at start-up), the `files:` block (`max_indexed_files`, `max_recent`: the `@`
+//! picker's index and memory; read at start-up), the `link:` block
 //! (when a quiet link is pinged and a silent one given up; read at start-up) and `engine:`
 //! (`model`, the default, `scripted` for tests, or a block of the model engine's settings; read
 //! at start-up), and the device's own personalization: `personality`, `personality_custom` and
@@ -33,6 +34,8 @@ struct File {
     sessions: Option<SessionsBlock>,
     #[serde(default)]
     mentions: Option<MentionsBlock>,
+    #[serde(default)]
+    files: Option<FilesBlock>,
     #[serde(default)]
     link: Option<Spanned<LinkBlock>>,
     #[serde(default)]
@@ -129,6 +132,16 @@ struct MentionsBlock {
     max_per_prompt: Option<Spanned<usize>>,
 }
 
+/// The `files:` block: the `@` picker's index and memory.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FilesBlock {
+    #[serde(default)]
+    max_indexed_files: Option<Spanned<usize>>,
+    #[serde(default)]
+    max_recent: Option<Spanned<usize>>,
+}
+
 /// The `link:` block: the link's heartbeat.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -179,6 +192,11 @@ pub struct Config {
     /// `_lembas/session/history` answer. Read at start-up.
     pub history_bytes: usize,
     pub max_history_turns: usize,
+    /// `files.max_indexed_files`: entries of one root the `@` picker's index holds (past it the
+    /// answer says it was cut). Read at start-up.
+    pub max_indexed_files: usize,
+    /// `files.max_recent`: the recent files kept to nudge the picker. Read at start-up.
+    pub files: lembas_core::config::FileLimits,
     /// `link.ping_after_ms` and `link.dead_after_ms`.
     pub liveness: Liveness,
     /// `engine`: what answers prompts.
@@ -206,6 +224,8 @@ impl Default for Config {
             mentions: lembas_core::config::MentionLimits::default(),
             history_bytes: lembas_core::config::SessionLimits::default().history_bytes,
             max_history_turns: lembas_core::config::SessionLimits::default().max_history_turns,
+            max_indexed_files: crate::file_index::DEFAULT_MAX_FILES,
+            files: lembas_core::config::FileLimits::default(),
             liveness: Liveness::default(),
             engine: EngineChoice::model(),
             personalization: None,
@@ -396,6 +416,18 @@ pub fn parse(text: &str, path: &Path, home: Option<&Path>) -> Result<Config, Con
             "mentions.max_per_prompt",
             block.max_per_prompt,
             &mut m.max_per_prompt,
+        )?;
+    }
+    if let Some(block) = file.files {
+        at_least_one(
+            "files.max_indexed_files",
+            block.max_indexed_files,
+            &mut config.max_indexed_files,
+        )?;
+        at_least_one(
+            "files.max_recent",
+            block.max_recent,
+            &mut config.files.max_recent,
         )?;
     }
     if let Some(block) = file.link {
@@ -704,6 +736,10 @@ mod tests {
             e.0.starts_with("/etc/lembas/config.yaml:2: key `remote.max_directory_entries`"),
             "{e}"
         );
+        let c = parse("files:\n  max_indexed_files: 9\n  max_recent: 3\n", p, None).unwrap();
+        assert_eq!((c.max_indexed_files, c.files.max_recent), (9, 3));
+        let e = parse("files:\n  max_recent: 0\n", p, None).unwrap_err();
+        assert!(e.0.contains("key `files.max_recent`"), "{e}");
         let e = parse("mentions:\n  max_per_prompt: 0\n", p, None).unwrap_err();
         assert!(
             e.0.starts_with("/etc/lembas/config.yaml:2: key `mentions.max_per_prompt`"),

@@ -35,6 +35,7 @@ pub fn device_config(config: &Config, connection: Option<String>) -> DeviceConfi
     d.mentions = config.mentions;
     d.sessions.history_bytes = config.history_bytes;
     d.sessions.max_history_turns = config.max_history_turns;
+    d.files = config.files;
     d.liveness = Some(config.liveness);
     d
 }

@@ -101,6 +101,8 @@ pub struct Driver {
     attachments: PathBuf,
     /// What the model's tools may not touch, and the shell commands run through.
     tools: Arc<ToolSettings>,
+    /// The `@` picker's indexes of the roots searched lately.
+    file_indexes: Arc<crate::file_index::FileIndexes>,
     dialer: Option<Arc<dyn Dialer>>,
     exit: Option<Exit>,
     /// `serve --stdio`: the process ends when this connection has ended and no turn runs.
@@ -138,6 +140,9 @@ impl Driver {
             writing: false,
             attachments,
             tools,
+            file_indexes: Arc::new(crate::file_index::FileIndexes::new(
+                crate::file_index::DEFAULT_MAX_FILES,
+            )),
             dialer: None,
             exit: None,
             stdio: None,
@@ -163,6 +168,12 @@ impl Driver {
 
     /// Perform the model's tools as `tools` says (config's `tools:` block; before
     /// [`Driver::run`]).
+    /// Index at most `max` entries of a root for `_lembas/files/search` (`files:` in the
+    /// config; before [`Driver::run`]).
+    pub fn set_max_indexed_files(&mut self, max: usize) {
+        self.file_indexes = Arc::new(crate::file_index::FileIndexes::new(max));
+    }
+
     pub fn set_tools(&mut self, tools: ToolSettings) {
         self.tools = Arc::new(tools);
         self.io.set_tools(self.tools.clone());
@@ -524,6 +535,10 @@ impl Driver {
                 .host
                 .device_mut()
                 .handle_directory_listed(request, result, now),
+            Input::FilesFound { request, found } => self
+                .host
+                .device_mut()
+                .handle_files_found(request, found, now),
             Input::MentionsRead { request, read } => {
                 self.host
                     .device_mut()
@@ -854,6 +869,26 @@ impl Driver {
                     })
                     .await;
                     let _ = tx.send(Input::MentionsRead { request, read }).await;
+                }));
+            }
+            Effect::SearchFiles {
+                request,
+                root,
+                roots,
+                query,
+                limit,
+                recent,
+            } => {
+                let tx = self.tx.clone();
+                let tools = self.tools.clone();
+                let indexes = self.file_indexes.clone();
+                self.reap();
+                self.tasks.push(smol::spawn(async move {
+                    let found = blocking::unblock(move || {
+                        indexes.search(&tools, &root, &roots, &query, limit, &recent)
+                    })
+                    .await;
+                    let _ = tx.send(Input::FilesFound { request, found }).await;
                 }));
             }
             Effect::LoadSession {

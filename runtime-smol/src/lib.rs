@@ -18,6 +18,7 @@ pub mod driver;
 pub mod embedding;
 pub mod engine;
 pub mod engine_io;
+pub mod file_index;
 pub mod hub;
 pub mod hub_client;
 pub mod hub_relay;

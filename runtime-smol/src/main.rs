@@ -321,6 +321,7 @@ fn run(command: Command, seed: Option<u64>) -> Result<(), String> {
             // the service that owns the store.
             driver.serve_hub(lembas::hub::listen(&dirs.hub_socket())?, config.hub);
             driver.set_tools(ToolSettings::new(&config.tools, &dirs, home.as_deref()));
+            driver.set_max_indexed_files(config.max_indexed_files);
             let engine = config
                 .engine
                 .with_device(config.personalization, Some(instance.host.clone()));
@@ -412,6 +413,7 @@ fn run(command: Command, seed: Option<u64>) -> Result<(), String> {
             };
             let mut driver = Driver::new(device, disk, dirs.attachments());
             driver.set_tools(ToolSettings::new(&config.tools, &dirs, home.as_deref()));
+            driver.set_max_indexed_files(config.max_indexed_files);
             // Logged in: the engine's requests go to that instance, whose models (and the
             // account's personalization) are fetched while the editor starts; else each request
             // says to log in.

@@ -1,4 +1,5 @@
-//! No `@path` mention ever reads or lists anything outside its confinement. Per seed: a real
+//! No `@path` mention ever reads or lists anything outside its confinement, and no
+//! `_lembas/files/search` ever lists anything outside it either. Per seed: a real
 //! tree on disk, a root holding the session's project (files and directories with unicode,
 //! hidden and spaced names, a protected `.git`) and a sibling project, a directory outside the
 //! root, and symlinks in the project (inside, to the sibling, to outside, relative through
@@ -11,7 +12,10 @@
 //! - every file or directory the shell read is, resolved, inside the project and not under
 //!   `.git`;
 //! - no attachment written holds [`SECRET`] or [`TOKEN`], and no notice holds [`SECRET`], nor
-//!   [`TOKEN`] unless the prompt wrote it.
+//!   [`TOKEN`] unless the prompt wrote it;
+//! - every path a search (of the session, or of a `cwd` made like a mention's path) answers,
+//!   joined to its root and resolved, is inside the project's root and not under `.git`, and
+//!   no answer holds [`TOKEN`] unless the `cwd` asked for did.
 //!
 //! `LEMBAS_PROPERTY_SEEDS=n` runs n seeds (default 60); see `core/tests/property/mod.rs`.
 
@@ -47,7 +51,7 @@ const NAMES: &[&str] = &[
 ];
 
 #[test]
-fn no_mention_reads_or_lists_outside_its_confinement() {
+fn no_mention_nor_search_reads_or_lists_outside_its_confinement() {
     if let Some(seed) = property::seeds(&[], 60, |seed| run(seed, false)) {
         run(seed, true);
     }
@@ -63,6 +67,7 @@ struct World {
     project: PathBuf,
     /// Paths made in the project, relative to it.
     names: Vec<String>,
+    indexes: lembas::file_index::FileIndexes,
 }
 
 fn world(rng: &mut Rng) -> World {
@@ -140,6 +145,7 @@ fn world(rng: &mut Rng) -> World {
         root,
         project,
         names,
+        indexes: lembas::file_index::FileIndexes::new(1 + rng.below(40) as usize),
     }
 }
 
@@ -229,6 +235,7 @@ struct Seen {
 /// Perform every effect as the real shell does; the turn is left to run (no engine here).
 fn drain(d: &mut Device, w: &World, seen: &mut Seen) {
     let now = Time::ZERO;
+    let indexes = &w.indexes;
     let settings = ToolSettings {
         protected: vec![Protected::Name(".git".into())],
         shell: "/bin/sh".into(),
@@ -259,6 +266,17 @@ fn drain(d: &mut Device, w: &World, seen: &mut Seen) {
                     }
                 }
                 d.handle_mentions_read(request, Ok(read), now);
+            }
+            Output::Effect(Effect::SearchFiles {
+                request,
+                root,
+                roots,
+                query,
+                limit,
+                recent,
+            }) => {
+                let found = indexes.search(&settings, &root, &roots, &query, limit, &recent);
+                d.handle_files_found(request, found, now);
             }
             Output::Effect(Effect::WriteAttachment { request, bytes, .. }) => {
                 seen.written.push(bytes);
@@ -349,5 +367,76 @@ fn run(seed: u64, verbose: bool) {
             .chain(&after.frames)
             .any(|f| f["id"] == i);
         assert!(answered, "seed {seed}: `{text}` was never answered");
+        search(seed, &mut rng, &w, &mut d, conn, &session, i, verbose);
+    }
+}
+
+/// A search of the session or of a `cwd` made like a mention's path: nothing it lists is
+/// outside the root, nor under `.git`.
+#[allow(clippy::too_many_arguments)]
+fn search(
+    seed: u64,
+    rng: &mut Rng,
+    w: &World,
+    d: &mut Device,
+    conn: ConnId,
+    session: &str,
+    i: usize,
+    verbose: bool,
+) {
+    let id = format!("search{i}");
+    let query = pick(rng, &["", "md", "in", "link", "secret", "é", "a b", "git"]).to_string();
+    let cwd = (rng.below(2) == 0).then(|| {
+        let mention = a_mention(rng, w);
+        let path = mention[1..].split('#').next().unwrap().replace('\\', "");
+        if path.starts_with('/') {
+            path
+        } else {
+            format!("{}/{path}", w.project.display())
+        }
+    });
+    let params = match &cwd {
+        Some(cwd) => json!({ "cwd": cwd, "query": query }),
+        None => json!({ "sessionId": session, "query": query }),
+    };
+    let frame = json!({ "jsonrpc": "2.0", "id": id, "method": "_lembas/files/search",
+        "params": params });
+    d.handle_frame(conn, frame.to_string().as_bytes(), Time::ZERO)
+        .unwrap();
+    let mut seen = Seen::default();
+    drain(d, w, &mut seen);
+    let answer = seen
+        .frames
+        .iter()
+        .find(|f| f["id"] == id.as_str())
+        .unwrap_or_else(|| panic!("seed {seed}: no answer to search {params}"));
+    if verbose {
+        eprintln!("search {params} -> {answer}");
+    }
+    let text = answer.to_string();
+    let asked_it = cwd.as_ref().is_some_and(|c| c.contains(TOKEN));
+    assert!(
+        asked_it || !text.contains(TOKEN),
+        "seed {seed}: {params} named outside: {text}"
+    );
+    let Some(result) = answer.get("result") else {
+        return;
+    };
+    let root = std::fs::canonicalize(result["root"].as_str().unwrap()).unwrap();
+    assert!(
+        root.starts_with(&w.root),
+        "seed {seed}: {params} searched {}",
+        root.display()
+    );
+    for f in result["files"].as_array().unwrap() {
+        let path = root.join(f["path"].as_str().unwrap());
+        let real = std::fs::canonicalize(&path)
+            .unwrap_or_else(|e| panic!("seed {seed}: {params}: {}: {e}", path.display()));
+        assert!(
+            real.starts_with(&root) && !real.components().any(|c| c.as_os_str() == ".git"),
+            "seed {seed}: {params} listed {} ({})",
+            path.display(),
+            real.display()
+        );
     }
 }

@@ -439,7 +439,7 @@ fn initialize_lists_what_works_on_stdio_and_nothing_else() {
     for absent in ["terminal", "shell", "directories"] {
         assert!(!caps.iter().any(|c| c == absent), "{absent} in {caps:?}");
     }
-    for present in ["status", "turns", "steer", "title", "sessions"] {
+    for present in ["status", "turns", "steer", "title", "sessions", "files"] {
         assert!(
             caps.iter().any(|c| c == present),
             "{present} not in {caps:?}"
@@ -459,6 +459,19 @@ fn initialize_lists_what_works_on_stdio_and_nothing_else() {
             .unwrap()
             .contains("only over the instance link"),
         "{listed:?}"
+    );
+    // The `@` picker works over stdio too.
+    std::fs::write(work.join("notes.md"), "x").unwrap();
+    e.send(
+        &json!({"jsonrpc":"2.0","id":4,"method":"_lembas/files/search",
+        "params":{"cwd": w.to_string(), "query": "note"}}),
+    );
+    let found = e.until_response(4);
+    let result = &found.last().unwrap()["result"];
+    assert_eq!(
+        result["files"],
+        json!([{"path": "notes.md", "kind": "file"}]),
+        "{found:?}"
     );
     // That a session of this process is known to the next one in the same HOME:
     // `without_a_service_the_editors_sessions_are_kept_in_the_store`.

@@ -216,6 +216,12 @@ impl DeviceLoop {
                 Err("this device runs in a web page, which has no disk to read them from".into()),
                 now,
             ),
+            // Nor an index of files to search.
+            Effect::SearchFiles { request, .. } => device.handle_files_found(
+                request,
+                Err("this device runs in a web page, which has no disk to search".into()),
+                now,
+            ),
             // For JS's `onEffect` (attachments, terminals), named one by one so that a new
             // effect is decided here rather than passed on unnoticed.
             e @ (Effect::WriteAttachment { .. }
@@ -359,6 +365,20 @@ mod tests {
             out.iter()
                 .all(|a| !matches!(a, DeviceAction::Effect(Effect::WriteAttachment { .. }))),
             "nothing attached"
+        );
+        // Nor an index to search: the picker is refused, saying why.
+        let search = serde_json::json!({ "jsonrpc": "2.0", "id": 3, "method": "_lembas/files/search",
+            "params": { "sessionId": session, "query": "a" } });
+        send(&mut run, &mut out, &search.to_string());
+        let all = frames(&out);
+        let answer = all.iter().find(|f| f["id"] == 3).expect("answered");
+        assert_eq!(answer["error"]["code"], -32602, "{answer}");
+        assert!(
+            answer["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("no disk"),
+            "{answer}"
         );
     }
 }

@@ -76,6 +76,7 @@ pub(crate) enum RequestHandler {
     SessionResume,
     SessionClose,
     SessionDelete,
+    FilesSearch,
 }
 
 impl RequestHandler {
@@ -106,6 +107,7 @@ impl RequestHandler {
             }
             RequestHandler::SessionClose => c.answer(&d.close_session(c.conn, c.params()?)?),
             RequestHandler::SessionDelete => c.answer(&d.delete_from_editor(c.params()?)?),
+            RequestHandler::FilesSearch => files_search(d, c),
         }
     }
 }
@@ -187,6 +189,12 @@ fn directories(d: &mut Device, c: &Call<'_>) -> Result<Reply, RpcError> {
     // Without a path answered now; a listing once the shell has read the directory.
     let answer = d.directories(c.conn, c.id, c.params()?)?;
     Ok(answer.map(|v: Value| jsonrpc::encode_result(c.id, &v)))
+}
+
+fn files_search(d: &mut Device, c: &Call<'_>) -> Result<Reply, RpcError> {
+    // Answered once the shell has searched its index.
+    d.files_search(c.conn, c.id, c.params()?)?;
+    Ok(None)
 }
 
 fn cancel(d: &mut Device, _conn: ConnId, params: Option<&RawValue>) {

@@ -12,7 +12,9 @@ use base64::Engine as _;
 use serde::ser::{Error as _, SerializeMap};
 use serde::{Deserialize, Serialize, Serializer};
 
-use super::{ConnId, ConnKind, Device, DialFailure, Listing, Misuse, ShellInfo, Unreadable};
+use super::{
+    ConnId, ConnKind, Device, DialFailure, FoundFiles, Listing, Misuse, ShellInfo, Unreadable,
+};
 use crate::config::{ConfigError, Model, Remote};
 use crate::engine::EngineEvent;
 use crate::mentions::MentionRead;
@@ -55,6 +57,11 @@ pub enum Input {
     MentionsRead {
         request: u64,
         read: Result<Vec<MentionRead>, String>,
+    },
+    /// `files_found {request, found | error}`: the answer to a `search_files` effect.
+    FilesFound {
+        request: u64,
+        found: Result<FoundFiles, String>,
     },
     /// `session_loaded {request, entries}`: the answer to a `load_session` effect.
     SessionLoaded { request: u64, entries: Vec<Entry> },
@@ -169,6 +176,10 @@ impl Device {
                 self.handle_mentions_read(request, read, now);
                 Handled::Done
             }
+            Input::FilesFound { request, found } => {
+                self.handle_files_found(request, found, now);
+                Handled::Done
+            }
             Input::SessionLoaded { request, entries } => {
                 Handled::Unreadable(self.handle_session_loaded(request, entries, now))
             }
@@ -234,6 +245,7 @@ struct Fields {
     entries: Option<Vec<Entry>>,
     listing: Option<Listing>,
     read: Option<Vec<MentionRead>>,
+    found: Option<FoundFiles>,
     session_id: Option<String>,
     turn_id: Option<String>,
     event: Option<EngineEvent>,
@@ -259,6 +271,7 @@ enum Tag {
     PathResolved,
     DirectoryListed,
     MentionsRead,
+    FilesFound,
     SessionLoaded,
     SessionLoadFailed,
     HistoryRead,
@@ -273,7 +286,7 @@ enum Tag {
 }
 
 impl Fields {
-    fn given(&self) -> [(&'static str, bool); 21] {
+    fn given(&self) -> [(&'static str, bool); 22] {
         [
             ("kind", self.kind.is_some()),
             ("failure", self.failure.is_some()),
@@ -287,6 +300,7 @@ impl Fields {
             ("entries", self.entries.is_some()),
             ("listing", self.listing.is_some()),
             ("read", self.read.is_some()),
+            ("found", self.found.is_some()),
             ("sessionId", self.session_id.is_some()),
             ("turnId", self.turn_id.is_some()),
             ("event", self.event.is_some()),
@@ -321,6 +335,7 @@ fn pick(f: Fields) -> Result<Input, Misfit> {
         Tag::PathResolved => &["request", "path", "error"],
         Tag::DirectoryListed => &["request", "listing", "error"],
         Tag::MentionsRead => &["request", "read", "error"],
+        Tag::FilesFound => &["request", "found", "error"],
         Tag::SessionLoaded => &["request", "entries"],
         Tag::HistoryRead => &["request", "entries", "error"],
         Tag::SessionLoadFailed | Tag::AttachmentWritten => &["request", "error"],
@@ -371,6 +386,10 @@ fn pick(f: Fields) -> Result<Input, Misfit> {
         Tag::MentionsRead => Input::MentionsRead {
             request: need(f.request, "request")?,
             read: either(f.read, f.error, "read or error (exactly one)")?,
+        },
+        Tag::FilesFound => Input::FilesFound {
+            request: need(f.request, "request")?,
+            found: either(f.found, f.error, "found or error (exactly one)")?,
         },
         Tag::SessionLoaded => Input::SessionLoaded {
             request: need(f.request, "request")?,
@@ -443,6 +462,7 @@ impl Input {
             Input::PathResolved { .. } => "path_resolved",
             Input::DirectoryListed { .. } => "directory_listed",
             Input::MentionsRead { .. } => "mentions_read",
+            Input::FilesFound { .. } => "files_found",
             Input::SessionLoaded { .. } => "session_loaded",
             Input::SessionLoadFailed { .. } => "session_load_failed",
             Input::HistoryRead { .. } => "history_read",
@@ -498,6 +518,13 @@ impl Serialize for Input {
                 m.serialize_entry("request", request)?;
                 match read {
                     Ok(read) => m.serialize_entry("read", read)?,
+                    Err(error) => m.serialize_entry("error", error)?,
+                }
+            }
+            Input::FilesFound { request, found } => {
+                m.serialize_entry("request", request)?;
+                match found {
+                    Ok(found) => m.serialize_entry("found", found)?,
                     Err(error) => m.serialize_entry("error", error)?,
                 }
             }
@@ -720,6 +747,22 @@ mod tests {
                 request: 7,
                 read: Err(s("no disk")),
             },
+            Input::FilesFound {
+                request: 8,
+                found: Ok(FoundFiles {
+                    root: s("/w/app"),
+                    files: vec![crate::device::FoundFile {
+                        path: s("src/a.rs"),
+                        kind: s("file"),
+                    }],
+                    indexed: 9,
+                    truncated: false,
+                }),
+            },
+            Input::FilesFound {
+                request: 8,
+                found: Err(s("gone")),
+            },
             Input::SessionLoaded {
                 request: 4,
                 entries: vec![Entry {
@@ -817,6 +860,7 @@ mod tests {
             Input::DirectoryListed { .. } => 19,
             Input::MentionsRead { .. } => 20,
             Input::HistoryRead { .. } => 21,
+            Input::FilesFound { .. } => 22,
         }
     }
 
@@ -824,7 +868,7 @@ mod tests {
     fn every_input_writes_the_shape_it_is_read_from() {
         let inputs = every_input();
         let seen: std::collections::BTreeSet<usize> = inputs.iter().map(variant).collect();
-        assert_eq!(seen.len(), 22, "a variant has no sample: {seen:?}");
+        assert_eq!(seen.len(), 23, "a variant has no sample: {seen:?}");
         for input in inputs {
             let text = serde_json::to_string(&input).unwrap();
             let back: Input = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{text}: {e}"));

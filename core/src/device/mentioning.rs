@@ -133,8 +133,11 @@ impl Device {
                         None => Err("the shell did not read it".into()),
                     };
                     match judged {
-                        Ok((kind, bytes, said)) => {
+                        Ok((kind, bytes, said, real)) => {
                             notices.extend(said);
+                            let max = self.config.files.max_recent;
+                            let kept = self.frecency.used(&real, now, max);
+                            self.out.persist(vec![kept]);
                             let token = self.rng.token(8);
                             made.push((kind.attachment(m, now, &token, bytes.len()), bytes));
                         }
@@ -218,7 +221,7 @@ fn judge(
     m: &Mention,
     read: MentionRead,
     limits: crate::config::MentionLimits,
-) -> Result<(Kind, Vec<u8>, Vec<String>), String> {
+) -> Result<(Kind, Vec<u8>, Vec<String>, String), String> {
     let inside = |real: &str| {
         paths::normalize(real).is_some_and(|real| {
             paths::inside(&real, project)
@@ -237,7 +240,11 @@ fn judge(
         }
         MentionRead::File { .. } if m.dir => Err("it is a file, not a directory".into()),
         MentionRead::Listing { .. } if m.lines.is_some() => Err("it is a directory".into()),
-        MentionRead::Listing { entries, total, .. } => {
+        MentionRead::Listing {
+            entries,
+            total,
+            real,
+        } => {
             let mut body = entries.join("\n");
             let shown = entries.len() as u64;
             if total > shown {
@@ -252,7 +259,7 @@ fn judge(
                     m.written
                 ));
             }
-            Ok((Kind::Listing, body.into_bytes(), said))
+            Ok((Kind::Listing, body.into_bytes(), said, real))
         }
         MentionRead::File {
             real,
@@ -286,7 +293,7 @@ fn judge(
                         "the image is {size} bytes, over mentions.max_file_bytes ({max})"
                     ));
                 }
-                return Ok((Kind::Image(mime), bytes, said));
+                return Ok((Kind::Image(mime), bytes, said, real));
             }
             if !text {
                 return Err("it is a binary file".into());
@@ -300,7 +307,7 @@ fn judge(
                 ));
             }
             let first_line = m.lines.map(|(first, _)| first);
-            Ok((Kind::Text { first_line }, bytes, said))
+            Ok((Kind::Text { first_line }, bytes, said, real))
         }
     }
 }

@@ -14,6 +14,8 @@ mod deletes;
 mod directories;
 mod dispatch;
 mod event_log;
+mod files_search;
+mod frecency;
 pub(crate) mod handlers;
 mod handshake;
 mod history;
@@ -45,6 +47,7 @@ pub use crate::liveness::CLOSE_DEAD_LINK;
 pub use crate::turn::Answer;
 pub use connection::{ConnId, ConnKind};
 pub use directories::{ListedDir, Listing};
+pub use files_search::{FoundFile, FoundFiles};
 pub use input::{Handled, Input, Refused};
 pub use limits::CLOSE_HELD_OVERFLOW;
 pub use link::CLOSE_PROTOCOL;
@@ -146,6 +149,19 @@ pub enum Effect {
         mentions: Vec<crate::mentions::Mention>,
         max_file_bytes: u64,
         max_entries: usize,
+    },
+    /// Search the files under `root` for `query` (fuzzy; an empty query: the recent ones),
+    /// from the shell's index of it (ignore-aware: gitignored and hidden entries left out,
+    /// protected ones too), nudged toward `recent` (paths relative to `root`, best first): at
+    /// most `limit`, best first, each relative to `root` and `/`-separated. `roots` non-empty:
+    /// `root`, resolved, must be inside one of them. Answer with `handle_files_found`.
+    SearchFiles {
+        request: u64,
+        root: String,
+        roots: Vec<String>,
+        query: String,
+        limit: usize,
+        recent: Vec<String>,
     },
     /// Read back a session set aside from memory: its entries in every table (its record, its
     /// `<id>/` turns and history), or none; answer with `handle_session_loaded`. It is asked
@@ -312,6 +328,10 @@ pub struct Device {
     mention_reads: asked::Asked<mentioning::Pending>,
     /// `history` requests waiting for the shell to read the store (history.rs).
     history_reads: asked::Asked<history::PendingHistory>,
+    /// File searches asked of the shell, until their answers (files_search.rs).
+    searches: asked::Asked<files_search::PendingSearch>,
+    /// The files used lately, for the `@` picker (frecency.rs).
+    frecency: frecency::Frecency,
     next_steer: u64,
     /// When to look for stale ledgers next.
     next_prune: Time,
@@ -347,6 +367,8 @@ impl Device {
             writes: Default::default(),
             mention_reads: Default::default(),
             history_reads: Default::default(),
+            searches: Default::default(),
+            frecency: Default::default(),
             next_steer: 0,
             next_prune: now,
             request_ids: Default::default(),

@@ -54,6 +54,8 @@ pub(super) struct Grouped {
     pub sessions: BTreeMap<String, StoredSession>,
     pub deletes: Vec<String>,
     pub epoch: u64,
+    /// The recent files of the `@` picker (frecency.rs).
+    pub frecency: Option<super::frecency::Frecency>,
     pub bad: Vec<Unreadable>,
 }
 
@@ -94,6 +96,12 @@ impl Grouped {
                         .bad
                         .push(unreadable(format!("epoch `{}`: {err}", e.value))),
                 },
+                Table::Device if e.key == super::frecency::KEY => {
+                    match super::frecency::Frecency::from_record(&e.value) {
+                        Some(f) => g.frecency = Some(f),
+                        None => g.bad.push(unreadable("not a list of recent files".into())),
+                    }
+                }
                 Table::Device => g.bad.push(unreadable("not a key the device keeps".into())),
                 Table::Events => match (
                     e.key
@@ -151,8 +159,10 @@ impl Device {
             sessions,
             deletes,
             epoch,
+            frecency,
             bad,
         } = Grouped::read(entries);
+        device.frecency = frecency.unwrap_or_default();
         for id in deletes {
             device.deletes.keep(id);
         }

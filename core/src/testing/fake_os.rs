@@ -9,7 +9,9 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::config::DeviceConfig;
 use crate::confine::{self, Confinement, Protected};
-use crate::device::{Device, Effect, Handled, Input, ListedDir, Listing, ShellInfo};
+use crate::device::{
+    Device, Effect, FoundFile, FoundFiles, Handled, Input, ListedDir, Listing, ShellInfo,
+};
 use crate::mentions::{self, Mention, MentionRead};
 use crate::store::{MemStore, Record};
 use crate::time::Time;
@@ -119,6 +121,17 @@ impl FakeOs {
                     },
                     now,
                 );
+            }
+            Effect::SearchFiles {
+                request,
+                root,
+                roots,
+                query,
+                limit,
+                recent,
+            } => {
+                let found = self.search(&root, &roots, &query, limit, &recent);
+                answer(device, Input::FilesFound { request, found }, now);
             }
             // Asked for only once every persist before it is acknowledged: the store is current.
             Effect::LoadSession {
@@ -271,6 +284,84 @@ impl FakeOs {
             path: real,
             dirs,
             total: names.len() as u64,
+        })
+    }
+
+    /// A search as a shell's index answers it: the root resolved and confined to `roots`;
+    /// its files and directories (hidden and protected ones left out) whose path holds the
+    /// query's characters in order, case aside; the recent ones first, then by path.
+    fn search(
+        &self,
+        root: &str,
+        roots: &[String],
+        query: &str,
+        limit: usize,
+        recent: &[String],
+    ) -> Result<FoundFiles, String> {
+        let real = self.resolve(root)?;
+        if !roots.is_empty() && crate::paths::within(&real, roots).is_none() {
+            return Err("outside the roots".into());
+        }
+        let prefix = format!("{}/", real.trim_end_matches('/'));
+        let mut entries: BTreeMap<String, &str> = BTreeMap::new();
+        for (path, kind) in self
+            .files
+            .keys()
+            .map(|p| (p, "file"))
+            .chain(self.dirs.iter().map(|d| (d, "dir")))
+        {
+            let Some(rel) = path.strip_prefix(&prefix) else {
+                continue;
+            };
+            let parts: Vec<&str> = rel.split('/').collect();
+            let hidden = parts.iter().any(|p| p.starts_with('.'));
+            let protected = self.protected.iter().any(|e| e.covers(path));
+            if hidden || protected || rel.is_empty() {
+                continue;
+            }
+            for i in 1..parts.len() {
+                entries.insert(parts[..i].join("/"), "dir");
+            }
+            entries.insert(rel.to_string(), kind);
+        }
+        let wanted: Vec<char> = query
+            .to_lowercase()
+            .chars()
+            .filter(|c| !c.is_whitespace())
+            .collect();
+        let matches = |path: &str| {
+            let mut want = wanted.iter().peekable();
+            for c in path.to_lowercase().chars() {
+                if want.peek() == Some(&&c) {
+                    want.next();
+                }
+            }
+            want.peek().is_none()
+        };
+        let rank = |p: &str| recent.iter().position(|r| r == p).unwrap_or(usize::MAX);
+        let mut hits: Vec<(&String, &&str)> = entries
+            .iter()
+            .filter(|(p, _)| {
+                if wanted.is_empty() {
+                    rank(p) != usize::MAX
+                } else {
+                    matches(p)
+                }
+            })
+            .collect();
+        hits.sort_by_key(|(p, _)| (rank(p), p.len(), (*p).clone()));
+        Ok(FoundFiles {
+            root: real,
+            indexed: entries.len() as u64,
+            files: hits
+                .into_iter()
+                .take(limit)
+                .map(|(path, kind)| FoundFile {
+                    path: path.clone(),
+                    kind: kind.to_string(),
+                })
+                .collect(),
+            truncated: false,
         })
     }
 

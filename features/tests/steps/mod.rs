@@ -18,6 +18,7 @@
 //! - `tools`: the model engine's tool calls, what each mode lets them do, and their cards.
 //! - `directories`: the folder chooser (`_lembas/directories`) over a fake disk.
 //! - `mentions`: `@path` mentions in a prompt over a fake disk: attachments, refusals, notices.
+//! - `files_search`: the `@` picker (`_lembas/files/search`) over a fake disk.
 //! - `events`: the session event log (our extension): seqs, and `_lembas/session/events`.
 //! - `editor_sessions`: ACP's session surface for an editor: list, load, resume, close, delete.
 //! - `history`: `_lembas/session/history` read from the store, `before`, `limit`, the budget.
@@ -28,6 +29,7 @@ mod deletes;
 mod directories;
 mod editor_sessions;
 mod events;
+mod files_search;
 mod handshake;
 mod history;
 mod jsonrpc;

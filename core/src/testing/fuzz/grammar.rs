@@ -304,6 +304,14 @@ pub(crate) enum Params {
     Directories {
         path: u8,
     },
+    /// `_lembas/files/search` params: a session's or a `cwd`'s (the chooser's paths), a query,
+    /// and a `limit` that may be 0 or over the bound.
+    FilesSearch {
+        session: Option<u8>,
+        path: u8,
+        query: u8,
+        limit: Option<u8>,
+    },
     /// The brief's fixed templates, with a session id the device never made.
     Prompt0,
     SessionNew0,
@@ -411,6 +419,24 @@ impl Params {
             }
             Params::Directories { path } => {
                 serde_json::json!({ "path": pick(DIRECTORY_PATHS, *path) })
+            }
+            Params::FilesSearch {
+                session: s,
+                path,
+                query,
+                limit,
+            } => {
+                let query = pick(&["", "a", "src/lib", "../x", "é", "\u{0}"], *query);
+                let mut v = match s {
+                    Some(s) => serde_json::json!({ "sessionId": session(s), "query": query }),
+                    None => {
+                        serde_json::json!({ "cwd": pick(DIRECTORY_PATHS, *path), "query": query })
+                    }
+                };
+                if let Some(l) = limit {
+                    v["limit"] = Value::from(u32::from(*l) % 64);
+                }
+                v
             }
             Params::Prompt0 => serde_json::json!({
                 "sessionId": "ses_x",

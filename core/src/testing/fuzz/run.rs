@@ -402,6 +402,7 @@ impl Run {
             Effect::ResolvePath { .. }
             | Effect::ListDirectory { .. }
             | Effect::ReadMentions { .. }
+            | Effect::SearchFiles { .. }
             | Effect::LoadSession { .. }
             | Effect::ReadHistory { .. }
             | Effect::WriteAttachment { .. }
