@@ -22,25 +22,55 @@ impl Time {
     }
 }
 
+/// A UTC civil time, from milliseconds since the Unix epoch: what a person or ACP is shown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Civil {
+    pub year: i64,
+    pub month: u64,
+    pub day: u64,
+    pub hour: u64,
+    pub minute: u64,
+    pub second: u64,
+    pub milli: u64,
+}
+
+impl Civil {
+    pub fn of(ms: u64) -> Civil {
+        let secs = ms / 1000;
+        let days = (secs / 86_400) as i64;
+        // Howard Hinnant's civil_from_days.
+        let z = days + 719_468;
+        let era = z.div_euclid(146_097);
+        let doe = z.rem_euclid(146_097);
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+        let mp = (5 * doy + 2) / 153;
+        let day = (doy - (153 * mp + 2) / 5 + 1) as u64;
+        let month = (if mp < 10 { mp + 3 } else { mp - 9 }) as u64;
+        Civil {
+            year: yoe + era * 400 + i64::from(month <= 2),
+            month,
+            day,
+            hour: (secs % 86_400) / 3600,
+            minute: (secs % 3600) / 60,
+            second: secs % 60,
+            milli: ms % 1000,
+        }
+    }
+}
+
 /// `2026-11-30T11:32:05.123Z` for milliseconds since the Unix epoch (ACP's ISO 8601 times).
 pub fn iso8601(ms: u64) -> String {
-    let secs = ms / 1000;
-    let days = (secs / 86_400) as i64;
-    let (h, m, s) = ((secs % 86_400) / 3600, (secs % 3600) / 60, secs % 60);
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let mo = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(mo <= 2);
-    format!(
-        "{y:04}-{mo:02}-{d:02}T{h:02}:{m:02}:{s:02}.{:03}Z",
-        ms % 1000
-    )
+    let Civil {
+        year,
+        month,
+        day,
+        hour,
+        minute,
+        second,
+        milli,
+    } = Civil::of(ms);
+    format!("{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}.{milli:03}Z")
 }
 
 impl fmt::Debug for Time {

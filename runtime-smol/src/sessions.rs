@@ -12,6 +12,7 @@ use std::path::Path;
 
 use lembas_core::device::{Device, Effect, Output};
 use lembas_core::store::{Entry, SessionRecord, Table};
+use lembas_core::time::Civil;
 use lembas_core::{DeviceConfig, Time};
 
 use crate::store::{RedbStore, StoreError};
@@ -143,20 +144,11 @@ fn settle(
 
 /// `2026-11-30 11:32 UTC` for milliseconds since the Unix epoch.
 pub fn utc(ms: u64) -> String {
-    let secs = ms / 1000;
-    let days = (secs / 86_400) as i64;
-    let (h, m) = ((secs % 86_400) / 3600, (secs % 3600) / 60);
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let mo = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(mo <= 2);
-    format!("{y:04}-{mo:02}-{d:02} {h:02}:{m:02} UTC")
+    let c = Civil::of(ms);
+    format!(
+        "{:04}-{:02}-{:02} {:02}:{:02} UTC",
+        c.year, c.month, c.day, c.hour, c.minute
+    )
 }
 
 /// How long ago, roughly: `just now`, `5 min ago`, `3 h ago`, `12 days ago`.
