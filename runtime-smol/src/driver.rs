@@ -638,18 +638,11 @@ impl Driver {
     }
 
     fn session_loaded(&mut self, request: u64, entries: Vec<Entry>, now: Time) {
-        for u in self
+        let unreadable = self
             .host
             .device_mut()
-            .handle_session_loaded(request, entries, now)
-        {
-            log::warn!(
-                "store entry {}/{} unreadable: {}",
-                u.table.name(),
-                u.key,
-                u.why
-            );
-        }
+            .handle_session_loaded(request, entries, now);
+        crate::store::log_unreadable(&unreadable);
     }
 
     /// Drain the host until the device and the engine are quiet, then hand the batch of

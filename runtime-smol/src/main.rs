@@ -297,20 +297,11 @@ fn run(command: Command, seed: Option<u64>) -> Result<(), String> {
             })?;
             let entries = store.entries().map_err(|e| e.to_string())?;
             let now = lembas::clock::Clock::new().now();
-            let (device, unreadable) = Device::restore(
+            let device = lembas::store::restore_device(
                 device_config(&config, Some(instance.host.clone())),
                 entries,
                 now,
-            )
-            .map_err(|e| e.to_string())?;
-            for u in unreadable {
-                log::warn!(
-                    "store entry {}/{} unreadable: {}",
-                    u.table.name(),
-                    u.key,
-                    u.why
-                );
-            }
+            )?;
             log::info!(
                 "store {} ({} sessions)",
                 store.path().display(),
@@ -383,16 +374,7 @@ fn run(command: Command, seed: Option<u64>) -> Result<(), String> {
                 Served::Store(store) => {
                     let entries = store.entries().map_err(|e| e.to_string())?;
                     let now = lembas::clock::Clock::new().now();
-                    let (device, unreadable) =
-                        Device::restore(dc, entries, now).map_err(|e| e.to_string())?;
-                    for u in unreadable {
-                        log::warn!(
-                            "store entry {}/{} unreadable: {}",
-                            u.table.name(),
-                            u.key,
-                            u.why
-                        );
-                    }
+                    let device = lembas::store::restore_device(dc, entries, now)?;
                     (device, Disk::Redb(Arc::new(store)))
                 }
                 Served::Memory => {

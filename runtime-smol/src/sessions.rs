@@ -82,16 +82,7 @@ pub fn delete(
     let store = RedbStore::open(path).map_err(|e| e.to_string())?;
     let entries = store.entries().map_err(|e| e.to_string())?;
     let ids = pick(&rows_of(&entries))?;
-    let (mut device, unreadable) =
-        Device::restore(config, entries, now).map_err(|e| e.to_string())?;
-    for u in unreadable {
-        log::warn!(
-            "store entry {}/{} unreadable: {}",
-            u.table.name(),
-            u.key,
-            u.why
-        );
-    }
+    let mut device = crate::store::restore_device(config, entries, now)?;
     let mut deleted = Vec::new();
     for id in ids {
         if device.delete_session(&id, now) {

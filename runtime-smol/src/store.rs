@@ -8,7 +8,9 @@
 
 use std::path::{Path, PathBuf};
 
+use lembas_core::device::{Device, Unreadable};
 use lembas_core::store::{Entry, HistoryPick, Record, Table};
+use lembas_core::{DeviceConfig, Time};
 use redb::{Database, DatabaseError, ReadableDatabase, ReadableTable, TableDefinition};
 
 fn def(table: Table) -> TableDefinition<'static, &'static str, &'static str> {
@@ -228,6 +230,28 @@ impl RedbStore {
             }
         }
         txn.commit().map_err(|e| other(&e))
+    }
+}
+
+/// The device as the store has it. An entry it cannot read is kept out and logged, not fatal.
+pub fn restore_device(
+    config: DeviceConfig,
+    entries: Vec<Entry>,
+    now: Time,
+) -> Result<Device, String> {
+    let (device, unreadable) = Device::restore(config, entries, now).map_err(|e| e.to_string())?;
+    log_unreadable(&unreadable);
+    Ok(device)
+}
+
+pub fn log_unreadable(unreadable: &[Unreadable]) {
+    for u in unreadable {
+        log::warn!(
+            "store entry {}/{} unreadable: {}",
+            u.table.name(),
+            u.key,
+            u.why
+        );
     }
 }
 
