@@ -52,6 +52,8 @@ pub struct InstanceOptions {
     pub liveness: Option<Liveness>,
     /// `GET /v1/models`'s `data` ([`default_models`]: two chat models, one embedding model).
     pub models: Vec<Value>,
+    /// Answer `GET /v1/models` only after this long (a slow instance).
+    pub models_delay: std::time::Duration,
     /// `POST /v1/chat/completions`'s answers, taken in order; with none left, the last user
     /// message is echoed.
     pub chat: Vec<ChatReply>,
@@ -76,6 +78,7 @@ impl Default for InstanceOptions {
             relay: false,
             liveness: Some(Liveness::default()),
             models: default_models(),
+            models_delay: std::time::Duration::ZERO,
             chat: Vec::new(),
             record_sse_writes: false,
             personalization: None,

@@ -130,6 +130,7 @@ pub fn default_models() -> Vec<Value> {
 pub(crate) struct Api {
     token: String,
     models: Vec<Value>,
+    models_delay: std::time::Duration,
     script: Mutex<VecDeque<ChatReply>>,
     requests: Mutex<Vec<Value>>,
     aborted: AtomicUsize,
@@ -159,6 +160,7 @@ impl Api {
             refuse_puts: Mutex::new(None),
             token: options.token.clone(),
             models: options.models.clone(),
+            models_delay: options.models_delay,
             script: Mutex::new(options.chat.clone().into()),
             requests: Mutex::new(Vec::new()),
             aborted: AtomicUsize::new(0),
@@ -316,6 +318,9 @@ impl Api {
         head: &[u8],
     ) -> std::io::Result<()> {
         self.models_served.fetch_add(1, Ordering::SeqCst);
+        if !self.models_delay.is_zero() {
+            smol::Timer::after(self.models_delay).await;
+        }
         if !self.authorized(head) {
             return error(stream, 401, None, "the device token is not valid").await;
         }

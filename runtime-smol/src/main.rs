@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use lembas::config;
@@ -16,6 +17,9 @@ use lembas::store::RedbStore;
 use lembas::tools::ToolSettings;
 use lembas_core::device::Device;
 use lembas_core::Time;
+
+/// How long `serve --stdio` waits for the instance's model list before reading the editor.
+const MODELS_WAIT: Duration = Duration::from_secs(5);
 
 #[derive(Parser)]
 #[command(
@@ -423,10 +427,31 @@ fn run(command: Command, seed: Option<u64>) -> Result<(), String> {
                     ca.as_deref(),
                 )?));
                 let tx = driver.sender();
-                _models = Some(smol::spawn(async move {
+                let mut fetch = smol::spawn(async move {
                     let ca = ca.map(Arc::new);
                     lembas::link::send_models(instance, token, ca, max_models, &tx).await
-                }));
+                });
+                // The editor's first prompt (and `initialize`'s capabilities) should find the
+                // models: stdin is read only once the list is in the driver's queue, ahead of
+                // any line, or after MODELS_WAIT, when it goes on arriving in the background.
+                let waited = smol::block_on(smol::future::or(
+                    async {
+                        (&mut fetch).await;
+                        false
+                    },
+                    async {
+                        smol::Timer::after(MODELS_WAIT).await;
+                        true
+                    },
+                ));
+                if waited {
+                    log::warn!(
+                        "the instance's model list took more than {} s; the editor is served \
+                         meanwhile, and a prompt before it comes finds no model",
+                        MODELS_WAIT.as_secs()
+                    );
+                    _models = Some(fetch);
+                }
             }
             driver.open_stdio();
             exit_of(smol::block_on(driver.run()))
