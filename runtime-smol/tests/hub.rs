@@ -424,20 +424,32 @@ fn a_service_started_while_an_editor_holds_the_store_waits_and_then_has_its_sess
     });
 }
 
+/// Killing the service under an editor relayed to it: the editor's side gets whole lines only,
+/// then the relay's end; and no turn the device acknowledged is lost. A finished turn is whole
+/// in the history the next service serves, and the turn cut short is there as the prompt it
+/// took (its turn id kept), so the client can tell it from one never sent.
 #[test]
-fn the_service_killed_under_a_relayed_editor_ends_the_relay_with_whole_lines_only() {
+fn the_service_killed_under_a_relayed_editor_loses_no_acknowledged_turn() {
     smol::block_on(async {
-        let (_instance, home, mut device, _) = linked(Home::new()).await;
+        let (instance, home, mut device, _) = linked(Home::new()).await;
         let mut editor = Editor::start(&home);
         editor.result(0, "initialize", init_params());
         let proj = home.work.join("proj");
         let made = editor.result(1, "session/new", json!({ "cwd": proj, "mcpServers": [] }));
         let session = made["sessionId"].as_str().unwrap().to_string();
+        let done = editor.call(
+            2,
+            "session/prompt",
+            json!({ "sessionId": session,
+                    "prompt": [{ "type": "text", "text": "say finished before" }] }),
+        );
+        assert_eq!(done.last().unwrap()["result"]["stopReason"], "end_turn");
         editor.send(
-            &json!({ "jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": {
+            &json!({ "jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": {
             "sessionId": session,
             "prompt": [{ "type": "text", "text": "say started\nsleep 600000\nsay never" }] } }),
         );
+        // Its first chunk: the device has taken the turn.
         loop {
             if editor.recv()["method"] == "session/update" {
                 break;
@@ -453,6 +465,35 @@ fn the_service_killed_under_a_relayed_editor_ends_the_relay_with_whole_lines_onl
         assert!(rest.is_empty() || rest.ends_with('\n'), "{rest:?}");
         let code = editor.child.wait().unwrap().code();
         assert_eq!(code, Some(1), "the relay says the service went away");
+        // The next service has both turns.
+        let _device = home.link();
+        common::ready(&instance).await;
+        let history = common::call(
+            &instance,
+            "_lembas/session/history",
+            json!({ "sessionId": session }),
+        )
+        .await
+        .unwrap();
+        let turns = history["turns"].as_array().unwrap();
+        let texts: Vec<(&str, &str)> = turns
+            .iter()
+            .map(|t| (t["role"].as_str().unwrap(), t["text"].as_str().unwrap()))
+            .collect();
+        assert_eq!(
+            texts[..2],
+            [
+                ("user", "say finished before"),
+                ("assistant", "finished before")
+            ],
+            "{history}"
+        );
+        assert_eq!(
+            texts.get(2).copied(),
+            Some(("user", "say started\nsleep 600000\nsay never")),
+            "the turn cut short is kept: {history}"
+        );
+        assert!(turns[2]["turnId"].is_string(), "{history}");
     });
 }
 
