@@ -37,8 +37,11 @@ fn sdk() -> Option<(PathBuf, PathBuf)> {
 fn report(stdout: &[u8], stderr: &[u8]) -> Value {
     let stdout = String::from_utf8_lossy(stdout);
     let line = stdout.lines().last().unwrap_or_default();
-    serde_json::from_str(line)
-        .unwrap_or_else(|e| panic!("{e}: {stdout}\n{}", String::from_utf8_lossy(stderr)))
+    let r: Value = serde_json::from_str(line)
+        .unwrap_or_else(|e| panic!("{e}: {stdout}\n{}", String::from_utf8_lossy(stderr)));
+    // Every frame the editor's side received holds to the ACP v1 JSON schema (frames.mjs).
+    assert_eq!(r["invalid"], json!([]), "frames off the ACP schema: {r}");
+    r
 }
 
 #[test]
@@ -195,5 +198,98 @@ fn the_acp_typescript_sdk_client_sees_tool_calls_diffs_and_permission_requests()
         assert_eq!(diff["newText"], "hello there\n", "{r}");
         assert_eq!(r["asks"].as_array().unwrap().len(), 1, "{r}");
         assert_eq!(r["asks"][0]["kind"], "execute", "{r}");
+    });
+}
+
+/// The SDK as an editor on a running service, in a session it shares with the web (announced,
+/// and drawn by the web): first answer wins across both. The card the web answers is withdrawn in the editor (`$/cancel_request`, which
+/// the SDK turns into the handler's abort signal); the card the editor answers is settled on the
+/// web (`_lembas/permission/settled`). The turn runs once, to its end.
+#[test]
+fn a_card_answered_on_the_web_is_withdrawn_in_the_sdk_editor_and_the_reverse() {
+    use common::{linked, Home, T};
+    use lembas::instance::Event;
+    use lembas_core::client::ClientEvent;
+    let Some((node, dir)) = sdk() else {
+        return;
+    };
+    smol::block_on(async {
+        let (instance, home, _device, _) = linked(Home::new()).await;
+        let mut editor = Command::new(&node);
+        editor
+            .arg(dir.join("shared.mjs"))
+            .arg(env!("CARGO_BIN_EXE_lembas"))
+            .arg(home.work.join("proj"))
+            .current_dir(&dir)
+            .env("HOME", home.path())
+            .env("XDG_CONFIG_HOME", home.path().join("config"))
+            .env("XDG_STATE_HOME", home.path().join("state"))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let child = editor.spawn().unwrap();
+        // The web draws the session the editor shares (its status): from then on it hears the
+        // session's events and is put its cards, open ones too.
+        let (announce, seen) = instance
+            .wait_for(T, |e| {
+                matches!(e, Event::Client(ClientEvent::Notification { method, .. })
+                    if method == "_lembas/session/announce")
+            })
+            .await;
+        let Some(Event::Client(ClientEvent::Notification { params, .. })) = announce else {
+            panic!("the editor's session was not announced: {seen:?}");
+        };
+        // (Its answer is not waited for here: the open card may come first.)
+        instance
+            .call(
+                "_lembas/session/status",
+                json!({ "sessionId": params["sessionId"] }),
+            )
+            .await
+            .unwrap();
+        let card = |title: &'static str| {
+            move |e: &Event| {
+                matches!(e, Event::Client(ClientEvent::Request { method, params, .. })
+                    if method == "session/request_permission" && params["toolCall"]["title"] == title)
+            }
+        };
+        // The web answers the first card while the editor's dialog is up.
+        let (first, seen) = instance.wait_for(T, card("answered on the web")).await;
+        let Some(Event::Client(ClientEvent::Request { id, params, .. })) = first else {
+            panic!("the web never saw the first card: {seen:?}");
+        };
+        assert_eq!(params["_meta"]["lembas"]["patient"], true, "{params}");
+        let deny = json!({ "outcome": { "outcome": "selected", "optionId": "deny" } });
+        instance.respond(id, Ok(deny)).await;
+        // The editor answers the second at once: the web's card is taken down.
+        let (second, seen) = instance.wait_for(T, card("answered here")).await;
+        let Some(Event::Client(ClientEvent::Request { params, .. })) = second else {
+            panic!("the web never saw the second card: {seen:?}");
+        };
+        let tool_call = params["toolCall"]["toolCallId"].clone();
+        let (settled, seen) = instance
+            .wait_for(T, |e| {
+                matches!(e, Event::Client(ClientEvent::CardSettled { tool_call_id, .. })
+                    if json!(tool_call_id) == tool_call)
+            })
+            .await;
+        assert!(settled.is_some(), "the web's card stayed up: {seen:?}");
+        let out = child.wait_with_output().unwrap();
+        let r = report(&out.stdout, &out.stderr);
+        assert_eq!(r["exitCode"], 0, "{r}");
+        assert_eq!(r["stopReason"], "end_turn", "{r}");
+        assert_eq!(
+            r["asks"],
+            json!([
+                { "title": "answered on the web", "withdrawn": true },
+                { "title": "answered here", "withdrawn": false },
+            ]),
+            "{r}"
+        );
+        // Each card decided once, by whoever answered first: the web denied, the editor allowed.
+        assert_eq!(
+            r["said"],
+            json!(["first", "denied", "second", "allowed", "third"]),
+            "{r}"
+        );
     });
 }

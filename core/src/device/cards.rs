@@ -70,7 +70,8 @@ pub(crate) struct Cards {
     open: BTreeMap<CardKey, OpenCard>,
 }
 
-/// Whether a person at a terminal holds the session (of `holders`): a card's web copy is
+/// Whether a person on the device (a terminal, or an editor on stdio or the hub: the spec's
+/// "terminal" of a shared session) holds the session (of `holders`): a card's web copy is
 /// then not timed out, since that person may answer.
 pub(super) fn holds_terminal(
     holders: &BTreeSet<ConnId>,
@@ -78,7 +79,7 @@ pub(super) fn holds_terminal(
 ) -> bool {
     holders
         .iter()
-        .any(|h| conns.get(h).is_some_and(|c| c.kind == ConnKind::Terminal))
+        .any(|h| conns.get(h).is_some_and(|c| c.kind != ConnKind::Link))
 }
 
 /// Send the card to `conn` if it may be asked and has not been yet.

@@ -8,11 +8,14 @@
 import { spawn } from "node:child_process";
 import { Readable, Writable } from "node:stream";
 import * as acp from "@agentclientprotocol/sdk";
+import { invalid, tap, tapWrites } from "./frames.mjs";
 
 const [bin, cwd, text = "say before\npermit run the tests\nsay after"] = process.argv.slice(2);
 const child = spawn(bin, ["serve", "--stdio"], { stdio: ["pipe", "pipe", "inherit"] });
 const exited = new Promise((resolve) => child.on("exit", (code) => resolve(code)));
-const stream = acp.ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
+const sent = new Map();
+const out = tap(Readable.toWeb(child.stdout));
+const stream = acp.ndJsonStream(tapWrites(Writable.toWeb(child.stdin), sent), out.stream);
 
 const asks = [];
 const updates = [];
@@ -50,6 +53,7 @@ console.log(
   JSON.stringify({
     ...result,
     exitCode: code,
+    invalid: invalid(out.lines, sent),
     asks: asks.map((a) => ({
       title: a.toolCall?.title,
       kind: a.toolCall?.kind,

@@ -9,11 +9,14 @@
 import { spawn } from "node:child_process";
 import { Readable, Writable } from "node:stream";
 import * as acp from "@agentclientprotocol/sdk";
+import { invalid, tap, tapWrites } from "./frames.mjs";
 
 const [bin, cwd, sessionId] = process.argv.slice(2);
 const child = spawn(bin, ["serve", "--stdio"], { stdio: ["pipe", "pipe", "inherit"] });
 const exited = new Promise((resolve) => child.on("exit", (code) => resolve(code)));
-const stream = acp.ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
+const sent = new Map();
+const out = tap(Readable.toWeb(child.stdout));
+const stream = acp.ndJsonStream(tapWrites(Writable.toWeb(child.stdin), sent), out.stream);
 
 let updates = [];
 const app = acp
@@ -71,4 +74,4 @@ const result = await app.connectWith(stream, async (ctx) => {
 });
 child.stdin.end();
 const code = await exited;
-console.log(JSON.stringify({ ...result, exitCode: code }));
+console.log(JSON.stringify({ ...result, exitCode: code, invalid: invalid(out.lines, sent) }));
