@@ -1,0 +1,183 @@
+//! `cargo bench -p lembas --bench hub`: issue 17's cost of reaching the running service through
+//! its hub. An editor's `serve --stdio` either owns the store itself (direct: no service runs)
+//! or relays every line to `lembas link`'s hub socket and back (hub). On the same HOME, one after
+//! the other: the time from a prompt's write to its first chunk's arrival, for `ROUNDS` turns
+//! (`say x` on the scripted engine) after `WARMUP`. That round trip crosses the relay twice (the
+//! prompt in, the chunk out), so its added p99 bounds the added latency of a chunk from the
+//! engine to the editor from above. Target: the added p99 under 2 ms.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+#[allow(dead_code)]
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use common::Home;
+
+const ROUNDS: usize = 400;
+const WARMUP: usize = 40;
+const TARGET_ADDED_P99: Duration = Duration::from_millis(2);
+
+fn main() {
+    // `cargo bench` passes `--bench`; a filter word that is not part of this bench's name
+    // skips it.
+    let only = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+    if only.is_some_and(|o| !"hub".contains(o.as_str())) {
+        return;
+    }
+    smol::block_on(async {
+        let instance = common::instance().await;
+        let mut home = Home::new();
+        home.log_level = "warn";
+        assert!(home.login(&instance.url()).status.success());
+        let direct = round_trips(&home);
+        let device = home.link();
+        common::ready(&instance).await;
+        let hub = round_trips(&home);
+        drop(device);
+        let (d, h) = (Figures::of(direct), Figures::of(hub));
+        println!("hub: prompt → first chunk over {ROUNDS} turns (after {WARMUP})");
+        println!("  direct (serve --stdio owns the store): {d}");
+        println!("  through the hub (relayed to lembas link): {h}");
+        let added = h.p99.saturating_sub(d.p99);
+        println!(
+            "  added p99 {:.3} ms (target under {} ms: {})",
+            ms(added),
+            TARGET_ADDED_P99.as_millis(),
+            if added < TARGET_ADDED_P99 {
+                "met"
+            } else {
+                "NOT met"
+            }
+        );
+    });
+}
+
+/// One editor's `ROUNDS` round trips, after `WARMUP`.
+fn round_trips(home: &Home) -> Vec<Duration> {
+    let mut e = Editor::start(home);
+    e.call("initialize", json!({ "protocolVersion": 1, "clientCapabilities": {} }));
+    let made = e.call(
+        "session/new",
+        json!({ "cwd": home.work.join("proj"), "mcpServers": [] }),
+    );
+    let session = made["result"]["sessionId"].as_str().unwrap().to_string();
+    let mut took = Vec::with_capacity(ROUNDS);
+    for round in 0..WARMUP + ROUNDS {
+        let start = Instant::now();
+        let id = e.send(
+            "session/prompt",
+            json!({ "sessionId": session, "prompt": [{ "type": "text", "text": "say x" }] }),
+        );
+        let mut first = None;
+        loop {
+            let m = e.recv();
+            if first.is_none() && m["method"] == "session/update" {
+                first = Some(start.elapsed());
+            }
+            if m["id"] == id && m.get("method").is_none() {
+                assert_eq!(m["result"]["stopReason"], "end_turn", "{m}");
+                break;
+            }
+        }
+        if round >= WARMUP {
+            took.push(first.expect("the turn sent a chunk"));
+        }
+    }
+    took
+}
+
+struct Figures {
+    p50: Duration,
+    p99: Duration,
+    max: Duration,
+}
+
+impl Figures {
+    fn of(mut d: Vec<Duration>) -> Figures {
+        d.sort();
+        let at = |q: f64| d[((d.len() as f64 * q) as usize).min(d.len() - 1)];
+        Figures {
+            p50: at(0.50),
+            p99: at(0.99),
+            max: d[d.len() - 1],
+        }
+    }
+}
+
+impl std::fmt::Display for Figures {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms",
+            ms(self.p50),
+            ms(self.p99),
+            ms(self.max)
+        )
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// `lembas serve --stdio`, one JSON-RPC message a line.
+struct Editor {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    next_id: u64,
+}
+
+impl Editor {
+    fn start(home: &Home) -> Editor {
+        let mut child = home
+            .cmd(&["serve", "--stdio"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        Editor {
+            stdin: child.stdin.take().unwrap(),
+            stdout: BufReader::new(child.stdout.take().unwrap()),
+            child,
+            next_id: 0,
+        }
+    }
+
+    fn send(&mut self, method: &str, params: Value) -> Value {
+        self.next_id += 1;
+        let id = json!(self.next_id);
+        let line = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
+        writeln!(self.stdin, "{line}").unwrap();
+        id
+    }
+
+    fn recv(&mut self) -> Value {
+        let mut line = String::new();
+        assert!(self.stdout.read_line(&mut line).unwrap() > 0, "stdout ended");
+        serde_json::from_str(&line).unwrap()
+    }
+
+    fn call(&mut self, method: &str, params: Value) -> Value {
+        let id = self.send(method, params);
+        loop {
+            let m = self.recv();
+            if m["id"] == id && m.get("method").is_none() {
+                return m;
+            }
+        }
+    }
+}
+
+impl Drop for Editor {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
