@@ -60,7 +60,10 @@ fn main() {
 /// One editor's `ROUNDS` round trips, after `WARMUP`.
 fn round_trips(home: &Home) -> Vec<Duration> {
     let mut e = Editor::start(home);
-    e.call("initialize", json!({ "protocolVersion": 1, "clientCapabilities": {} }));
+    e.call(
+        "initialize",
+        json!({ "protocolVersion": 1, "clientCapabilities": {} }),
+    );
     let made = e.call(
         "session/new",
         json!({ "cwd": home.work.join("proj"), "mcpServers": [] }),
@@ -160,7 +163,10 @@ impl Editor {
 
     fn recv(&mut self) -> Value {
         let mut line = String::new();
-        assert!(self.stdout.read_line(&mut line).unwrap() > 0, "stdout ended");
+        assert!(
+            self.stdout.read_line(&mut line).unwrap() > 0,
+            "stdout ended"
+        );
         serde_json::from_str(&line).unwrap()
     }
 
