@@ -12,7 +12,6 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-#[allow(dead_code)]
 #[path = "../tests/common/mod.rs"]
 mod common;
 
