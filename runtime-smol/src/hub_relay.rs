@@ -1,72 +1,78 @@
 //! `lembas serve --stdio` while a service runs: a thin relay between the editor's stdio and the
 //! service's hub, so the editor's sessions live in the service's store and reach the web.
 //!
-//! Bytes in, bytes out, each way in its own task, each read made only once the write before it
-//! is done: a slow editor slows the hub's writer (which stops the turn, as on stdio), a slow
+//! Bytes in, bytes out, each way on its own thread with blocking reads and writes: nothing
+//! between a read and its write but the copy, so the relay adds two system calls a hop and no
+//! executor or thread-pool hand-off (bench `hub`). Each read is made only once the write before
+//! it is done: a slow editor slows the hub's writer (which stops the turn, as on stdio), a slow
 //! service blocks the editor's writes. What reaches the editor is whole lines only: a line the
 //! service was cut in the middle of (it died) is dropped, never written in part. The other way
 //! needs no such care: the hub drops a line a peer ended inside of, as stdin's reader does.
 
-use futures_lite::{future, AsyncReadExt, AsyncWriteExt};
-use smol::net::unix::UnixStream;
+use std::io::{ErrorKind, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// How long the editor's side may take to end once the service hung up.
+const AFTER_HANG_UP: Duration = Duration::from_millis(500);
 
 /// Relay until the editor's stdin ends and the service has written all it had for it, or the
 /// service goes away. `max_line` bounds a line from the service held while its end is awaited.
-pub fn run(stream: std::os::unix::net::UnixStream, max_line: usize) -> Result<(), String> {
-    smol::block_on(async move {
-        let stream = UnixStream::try_from(stream).map_err(|e| e.to_string())?;
-        let to_hub = smol::spawn({
-            let stream = stream.clone();
-            async move {
-                let r = stdin_to_hub(stream.clone()).await;
-                // The editor is done: the service answers what is in flight and hangs up,
-                // which ends the other half.
-                let _ = stream.shutdown(std::net::Shutdown::Write);
-                r
-            }
-        });
-        hub_to_stdout(stream, max_line).await?;
-        // The service hung up. After the editor's end, that is the end; before it, the
-        // service went away under the editor.
-        let bound = async {
-            smol::Timer::after(std::time::Duration::from_millis(500)).await;
+pub fn run(stream: UnixStream, max_line: usize) -> Result<(), String> {
+    let to_hub = stream.try_clone().map_err(|e| e.to_string())?;
+    let (done, editor_ended) = mpsc::channel();
+    std::thread::Builder::new()
+        .name("stdin-to-hub".into())
+        .spawn(move || {
+            let r = stdin_to_hub(&to_hub);
+            // The editor is done: the service answers what is in flight and hangs up, which
+            // ends the other half.
+            let _ = to_hub.shutdown(std::net::Shutdown::Write);
+            let _ = done.send(r);
+        })
+        .map_err(|e| e.to_string())?;
+    hub_to_stdout(stream, max_line)?;
+    // The service hung up. After the editor's end, that is the end; before it, the service
+    // went away under the editor (the stdin thread, blocked in its read, ends with the process).
+    editor_ended
+        .recv_timeout(AFTER_HANG_UP)
+        .unwrap_or_else(|_| {
             Err(
-                "the lembas service closed the hub connection while the editor was attached; \
-                 its sessions stay in the service's store"
+                "the lembas service closed the hub connection while the editor was attached; its \
+             sessions stay in the service's store"
                     .to_string(),
             )
-        };
-        future::or(to_hub, bound).await
-    })
+        })
 }
 
-async fn stdin_to_hub(mut hub: UnixStream) -> Result<(), String> {
-    let mut stdin = blocking::Unblock::new(std::io::stdin());
+fn stdin_to_hub(mut hub: &UnixStream) -> Result<(), String> {
+    let mut stdin = std::io::stdin().lock();
     let mut buf = vec![0u8; 64 * 1024];
     loop {
-        let n = match stdin.read(&mut buf).await {
+        let n = match stdin.read(&mut buf) {
             Ok(0) => return Ok(()),
             Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
             Err(e) => return Err(format!("reading stdin: {e}")),
         };
         hub.write_all(&buf[..n])
-            .await
             .map_err(|e| format!("writing to the lembas service: {e}"))?;
     }
 }
 
-async fn hub_to_stdout(mut hub: UnixStream, max_line: usize) -> Result<(), String> {
-    // Room for the pipe's whole buffer, as `serve --stdio` writes it.
-    let mut stdout = blocking::Unblock::with_capacity(256 * 1024, std::io::stdout());
+fn hub_to_stdout(mut hub: UnixStream, max_line: usize) -> Result<(), String> {
+    // Unbuffered: each read's whole lines go out in one write (the pipe takes them whole or
+    // blocks this thread, which is the backpressure).
+    let mut stdout = std::io::stdout().lock();
     let mut buf = vec![0u8; 64 * 1024];
     // The start of a line whose end has not come yet.
     let mut partial: Vec<u8> = Vec::new();
     loop {
-        let n = match hub.read(&mut buf).await {
+        let n = match hub.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
             Err(e) => {
                 log::warn!("reading the lembas service: {e}");
                 break;
@@ -76,10 +82,11 @@ async fn hub_to_stdout(mut hub: UnixStream, max_line: usize) -> Result<(), Strin
         match chunk.iter().rposition(|&b| b == b'\n') {
             Some(last) => {
                 if !partial.is_empty() {
-                    stdout.write_all(&partial).await.map_err(lost)?;
+                    stdout.write_all(&partial).map_err(lost)?;
                     partial.clear();
                 }
-                stdout.write_all(&chunk[..=last]).await.map_err(lost)?;
+                stdout.write_all(&chunk[..=last]).map_err(lost)?;
+                stdout.flush().map_err(lost)?;
                 partial.extend_from_slice(&chunk[last + 1..]);
             }
             None => partial.extend_from_slice(chunk),
@@ -90,9 +97,6 @@ async fn hub_to_stdout(mut hub: UnixStream, max_line: usize) -> Result<(), Strin
                  relay stopped"
             ));
         }
-        if partial.is_empty() || n < buf.len() {
-            stdout.flush().await.map_err(lost)?;
-        }
     }
     if !partial.is_empty() {
         log::warn!(
@@ -100,7 +104,7 @@ async fn hub_to_stdout(mut hub: UnixStream, max_line: usize) -> Result<(), Strin
             partial.len()
         );
     }
-    stdout.flush().await.map_err(lost)
+    Ok(())
 }
 
 fn lost(e: std::io::Error) -> String {
