@@ -26,7 +26,7 @@ use crate::rng::Rng;
 use crate::time::{Clock, Time};
 #[cfg(feature = "typed-events")]
 use crate::wire::event::{lembas::EventParams, update::UpdateParams};
-use crate::wire::handshake::{Hello, InitializeRequest, InitializeResult, PROTOCOL};
+use crate::wire::handshake::{Hello, InitializeRequest, Initialized, PROTOCOL};
 pub use event_json::event_json;
 pub use input::{Handled, Input};
 pub use timers::ClientTimer;
@@ -311,14 +311,18 @@ impl Client {
                 let Some(method) = self.pending.remove(&id) else {
                     return;
                 };
+                let purpose = self.purposes.remove(&id).unwrap_or(Purpose::Plain);
+                if method == "initialize" {
+                    return self.on_initialized(r.outcome.and_then(|raw| {
+                        serde_json::from_str::<Initialized>(raw.get())
+                            .map_err(|e| RpcError::invalid_params(e.to_string()))
+                    }));
+                }
                 let outcome = r.outcome.and_then(|raw| {
                     serde_json::from_str::<Value>(raw.get())
                         .map_err(|e| RpcError::new(jsonrpc::code::PARSE_ERROR, e.to_string()))
                 });
-                let purpose = self.purposes.remove(&id).unwrap_or(Purpose::Plain);
-                if method == "initialize" {
-                    self.on_initialized(outcome);
-                } else if let Err(outcome) = self.on_turn_answer(purpose, outcome) {
+                if let Err(outcome) = self.on_turn_answer(purpose, outcome) {
                     self.emit(ClientEvent::Answer {
                         id,
                         method,
@@ -493,16 +497,10 @@ impl Client {
         }
     }
 
-    fn on_initialized(&mut self, outcome: Result<Value, RpcError>) {
-        let result = outcome.and_then(|v| {
-            serde_json::from_value::<InitializeResult>(v)
-                .map_err(|e| RpcError::invalid_params(e.to_string()))
-        });
-        match result {
-            Ok(InitializeResult {
-                meta: Some(meta), ..
-            }) if meta.lembas.protocol == PROTOCOL => {
-                self.capabilities = meta.lembas.capabilities;
+    fn on_initialized(&mut self, answer: Result<Initialized, RpcError>) {
+        match answer.map(Initialized::capabilities) {
+            Ok(Some(capabilities)) => {
+                self.capabilities = capabilities;
                 self.phase = Phase::Ready;
                 self.emit(ClientEvent::Ready {
                     capabilities: self.capabilities.clone(),
@@ -511,7 +509,7 @@ impl Client {
                 self.reattach_all();
                 self.send_deletes();
             }
-            Ok(_) => self.refuse(
+            Ok(None) => self.refuse(
                 CLOSE_PROTOCOL,
                 "the device did not answer initialize with link protocol 3: update LLeMbas CLI to 2.0"
                     .into(),

@@ -136,7 +136,7 @@ impl InitializeParams {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PromptCapabilities {
     pub image: bool,
@@ -144,21 +144,20 @@ pub struct PromptCapabilities {
     pub embedded_context: bool,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct McpCapabilities {
     pub http: bool,
     pub sse: bool,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AgentCapabilities {
     pub load_session: bool,
     pub prompt_capabilities: PromptCapabilities,
     pub mcp_capabilities: McpCapabilities,
     /// ACP's optional session methods this connection may use (an editor's: stdio, the hub).
-    /// Not read by the client role (the web uses none of them), which keeps its module small.
-    #[serde(default, skip_deserializing, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub session_capabilities: Option<SessionCapabilities>,
 }
 
@@ -179,14 +178,14 @@ pub struct SessionCapabilities {
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Offered {}
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct AgentInfo {
     pub name: String,
     pub version: String,
 }
 
 /// `initialize`'s `_meta.lembas`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct AgentLembas {
     pub protocol: u32,
     pub harness_spec: String,
@@ -196,12 +195,14 @@ pub struct AgentLembas {
     pub capabilities: Vec<String>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct AgentMeta {
     pub lembas: AgentLembas,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// The device's `initialize` answer. Only encoded: a client reads its own view of it,
+/// [`Initialized`], so these fields' decoding stays out of the web client's module.
+#[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct InitializeResult {
     pub protocol_version: u32,
@@ -213,23 +214,75 @@ pub struct InitializeResult {
     pub meta: Option<AgentMeta>,
 }
 
+/// What a client reads of an `initialize` answer: the link protocol and capabilities in
+/// `_meta.lembas`, and nothing else (the agent's ACP capabilities, info and limits are for an
+/// editor). Decoded straight from the frame, without a `serde_json::Value` in between.
+#[derive(Debug, Deserialize)]
+pub struct Initialized {
+    /// Absent when a plain ACP agent answers (what the client checks before trusting the rest).
+    #[serde(rename = "_meta", default)]
+    pub meta: Option<InitializedMeta>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct InitializedMeta {
+    pub lembas: InitializedLembas,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct InitializedLembas {
+    pub protocol: u32,
+    pub capabilities: Vec<String>,
+}
+
+impl Initialized {
+    /// The capabilities listed, if the answer speaks link protocol [`PROTOCOL`].
+    pub fn capabilities(self) -> Option<Vec<String>> {
+        let lembas = self.meta?.lembas;
+        (lembas.protocol == PROTOCOL).then_some(lembas.capabilities)
+    }
+}
+
 /// The client's `initialize` params: protocol 3 and, when it has a viewer, `show`.
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct InitializeRequest {
     pub protocol_version: u32,
-    pub client_capabilities: serde_json::Value,
+    pub client_capabilities: ClientCapabilitiesSaid,
+}
+
+/// `clientCapabilities` as a lembas client says them: `{"_meta": {"lembas": {...}}}`.
+#[derive(Clone, Debug, Serialize)]
+pub struct ClientCapabilitiesSaid {
+    #[serde(rename = "_meta")]
+    pub meta: ClientMetaSaid,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ClientMetaSaid {
+    pub lembas: LembasSaid,
+}
+
+/// `{ protocol, show? }` (`show` only when true).
+#[derive(Clone, Debug, Serialize)]
+pub struct LembasSaid {
+    pub protocol: u32,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub show: bool,
 }
 
 impl InitializeRequest {
     pub fn lembas(show: bool) -> Self {
-        let mut lembas = serde_json::json!({ "protocol": PROTOCOL });
-        if show {
-            lembas["show"] = serde_json::Value::Bool(true);
-        }
         InitializeRequest {
             protocol_version: ACP_PROTOCOL_VERSION,
-            client_capabilities: serde_json::json!({ "_meta": { "lembas": lembas } }),
+            client_capabilities: ClientCapabilitiesSaid {
+                meta: ClientMetaSaid {
+                    lembas: LembasSaid {
+                        protocol: PROTOCOL,
+                        show,
+                    },
+                },
+            },
         }
     }
 }
@@ -268,6 +321,40 @@ mod tests {
         assert_eq!(
             said(r#"{"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":true}}}"#),
             ClientSaid::default()
+        );
+    }
+
+    #[test]
+    fn a_client_reads_only_the_protocol_and_capabilities_of_initialize() {
+        let read = |json: &str| {
+            serde_json::from_str::<Initialized>(json)
+                .unwrap()
+                .capabilities()
+        };
+        assert_eq!(
+            read(
+                r#"{"protocolVersion":1,"agentInfo":{"name":"lembas"},"_meta":{"lembas":{"protocol":3,"limits":null,"capabilities":["delete"]}}}"#
+            ),
+            Some(vec!["delete".to_string()])
+        );
+        assert_eq!(
+            read(r#"{"protocolVersion":1,"_meta":{"lembas":{"protocol":2,"capabilities":[]}}}"#),
+            None
+        );
+        assert_eq!(read(r#"{"protocolVersion":1}"#), None);
+        assert!(serde_json::from_str::<Initialized>(r#"{"_meta":{"lembas":{}}}"#).is_err());
+    }
+
+    #[test]
+    fn a_client_says_its_protocol_and_show_only_when_true() {
+        let said = |show| serde_json::to_string(&InitializeRequest::lembas(show)).unwrap();
+        assert_eq!(
+            said(false),
+            r#"{"protocolVersion":1,"clientCapabilities":{"_meta":{"lembas":{"protocol":3}}}}"#
+        );
+        assert_eq!(
+            said(true),
+            r#"{"protocolVersion":1,"clientCapabilities":{"_meta":{"lembas":{"protocol":3,"show":true}}}}"#
         );
     }
 }
