@@ -624,7 +624,7 @@ pub enum PermissionDecision {
     },
 }
 
-/// One answer per question, in order.
+/// One answer per question, in order (as a client sends it too: `wire::card`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum QuestionAnswer {

@@ -23,11 +23,14 @@ use crate::engine::{
 };
 use crate::jsonrpc::{self, code, Id, RpcError};
 use crate::time::Time;
+use crate::wire::card::{
+    self as answer, PermissionAnswer, PlanAnswer, PlanOutcome, QuestionAnswers, QuestionOutcome,
+};
 use crate::wire::event::card::{
     CardMeta, CardOption, CardParams, CardQuestion, CardToolCall, Patience, PermissionLembas,
     PermissionMeta, PermissionOption, PermissionParams, PlanParams, QuestionParams,
 };
-use crate::wire::event::notice::SettledParams;
+use crate::wire::event::notice::{CancelRequestParams, SettledParams};
 use crate::wire::event::seq::SeqMeta;
 
 /// The spec's bounds on a question card.
@@ -267,12 +270,10 @@ impl Cards {
                 // come, changes nothing).
                 let id = serde_json::value::RawValue::from_string(id.as_json().to_owned())
                     .expect("an id is JSON");
+                let params = CancelRequestParams { request_id: &id };
                 out.send(
                     conn,
-                    jsonrpc::encode_notification(
-                        "$/cancel_request",
-                        &serde_json::json!({ "requestId": id }),
-                    ),
+                    jsonrpc::encode_notification("$/cancel_request", &params),
                 );
             }
         }
@@ -557,23 +558,18 @@ fn card_params(session: &str, card: &Card, patient: bool, seq: Option<u64>) -> C
 }
 
 /// Read a client's answer. Anything that is not a well-formed answer reads as a denial (an
-/// approval) or a dismissal (a question or plan), as the spec says.
+/// approval) or a dismissal (a question or plan), as the spec says (`wire::card`).
 fn read_answer(card: &Card, v: &Value, max_mode: Option<Mode>) -> Decision {
-    let text = |v: &Value| v.as_str().map(str::to_string);
     match &card.ask {
         Ask::Permission { always_offered, .. } => {
-            let lembas = &v["_meta"]["lembas"];
-            let outcome = &v["outcome"];
-            let option = (outcome["outcome"] == "selected")
-                .then(|| outcome["optionId"].as_str())
-                .flatten();
-            Decision::Permission(match option {
+            let said: PermissionAnswer = answer::read(v);
+            Decision::Permission(match said.option() {
                 Some("once") => PermissionDecision::AllowOnce {
-                    command: text(&lembas["command"]),
+                    command: said.command(),
                 },
                 Some("session") if *always_offered => PermissionDecision::AllowAlways,
                 Some("deny") => PermissionDecision::Deny {
-                    feedback: text(&lembas["feedback"]),
+                    feedback: said.feedback(),
                     timed_out: false,
                 },
                 _ => PermissionDecision::Deny {
@@ -584,74 +580,51 @@ fn read_answer(card: &Card, v: &Value, max_mode: Option<Mode>) -> Decision {
         }
         Ask::Question { questions, .. } => {
             let dismissed = Decision::Question(QuestionDecision::Dismissed { timed_out: false });
-            if v["outcome"] != "answered" {
+            let said: QuestionAnswers = answer::read(v);
+            if said.outcome != Some(QuestionOutcome::Answered) {
                 return dismissed;
             }
-            let Some(answers) = v["answers"]
-                .as_array()
-                .filter(|a| a.len() == questions.len())
-            else {
+            let Some(answers) = said.answers.filter(|a| a.len() == questions.len()) else {
                 return dismissed;
             };
             let mut out = Vec::new();
             for (q, a) in questions.iter().zip(answers) {
-                let answer = match a["kind"].as_str() {
-                    Some("options") => {
-                        let Some(labels) = a["labels"].as_array() else {
-                            return dismissed;
-                        };
+                out.push(match a {
+                    QuestionAnswer::Options { labels } => {
                         let mut whole = Vec::new();
                         for l in labels {
                             // The card showed cut labels: give the engine the option's whole one.
-                            let Some(o) = l
-                                .as_str()
-                                .and_then(|l| q.options.iter().find(|o| cut(&o.label) == l))
-                            else {
+                            let Some(o) = q.options.iter().find(|o| cut(&o.label) == l) else {
                                 return dismissed;
                             };
                             whole.push(o.label.clone());
                         }
                         QuestionAnswer::Options { labels: whole }
                     }
-                    Some("custom") => match text(&a["text"]) {
-                        Some(text) => QuestionAnswer::Custom { text },
-                        None => return dismissed,
-                    },
-                    Some("back") => match text(&a["text"]) {
-                        Some(text) => QuestionAnswer::Back { text },
-                        None => return dismissed,
-                    },
-                    Some("skipped") => QuestionAnswer::Skipped,
-                    _ => return dismissed,
-                };
-                out.push(answer);
+                    said => said,
+                });
             }
             Decision::Question(QuestionDecision::Answered(out))
         }
-        Ask::Plan { .. } => Decision::Plan(match v["outcome"].as_str() {
-            Some("approve") => {
+        Ask::Plan { .. } => {
+            let said: PlanAnswer = answer::read(v);
+            let dismissed = PlanDecision::Dismissed { timed_out: false };
+            Decision::Plan(match (said.outcome, said.mode, said.feedback) {
                 // The spec lists edit and manual; issue 15 approves in auto too, lowered like
                 // any other. Approving into plan would leave nothing approved: dismissed.
-                let mode = match v["mode"].as_str() {
-                    Some("auto") => Mode::Auto,
-                    Some("edit") => Mode::Edit,
-                    Some("manual") => Mode::Manual,
-                    _ => return Decision::Plan(PlanDecision::Dismissed { timed_out: false }),
-                };
-                let mode = max_mode.map_or(mode, |max| mode.capped(max));
-                if mode < Mode::Manual {
-                    // Even manual is beyond the device's limit: nothing is decided.
-                    PlanDecision::Dismissed { timed_out: false }
-                } else {
-                    PlanDecision::Approve { mode }
+                (Some(PlanOutcome::Approve), Some(mode), _) if mode != Mode::Plan => {
+                    let mode = max_mode.map_or(mode, |max| mode.capped(max));
+                    if mode < Mode::Manual {
+                        // Even manual is beyond the device's limit: nothing is decided.
+                        dismissed
+                    } else {
+                        PlanDecision::Approve { mode }
+                    }
                 }
-            }
-            Some("revise") => match text(&v["feedback"]) {
-                Some(feedback) => PlanDecision::Revise { feedback },
-                None => PlanDecision::Dismissed { timed_out: false },
-            },
-            _ => PlanDecision::Dismissed { timed_out: false },
-        }),
+                (Some(PlanOutcome::Revise), _, Some(feedback)) => PlanDecision::Revise { feedback },
+                _ => dismissed,
+            })
+        }
     }
 }
 

@@ -1,5 +1,6 @@
-//! Notices that name one thing: `_lembas/permission/settled` (a card to take down) and
-//! `_lembas/session/deleted` (a session deleted on the device).
+//! Notices that name one thing: `_lembas/permission/settled` (a card to take down),
+//! `$/cancel_request` (ACP's own, for an editor) and `_lembas/session/deleted` (a session
+//! deleted on the device).
 
 use serde::{Deserialize, Serialize};
 
@@ -13,6 +14,14 @@ pub struct SettledParams {
     pub meta: Option<super::seq::SeqMeta>,
     pub session_id: String,
     pub tool_call_id: String,
+}
+
+/// `$/cancel_request` params: the request (a card put to an editor) is no longer waited for.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CancelRequestParams<'a> {
+    /// The request's id, as it was sent.
+    pub request_id: &'a serde_json::value::RawValue,
 }
 
 /// `_lembas/session/deleted` params.
