@@ -235,6 +235,46 @@ test("a socket that does not drain holds the engine at outbound.pauseBytes; it g
   }
 });
 
+test("a link whose socket holds outbound.maxBytes is closed, and dialed again", async () => {
+  const MAX = 8192;
+  const closes = [];
+  let socket;
+  let dials = 0;
+  const client = new ClientDriver({ config: { seed: 3 } });
+  const dial = () => {
+    dials += 1;
+    const [d, c] = pair();
+    client.attach(c);
+    const close = d.close;
+    d.close = (code, reason) => {
+      closes.push({ code, reason });
+      close(code);
+    };
+    socket = d;
+    return d;
+  };
+  const outbound = { pauseBytes: 4096, maxBytes: MAX };
+  const device = new DeviceDriver({ config: { ...config, outbound }, dial, onLog: () => {} });
+  const ready = client.next((e) => e.kind === "ready");
+  device.start();
+  await ready;
+  try {
+    // The client reads nothing more: its socket's buffer is full to the bound.
+    socket.bufferedAmount = MAX;
+    const again = client.next((e) => e.kind === "ready");
+    client.call("session/new", { cwd: ROOT });
+    await again;
+    assert.equal(closes.length, 1, JSON.stringify(closes));
+    // 1008 goes out as 1000: a browser's WebSocket refuses any other code under 3000.
+    assert.equal(closes[0].code, 1000);
+    assert.match(closes[0].reason, /over the bound of 8192 \(outbound\.max_bytes\)/);
+    assert.equal(dials, 2, "the device dialed again");
+  } finally {
+    device.stop();
+    client.stop();
+  }
+});
+
 test("resolvePath may answer later, or refuse", async () => {
   const asked = [];
   const { client, device } = await linked({

@@ -338,7 +338,7 @@ impl OutboundLimits {
     /// Whether a connection with `queued` bytes waiting to be written is behind: its sources
     /// wait (the one rule of every shell's backpressure).
     pub fn is_behind(&self, queued: usize) -> bool {
-        queued >= self.pause_bytes
+        crate::backlog::is_behind(queued, self.pause_bytes)
     }
 }
 

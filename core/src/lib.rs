@@ -32,6 +32,7 @@
 //! A shell that runs turns does not route `Output::Engine` itself: [`host::Host`] joins the
 //! device to an [`engine::Engine`] and hands the shell only what it must perform.
 
+pub mod backlog;
 pub mod client;
 pub mod config;
 pub mod confine;

@@ -39,8 +39,7 @@ use crate::store::RedbStore;
 use crate::terminal_host::{TerminalHost, TerminalOptions};
 use crate::tools::ToolSettings;
 
-/// The close code for a client that stopped reading (WebSocket's "policy violation").
-pub const CLOSE_OVERFLOW: u16 = 1008;
+pub use lembas_core::backlog::CLOSE_OVERFLOW;
 
 /// How the driver's run ended.
 #[derive(Debug, PartialEq, Eq)]

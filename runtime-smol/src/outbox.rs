@@ -14,6 +14,8 @@ use std::sync::Arc;
 use event_listener::Event;
 use smol::channel::{Receiver, Sender};
 
+use lembas_core::backlog::{self, Overflow};
+
 use crate::channels::Outgoing;
 
 #[derive(Debug)]
@@ -45,25 +47,32 @@ impl Gauge {
         }
     }
 
-    /// Whether its sources should wait: `pause_at` bytes or more are queued.
+    /// Whether its sources should wait: `pause_at` bytes or more are queued (the core's
+    /// rule, which the wasm driver applies to its socket too).
     pub fn paused(&self) -> bool {
-        self.queued() >= self.pause_at
+        backlog::is_behind(self.queued(), self.pause_at)
     }
 
-    /// Wait until the queue is under `pause_at`.
+    /// Wait until the queue is no longer [`Gauge::paused`].
     pub async fn below_pause(&self) {
-        self.below(self.pause_at).await
+        self.until(|queued| !backlog::is_behind(queued, self.pause_at))
+            .await
     }
 
     /// Wait until fewer than `limit` bytes are queued.
     pub async fn below(&self, limit: usize) {
+        self.until(|queued| queued < limit).await
+    }
+
+    /// Wait until `done` says yes to what is queued.
+    async fn until(&self, done: impl Fn(usize) -> bool) {
         loop {
-            if self.queued() < limit {
+            if done(self.queued()) {
                 return;
             }
             let listener = self.drained.listen();
             // Drained between the check and the listen: the notification was missed.
-            if self.queued() < limit {
+            if done(self.queued()) {
                 return;
             }
             listener.await;
@@ -101,24 +110,6 @@ pub struct Outbox {
     max: Option<usize>,
 }
 
-/// The queue is over its bound: the connection must close.
-#[derive(Debug, PartialEq, Eq)]
-pub struct Overflow {
-    pub queued: usize,
-    pub max: usize,
-}
-
-impl std::fmt::Display for Overflow {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "the client is not reading: {} bytes wait to be sent, over the bound of {} \
-             (outbound.max_bytes)",
-            self.queued, self.max
-        )
-    }
-}
-
 impl Outbox {
     pub fn new(
         tx: Sender<Outgoing>,
@@ -134,18 +125,11 @@ impl Outbox {
         }
     }
 
-    /// Queue a frame. One frame always fits an empty queue, so a frame under the frame limit
-    /// is never refused on its own.
+    /// Queue a frame, unless it would pass `max` ([`Overflow::check`]: one frame always fits
+    /// an empty queue).
     pub fn send(&self, frame: Vec<u8>) -> Result<(), Overflow> {
-        let queued = self.gauge.queued();
-        if let Some(max) = self
-            .max
-            .filter(|max| queued > 0 && queued + frame.len() > *max)
-        {
-            return Err(Overflow {
-                queued: queued + frame.len(),
-                max,
-            });
+        if let Some(max) = self.max {
+            Overflow::check(self.gauge.queued(), frame.len(), max)?;
         }
         let sent = self.gauge.hold(frame.len());
         // A closed queue: the writer ended, and the connection's close is on its way.

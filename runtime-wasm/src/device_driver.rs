@@ -12,13 +12,16 @@
 //!
 //! Backpressure: while the link's socket buffers `outbound.pause_bytes` or more
 //! (`bufferedAmount`, plus frames not yet handed to it), the sessions it holds get no engine
-//! event and their turns wait; the driver looks again every [`DRAIN_CHECK_MS`].
+//! event and their turns wait; the driver looks again every [`DRAIN_CHECK_MS`]. A frame that
+//! would take the socket's buffer past `outbound.max_bytes` (a client that sends requests and
+//! reads no answers) closes the link instead, as the native driver does.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use wasm_bindgen::prelude::*;
 
+use lembas_core::backlog::{Overflow, CLOSE_OVERFLOW};
 use lembas_core::device::{ConnId, ConnKind, Device, DialFailure, Effect, TurnPhase, Unreadable};
 use lembas_core::engine_io::{IoCall, IoReply};
 use lembas_core::store::{Entry, Record};
@@ -411,9 +414,13 @@ impl Shared {
             DeviceAction::Send { conn, frame } => {
                 self.unsent
                     .set(self.unsent.get().saturating_sub(frame.len()));
-                let socket = self.link_socket(conn);
-                if let Some(socket) = socket {
-                    socket.send(&frame);
+                let Some(socket) = self.link_socket(conn) else {
+                    return;
+                };
+                let max = self.state.borrow().run.device().config().outbound.max_bytes;
+                match Overflow::check(socket.buffered_amount(), frame.len(), max) {
+                    Ok(()) => socket.send(&frame),
+                    Err(overflow) => self.overflowed(conn, &socket, overflow),
                 }
             }
             DeviceAction::Close { conn, code, reason } => {
@@ -469,6 +476,27 @@ impl Shared {
                     }
                 }
             }
+        }
+    }
+
+    /// The link's client reads nothing and its socket holds `outbound.max_bytes`: close the
+    /// link rather than buffer without bound, as the native driver does (the device dials
+    /// again; a reattaching client finds its turns in the ledger).
+    fn overflowed(self: &Rc<Self>, conn: ConnId, socket: &Socket, overflow: Overflow) {
+        self.log(&format!("closing the link: {overflow}"));
+        let ours = {
+            let mut s = self.state.borrow_mut();
+            let ours = s.link.as_ref().is_some_and(|l| l.conn == conn);
+            if ours {
+                s.link = None;
+            }
+            ours
+        };
+        if ours {
+            socket.close(CLOSE_OVERFLOW, &overflow.to_string());
+            self.input(|s, now| {
+                let _ = s.run.device_mut().handle_closed(conn, None, now);
+            });
         }
     }
 
