@@ -214,15 +214,10 @@ fn run(command: Command, seed: Option<u64>) -> Result<(), String> {
                 SessionsCommand::Prune { older_than } => {
                     let deleted =
                         delete(&|rows| Ok(lembas::sessions::stale(rows, older_than, now)))?;
-                    println!(
-                        "deleted {} session{} untouched for more than {older_than} day{}",
-                        deleted.len(),
-                        if deleted.len() == 1 { "" } else { "s" },
-                        if older_than == 1 { "" } else { "s" }
+                    print!(
+                        "{}",
+                        lembas::sessions::render_pruned(&deleted, older_than, None)
                     );
-                    for id in deleted {
-                        println!("  {id}");
-                    }
                 }
             }
             Ok(())
@@ -479,16 +474,11 @@ fn sessions_through_hub(
             for id in &stale {
                 hub.delete(id)?;
             }
-            println!(
-                "deleted {} session{} untouched for more than {older_than} day{} through the \
-                 running service",
-                stale.len(),
-                if stale.len() == 1 { "" } else { "s" },
-                if older_than == 1 { "" } else { "s" }
+            let how = Some("through the running service");
+            print!(
+                "{}",
+                lembas::sessions::render_pruned(&stale, older_than, how)
             );
-            for id in stale {
-                println!("  {id}");
-            }
         }
     }
     Ok(())

@@ -153,6 +153,27 @@ pub fn ago(ms: u64, now: Time) -> String {
     }
 }
 
+/// What `lembas sessions prune` prints: how many sessions untouched for more than `days` days
+/// were `deleted` (and `how`, when said: "through the running service"), then each one.
+pub fn render_pruned(deleted: &[String], days: u64, how: Option<&str>) -> String {
+    let plural = |n: u64| if n == 1 { "" } else { "s" };
+    let mut out = format!(
+        "deleted {} session{} untouched for more than {days} day{}",
+        deleted.len(),
+        plural(deleted.len() as u64),
+        plural(days)
+    );
+    if let Some(how) = how {
+        out.push(' ');
+        out.push_str(how);
+    }
+    out.push('\n');
+    for id in deleted {
+        out.push_str(&format!("  {id}\n"));
+    }
+    out
+}
+
 /// The listing as a table for a person.
 pub fn render(rows: &[Row], now: Time) -> String {
     if rows.is_empty() {
@@ -192,6 +213,20 @@ pub fn render(rows: &[Row], now: Time) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_prune_says_how_many_how_and_which() {
+        let two = ["ses_a".to_string(), "ses_b".to_string()];
+        assert_eq!(
+            render_pruned(&two, 1, Some("through the running service")),
+            "deleted 2 sessions untouched for more than 1 day through the running service\n  \
+             ses_a\n  ses_b\n"
+        );
+        assert_eq!(
+            render_pruned(&[], 30, None),
+            "deleted 0 sessions untouched for more than 30 days\n"
+        );
+    }
 
     #[test]
     fn dates_are_utc_civil_dates() {
