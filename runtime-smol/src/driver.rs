@@ -716,6 +716,21 @@ impl Driver {
         }
     }
 
+    /// Do `work` on the blocking pool (it reads the disk), then hand the device what `answer`
+    /// makes of its result, as an input.
+    fn off_thread<T: Send + 'static>(
+        &mut self,
+        work: impl FnOnce() -> T + Send + 'static,
+        answer: impl FnOnce(T) -> Input + Send + 'static,
+    ) {
+        let tx = self.tx.clone();
+        self.reap();
+        self.tasks.push(smol::spawn(async move {
+            let done = blocking::unblock(work).await;
+            let _ = tx.send(answer(done)).await;
+        }));
+    }
+
     /// Forget tasks that have ended.
     fn reap(&mut self) {
         self.tasks.retain(|t| !t.is_finished());
@@ -802,41 +817,29 @@ impl Driver {
                 self.batch.extend(records);
                 self.batch_seq = self.batch_seq.max(seq);
             }
-            Effect::ResolvePath { request, path } => {
-                let tx = self.tx.clone();
-                self.reap();
-                self.tasks.push(smol::spawn(async move {
-                    let result = blocking::unblock(move || {
-                        std::fs::canonicalize(&path)
-                            .map_err(|e| e.to_string())
-                            .and_then(|p| {
-                                if !p.is_dir() {
-                                    return Err("not a directory".to_string());
-                                }
-                                p.into_os_string()
-                                    .into_string()
-                                    .map_err(|_| "not UTF-8".to_string())
-                            })
-                    })
-                    .await;
-                    let _ = tx.send(Input::PathResolved { request, result }).await;
-                }));
-            }
+            Effect::ResolvePath { request, path } => self.off_thread(
+                move || {
+                    std::fs::canonicalize(&path)
+                        .map_err(|e| e.to_string())
+                        .and_then(|p| {
+                            if !p.is_dir() {
+                                return Err("not a directory".to_string());
+                            }
+                            p.into_os_string()
+                                .into_string()
+                                .map_err(|_| "not UTF-8".to_string())
+                        })
+                },
+                move |result| Input::PathResolved { request, result },
+            ),
             Effect::ListDirectory {
                 request,
                 path,
                 max_entries,
-            } => {
-                let tx = self.tx.clone();
-                self.reap();
-                self.tasks.push(smol::spawn(async move {
-                    let result = blocking::unblock(move || {
-                        crate::list_dir::list_directory(&path, max_entries)
-                    })
-                    .await;
-                    let _ = tx.send(Input::DirectoryListed { request, result }).await;
-                }));
-            }
+            } => self.off_thread(
+                move || crate::list_dir::list_directory(&path, max_entries),
+                move |result| Input::DirectoryListed { request, result },
+            ),
             Effect::ReadMentions {
                 request,
                 project,
@@ -845,11 +848,9 @@ impl Driver {
                 max_file_bytes,
                 max_entries,
             } => {
-                let tx = self.tx.clone();
                 let tools = self.tools.clone();
-                self.reap();
-                self.tasks.push(smol::spawn(async move {
-                    let read = blocking::unblock(move || {
+                self.off_thread(
+                    move || {
                         crate::mentions::read_mentions(
                             &tools,
                             &project,
@@ -858,10 +859,9 @@ impl Driver {
                             max_file_bytes,
                             max_entries,
                         )
-                    })
-                    .await;
-                    let _ = tx.send(Input::MentionsRead { request, read }).await;
-                }));
+                    },
+                    move |read| Input::MentionsRead { request, read },
+                );
             }
             Effect::SearchFiles {
                 request,
@@ -871,17 +871,12 @@ impl Driver {
                 limit,
                 recent,
             } => {
-                let tx = self.tx.clone();
                 let tools = self.tools.clone();
                 let indexes = self.file_indexes.clone();
-                self.reap();
-                self.tasks.push(smol::spawn(async move {
-                    let found = blocking::unblock(move || {
-                        indexes.search(&tools, &root, &roots, &query, limit, &recent)
-                    })
-                    .await;
-                    let _ = tx.send(Input::FilesFound { request, found }).await;
-                }));
+                self.off_thread(
+                    move || indexes.search(&tools, &root, &roots, &query, limit, &recent),
+                    move |found| Input::FilesFound { request, found },
+                );
             }
             Effect::LoadSession {
                 request,
@@ -895,14 +890,13 @@ impl Driver {
                 Disk::Scratch(_) => self.session_loaded(request, Vec::new(), now),
                 Disk::Redb(store) => {
                     let store = store.clone();
-                    let tx = self.tx.clone();
-                    self.reap();
-                    self.tasks.push(smol::spawn(async move {
-                        let result = blocking::unblock(move || store.session_entries(&session_id))
-                            .await
-                            .map_err(|e| e.to_string());
-                        let _ = tx.send(Input::SessionLoaded { request, result }).await;
-                    }));
+                    self.off_thread(
+                        move || store.session_entries(&session_id),
+                        move |read| Input::SessionLoaded {
+                            request,
+                            result: read.map_err(|e| e.to_string()),
+                        },
+                    );
                 }
             },
             Effect::ReadHistory {
@@ -928,16 +922,13 @@ impl Driver {
                 }
                 Disk::Redb(store) => {
                     let store = store.clone();
-                    let tx = self.tx.clone();
-                    self.reap();
-                    self.tasks.push(smol::spawn(async move {
-                        let result = blocking::unblock(move || {
-                            store.history(&session_id, before, limit, max_bytes)
-                        })
-                        .await
-                        .map_err(|e| e.to_string());
-                        let _ = tx.send(Input::HistoryRead { request, result }).await;
-                    }));
+                    self.off_thread(
+                        move || store.history(&session_id, before, limit, max_bytes),
+                        move |read| Input::HistoryRead {
+                            request,
+                            result: read.map_err(|e| e.to_string()),
+                        },
+                    );
                 }
             },
             Effect::WriteAttachment {
