@@ -5,6 +5,11 @@
 //!
 //! Printed for each: idle RSS, peak RSS while stalled and over the whole turn, the chunks
 //! received, and the time (the stalled run's time less its 5 s, as a ratio to the baseline's).
+//!
+//! Then chunk coalescing: a turn of 100,000 chunks of 64 B read by an editor that reads at
+//! most 4 MB/s (slower than the device writes), against the same turn read at full speed: the
+//! frames and bytes each received, and the chunks a second. Behind its pause mark the queue
+//! merges a session's adjacent chunks, so the slow reader gets fewer, larger frames.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -21,14 +26,27 @@ const CHUNKS: usize = 100_000;
 const CHUNK_BYTES: usize = 8192;
 const STALL: Duration = Duration::from_secs(5);
 const TARGET_GROWTH_KIB: u64 = 64 * 1024;
+const SMALL_CHUNKS: usize = 100_000;
+const SMALL_CHUNK_BYTES: usize = 64;
+/// The slow editor's pace: well under what the device writes a second.
+const SLOW_BYTES_PER_S: f64 = 4e6;
 
 fn main() {
     // `cargo bench` passes `--bench`; a filter word (`cargo bench -p lembas -- stdio`) that is
     // not part of this bench's name skips it.
+    // Its two parts by name: `-- coalescing` runs the second alone.
     let only = std::env::args().skip(1).find(|a| !a.starts_with('-'));
-    if only.is_some_and(|o| !"backpressure".contains(o.as_str())) {
-        return;
+    let wanted = |part: &str| only.as_ref().is_none_or(|o| part.contains(o.as_str()));
+    if wanted("backpressure") {
+        memory();
     }
+    if wanted("coalescing") {
+        coalescing();
+    }
+}
+
+/// RSS while the editor stalls, against a full-speed read.
+fn memory() {
     let fast = run(None);
     let slow = run(Some(STALL));
     let mb = (CHUNKS * CHUNK_BYTES) as f64 / 1e6;
@@ -66,6 +84,79 @@ fn main() {
             "NO"
         }
     );
+}
+
+/// Frames and pace of a slow editor, against a full-speed one.
+fn coalescing() {
+    let fast = stream_small(None);
+    let slow = stream_small(Some(SLOW_BYTES_PER_S));
+    println!("coalescing: {SMALL_CHUNKS} chunks of {SMALL_CHUNK_BYTES} B on stdio, one session");
+    for (name, r) in [
+        ("read at full speed".to_string(), &fast),
+        (format!("read at {:.0} MB/s", SLOW_BYTES_PER_S / 1e6), &slow),
+    ] {
+        println!(
+            "  {name:<24} {:>7} frames ({:.1} chunks a frame), {:>6.1} MB, {:>8.0} chunks/s, \
+             {}/{SMALL_CHUNKS} chunks in order",
+            r.frames,
+            r.chunks as f64 / r.frames.max(1) as f64,
+            r.bytes as f64 / 1e6,
+            r.chunks as f64 / r.took.as_secs_f64(),
+            r.chunks,
+        );
+    }
+}
+
+struct Streamed {
+    frames: usize,
+    bytes: usize,
+    chunks: usize,
+    took: Duration,
+}
+
+/// One turn of small chunks, read as fast as possible or at most `pace` bytes a second.
+fn stream_small(pace: Option<f64>) -> Streamed {
+    let (mut e, session, _home) = start();
+    let start = Instant::now();
+    e.send(
+        json!({"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{
+        "sessionId": session,
+        "prompt":[{"type":"text",
+                   "text":format!("chunks {SMALL_CHUNKS} {SMALL_CHUNK_BYTES}")}]}}),
+    );
+    let (mut frames, mut bytes, mut chunks) = (0, 0, 0);
+    loop {
+        let v = e.read();
+        bytes += e.line.len();
+        if let Some(pace) = pace {
+            let due = Duration::from_secs_f64(bytes as f64 / pace);
+            if let Some(ahead) = due.checked_sub(start.elapsed()) {
+                std::thread::sleep(ahead);
+            }
+        }
+        let numbers = chunk_numbers(&v, SMALL_CHUNK_BYTES);
+        if !numbers.is_empty() {
+            frames += 1;
+        }
+        for n in numbers {
+            if n == chunks {
+                chunks += 1;
+            }
+        }
+        if v["id"] == 2 && v.get("method").is_none() {
+            assert_eq!(v["result"]["stopReason"], "end_turn", "{v}");
+            break;
+        }
+    }
+    let took = start.elapsed();
+    drop(e.stdin);
+    let _ = e.child.wait();
+    Streamed {
+        frames,
+        bytes,
+        chunks,
+        took,
+    }
 }
 
 struct Figures {
@@ -155,17 +246,25 @@ impl Editor {
     }
 }
 
-/// A chunk's number, when `v` is an `agent_message_chunk` of the turn.
-fn chunk_number(v: &Value) -> Option<usize> {
+/// The numbers of the chunks of `bytes` each an `agent_message_chunk` frame carries (several
+/// once merged behind the pause mark), or none for another frame.
+fn chunk_numbers(v: &Value, bytes: usize) -> Vec<usize> {
     if v["params"]["update"]["sessionUpdate"] != "agent_message_chunk" {
-        return None;
+        return Vec::new();
     }
-    let text = v["params"]["update"]["content"]["text"].as_str()?;
-    assert_eq!(text.len(), CHUNK_BYTES, "a chunk of another size");
-    text.get(..10)?.parse().ok()
+    let text = v["params"]["update"]["content"]["text"]
+        .as_str()
+        .unwrap_or("");
+    assert_eq!(text.len() % bytes, 0, "a chunk of another size");
+    text.as_bytes()
+        .chunks(bytes)
+        .map(|c| std::str::from_utf8(&c[..10]).unwrap().parse().unwrap())
+        .collect()
 }
 
-fn run(stall: Option<Duration>) -> Figures {
+/// `lembas serve --stdio` with an editor that opened a session (and its home, kept while it
+/// runs).
+fn start() -> (Editor, String, tempfile::TempDir) {
     let home = tempfile::tempdir().unwrap();
     scripted::use_scripted_engine(home.path());
     let mut child = Command::new(env!("CARGO_BIN_EXE_lembas"))
@@ -194,6 +293,11 @@ fn run(stall: Option<Duration>) -> Figures {
         .as_str()
         .unwrap()
         .to_string();
+    (e, session, home)
+}
+
+fn run(stall: Option<Duration>) -> Figures {
+    let (mut e, session, _home) = start();
     std::thread::sleep(Duration::from_millis(300));
     let pid = e.child.id();
     let idle_kib = rss_kib(pid).unwrap();
@@ -209,7 +313,8 @@ fn run(stall: Option<Duration>) -> Figures {
     let mut stalled_peak_kib = None;
     loop {
         let v = e.read();
-        if let Some(n) = chunk_number(&v) {
+        let numbers = chunk_numbers(&v, CHUNK_BYTES);
+        for &n in &numbers {
             if n == chunks {
                 chunks += 1;
             }
@@ -219,7 +324,8 @@ fn run(stall: Option<Duration>) -> Figures {
                     stalled_peak_kib = Some(sampler.peak());
                 }
             }
-        } else if v["id"] == 2 {
+        }
+        if numbers.is_empty() && v["id"] == 2 {
             assert_eq!(v["result"]["stopReason"], "end_turn", "{v}");
             break;
         }

@@ -227,6 +227,7 @@ impl Driver {
         let (out_tx, out_rx) = channel::unbounded();
         let out = self.outbox(out_tx, &out_rx, ConnKind::Stdio);
         let gauge = out.gauge.clone();
+        let gauge_out = gauge.clone();
         self.conns.insert(
             conn,
             Conn {
@@ -245,6 +246,7 @@ impl Driver {
         self.stdio_writer = Some(smol::spawn(crate::stdio::write_stdout(
             conn,
             out_rx,
+            gauge_out,
             self.tx.clone(),
         )));
     }
@@ -306,6 +308,7 @@ impl Driver {
         let (out_tx, out_rx) = channel::unbounded();
         let out = self.outbox(out_tx, &out_rx, ConnKind::Hub);
         let gauge = out.gauge.clone();
+        let gauge_out = gauge.clone();
         self.conns.insert(
             conn,
             Conn {
@@ -331,7 +334,7 @@ impl Driver {
         self.writers.retain(|t| !t.is_finished());
         self.writers.push(smol::spawn(async move {
             let mut stream = stream;
-            if let Err(e) = crate::lines::write_lines(&mut stream, out_rx).await {
+            if let Err(e) = crate::lines::write_lines(&mut stream, out_rx, &gauge_out).await {
                 log::debug!("a hub connection could not be written: {e}");
             }
             // Its reader sees the end too, and stops.

@@ -3,7 +3,7 @@
 //! (bounded); frames are written whole, a queued burst gathered into one write.
 
 use futures_lite::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use lembas_core::device::ConnId;
+use lembas_core::device::{ChunkRun, ConnId};
 use lembas_core::framing::{Line, LineReader};
 use smol::channel::{Receiver, Sender};
 use std::sync::Arc;
@@ -77,33 +77,125 @@ pub async fn read_lines<R: AsyncRead + Unpin>(
 
 /// Write each frame as one line on `output`. What is queued is gathered into one buffer and
 /// written at once (one write for a burst of streamed chunks, not one a line), then flushed
-/// when the queue runs dry. The frames' gauge tokens are held until their write. Ends when the
-/// queue is closed (everything before the close written) or a write fails.
+/// when the queue runs dry. While `gauge` (the connection's) is past its pause mark, a text
+/// chunk that follows one of the same session and kind in the burst is merged into it
+/// ([`ChunkRun`]): the reader is behind, and the frames' envelopes are most of what it has
+/// to read. The frames' gauge tokens are held until their write. Ends when the queue is closed
+/// (everything before the close written) or a write fails.
 pub async fn write_lines<W: AsyncWrite + Unpin>(
     output: &mut W,
     rx: Receiver<Outgoing>,
+    gauge: &Gauge,
 ) -> std::io::Result<()> {
     let mut buf: Vec<u8> = Vec::with_capacity(64 * 1024);
     let mut held = Vec::new();
+    // The burst's last frame, kept out of `buf` while the next may merge into it.
+    let mut last: Option<ChunkRun> = None;
+    // Whether the queue was past its mark when the last burst was written, that burst still
+    // counted: the sources stop at the mark, so the queue hovers there, and it is the
+    // written burst's release that takes it under.
+    let mut behind = false;
     while let Ok(first) = rx.recv().await {
+        behind |= gauge.paused();
         let mut next = Some(first);
         while let Some(out) = next.take() {
             if let Outgoing::Frame(frame, sent) = out {
-                buf.extend_from_slice(&frame);
-                buf.push(b'\n');
                 held.extend(sent);
+                let merged = behind && last.as_mut().is_some_and(|l| l.merge(&frame));
+                if !merged {
+                    // Under the mark nothing merges: a frame goes as it came.
+                    let run = if behind {
+                        ChunkRun::new(frame)
+                    } else {
+                        ChunkRun::plain(frame)
+                    };
+                    if let Some(l) = last.replace(run) {
+                        buf.extend_from_slice(&l.into_frame());
+                        buf.push(b'\n');
+                    }
+                }
             }
-            if buf.len() >= 64 * 1024 {
+            if buf.len() + last.as_ref().map_or(0, ChunkRun::bytes) >= 64 * 1024 {
                 break;
             }
             next = rx.try_recv().ok();
         }
+        if let Some(l) = last.take() {
+            buf.extend_from_slice(&l.into_frame());
+            buf.push(b'\n');
+        }
         output.write_all(&buf).await?;
         buf.clear();
+        behind = gauge.paused();
         held.clear();
         if rx.is_empty() {
             output.flush().await?;
         }
     }
     output.flush().await
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{json, Value};
+
+    use super::*;
+
+    fn chunk(seq: u64, text: &str) -> Vec<u8> {
+        lembas_core::jsonrpc::encode_notification(
+            "session/update",
+            &json!({ "_meta": { "lembas": { "seq": seq } }, "sessionId": "ses_1",
+                     "update": { "sessionUpdate": "agent_message_chunk",
+                                 "content": { "type": "text", "text": text } } }),
+        )
+    }
+
+    /// The lines `write_lines` writes for `frames` queued at once, with the queue's pause mark
+    /// at `pause_at` bytes.
+    fn written(frames: &[Vec<u8>], pause_at: usize) -> Vec<Value> {
+        let (tx, rx) = smol::channel::unbounded();
+        let gauge = Gauge::new(pause_at);
+        for f in frames {
+            let sent = gauge.hold(f.len());
+            tx.try_send(Outgoing::Frame(f.clone(), Some(sent))).unwrap();
+        }
+        tx.close();
+        let mut out = Vec::new();
+        smol::block_on(write_lines(&mut out, rx, &gauge)).unwrap();
+        assert_eq!(gauge.queued(), 0, "every token released once written");
+        out.split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
+            .map(|l| serde_json::from_slice(l).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn behind_its_pause_mark_a_burst_of_chunks_goes_out_merged() {
+        let answer = br#"{"jsonrpc":"2.0","id":1,"result":{}}"#.to_vec();
+        let frames = [
+            chunk(1, "a"),
+            chunk(2, "b"),
+            chunk(3, "c"),
+            answer.clone(),
+            chunk(4, "d"),
+            chunk(5, "e"),
+        ];
+        let text = |v: &Value| v["params"]["update"]["content"]["text"].clone();
+        let seq = |v: &Value| v["params"]["_meta"]["lembas"]["seq"].clone();
+        let merged = written(&frames, 1);
+        assert_eq!(merged.len(), 3);
+        assert_eq!(
+            (text(&merged[0]), seq(&merged[0])),
+            (json!("abc"), json!(3))
+        );
+        assert_eq!(merged[1], serde_json::from_slice::<Value>(&answer).unwrap());
+        assert_eq!((text(&merged[2]), seq(&merged[2])), (json!("de"), json!(5)));
+        // Under the mark (a reader keeping up): every frame as it was.
+        let plain = written(&frames, usize::MAX);
+        let expected: Vec<Value> = frames
+            .iter()
+            .map(|f| serde_json::from_slice(f).unwrap())
+            .collect();
+        assert_eq!(plain, expected);
+    }
 }

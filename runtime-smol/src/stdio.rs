@@ -33,10 +33,15 @@ pub async fn read_stdin(
 
 /// Write each frame as one line on stdout (see [`write_lines`]). A failed write (the editor
 /// closed stdout) is told to the driver: output was lost.
-pub async fn write_stdout(conn: ConnId, rx: Receiver<Outgoing>, tx: Sender<Input>) {
+pub async fn write_stdout(
+    conn: ConnId,
+    rx: Receiver<Outgoing>,
+    gauge: Arc<Gauge>,
+    tx: Sender<Input>,
+) {
     // Room for the pipe's whole buffer: a bigger burst is written in several writes.
     let mut stdout = blocking::Unblock::with_capacity(256 * 1024, std::io::stdout());
-    if let Err(e) = write_lines(&mut stdout, rx).await {
+    if let Err(e) = write_lines(&mut stdout, rx, &gauge).await {
         let error = e.to_string();
         let _ = tx.send(Input::OutputLost { conn, error }).await;
     }

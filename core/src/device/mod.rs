@@ -9,6 +9,7 @@
 mod asked;
 mod cards;
 mod chunks;
+mod coalesce;
 mod connection;
 mod deletes;
 mod directories;
@@ -45,6 +46,7 @@ use serde::Serialize;
 
 pub use crate::liveness::CLOSE_DEAD_LINK;
 pub use crate::turn::Answer;
+pub use coalesce::{ChunkRun, MAX_MERGED_BYTES};
 pub use connection::{ConnId, ConnKind};
 pub use directories::{ListedDir, Listing};
 pub use files_search::{FoundFile, FoundFiles};

@@ -1,0 +1,357 @@
+//! Chunk coalescing under backpressure: while a connection's queue is past its pause mark, a
+//! text chunk frame that follows another of the same session and kind in that queue, with no
+//! frame of the session between them, is merged into it: one frame, the texts in order, the
+//! later seq. Nothing is dropped and the frames of the connection say the same; only their
+//! count falls (and the bytes of the frames' envelopes, which dominate small chunks).
+//!
+//! Only truly adjacent frames merge. A link client hears each chunk twice, as a
+//! `session/update` and an `_lembas/event` of consecutive seqs; merging two updates across the
+//! event between them would hand the client the later seq first, and a client cut right after
+//! it would resume past the event it has not seen. So those frames stay as they are, and what
+//! merges is a run of one stream (an editor's `session/update`s, say).
+//!
+//! The frames are those `chunks.rs` writes (the generic path writes the same bytes), so a
+//! frame of that exact shape is recognized by its bytes; anything else is left alone.
+
+use std::ops::Range;
+
+/// The most bytes a merged frame grows to: a peer's frame limit is never approached, and a
+/// writer's burst stays a burst of several frames.
+pub const MAX_MERGED_BYTES: usize = 64 * 1024;
+
+const UPDATE_HEAD: &[u8] =
+    br#"{"jsonrpc":"2.0","method":"session/update","params":{"_meta":{"lembas":{"seq":"#;
+const EVENT_HEAD: &[u8] =
+    br#"{"jsonrpc":"2.0","method":"_lembas/event","params":{"_meta":{"lembas":{"seq":"#;
+
+/// Where the parts of a chunk frame are.
+struct Parts {
+    update: bool,
+    seq: Range<usize>,
+    session: Range<usize>,
+    /// The text's escaped bytes, inside its quotes.
+    text: Range<usize>,
+    kind: Range<usize>,
+}
+
+/// Reads a frame's bytes in order.
+struct Cursor<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl Cursor<'_> {
+    fn literal(&mut self, lit: &[u8]) -> Option<()> {
+        let end = self.at + lit.len();
+        (self.bytes.get(self.at..end)? == lit).then(|| self.at = end)
+    }
+
+    fn digits(&mut self) -> Option<Range<usize>> {
+        let start = self.at;
+        while self.bytes.get(self.at)?.is_ascii_digit() {
+            self.at += 1;
+        }
+        (self.at > start).then_some(start..self.at)
+    }
+
+    /// A JSON string, quotes included.
+    fn string(&mut self) -> Option<Range<usize>> {
+        let start = self.at;
+        self.literal(b"\"")?;
+        loop {
+            match *self.bytes.get(self.at)? {
+                b'"' => break,
+                b'\\' => self.at += 2,
+                _ => self.at += 1,
+            }
+        }
+        self.at += 1;
+        Some(start..self.at)
+    }
+
+    /// A kind name: plain lowercase letters and underscores, up to its closing quote.
+    fn name(&mut self) -> Option<Range<usize>> {
+        let start = self.at;
+        while matches!(self.bytes.get(self.at)?, b'a'..=b'z' | b'_') {
+            self.at += 1;
+        }
+        (self.at > start).then_some(start..self.at)
+    }
+
+    fn end(&self) -> Option<()> {
+        (self.at == self.bytes.len()).then_some(())
+    }
+}
+
+fn parse(frame: &[u8]) -> Option<Parts> {
+    let mut c = Cursor {
+        bytes: frame,
+        at: 0,
+    };
+    let inner = |s: Range<usize>| s.start + 1..s.end - 1;
+    if c.literal(UPDATE_HEAD).is_some() {
+        let seq = c.digits()?;
+        c.literal(br#"}},"sessionId":"#)?;
+        let session = c.string()?;
+        c.literal(br#","update":{"content":{"text":"#)?;
+        let text = inner(c.string()?);
+        c.literal(br#","type":"text"},"sessionUpdate":""#)?;
+        let kind = c.name()?;
+        c.literal(br#""}}}"#)?;
+        c.end()?;
+        let chunk = [&b"agent_message_chunk"[..], b"agent_thought_chunk"];
+        chunk.contains(&&frame[kind.clone()]).then_some(Parts {
+            update: true,
+            seq,
+            session,
+            text,
+            kind,
+        })
+    } else {
+        c.literal(EVENT_HEAD)?;
+        let seq = c.digits()?;
+        c.literal(br#"}},"event":{"text":"#)?;
+        let text = inner(c.string()?);
+        c.literal(br#","type":""#)?;
+        let kind = c.name()?;
+        c.literal(br#""},"sessionId":"#)?;
+        let session = c.string()?;
+        c.literal(b"}}")?;
+        c.end()?;
+        [&b"text"[..], b"reasoning"]
+            .contains(&&frame[kind.clone()])
+            .then_some(Parts {
+                update: false,
+                seq,
+                session,
+                text,
+                kind,
+            })
+    }
+}
+
+fn seq_of(frame: &[u8], at: &Range<usize>) -> Option<u64> {
+    std::str::from_utf8(&frame[at.clone()]).ok()?.parse().ok()
+}
+
+/// A frame that following chunk frames may merge into, its layout read once: a merge then
+/// costs the bytes of the merged chunk's text, however long the frame has grown.
+pub struct ChunkRun {
+    frame: Vec<u8>,
+    /// `None`: not a chunk frame (nothing merges into it).
+    parts: Option<Parts>,
+}
+
+impl ChunkRun {
+    pub fn new(frame: Vec<u8>) -> ChunkRun {
+        let parts = parse(&frame);
+        ChunkRun { frame, parts }
+    }
+
+    /// Merge `next` into this frame when both are text chunk frames of one session and kind,
+    /// `next` the later, and the merged frame stays within [`MAX_MERGED_BYTES`]: it then
+    /// carries both texts and `next`'s seq. The caller says they are adjacent in the
+    /// connection's queue (no frame of the session between them). Returns whether it merged;
+    /// if not, nothing changed.
+    pub fn merge(&mut self, next: &[u8]) -> bool {
+        let Some(a) = &mut self.parts else {
+            return false;
+        };
+        if self.frame.len() + next.len() > MAX_MERGED_BYTES {
+            return false;
+        }
+        let Some(b) = parse(next) else {
+            return false;
+        };
+        let into = &mut self.frame;
+        let same = a.update == b.update
+            && into[a.session.clone()] == next[b.session.clone()]
+            && into[a.kind.clone()] == next[b.kind.clone()];
+        if !same || seq_of(into, &a.seq) >= seq_of(next, &b.seq) {
+            return false;
+        }
+        // The text first (it comes after the seq, so the seq's place holds), then the seq;
+        // each shifts what follows it.
+        let at = a.text.end;
+        let added = b.text.len();
+        into.splice(at..at, next[b.text].iter().copied());
+        a.shift_from(at, added as isize);
+        let old = a.seq.clone();
+        into.splice(old.clone(), next[b.seq.clone()].iter().copied());
+        a.shift_from(old.end, b.seq.len() as isize - old.len() as isize);
+        a.seq = old.start..old.start + b.seq.len();
+        true
+    }
+
+    /// A frame nothing merges into (one written while the queue is under its mark: its
+    /// layout is not read).
+    pub fn plain(frame: Vec<u8>) -> ChunkRun {
+        ChunkRun { frame, parts: None }
+    }
+
+    /// Its bytes so far.
+    pub fn bytes(&self) -> usize {
+        self.frame.len()
+    }
+
+    pub fn into_frame(self) -> Vec<u8> {
+        self.frame
+    }
+}
+
+impl Parts {
+    /// Bytes were inserted (or removed, `by` < 0) at `at`: the parts at or after it move.
+    fn shift_from(&mut self, at: usize, by: isize) {
+        for r in [&mut self.session, &mut self.kind] {
+            if r.start >= at {
+                *r = r.start.wrapping_add_signed(by)..r.end.wrapping_add_signed(by);
+            }
+        }
+        // The text ends where the insertion was made: it grows there.
+        if self.text.end >= at {
+            self.text.end = self.text.end.wrapping_add_signed(by);
+            if self.text.start > at {
+                self.text.start = self.text.start.wrapping_add_signed(by);
+            }
+        }
+    }
+}
+
+/// [`ChunkRun::merge`] on a frame whose layout is read again (the tests' form).
+#[cfg(test)]
+fn merge_chunks(into: &mut Vec<u8>, next: &[u8]) -> bool {
+    let mut run = ChunkRun::new(std::mem::take(into));
+    let merged = run.merge(next);
+    *into = run.into_frame();
+    merged
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{json, Value};
+
+    use super::*;
+    use crate::jsonrpc;
+
+    fn update(session: &str, seq: u64, kind: &str, text: &str) -> Vec<u8> {
+        jsonrpc::encode_notification(
+            "session/update",
+            &json!({ "_meta": { "lembas": { "seq": seq } }, "sessionId": session,
+                     "update": { "sessionUpdate": kind,
+                                 "content": { "type": "text", "text": text } } }),
+        )
+    }
+
+    fn event(session: &str, seq: u64, kind: &str, text: &str) -> Vec<u8> {
+        jsonrpc::encode_notification(
+            "_lembas/event",
+            &json!({ "_meta": { "lembas": { "seq": seq } }, "sessionId": session,
+                     "event": { "type": kind, "text": text } }),
+        )
+    }
+
+    /// As a writer merges a burst: each frame into the run before it, if it can.
+    fn merged(frames: &[Vec<u8>]) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        let mut run: Option<ChunkRun> = None;
+        for f in frames {
+            if !run.as_mut().is_some_and(|r| r.merge(f)) {
+                out.extend(
+                    run.replace(ChunkRun::new(f.clone()))
+                        .map(ChunkRun::into_frame),
+                );
+            }
+        }
+        out.extend(run.map(ChunkRun::into_frame));
+        out
+    }
+
+    #[test]
+    fn a_run_of_one_sessions_chunks_becomes_one_frame_with_the_last_seq() {
+        let texts = ["plain, ", "a \"quote\"\n\t\\ é \u{1}", "", "\u{1f600} end"];
+        for (kind, make) in [
+            (
+                "agent_message_chunk",
+                update as fn(&str, u64, &str, &str) -> Vec<u8>,
+            ),
+            ("agent_thought_chunk", update),
+            ("text", event),
+            ("reasoning", event),
+        ] {
+            // Seqs crossing a power of ten: the seq's width changes in place.
+            let frames: Vec<_> = texts
+                .iter()
+                .enumerate()
+                .map(|(i, t)| make("ses_\"1\"", 7 + 2 * i as u64, kind, t))
+                .collect();
+            let out = merged(&frames);
+            assert_eq!(out.len(), 1, "{kind}");
+            assert_eq!(
+                out[0],
+                make("ses_\"1\"", 13, kind, &texts.concat()),
+                "{kind}"
+            );
+            let v: Value = serde_json::from_slice(&out[0]).unwrap();
+            assert_eq!(v["params"]["_meta"]["lembas"]["seq"], 13);
+        }
+    }
+
+    #[test]
+    fn only_adjacent_chunks_of_one_session_kind_and_stream_merge() {
+        let a = |seq, t| update("ses_a", seq, "agent_message_chunk", t);
+        let frames = vec![
+            a(1, "a1"),
+            // Another kind, another session, another stream: each ends a run.
+            update("ses_a", 2, "agent_thought_chunk", "think"),
+            a(3, "a3"),
+            update("ses_b", 1, "agent_message_chunk", "b1"),
+            a(4, "a4"),
+            event("ses_a", 5, "text", "a4"),
+            a(6, "a6"),
+            a(8, "a8"),
+            // Not a chunk (a tool call); then an older seq (never merged backwards).
+            jsonrpc::encode_notification(
+                "session/update",
+                &json!({ "sessionId": "ses_a", "update": { "sessionUpdate": "tool_call" } }),
+            ),
+            a(10, "a10"),
+            a(9, "a9"),
+        ];
+        let out = merged(&frames);
+        assert_eq!(
+            out,
+            vec![
+                a(1, "a1"),
+                frames[1].clone(),
+                a(3, "a3"),
+                frames[3].clone(),
+                a(4, "a4"),
+                frames[5].clone(),
+                a(8, "a6a8"),
+                frames[8].clone(),
+                a(10, "a10"),
+                a(9, "a9"),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_merged_frame_stays_under_its_bound_and_odd_bytes_are_left_alone() {
+        let big = "x".repeat(MAX_MERGED_BYTES / 2);
+        let mut into = update("s", 1, "agent_message_chunk", &big);
+        let next = update("s", 2, "agent_message_chunk", &big);
+        assert!(!merge_chunks(&mut into, &next));
+        assert_eq!(into, update("s", 1, "agent_message_chunk", &big));
+        for odd in [
+            &b""[..],
+            b"{",
+            &update("s", 2, "agent_message_chunk", "x")[..60],
+            br#"{"jsonrpc":"2.0","method":"session/update","params":{"_meta":{"lembas":{"seq":}},"#,
+        ] {
+            let mut into = update("s", 1, "agent_message_chunk", "x");
+            assert!(!merge_chunks(&mut into, odd));
+            let mut odd = odd.to_vec();
+            assert!(!merge_chunks(&mut odd, &into));
+        }
+    }
+}
