@@ -8,6 +8,10 @@
 //!   each), opened by `serve --stdio`; `history` with the default budget (512 KiB), asked 20
 //!   times, newest first and from the middle (`before`). Target: each answered in under 50 ms
 //!   (the time from the request's write to its answer's last byte, pipes included).
+//! - restart: a store holding one session of 1,000 turns of 1 MiB answers, opened by
+//!   `serve --stdio`; its resident memory once initialized, against the same with a store of
+//!   one such turn. Target: within 32 MiB (a restart reads only what the session's next
+//!   turns' context takes, not its history).
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -32,12 +36,50 @@ const TARGET_ANSWER: Duration = Duration::from_millis(50);
 fn main() {
     // `cargo bench` passes `--bench`; a filter word that is not part of this bench's name
     // skips it.
+    // Its parts by name too: `-- restart` runs that one alone.
     let only = std::env::args().skip(1).find(|a| !a.starts_with('-'));
-    if only.is_some_and(|o| !"history".contains(o.as_str())) {
-        return;
+    let wanted = |part: &str| {
+        only.as_ref()
+            .is_none_or(|o| "history".contains(o.as_str()) || part.contains(o.as_str()))
+    };
+    if wanted("rss") {
+        rss();
     }
-    rss();
-    answer();
+    if wanted("answer") {
+        answer();
+    }
+    if wanted("restart") {
+        restart();
+    }
+}
+
+const RESTART_TURNS: usize = 1000;
+const RESTART_ANSWER_BYTES: usize = 1 << 20;
+
+fn restart() {
+    let rss_with = |turns: usize| {
+        let home = home();
+        let session = "ses_bench_restart";
+        write_store_of(home.path(), session, turns, RESTART_ANSWER_BYTES, 50);
+        let e = Editor::start(home.path());
+        e.settled_rss_kib()
+    };
+    let one = rss_with(1);
+    let many = rss_with(RESTART_TURNS);
+    let growth = many.saturating_sub(one);
+    println!(
+        "history restart: serve --stdio opening a store of one session, turns of {} KiB answers",
+        RESTART_ANSWER_BYTES / 1024
+    );
+    println!(
+        "  RSS once initialized: 1 turn {one} KiB; {RESTART_TURNS} turns {many} KiB; \
+         growth {growth} KiB (target <= {TARGET_GROWTH_KIB} KiB: {})",
+        if growth <= TARGET_GROWTH_KIB {
+            "met"
+        } else {
+            "NOT met"
+        }
+    );
 }
 
 fn rss() {
@@ -131,6 +173,18 @@ fn home() -> tempfile::TempDir {
 
 /// The store `serve --stdio` opens in `home`, holding `session` with its history.
 fn write_store(home: &std::path::Path, session: &str) {
+    write_store_of(home, session, STORED_TURNS, 2037, STORED_TURNS);
+}
+
+/// A store holding `session` with `turns` turns (a 200 B prompt, an answer of `answer_bytes`
+/// and a few), written `per_commit` turns a transaction.
+fn write_store_of(
+    home: &std::path::Path,
+    session: &str,
+    turns: usize,
+    answer_bytes: usize,
+    per_commit: usize,
+) {
     let store =
         lembas::store::RedbStore::open(&home.join("state/lembas/lembas.redb")).expect("a store");
     let record = SessionRecord {
@@ -153,19 +207,23 @@ fn write_store(home: &std::path::Path, session: &str) {
         key: session.into(),
         value: serde_json::to_string(&record).unwrap(),
     }];
-    for t in 0..STORED_TURNS {
+    for t in 0..turns {
         let user = HistoryTurn::User {
             text: format!("{t:010} {}", "p".repeat(189)),
             turn_id: Some(format!("turn_{t}")),
             attachments: Vec::new(),
         };
         let assistant = HistoryTurn::Assistant {
-            text: format!("{t:010} {}", "a".repeat(2037)),
+            text: format!("{t:010} {}", "a".repeat(answer_bytes)),
             reasoning: String::new(),
             tools: Vec::new(),
         };
         records.push(history_record(session, 2 * t, &user));
         records.push(history_record(session, 2 * t + 1, &assistant));
+        if (t + 1) % per_commit == 0 {
+            store.commit(&records).expect("the store is written");
+            records.clear();
+        }
     }
     store.commit(&records).expect("the store is written");
 }

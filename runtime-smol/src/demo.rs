@@ -111,7 +111,9 @@ async fn demo(local: &smol::LocalExecutor<'_>, out: &mut dyn Write) -> Result<()
     // requests go to the instance, whose models each dial fetches.
     let start = |config: DeviceConfig, engine: EngineChoice| -> Result<_, String> {
         let store = RedbStore::open(&store_file).map_err(|e| e.to_string())?;
-        let entries = store.entries().map_err(|e| e.to_string())?;
+        let entries = store
+            .restore_entries(&config.sessions)
+            .map_err(|e| e.to_string())?;
         let now = crate::clock::Clock::new().now();
         let (device, _) = Device::restore(config, entries, now).map_err(|e| e.to_string())?;
         let mut driver = Driver::new(device, Disk::Redb(Arc::new(store)), attachments.clone());

@@ -893,8 +893,9 @@ impl Driver {
                 Disk::Scratch(_) => self.session_loaded(request, Vec::new(), now),
                 Disk::Redb(store) => {
                     let store = store.clone();
+                    let limits = self.host.device().config().sessions;
                     self.off_thread(
-                        move || store.session_entries(&session_id),
+                        move || store.session_entries(&session_id, &limits),
                         move |read| Input::SessionLoaded {
                             request,
                             result: read.map_err(|e| e.to_string()),

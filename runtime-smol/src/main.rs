@@ -294,13 +294,12 @@ fn run(command: Command, seed: Option<u64>) -> Result<(), String> {
                 }
                 Ok(())
             })?;
-            let entries = store.entries().map_err(|e| e.to_string())?;
+            let dc = device_config(&config, Some(instance.host.clone()));
+            let entries = store
+                .restore_entries(&dc.sessions)
+                .map_err(|e| e.to_string())?;
             let now = lembas::clock::Clock::new().now();
-            let device = lembas::store::restore_device(
-                device_config(&config, Some(instance.host.clone())),
-                entries,
-                now,
-            )?;
+            let device = lembas::store::restore_device(dc, entries, now)?;
             log::info!(
                 "store {} ({} sessions)",
                 store.path().display(),
@@ -371,7 +370,9 @@ fn run(command: Command, seed: Option<u64>) -> Result<(), String> {
                     return lembas::hub_relay::run(stream, dc.frames.max_frame_bytes);
                 }
                 Served::Store(store) => {
-                    let entries = store.entries().map_err(|e| e.to_string())?;
+                    let entries = store
+                        .restore_entries(&dc.sessions)
+                        .map_err(|e| e.to_string())?;
                     let now = lembas::clock::Clock::new().now();
                     let device = lembas::store::restore_device(dc, entries, now)?;
                     (device, Disk::Redb(Arc::new(store)))

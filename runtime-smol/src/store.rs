@@ -1,14 +1,16 @@
 //! The device's store: one redb file, one redb table per core [`Table`]. The core's
 //! `Record::{Put, Delete, DeletePrefix}` are applied in order; the driver hands every record of
 //! one loop iteration to [`RedbStore::commit`] as one write transaction (group commit). At
-//! start-up [`RedbStore::entries`] gives every entry back for `Device::restore`.
+//! start-up [`RedbStore::restore_entries`] gives back what `Device::restore` needs: every
+//! entry, but of each session's history only what its next turns' context takes.
 //!
 //! Its semantics are those of the core's `MemStore` (the reference), which the tests below hold
 //! it to.
 
 use std::path::{Path, PathBuf};
 
-use lembas_core::device::{Device, Unreadable};
+use lembas_core::config::SessionLimits;
+use lembas_core::device::{Device, RecentPick, Unreadable};
 use lembas_core::store::{Entry, HistoryPick, Record, Table};
 use lembas_core::{DeviceConfig, Time};
 use redb::{Database, DatabaseError, ReadableDatabase, ReadableTable, TableDefinition};
@@ -130,9 +132,84 @@ impl RedbStore {
         Ok(out)
     }
 
-    /// The entries of one session (its record, turns, history and event log), for
-    /// `Effect::LoadSession`: a point read and three prefix ranges, not a scan of the store.
-    pub fn session_entries(&self, session: &str) -> Result<Vec<Entry>, StoreError> {
+    /// What `Device::restore` reads: every entry of every table but `History`, of which only
+    /// each session's newest entries its `Recent` keeps ([`RecentPick`]): a restart's memory
+    /// does not grow with the sessions' history.
+    pub fn restore_entries(&self, limits: &SessionLimits) -> Result<Vec<Entry>, StoreError> {
+        let other = |e: &dyn std::fmt::Display| StoreError::Other(self.path.clone(), e.to_string());
+        let txn = self.db.begin_read().map_err(|e| other(&e))?;
+        let mut out = Vec::new();
+        for table in Table::ALL.into_iter().filter(|t| *t != Table::History) {
+            let t = txn.open_table(def(table)).map_err(|e| other(&e))?;
+            for item in t.iter().map_err(|e| other(&e))? {
+                let (k, v) = item.map_err(|e| other(&e))?;
+                out.push(Entry {
+                    table,
+                    key: k.value().to_string(),
+                    value: v.value().to_string(),
+                });
+            }
+        }
+        // Each session's ledger, for which of its answers failed (counted as empty).
+        let mut turns: std::collections::BTreeMap<&str, Vec<&Entry>> = Default::default();
+        for e in &out {
+            match e.table {
+                Table::Sessions => turns.entry(e.key.as_str()).or_default(),
+                Table::Turns => match e.key.split_once('/') {
+                    Some((session, _)) => turns.entry(session).or_default(),
+                    None => continue,
+                },
+                _ => continue,
+            }
+            .extend((e.table == Table::Turns).then_some(e));
+        }
+        let picks: Vec<(String, RecentPick)> = turns
+            .into_iter()
+            .map(|(s, t)| (s.to_string(), RecentPick::new(limits, t)))
+            .collect();
+        let t = txn.open_table(def(Table::History)).map_err(|e| other(&e))?;
+        for (session, pick) in picks {
+            self.recent_history(&t, &session, pick, &mut out)?;
+        }
+        Ok(out)
+    }
+
+    /// A session's newest history entries as `pick` takes them, into `out`.
+    fn recent_history(
+        &self,
+        t: &impl ReadableTable<&'static str, &'static str>,
+        session: &str,
+        mut pick: RecentPick,
+        out: &mut Vec<Entry>,
+    ) -> Result<(), StoreError> {
+        let other = |e: &dyn std::fmt::Display| StoreError::Other(self.path.clone(), e.to_string());
+        let (start, end) = lembas_core::store::history_range(session, None);
+        for item in t
+            .range(start.as_str()..end.as_str())
+            .map_err(|e| other(&e))?
+            .rev()
+        {
+            let (k, v) = item.map_err(|e| other(&e))?;
+            if !pick.take(v.value()) {
+                break;
+            }
+            out.push(Entry {
+                table: Table::History,
+                key: k.value().to_string(),
+                value: v.value().to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The entries of one session (its record, turns and event log, and the newest history
+    /// entries its `Recent` keeps), for `Effect::LoadSession`: a point read and prefix ranges,
+    /// not a scan of the store.
+    pub fn session_entries(
+        &self,
+        session: &str,
+        limits: &SessionLimits,
+    ) -> Result<Vec<Entry>, StoreError> {
         let other = |e: &dyn std::fmt::Display| StoreError::Other(self.path.clone(), e.to_string());
         let txn = self.db.begin_read().map_err(|e| other(&e))?;
         let mut out = Vec::new();
@@ -147,7 +224,7 @@ impl RedbStore {
             });
         }
         let prefix = lembas_core::store::session_prefix(session);
-        for table in Table::OF_SESSION {
+        for table in [Table::Turns, Table::Events] {
             let t = txn.open_table(def(table)).map_err(|e| other(&e))?;
             for item in t.range(prefix.as_str()..).map_err(|e| other(&e))? {
                 let (k, v) = item.map_err(|e| other(&e))?;
@@ -161,6 +238,9 @@ impl RedbStore {
                 });
             }
         }
+        let pick = RecentPick::new(limits, &out);
+        let t = txn.open_table(def(Table::History)).map_err(|e| other(&e))?;
+        self.recent_history(&t, session, pick, &mut out)?;
         Ok(out)
     }
 
@@ -311,13 +391,18 @@ mod tests {
         let store = RedbStore::open(&path).unwrap();
         assert_eq!(store.entries().unwrap(), mem.entries());
         assert_eq!(mem.len(), 4);
+        let limits = SessionLimits::default();
+        let sorted = |mut entries: Vec<Entry>| {
+            entries.sort_by(|a, b| (a.table.name(), &a.key).cmp(&(b.table.name(), &b.key)));
+            entries
+        };
         for session in ["ses_a", "ses_ab", "ses_none"] {
             assert_eq!(
-                store.session_entries(session).unwrap(),
-                mem.session_entries(session)
+                sorted(store.session_entries(session, &limits).unwrap()),
+                sorted(mem.session_entries(session))
             );
         }
-        assert_eq!(store.session_entries("ses_a").unwrap().len(), 3);
+        assert_eq!(store.session_entries("ses_a", &limits).unwrap().len(), 3);
     }
 
     #[test]
