@@ -94,6 +94,9 @@ export interface DeviceConfig {
   mentions?: { maxFileBytes?: number; maxListingEntries?: number; maxPerPrompt?: number };
   /** The recent files kept to nudge `_lembas/files/search` (default 256). */
   files?: { maxRecent?: number };
+  /** The bounds on a session's command files (defaults 64 files, 32 KiB a file, 160 characters
+   * a description). */
+  commands?: { maxFiles?: number; maxFileBytes?: number; maxDescriptionChars?: number };
   /** The models the device can speak to; the first is a session's default. */
   models?: {
     id: string;
@@ -145,6 +148,8 @@ export type DeviceInput =
   | { type: "mentions_read"; request: number; error: string }
   | { type: "files_found"; request: number; found: FoundFiles }
   | { type: "files_found"; request: number; error: string }
+  | { type: "commands_read"; request: number; commands: CommandsRead }
+  | { type: "commands_read"; request: number; error: string }
   | { type: "session_loaded"; request: number; entries: StoreEntry[] }
   | { type: "session_load_failed"; request: number; error: string }
   | { type: "history_read"; request: number; entries: StoreEntry[] }
@@ -211,6 +216,12 @@ export type Effect =
       limit: number;
       recent: string[];
     }
+  /** Read a session's command files (`<project>/.agent/commands/<name>.md`, the person's own,
+   * then skills `<project>/.agent/skills/<name>/SKILL.md` and the person's), a project's only inside
+   * `project` and `roots` (symlinks followed), at most `maxFiles`, none over `maxFileBytes`;
+   * answer with `handle({ type: "commands_read", request, commands | error })`. A page with no
+   * disk answers `{ root: project, files: [] }` (the built-ins alone). */
+  | { kind: "read_commands"; request: number; project: string; roots: string[]; maxFiles: number; maxFileBytes: number }
   | {
       kind: "read_mentions";
       request: number;
@@ -283,6 +294,17 @@ export interface FoundFiles {
   /** Entries the index holds; `truncated`: it stopped at its bound. */
   indexed: number;
   truncated: boolean;
+}
+
+/** A session's command files as read (`read_commands`' answer), in the set's order. */
+export interface CommandsRead {
+  /** The project, symlinks followed. */
+  root: string;
+  files: { kind: "custom" | "skill"; name: string; source: string; text: string }[];
+  /** Files over the byte bound, not read. */
+  tooLarge?: string[];
+  /** Files past the count bound, not read. */
+  leftOut?: number;
 }
 
 /** An `@path` of a prompt: as written, the path (escapes undone), its lines, a listing. */

@@ -449,6 +449,7 @@ pub struct DeviceConfig {
     pub outbound: OutboundLimits,
     pub inbound: InboundLimits,
     pub mentions: MentionLimits,
+    pub commands: crate::commands::CommandLimits,
     pub files: FileLimits,
     /// When the instance link is pinged and when it is given up as dead. `None`: never (a shell
     /// whose sockets can neither ping nor report pongs, as a browser's). Not in the serde shape:
@@ -481,6 +482,7 @@ impl Default for DeviceConfig {
             outbound: OutboundLimits::default(),
             inbound: InboundLimits::default(),
             mentions: MentionLimits::default(),
+            commands: crate::commands::CommandLimits::default(),
             files: FileLimits::default(),
             liveness: Some(Liveness::default()),
             models: Vec::new(),
@@ -503,6 +505,14 @@ impl DeviceConfig {
                 "mentions: max_file_bytes, max_listing_entries and max_per_prompt must each be \
                  at least 1 (got {}, {} and {})",
                 m.max_file_bytes, m.max_listing_entries, m.max_per_prompt
+            )));
+        }
+        let c = self.commands;
+        if c.max_files == 0 || c.max_file_bytes == 0 || c.max_description_chars == 0 {
+            return Err(ConfigError(format!(
+                "commands: max_files, max_file_bytes and max_description_chars must each be at \
+                 least 1 (got {}, {} and {})",
+                c.max_files, c.max_file_bytes, c.max_description_chars
             )));
         }
         if self.files.max_recent == 0 {

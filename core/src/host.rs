@@ -211,6 +211,17 @@ mod tests {
                 ShellOutput::Effect(Effect::ResolvePath { request, path }) => host
                     .device_mut()
                     .handle_path_resolved(request, Ok(path), now),
+                // No command files here: the built-ins alone.
+                ShellOutput::Effect(Effect::ReadCommands {
+                    request, project, ..
+                }) => host.device_mut().handle_commands_read(
+                    request,
+                    Ok(crate::commands::CommandsRead {
+                        root: project,
+                        ..Default::default()
+                    }),
+                    now,
+                ),
                 other => panic!("not asked for here: {other:?}"),
             }
         }

@@ -34,6 +34,7 @@
 
 pub mod backlog;
 pub mod client;
+pub mod commands;
 pub mod config;
 pub mod confine;
 pub mod device;

@@ -239,7 +239,7 @@ pub const METHODS: &[MethodSpec] = &[
     sends("_lembas/question", Request, Some("ask"), Any),
     sends("_lembas/plan", Request, Some("plan"), Any),
     request("_lembas/files/search", Some("files"), Any, R::FilesSearch).checked(),
-    not_yet("_lembas/commands", ClientToAgent, Request, Some("commands"), Any).checked(),
+    request("_lembas/commands", Some("commands"), Any, R::Commands).checked(),
     request("_lembas/terminal/open", Some("terminal"), Link, R::TerminalOpen),
     notification("_lembas/terminal/input", Some("terminal"), Link, N::TerminalInput),
     notification("_lembas/terminal/resize", Some("terminal"), Link, N::TerminalResize),

@@ -27,8 +27,7 @@ fn a_slow_reader_holds_its_sessions_turn_and_an_editors_session_goes_on() {
     let init = br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}"#;
     p.stdio(editor, init).unwrap();
     let new = br#"{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/w/lib"}}"#;
-    let out = p.stdio(editor, new).unwrap();
-    let v: Value = serde_json::from_slice(out.last().unwrap()).unwrap();
+    let v = p.stdio_answer(editor, new).unwrap();
     let local = v["result"]["sessionId"].as_str().unwrap().to_string();
 
     // The web client stops reading: its link's queue is past the pause mark.

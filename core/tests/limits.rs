@@ -171,8 +171,7 @@ fn an_editor_on_stdio_is_not_held_to_the_remote_limits() {
     p.stdio(conn, init).unwrap();
     let new =
         br#"{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/anywhere/proj"}}"#;
-    let out = p.stdio(conn, new).unwrap();
-    let v: Value = serde_json::from_slice(out.last().unwrap()).unwrap();
+    let v = p.stdio_answer(conn, new).unwrap();
     let s = v["result"]["sessionId"].as_str().unwrap().to_string();
     let prompt = format!(
         r#"{{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{{"sessionId":"{s}","prompt":[{{"type":"text","text":"hi"}}]}}}}"#

@@ -35,8 +35,8 @@ fn set_aside(p: &mut Pair, s: &str) {
 }
 
 fn stdio_line(p: &mut Pair, conn: ConnId, line: Value) -> Value {
-    let out = p.stdio(conn, line.to_string().as_bytes()).unwrap();
-    serde_json::from_slice(out.last().expect("an answer on stdio")).unwrap()
+    p.stdio_answer(conn, line.to_string().as_bytes())
+        .expect("an answer on stdio")
 }
 
 fn editor(p: &mut Pair) -> ConnId {

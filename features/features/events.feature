@@ -1,6 +1,8 @@
 Feature: A session's event log, for a client that missed events (beyond the spec)
   Our extension (capability `events`, issue 16), not the spec's: every event the device sends
-  about a session carries `_meta.lembas.seq`, one more than the last. The device keeps the
+  about a session carries `_meta.lembas.seq`, one more than the last (but the command set,
+  `available_commands_update`, a snapshot sent afresh to each connection that takes the session
+  up, which is neither numbered nor kept). The device keeps the
   session's recent events, bounded by `sessions.event_log_events` and `event_log_bytes`, and
   `_lembas/session/events { sessionId, since, limit? }` answers those after `since`, oldest
   first, with `next` and `truncated` (the log no longer reaches back to `since`).

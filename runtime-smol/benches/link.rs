@@ -538,6 +538,17 @@ impl Bench {
                         .host
                         .device_mut()
                         .handle_path_resolved(request, Ok(path), now),
+                    // No command files: the built-ins alone.
+                    ShellOutput::Effect(Effect::ReadCommands {
+                        request, project, ..
+                    }) => self.host.device_mut().handle_commands_read(
+                        request,
+                        Ok(lembas_core::commands::CommandsRead {
+                            root: project,
+                            ..Default::default()
+                        }),
+                        now,
+                    ),
                     other @ (ShellOutput::Close { .. }
                     | ShellOutput::Ping { .. }
                     | ShellOutput::Io(_)

@@ -59,6 +59,11 @@ pub enum Input {
         request: u64,
         found: Result<lembas_core::device::FoundFiles, String>,
     },
+    /// A session's command files were read (`Effect::ReadCommands`).
+    CommandsRead {
+        request: u64,
+        read: Result<lembas_core::commands::CommandsRead, String>,
+    },
     /// A session set aside was read back from the store (`Effect::LoadSession`).
     SessionLoaded {
         request: u64,

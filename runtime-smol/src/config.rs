@@ -3,7 +3,9 @@
 //! `history_bytes`, `max_history_turns`; read at start-up), the `mentions:` block
 //! (`max_file_bytes`, `max_listing_entries`, `max_per_prompt`: the bounds on a prompt's `@path`
 //! mentions; read at start-up), the `files:` block (`max_indexed_files`, `max_recent`: the `@`
-//! picker's index and memory; read at start-up), the `link:` block
+//! picker's index and memory; read at start-up), the `commands:` block (`max_files`,
+//! `max_file_bytes`, `max_description_chars`: the bounds on a session's command files; read at
+//! start-up), the `link:` block
 //! (when a quiet link is pinged and a silent one given up; read at start-up) and `engine:`
 //! (`model`, the default, `scripted` for tests, or a block of the model engine's settings; read
 //! at start-up), and the device's own personalization: `personality`, `personality_custom` and
@@ -36,6 +38,8 @@ struct File {
     mentions: Option<MentionsBlock>,
     #[serde(default)]
     files: Option<FilesBlock>,
+    #[serde(default)]
+    commands: Option<CommandsBlock>,
     #[serde(default)]
     link: Option<Spanned<LinkBlock>>,
     #[serde(default)]
@@ -142,6 +146,18 @@ struct FilesBlock {
     max_recent: Option<Spanned<usize>>,
 }
 
+/// The `commands:` block: the bounds on a session's command files.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CommandsBlock {
+    #[serde(default)]
+    max_files: Option<Spanned<usize>>,
+    #[serde(default)]
+    max_file_bytes: Option<Spanned<usize>>,
+    #[serde(default)]
+    max_description_chars: Option<Spanned<usize>>,
+}
+
 /// The `link:` block: the link's heartbeat.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -197,6 +213,8 @@ pub struct Config {
     pub max_indexed_files: usize,
     /// `files.max_recent`: the recent files kept to nudge the picker. Read at start-up.
     pub files: lembas_core::config::FileLimits,
+    /// `commands.max_files`, `max_file_bytes` and `max_description_chars`. Read at start-up.
+    pub commands: lembas_core::commands::CommandLimits,
     /// `link.ping_after_ms` and `link.dead_after_ms`.
     pub liveness: Liveness,
     /// `engine`: what answers prompts.
@@ -226,6 +244,7 @@ impl Default for Config {
             max_history_turns: lembas_core::config::SessionLimits::default().max_history_turns,
             max_indexed_files: crate::file_index::DEFAULT_MAX_FILES,
             files: lembas_core::config::FileLimits::default(),
+            commands: lembas_core::commands::CommandLimits::default(),
             liveness: Liveness::default(),
             engine: EngineChoice::model(),
             personalization: None,
@@ -428,6 +447,22 @@ pub fn parse(text: &str, path: &Path, home: Option<&Path>) -> Result<Config, Con
             "files.max_recent",
             block.max_recent,
             &mut config.files.max_recent,
+        )?;
+    }
+    if let Some(block) = file.commands {
+        let c = &mut config.commands;
+        at_least_one("commands.max_files", block.max_files, &mut c.max_files)?;
+        let mut file_bytes = usize::try_from(c.max_file_bytes).unwrap_or(usize::MAX);
+        at_least_one(
+            "commands.max_file_bytes",
+            block.max_file_bytes,
+            &mut file_bytes,
+        )?;
+        c.max_file_bytes = file_bytes as u64;
+        at_least_one(
+            "commands.max_description_chars",
+            block.max_description_chars,
+            &mut c.max_description_chars,
         )?;
     }
     if let Some(block) = file.link {
@@ -738,6 +773,19 @@ mod tests {
         );
         let c = parse("files:\n  max_indexed_files: 9\n  max_recent: 3\n", p, None).unwrap();
         assert_eq!((c.max_indexed_files, c.files.max_recent), (9, 3));
+        let c = parse(
+            "commands:\n  max_files: 3\n  max_file_bytes: 10\n  max_description_chars: 20\n",
+            p,
+            None,
+        )
+        .unwrap();
+        let k = c.commands;
+        assert_eq!(
+            (k.max_files, k.max_file_bytes, k.max_description_chars),
+            (3, 10, 20)
+        );
+        let e = parse("commands:\n  max_files: 0\n", p, None).unwrap_err();
+        assert!(e.0.contains("key `commands.max_files`"), "{e}");
         let e = parse("files:\n  max_recent: 0\n", p, None).unwrap_err();
         assert!(e.0.contains("key `files.max_recent`"), "{e}");
         let e = parse("mentions:\n  max_per_prompt: 0\n", p, None).unwrap_err();

@@ -36,6 +36,7 @@ pub fn device_config(config: &Config, connection: Option<String>) -> DeviceConfi
     d.sessions.history_bytes = config.history_bytes;
     d.sessions.max_history_turns = config.max_history_turns;
     d.files = config.files;
+    d.commands = config.commands;
     d.liveness = Some(config.liveness);
     d
 }

@@ -100,6 +100,9 @@ pub struct Driver {
     attachments: PathBuf,
     /// What the model's tools may not touch, and the shell commands run through.
     tools: Arc<ToolSettings>,
+    /// The person's configuration directory, whose `commands/` and `skills/` hold their own
+    /// commands (`None`: no home to find it in).
+    config_dir: Option<PathBuf>,
     /// The `@` picker's indexes of the roots searched lately.
     file_indexes: Arc<crate::file_index::FileIndexes>,
     dialer: Option<Arc<dyn Dialer>>,
@@ -139,6 +142,7 @@ impl Driver {
             writing: false,
             attachments,
             tools,
+            config_dir: crate::dirs::Dirs::from_env().ok().map(|d| d.config),
             file_indexes: Arc::new(crate::file_index::FileIndexes::new(
                 crate::file_index::DEFAULT_MAX_FILES,
             )),
@@ -541,6 +545,10 @@ impl Driver {
                 .host
                 .device_mut()
                 .handle_files_found(request, found, now),
+            Input::CommandsRead { request, read } => self
+                .host
+                .device_mut()
+                .handle_commands_read(request, read, now),
             Input::MentionsRead { request, read } => {
                 self.host
                     .device_mut()
@@ -879,6 +887,29 @@ impl Driver {
                 self.off_thread(
                     move || indexes.search(&tools, &root, &roots, &query, limit, &recent),
                     move |found| Input::FilesFound { request, found },
+                );
+            }
+            Effect::ReadCommands {
+                request,
+                project,
+                roots,
+                max_files,
+                max_file_bytes,
+            } => {
+                let tools = self.tools.clone();
+                let config = self.config_dir.clone();
+                self.off_thread(
+                    move || {
+                        crate::command_files::read_commands(
+                            &tools,
+                            config.as_deref(),
+                            &project,
+                            &roots,
+                            max_files,
+                            max_file_bytes,
+                        )
+                    },
+                    move |read| Input::CommandsRead { request, read },
                 );
             }
             Effect::LoadSession {

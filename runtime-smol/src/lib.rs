@@ -7,6 +7,7 @@
 
 pub mod channels;
 pub mod clock;
+pub mod command_files;
 pub mod config;
 pub mod config_edit;
 pub mod config_set;

@@ -15,7 +15,10 @@
 //!   [`TOKEN`] unless the prompt wrote it;
 //! - every path a search (of the session, or of a `cwd` made like a mention's path) answers,
 //!   joined to its root and resolved, is inside the project's root and not under `.git`, and
-//!   no answer holds [`TOKEN`] unless the `cwd` asked for did.
+//!   no answer holds [`TOKEN`] unless the `cwd` asked for did;
+//! - every command file read for the session's command set (its `.agent/commands`, holding a
+//!   command and symlinks to the same targets as the project's) is, resolved, inside the
+//!   project and not under `.git`, and none holds [`SECRET`].
 //!
 //! `LEMBAS_PROPERTY_SEEDS=n` runs n seeds (default 60); see `core/tests/property/mod.rs`.
 
@@ -139,6 +142,19 @@ fn world(rng: &mut Rng) -> World {
         if std::os::unix::fs::symlink(&target, project.join(&link)).is_ok() {
             names.push(link);
         }
+    }
+    // The session's command files: one of its own, and symlinks leading where the others do.
+    let commands = project.join(".agent/commands");
+    std::fs::create_dir_all(&commands).unwrap();
+    std::fs::write(commands.join("fix.md"), "Fix $ARGUMENTS").unwrap();
+    for i in 0..(1 + rng.below(4)) {
+        let target = pick(rng, &targets);
+        let target = if target.starts_with('/') || target == "loop-self" {
+            target.clone()
+        } else {
+            format!("../../{target}")
+        };
+        let _ = std::os::unix::fs::symlink(&target, commands.join(format!("c{i}.md")));
     }
     World {
         _dir: dir,
@@ -277,6 +293,28 @@ fn drain(d: &mut Device, w: &World, seen: &mut Seen) {
             }) => {
                 let found = indexes.search(&settings, &root, &roots, &query, limit, &recent);
                 d.handle_files_found(request, found, now);
+            }
+            Output::Effect(Effect::ReadCommands {
+                request,
+                project,
+                roots,
+                max_files,
+                max_file_bytes,
+            }) => {
+                let read = lembas::command_files::read_commands(
+                    &settings,
+                    None,
+                    &project,
+                    &roots,
+                    max_files,
+                    max_file_bytes,
+                );
+                for f in read.iter().flat_map(|r| &r.files) {
+                    assert!(!f.text.contains(SECRET), "{f:?}");
+                    let real = std::fs::canonicalize(&f.source).unwrap();
+                    seen.read.push(real.to_str().unwrap().to_string());
+                }
+                d.handle_commands_read(request, read, now);
             }
             Output::Effect(Effect::WriteAttachment { request, bytes, .. }) => {
                 seen.written.push(bytes);

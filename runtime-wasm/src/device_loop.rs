@@ -216,6 +216,17 @@ impl DeviceLoop {
                 Err("this device runs in a web page, which has no disk to read them from".into()),
                 now,
             ),
+            // Nor command files: the set is the built-ins alone.
+            Effect::ReadCommands {
+                request, project, ..
+            } => device.handle_commands_read(
+                request,
+                Ok(lembas_core::commands::CommandsRead {
+                    root: project,
+                    ..Default::default()
+                }),
+                now,
+            ),
             // Nor an index of files to search.
             Effect::SearchFiles { request, .. } => device.handle_files_found(
                 request,

@@ -104,7 +104,7 @@ mod tests {
         );
 
         let unknown = json!({ "sessionId": "ses_1",
-                              "update": { "sessionUpdate": "available_commands_update" } });
+                              "update": { "sessionUpdate": "a_newer_devices_update" } });
         let heard = ClientEvent::heard(UPDATE.into(), unknown.clone());
         assert_eq!(
             heard,

@@ -89,8 +89,43 @@ impl Device {
                 "`query` is {chars} characters: at most {MAX_QUERY_CHARS}, and no NUL"
             )));
         }
+        let (root, capped) = self.root_of(conn, p.session_id, p.cwd)?;
+        let roots = if capped {
+            self.config.remote.roots.clone()
+        } else {
+            Vec::new()
+        };
+        let recent = self.frecency.under(&root, self.clock.now().0, limit);
+        let request = self.searches.ask(PendingSearch {
+            conn,
+            id: id.clone(),
+            root: root.clone(),
+            capped,
+            limit,
+        });
+        self.out.effect(Effect::SearchFiles {
+            request,
+            root,
+            roots,
+            query: p.query,
+            limit,
+            recent,
+        });
+        Ok(())
+    }
+
+    /// The directory a `{ sessionId | cwd }` request works in, and whether it is held to the
+    /// roots (a link's request, or a session under the limits): a session's directory, or a
+    /// `cwd` judged as `session/new` judges one (lexically here; the shell's answer is judged
+    /// again once symlinks are followed).
+    pub(super) fn root_of(
+        &mut self,
+        conn: ConnId,
+        session_id: Option<String>,
+        cwd: Option<String>,
+    ) -> Result<(String, bool), RpcError> {
         let on_link = self.conns[&conn].kind == ConnKind::Link;
-        let (root, capped) = match (p.session_id, p.cwd) {
+        let (root, capped) = match (session_id, cwd) {
             (Some(session), None) => {
                 let s = self.sessions.touch(&session).ok_or_else(|| {
                     RpcError::invalid_params(format!("no session `{session}` on this device"))
@@ -115,28 +150,7 @@ impl Device {
         if capped {
             super::limits::check_directory(&self.config.remote, &root)?;
         }
-        let roots = if capped {
-            self.config.remote.roots.clone()
-        } else {
-            Vec::new()
-        };
-        let recent = self.frecency.under(&root, self.clock.now().0, limit);
-        let request = self.searches.ask(PendingSearch {
-            conn,
-            id: id.clone(),
-            root: root.clone(),
-            capped,
-            limit,
-        });
-        self.out.effect(Effect::SearchFiles {
-            request,
-            root,
-            roots,
-            query: p.query,
-            limit,
-            recent,
-        });
-        Ok(())
+        Ok((root, capped))
     }
 
     /// The shell searched a root (`Effect::SearchFiles`), or could not.
@@ -175,19 +189,7 @@ fn answer(
     let found = found.map_err(|why| {
         RpcError::invalid_params(format!("`{}` cannot be searched: {why}", p.root))
     })?;
-    let real = paths::normalize(&found.root)
-        .ok_or_else(|| RpcError::invalid_params(format!("`{}` did not resolve", p.root)))?;
-    if p.capped {
-        if paths::within(&real, &remote.roots).is_none() {
-            // Where it leads is not named: it is outside.
-            return Err(RpcError::invalid_params(format!(
-                "`{}` leads outside the device's roots ({}) through a symlink",
-                p.root,
-                remote.roots.join(", ")
-            )));
-        }
-        super::limits::check_directory(remote, &real)?;
-    }
+    judge_real_root(remote, &p.root, &found.root, p.capped)?;
     // Only paths below the root, relative and `/`-separated, as many as asked.
     let files: Vec<&FoundFile> = found
         .files
@@ -207,6 +209,29 @@ fn answer(
         });
     }
     Ok(result)
+}
+
+/// The directory `root` resolved by the shell to `real`: still inside the roots and trusted,
+/// when held to them.
+pub(super) fn judge_real_root(
+    remote: &crate::config::Remote,
+    root: &str,
+    real: &str,
+    capped: bool,
+) -> Result<(), RpcError> {
+    let real = paths::normalize(real)
+        .ok_or_else(|| RpcError::invalid_params(format!("`{root}` did not resolve")))?;
+    if capped {
+        if paths::within(&real, &remote.roots).is_none() {
+            // Where it leads is not named: it is outside.
+            return Err(RpcError::invalid_params(format!(
+                "`{root}` leads outside the device's roots ({}) through a symlink",
+                remote.roots.join(", ")
+            )));
+        }
+        super::limits::check_directory(remote, &real)?;
+    }
+    Ok(())
 }
 
 /// A path relative to a root that stays below it: no `..`, `.`, empty or absolute part.

@@ -77,6 +77,7 @@ pub(crate) enum RequestHandler {
     SessionClose,
     SessionDelete,
     FilesSearch,
+    Commands,
 }
 
 impl RequestHandler {
@@ -108,6 +109,7 @@ impl RequestHandler {
             RequestHandler::SessionClose => c.answer(&d.close_session(c.conn, c.params()?)?),
             RequestHandler::SessionDelete => c.answer(&d.delete_from_editor(c.params()?)?),
             RequestHandler::FilesSearch => files_search(d, c),
+            RequestHandler::Commands => commands(d, c),
         }
     }
 }
@@ -194,6 +196,12 @@ fn directories(d: &mut Device, c: &Call<'_>) -> Result<Reply, RpcError> {
 fn files_search(d: &mut Device, c: &Call<'_>) -> Result<Reply, RpcError> {
     // Answered once the shell has searched its index.
     d.files_search(c.conn, c.id, c.params()?)?;
+    Ok(None)
+}
+
+fn commands(d: &mut Device, c: &Call<'_>) -> Result<Reply, RpcError> {
+    // Answered once the shell has read the command files.
+    d.commands_method(c.conn, c.id, c.params()?)?;
     Ok(None)
 }
 

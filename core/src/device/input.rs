@@ -63,6 +63,11 @@ pub enum Input {
         request: u64,
         found: Result<FoundFiles, String>,
     },
+    /// `commands_read {request, read | error}`: the answer to a `read_commands` effect.
+    CommandsRead {
+        request: u64,
+        read: Result<crate::commands::CommandsRead, String>,
+    },
     /// `session_loaded {request, entries}`: the answer to a `load_session` effect.
     SessionLoaded { request: u64, entries: Vec<Entry> },
     /// `session_load_failed {request, error}`.
@@ -180,6 +185,10 @@ impl Device {
                 self.handle_files_found(request, found, now);
                 Handled::Done
             }
+            Input::CommandsRead { request, read } => {
+                self.handle_commands_read(request, read, now);
+                Handled::Done
+            }
             Input::SessionLoaded { request, entries } => {
                 Handled::Unreadable(self.handle_session_loaded(request, entries, now))
             }
@@ -246,6 +255,7 @@ struct Fields {
     listing: Option<Listing>,
     read: Option<Vec<MentionRead>>,
     found: Option<FoundFiles>,
+    commands: Option<crate::commands::CommandsRead>,
     session_id: Option<String>,
     turn_id: Option<String>,
     event: Option<EngineEvent>,
@@ -272,6 +282,7 @@ enum Tag {
     DirectoryListed,
     MentionsRead,
     FilesFound,
+    CommandsRead,
     SessionLoaded,
     SessionLoadFailed,
     HistoryRead,
@@ -286,7 +297,7 @@ enum Tag {
 }
 
 impl Fields {
-    fn given(&self) -> [(&'static str, bool); 22] {
+    fn given(&self) -> [(&'static str, bool); 23] {
         [
             ("kind", self.kind.is_some()),
             ("failure", self.failure.is_some()),
@@ -301,6 +312,7 @@ impl Fields {
             ("listing", self.listing.is_some()),
             ("read", self.read.is_some()),
             ("found", self.found.is_some()),
+            ("commands", self.commands.is_some()),
             ("sessionId", self.session_id.is_some()),
             ("turnId", self.turn_id.is_some()),
             ("event", self.event.is_some()),
@@ -336,6 +348,7 @@ fn pick(f: Fields) -> Result<Input, Misfit> {
         Tag::DirectoryListed => &["request", "listing", "error"],
         Tag::MentionsRead => &["request", "read", "error"],
         Tag::FilesFound => &["request", "found", "error"],
+        Tag::CommandsRead => &["request", "commands", "error"],
         Tag::SessionLoaded => &["request", "entries"],
         Tag::HistoryRead => &["request", "entries", "error"],
         Tag::SessionLoadFailed | Tag::AttachmentWritten => &["request", "error"],
@@ -390,6 +403,10 @@ fn pick(f: Fields) -> Result<Input, Misfit> {
         Tag::FilesFound => Input::FilesFound {
             request: need(f.request, "request")?,
             found: either(f.found, f.error, "found or error (exactly one)")?,
+        },
+        Tag::CommandsRead => Input::CommandsRead {
+            request: need(f.request, "request")?,
+            read: either(f.commands, f.error, "commands or error (exactly one)")?,
         },
         Tag::SessionLoaded => Input::SessionLoaded {
             request: need(f.request, "request")?,
@@ -463,6 +480,7 @@ impl Input {
             Input::DirectoryListed { .. } => "directory_listed",
             Input::MentionsRead { .. } => "mentions_read",
             Input::FilesFound { .. } => "files_found",
+            Input::CommandsRead { .. } => "commands_read",
             Input::SessionLoaded { .. } => "session_loaded",
             Input::SessionLoadFailed { .. } => "session_load_failed",
             Input::HistoryRead { .. } => "history_read",
@@ -525,6 +543,13 @@ impl Serialize for Input {
                 m.serialize_entry("request", request)?;
                 match found {
                     Ok(found) => m.serialize_entry("found", found)?,
+                    Err(error) => m.serialize_entry("error", error)?,
+                }
+            }
+            Input::CommandsRead { request, read } => {
+                m.serialize_entry("request", request)?;
+                match read {
+                    Ok(read) => m.serialize_entry("commands", read)?,
                     Err(error) => m.serialize_entry("error", error)?,
                 }
             }
@@ -763,6 +788,24 @@ mod tests {
                 request: 8,
                 found: Err(s("gone")),
             },
+            Input::CommandsRead {
+                request: 9,
+                read: Ok(crate::commands::CommandsRead {
+                    root: s("/w/app"),
+                    files: vec![crate::commands::CommandFile {
+                        kind: crate::commands::FileKind::Custom,
+                        name: s("fix"),
+                        source: s("/w/app/.agent/commands/fix.md"),
+                        text: s("Fix it"),
+                    }],
+                    too_large: vec![s("/w/app/.agent/commands/big.md")],
+                    left_out: 2,
+                }),
+            },
+            Input::CommandsRead {
+                request: 9,
+                read: Err(s("no disk")),
+            },
             Input::SessionLoaded {
                 request: 4,
                 entries: vec![Entry {
@@ -861,6 +904,7 @@ mod tests {
             Input::MentionsRead { .. } => 20,
             Input::HistoryRead { .. } => 21,
             Input::FilesFound { .. } => 22,
+            Input::CommandsRead { .. } => 23,
         }
     }
 
@@ -868,7 +912,7 @@ mod tests {
     fn every_input_writes_the_shape_it_is_read_from() {
         let inputs = every_input();
         let seen: std::collections::BTreeSet<usize> = inputs.iter().map(variant).collect();
-        assert_eq!(seen.len(), 23, "a variant has no sample: {seen:?}");
+        assert_eq!(seen.len(), 24, "a variant has no sample: {seen:?}");
         for input in inputs {
             let text = serde_json::to_string(&input).unwrap();
             let back: Input = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{text}: {e}"));

@@ -10,6 +10,8 @@ mod asked;
 mod cards;
 mod chunks;
 mod coalesce;
+mod command_prompt;
+mod command_set;
 mod connection;
 mod deletes;
 mod directories;
@@ -166,6 +168,20 @@ pub enum Effect {
         query: String,
         limit: usize,
         recent: Vec<String>,
+    },
+    /// Read a session's command files: `<project>/.agent/commands/*.md`, then the person's
+    /// (`~/.config/lembas/commands/*.md`), then skills (`<project>/.agent/skills/*/SKILL.md`,
+    /// then `~/.config/lembas/skills/*/SKILL.md`), each place by name. A project's file is read
+    /// only when, symlinks followed, it is inside `project`, inside `roots` when there are any,
+    /// and not protected. At most `max_files` files (the rest counted, not read), none over
+    /// `max_file_bytes` (named, not read). Answer with `handle_commands_read`, `project`
+    /// resolved.
+    ReadCommands {
+        request: u64,
+        project: String,
+        roots: Vec<String>,
+        max_files: usize,
+        max_file_bytes: u64,
     },
     /// Read back a session set aside from memory: its entries in every table (its record, its
     /// `<id>/` turns and history), or none; answer with `handle_session_loaded`. It is asked
@@ -332,6 +348,8 @@ pub struct Device {
     mention_reads: asked::Asked<mentioning::Pending>,
     /// `history` requests waiting for the shell to read the store (history.rs).
     history_reads: asked::Asked<history::PendingHistory>,
+    /// Command sets asked of the shell, until their answers (command_set.rs).
+    command_reads: asked::Asked<command_set::PendingCommands>,
     /// File searches asked of the shell, until their answers (files_search.rs).
     searches: asked::Asked<files_search::PendingSearch>,
     /// The files used lately, for the `@` picker (frecency.rs).
@@ -372,6 +390,7 @@ impl Device {
             mention_reads: Default::default(),
             history_reads: Default::default(),
             searches: Default::default(),
+            command_reads: Default::default(),
             frecency: Default::default(),
             next_steer: 0,
             next_prune: now,

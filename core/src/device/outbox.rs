@@ -141,6 +141,12 @@ impl Outbox {
         self.push(None, Output::Effect(effect));
     }
 
+    /// [`Self::effect`] for work about `lane`'s session (see [`Self::send_in`]): it waits for
+    /// no other session's persists.
+    pub(super) fn effect_in(&mut self, lane: Lane, effect: Effect) {
+        self.push(Some(lane), Output::Effect(effect));
+    }
+
     /// Give the engine a command (the host loop hands it over), behind every persist issued
     /// so far: a turn starts only once its state is durable.
     pub(super) fn engine(&mut self, command: EngineCommand) {

@@ -50,6 +50,8 @@ pub(crate) struct Session {
     pub used: u64,
     /// Its recent events with their seqs (event_log.rs).
     pub events: super::event_log::EventLog,
+    /// The fingerprint of the command set its holders were last told of (command_set.rs).
+    pub commands_told: Option<u64>,
 }
 
 impl Session {
@@ -65,6 +67,7 @@ impl Session {
             capped: true,
             used: 0,
             events: Default::default(),
+            commands_told: None,
         }
     }
 
@@ -240,6 +243,9 @@ impl Device {
         self.sessions.insert_live(session);
         self.out.persist(vec![record]);
         self.shared_gained(p.conn, &id);
+        // Spec: with capability `commands`, an `available_commands_update` follows the answer
+        // (it is sent once the shell has read the set, after the answer on this connection).
+        self.tell_commands(&id, p.conn);
         Ok(result)
     }
 
@@ -326,6 +332,11 @@ impl Device {
         }
         if newly {
             self.shared_gained(conn, session);
+        }
+        // Spec: the set is sent after a session is opened from the store or taken up by a new
+        // connection.
+        if newly || from_store {
+            self.tell_commands(session, conn);
         }
         let Some(s) = self.sessions.get_mut(session) else {
             unreachable!("attached just now");
@@ -455,6 +466,7 @@ impl Device {
                     .offer_open(&p.session_id, conn, c, patient, ids, out);
             }
             self.shared_gained(conn, &p.session_id);
+            self.tell_commands(&p.session_id, conn);
         }
         let Some(s) = self.sessions.get(&p.session_id) else {
             return thin(false);

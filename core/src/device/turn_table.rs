@@ -29,6 +29,20 @@ pub(crate) struct Queued {
     pub reading: Option<u64>,
     /// What its mentions' reading has to say (said once it starts).
     pub notices: Vec<String>,
+    /// The `ReadCommands` request that tells whether its `/name` is a command: it starts only
+    /// once it is answered.
+    pub looking_up: Option<u64>,
+    /// The command it is, if it is one.
+    pub command: Option<CommandUse>,
+}
+
+/// A prompt that is a command: its name, its text as typed (what the transcript shows), and
+/// the model it asks for, for this prompt only.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct CommandUse {
+    pub name: String,
+    pub shown: String,
+    pub model: Option<String>,
 }
 
 /// The turn a session runs now.
@@ -40,6 +54,8 @@ pub(crate) struct Running {
     pub steer: Vec<Steered>,
     /// What the reading of its mentions had to say, until the turn's start is announced.
     pub notices: Vec<String>,
+    /// The command its prompt was.
+    pub command: Option<CommandUse>,
     /// The answer and the reasoning so far, as the history keeps them (their first
     /// `sessions.max_answer_bytes` each), and the bytes streamed past that.
     pub text: Kept,
@@ -54,15 +70,20 @@ impl Running {
             cancelling: false,
             steer: Vec::new(),
             notices: Vec::new(),
+            command: None,
             text: Kept::default(),
             reasoning: Kept::default(),
             tools: Vec::new(),
         }
     }
 
-    /// Steered messages the turn ended before taking in, for `_meta.lembas.unsent`.
+    /// Steered messages the turn ended before taking in, for `_meta.lembas.unsent`, and the
+    /// command its prompt was, for `command`.
     fn unsent(&self) -> Map<String, Value> {
         let mut extra = Map::new();
+        if let Some(c) = &self.command {
+            extra.insert("command".into(), json!(c.name));
+        }
         if !self.steer.is_empty() {
             let texts: Vec<&str> = self.steer.iter().map(|m| m.text.as_str()).collect();
             extra.insert("unsent".into(), json!(texts));
@@ -204,8 +225,57 @@ impl TurnTable {
             writing,
             reading: None,
             notices: Vec::new(),
+            looking_up: None,
+            command: None,
         });
         accepted
+    }
+
+    /// A prompt answered without running (a command that is an action): kept in the ledger
+    /// as done with `answer`, so the same turn id sent again gets it. Its order in the ledger
+    /// and the finished turn ids forgotten to make room.
+    pub fn answer_at_once(&mut self, turn: &str, answer: Answer) -> (u64, Vec<String>) {
+        let accepted = self.ledger.accept(turn);
+        self.ledger.set(turn, TurnState::Done(answer));
+        accepted
+    }
+
+    /// The turn just accepted is the command `command`.
+    pub fn is_command(&mut self, command: CommandUse) {
+        if let Some(q) = self.queue.back_mut() {
+            q.command = Some(command);
+        }
+    }
+
+    /// The turn just accepted waits for its `/name` to be looked up (`request`) too.
+    pub fn await_command(&mut self, request: u64) {
+        if let Some(q) = self.queue.back_mut() {
+            q.looking_up = Some(request);
+        }
+    }
+
+    /// A turn's `/name` was looked up (`request`): `found`, the command's text and use, or
+    /// plain text; `notices` said when it starts. Whether a turn waited for it.
+    pub fn command_looked_up(
+        &mut self,
+        request: u64,
+        found: Option<(String, CommandUse)>,
+        notices: Vec<String>,
+    ) -> bool {
+        let Some(q) = self
+            .queue
+            .iter_mut()
+            .find(|q| q.looking_up == Some(request))
+        else {
+            return false;
+        };
+        q.looking_up = None;
+        if let Some((text, command)) = found {
+            q.start.text = text;
+            q.command = Some(command);
+        }
+        q.notices.extend(notices);
+        true
     }
 
     /// The turn just accepted waits for its mentions to be read (`request`) too.
@@ -269,15 +339,22 @@ impl TurnTable {
     /// Start the next queued turn, when nothing runs and its attachments are written (the
     /// ones behind it wait for it): its start and its order in the ledger.
     pub fn start_next(&mut self) -> Option<(TurnStart, u64)> {
-        let waits = |q: &Queued| !q.writing.is_empty() || q.reading.is_some();
+        let waits =
+            |q: &Queued| !q.writing.is_empty() || q.reading.is_some() || q.looking_up.is_some();
         if self.running.is_some() || self.queue.front().is_none_or(waits) {
             return None;
         }
-        let Queued { start, notices, .. } = self.queue.pop_front()?;
+        let Queued {
+            start,
+            notices,
+            command,
+            ..
+        } = self.queue.pop_front()?;
         self.ledger.set(&start.turn_id, TurnState::Running);
         let order = self.ledger.order_of(&start.turn_id).unwrap_or_default();
         let mut running = Running::new(start.turn_id.clone());
         running.notices = notices;
+        running.command = command;
         self.running = Some(running);
         Some((start, order))
     }

@@ -5,6 +5,7 @@ use base64::Engine as _;
 use serde_json::{json, Value};
 
 use super::chunks::Chunk;
+use super::command_prompt::{classify, AsCommand, Invoked};
 use super::ledger::TurnState;
 use super::outbox::Lane;
 use super::sessions::plan_update;
@@ -273,6 +274,7 @@ impl Device {
         let now = self.clock.now().0;
         let first_write = self.writes.next_number();
         let mention_read = self.mention_reads.next_number();
+        let command_read = self.command_reads.next_number();
         let unserved = self.unserved(&p.session_id);
         let (s, rng) = self.attach_drawing(conn, &p.session_id)?;
         match s.turns.seen(&turn_id, (conn, id.clone())) {
@@ -292,10 +294,32 @@ impl Device {
         let prepared = prepare(p.prompt, limits, rng, now)?;
         s.durable.context.merge(&context);
         s.durable.touched = now;
+        let (text, command, plan, look_up) = match classify(&prepared.text) {
+            AsCommand::PlanAction => {
+                let session = s.durable.id.clone();
+                let answer = self.plan_action(&session, &turn_id);
+                return Ok(Some(answer.frame(id, &turn_id)));
+            }
+            AsCommand::Text => (prepared.text, None, false, None),
+            AsCommand::Send {
+                text,
+                command,
+                plan,
+            } => (text, Some(command), plan, None),
+            AsCommand::LookUp { name, args } => {
+                let invoked = Invoked {
+                    session: s.durable.id.clone(),
+                    name,
+                    args,
+                    typed: prepared.text.clone(),
+                };
+                (prepared.text, None, false, Some(invoked))
+            }
+        };
         let start = TurnStart {
             session_id: s.durable.id.clone(),
             turn_id: turn_id.clone(),
-            text: prepared.text,
+            text,
             attachments: prepared
                 .attachments
                 .iter()
@@ -317,7 +341,14 @@ impl Device {
         if !mentions.is_empty() {
             s.turns.await_mentions(mention_read);
         }
+        if let Some(command) = command {
+            s.turns.is_command(command);
+        }
+        if look_up.is_some() {
+            s.turns.await_command(command_read);
+        }
         let (cwd, capped) = (s.durable.cwd.clone(), s.capped);
+        let project = cwd.clone();
         let mut records = vec![turn_record(
             &s.durable.id,
             &turn_id,
@@ -354,6 +385,15 @@ impl Device {
             let request = self.ask_mentions(asked, mentions);
             // The turn was queued waiting for this number; nothing asked a read since.
             debug_assert_eq!(request, mention_read);
+        }
+        if plan {
+            self.change_mode(&session, crate::config::Mode::Plan);
+        }
+        if let Some(invoked) = look_up {
+            let purpose = super::command_set::Purpose::Prompt(invoked);
+            let request = self.read_commands(project, capped, purpose);
+            // The turn was queued waiting for this number; nothing asked a read since.
+            debug_assert_eq!(request, command_read);
         }
         self.pump(&session);
         Ok(None)
@@ -451,6 +491,12 @@ impl Device {
             _ => None,
         };
         start.model.clone_from(&s.durable.model);
+        // A command's prompt: shown as typed; its model answers this prompt only.
+        let command = s.turns.running().and_then(|r| r.command.clone());
+        if let Some(model) = command.as_ref().and_then(|c| c.model.clone()) {
+            start.model = Some(model);
+        }
+        let shown = command.map_or_else(|| start.text.clone(), |c| c.shown);
         // Roots as they are now, like the mode: the limits apply as they are at the start.
         start.roots = if s.capped { roots.clone() } else { Vec::new() };
         let turn_id = start.turn_id.clone();
@@ -471,7 +517,7 @@ impl Device {
             )
         });
         let user = HistoryTurn::User {
-            text: start.text.clone(),
+            text: shown.clone(),
             turn_id: Some(turn_id.clone()),
             attachments: attachments.clone(),
         };
@@ -482,7 +528,7 @@ impl Device {
         ];
         let prompt_event = LembasEvent::Prompt(PromptEvent {
             attachments,
-            text: start.text.clone(),
+            text: shown,
             turn_id: turn_id.clone(),
         });
         if let Some(record) = lowered {
@@ -780,6 +826,8 @@ impl Device {
                 turn_id: r.turn_id,
             }),
         );
+        // The turn may have written a command file or made a skill.
+        self.recheck_commands(session);
         self.pump(session);
     }
 }

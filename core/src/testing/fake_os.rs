@@ -16,6 +16,10 @@ use crate::mentions::{self, Mention, MentionRead};
 use crate::store::{MemStore, Record};
 use crate::time::Time;
 
+/// The person's configuration directory on the fake disk (`~/.config/lembas`): their own
+/// command files are under `commands/` and `skills/` there.
+pub const USER_CONFIG: &str = "/home/me/.config/lembas";
+
 /// The reason a failing disk gives.
 const DISK_FULL: &str = "no space left on device";
 
@@ -132,6 +136,16 @@ impl FakeOs {
             } => {
                 let found = self.search(&root, &roots, &query, limit, &recent);
                 answer(device, Input::FilesFound { request, found }, now);
+            }
+            Effect::ReadCommands {
+                request,
+                project,
+                roots,
+                max_files,
+                max_file_bytes,
+            } => {
+                let read = self.read_commands(&project, &roots, max_files, max_file_bytes);
+                answer(device, Input::CommandsRead { request, read }, now);
             }
             // Asked for only once every persist before it is acknowledged: the store is current.
             Effect::LoadSession {
@@ -363,6 +377,77 @@ impl FakeOs {
                 .collect(),
             truncated: false,
         })
+    }
+
+    /// A session's command files as a shell reads them: the project's (each resolved, and read
+    /// only inside the project and `roots`, not protected), then the person's; custom
+    /// commands, then skills; by name in each place; bounded.
+    fn read_commands(
+        &mut self,
+        project: &str,
+        roots: &[String],
+        max_files: usize,
+        max_file_bytes: u64,
+    ) -> Result<crate::commands::CommandsRead, String> {
+        use crate::commands::{CommandFile, CommandsRead, FileKind};
+        // As a real shell: the project resolved and answered, each file confined on its own
+        // (the core judges the project against the roots).
+        let real = self.resolve(project)?;
+        let mut read = CommandsRead {
+            root: real.clone(),
+            ..Default::default()
+        };
+        let places = [
+            (FileKind::Custom, format!("{real}/.agent/commands/"), true),
+            (FileKind::Custom, format!("{USER_CONFIG}/commands/"), false),
+            (FileKind::Skill, format!("{real}/.agent/skills/"), true),
+            (FileKind::Skill, format!("{USER_CONFIG}/skills/"), false),
+        ];
+        for (kind, dir, confined) in places {
+            let names: Vec<(String, String)> = self
+                .files
+                .keys()
+                .filter_map(|path| {
+                    let rest = path.strip_prefix(&dir)?;
+                    let name = match kind {
+                        FileKind::Custom => rest.strip_suffix(".md").filter(|n| !n.contains('/')),
+                        FileKind::Skill => {
+                            rest.strip_suffix("/SKILL.md").filter(|n| !n.contains('/'))
+                        }
+                    }?;
+                    Some((name.to_string(), path.clone()))
+                })
+                .collect();
+            for (name, path) in names {
+                if read.files.len() + read.too_large.len() >= max_files {
+                    read.left_out += 1;
+                    continue;
+                }
+                let target = self.resolve(&path)?;
+                let allowed = !confined
+                    || (crate::paths::inside(&target, &real)
+                        && (roots.is_empty() || crate::paths::within(&target, roots).is_some())
+                        && !self.protected.iter().any(|e| e.covers(&target)));
+                let Some(bytes) = self.files.get(&target).filter(|_| allowed) else {
+                    continue;
+                };
+                if bytes.len() as u64 > max_file_bytes {
+                    read.too_large.push(path);
+                    continue;
+                }
+                if confined {
+                    // What the confinement let through, as for a mention.
+                    self.mention_reads.push(target.clone());
+                }
+                read.files.push(CommandFile {
+                    kind,
+                    name,
+                    source: path,
+                    text: String::from_utf8_lossy(bytes).into_owned(),
+                });
+            }
+        }
+        Ok(read)
     }
 
     /// One mention read as a shell reads it: resolved, confined, then read.

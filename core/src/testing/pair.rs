@@ -348,6 +348,16 @@ impl Pair {
             .map_or(Vec::new(), |v| v[before..].to_vec()))
     }
 
+    /// [`Pair::stdio`], and the answer among what came back: the last frame that is a
+    /// response (notifications such as a session's `available_commands_update` may follow it).
+    pub fn stdio_answer(&mut self, conn: ConnId, frame: &[u8]) -> Option<serde_json::Value> {
+        let out = self.stdio(conn, frame).ok()?;
+        out.iter()
+            .rev()
+            .filter_map(|f| serde_json::from_slice::<serde_json::Value>(f).ok())
+            .find(|v| v.get("id").is_some() && v.get("method").is_none())
+    }
+
     /// Move virtual time forward by `ms`, firing every timer and delivering every frame due
     /// on the way.
     pub fn advance(&mut self, ms: u64) -> Result<(), Livelock> {

@@ -64,14 +64,21 @@ fn sends_with_id(w: &mut LinkWorld, method: String, id: String) {
     send_on_link(w, frame.as_bytes());
 }
 
+/// The one response among what the device wrote back (a notification may follow it: a new
+/// session's `available_commands_update`).
 fn the_answer(w: &LinkWorld) -> (Value, String) {
+    let responses: Vec<&String> = w
+        .answers
+        .iter()
+        .filter(|a| parse(a).get("method").is_none())
+        .collect();
     assert_eq!(
-        w.answers.len(),
+        responses.len(),
         1,
         "expected exactly one answer, got {:?}",
         w.answers
     );
-    (parse(&w.answers[0]), w.answers[0].clone())
+    (parse(responses[0]), responses[0].clone())
 }
 
 #[then(regex = r"^the device answers with error (-?\d+) and id (.+)$")]

@@ -19,12 +19,15 @@
 //! - `directories`: the folder chooser (`_lembas/directories`) over a fake disk.
 //! - `mentions`: `@path` mentions in a prompt over a fake disk: attachments, refusals, notices.
 //! - `files_search`: the `@` picker (`_lembas/files/search`) over a fake disk.
+//! - `commands`: the session's command set (`_lembas/commands`, `available_commands_update`)
+//!   and `/name` prompts, over command files on a fake disk.
 //! - `events`: the session event log (our extension): seqs, and `_lembas/session/events`.
 //! - `editor_sessions`: ACP's session surface for an editor: list, load, resume, close, delete.
 //! - `history`: `_lembas/session/history` read from the store, `before`, `limit`, the budget.
 
 mod capabilities;
 mod cards;
+mod commands;
 mod deletes;
 mod directories;
 mod editor_sessions;

@@ -403,6 +403,7 @@ impl Run {
             | Effect::ListDirectory { .. }
             | Effect::ReadMentions { .. }
             | Effect::SearchFiles { .. }
+            | Effect::ReadCommands { .. }
             | Effect::LoadSession { .. }
             | Effect::ReadHistory { .. }
             | Effect::WriteAttachment { .. }

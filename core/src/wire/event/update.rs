@@ -42,6 +42,16 @@ pub enum SessionUpdate {
     /// The session's title or time of last activity changed (ACP v1's `session_info_update`;
     /// to an editor's connection only).
     SessionInfoUpdate(SessionInfo),
+    /// The session's command set (capability `commands`).
+    AvailableCommandsUpdate(AvailableCommands),
+}
+
+/// `available_commands_update`'s field: each command `{ name, description, input?: { hint },
+/// _meta: { lembas: { kind } } }`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AvailableCommands {
+    pub available_commands: Vec<Value>,
 }
 
 /// `session_info_update`'s fields.
@@ -64,6 +74,7 @@ impl SessionUpdate {
             SessionUpdate::CurrentModeUpdate(_) => "current_mode_update",
             SessionUpdate::Plan(_) => "plan",
             SessionUpdate::SessionInfoUpdate(_) => "session_info_update",
+            SessionUpdate::AvailableCommandsUpdate(_) => "available_commands_update",
         }
     }
 }
@@ -190,6 +201,19 @@ impl Serialize for SessionUpdate {
                     session_update,
                     title: &i.title,
                     updated_at: &i.updated_at,
+                }
+                .serialize(s)
+            }
+            SessionUpdate::AvailableCommandsUpdate(a) => {
+                #[derive(Serialize)]
+                #[serde(rename_all = "camelCase")]
+                struct View<'a> {
+                    available_commands: &'a [Value],
+                    session_update: &'static str,
+                }
+                View {
+                    available_commands: &a.available_commands,
+                    session_update,
                 }
                 .serialize(s)
             }
@@ -427,6 +451,10 @@ mod tests {
                     lembas: PlanEvent { plan: None },
                 },
                 entries: vec![],
+            }),
+            SessionUpdate::AvailableCommandsUpdate(AvailableCommands {
+                available_commands: vec![json!({ "name": "review", "description": "r",
+                    "input": { "hint": "head" }, "_meta": { "lembas": { "kind": "builtin" } } })],
             }),
         ]
     }

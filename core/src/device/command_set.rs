@@ -1,0 +1,258 @@
+//! A session's command set on the wire: `_lembas/commands { sessionId | cwd }`, and the
+//! `available_commands_update` a session's holders are sent after `session/new`, when a
+//! session is opened from the store or a connection takes it up, and after a turn that changed
+//! the set. The set is read fresh each time (`Effect::ReadCommands`: the shell reads the files,
+//! bounded and confined; [`crate::commands`] decides the rest), so nothing of it is kept but a
+//! fingerprint a session to tell a change.
+
+use serde::Deserialize;
+use serde_json::json;
+
+use super::connection::{Connection, Phase};
+use super::event_log::notification_frame;
+use super::files_search::judge_real_root;
+use super::outbox::Lane;
+use super::{ConnId, Device, Effect};
+use crate::commands::{self, CommandSet, CommandsRead};
+use crate::jsonrpc::{self, Id, RpcError};
+use crate::wire::event::update::{AvailableCommands, SessionUpdate, UpdateParams};
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct CommandsParams {
+    session_id: Option<String>,
+    cwd: Option<String>,
+}
+
+/// A read asked of the shell, until its answer: what it is for.
+#[derive(Debug)]
+pub(crate) struct PendingCommands {
+    /// The directory as judged (a session's, or the `cwd` given, normalized).
+    root: String,
+    /// Held to the roots (a link's request, or a session under the limits).
+    capped: bool,
+    purpose: Purpose,
+}
+
+#[derive(Debug)]
+pub(crate) enum Purpose {
+    /// `_lembas/commands`: answer the request.
+    Method { conn: ConnId, id: Id },
+    /// Tell `to` the set (a session made, opened from the store, or taken up by `to`).
+    Tell { session: String, to: ConnId },
+    /// A turn ended: tell the holders if the set changed.
+    AfterTurn { session: String },
+    /// A prompt's `/name` not among the built-ins: the turn waits for the set to know it.
+    Prompt(super::command_prompt::Invoked),
+}
+
+/// Whether the device tells `c` of command sets: `commands` is listed on it.
+pub(super) fn hears_commands(c: &Connection, config: &crate::DeviceConfig) -> bool {
+    c.phase == Phase::Ready
+        && super::handshake::capabilities(config, c.kind).any(|n| n == "commands")
+}
+
+impl Device {
+    /// `_lembas/commands`: judged, then asked of the shell (answered once it has read).
+    pub(super) fn commands_method(
+        &mut self,
+        conn: ConnId,
+        id: &Id,
+        p: CommandsParams,
+    ) -> Result<(), RpcError> {
+        let (root, capped) = self.root_of(conn, p.session_id, p.cwd)?;
+        self.read_commands(
+            root,
+            capped,
+            Purpose::Method {
+                conn,
+                id: id.clone(),
+            },
+        );
+        Ok(())
+    }
+
+    /// Ask the shell for the command files of `root`. The number of the request.
+    pub(super) fn read_commands(&mut self, root: String, capped: bool, purpose: Purpose) -> u64 {
+        let roots = if capped {
+            self.config.remote.roots.clone()
+        } else {
+            Vec::new()
+        };
+        let limits = self.config.commands;
+        // A read about a session waits only for that session's writes.
+        let lane = match &purpose {
+            Purpose::Method { .. } => None,
+            Purpose::Tell { session, .. } | Purpose::AfterTurn { session } => {
+                Some(Lane::of(session))
+            }
+            Purpose::Prompt(invoked) => Some(Lane::of(&invoked.session)),
+        };
+        let request = self.command_reads.ask(PendingCommands {
+            root: root.clone(),
+            capped,
+            purpose,
+        });
+        let effect = Effect::ReadCommands {
+            request,
+            project: root,
+            roots,
+            max_files: limits.max_files,
+            max_file_bytes: limits.max_file_bytes,
+        };
+        match lane {
+            Some(lane) => self.out.effect_in(lane, effect),
+            None => self.out.effect(effect),
+        }
+        request
+    }
+
+    /// Tell `conn` session `session`'s set once read, if it hears of sets.
+    pub(super) fn tell_commands(&mut self, session: &str, conn: ConnId) {
+        let hears = self
+            .conns
+            .get(&conn)
+            .is_some_and(|c| hears_commands(c, &self.config));
+        let Some(s) = self.sessions.get(session).filter(|_| hears) else {
+            return;
+        };
+        let (root, capped) = (s.durable.cwd.clone(), s.capped);
+        let purpose = Purpose::Tell {
+            session: session.to_owned(),
+            to: conn,
+        };
+        self.read_commands(root, capped, purpose);
+    }
+
+    /// A turn of `session` ended: read its set again, to tell its holders if it changed.
+    pub(super) fn recheck_commands(&mut self, session: &str) {
+        let Some(s) = self.sessions.get(session) else {
+            return;
+        };
+        let anyone = s.holders.iter().any(|c| {
+            self.conns
+                .get(c)
+                .is_some_and(|c| hears_commands(c, &self.config))
+        });
+        if anyone {
+            let (root, capped) = (s.durable.cwd.clone(), s.capped);
+            let purpose = Purpose::AfterTurn {
+                session: session.to_owned(),
+            };
+            self.read_commands(root, capped, purpose);
+        }
+    }
+
+    /// The shell read a set's files (`Effect::ReadCommands`), or could not.
+    pub fn handle_commands_read(
+        &mut self,
+        request: u64,
+        read: Result<CommandsRead, String>,
+        now: crate::Time,
+    ) {
+        self.clock.advance(now);
+        if let Some(pending) = self.command_reads.answered(request) {
+            self.commands_read(request, pending, read);
+        }
+        self.after_input();
+    }
+
+    fn commands_read(
+        &mut self,
+        request: u64,
+        p: PendingCommands,
+        read: Result<CommandsRead, String>,
+    ) {
+        // What was read, judged under the limits of this moment: a project that leads outside
+        // the roots gives no files (the built-ins stay).
+        let judged = read
+            .map_err(|why| {
+                RpcError::invalid_params(format!(
+                    "the commands of `{}` cannot be read: {why}",
+                    p.root
+                ))
+            })
+            .and_then(|read| {
+                judge_real_root(&self.config.remote, &p.root, &read.root, p.capped)?;
+                Ok(commands::build(&read, self.config.commands))
+            });
+        match p.purpose {
+            Purpose::Method { conn, id } => {
+                if !self.conns.contains_key(&conn) {
+                    return;
+                }
+                match judged {
+                    Ok(set) => {
+                        let mut result = json!({ "commands": set.listed() });
+                        if !set.left_out.is_empty() {
+                            result["leftOut"] = json!(set.left_out);
+                        }
+                        self.out.send(conn, jsonrpc::encode_result(&id, &result));
+                    }
+                    Err(e) => self.reply_error(conn, &id, &e),
+                }
+            }
+            Purpose::Tell { session, to } => {
+                let set = or_builtins(judged);
+                self.send_commands(&session, Some(to), &set);
+            }
+            Purpose::AfterTurn { session } => {
+                let set = or_builtins(judged);
+                let changed = self
+                    .sessions
+                    .get(&session)
+                    .is_some_and(|s| s.commands_told != Some(set.fingerprint()));
+                if changed {
+                    self.send_commands(&session, None, &set);
+                }
+            }
+            Purpose::Prompt(invoked) => {
+                let set = judged.map_err(|e| e.message);
+                self.command_found(request, invoked, set);
+            }
+        }
+    }
+
+    /// An `available_commands_update` of `session` to `to`, or to every holder that hears of
+    /// sets. Without a seq and not kept in the session's log: it is the set as it is now, not a
+    /// step of the session's stream, and a connection that takes the session up (a client
+    /// reattaching too) is sent it afresh.
+    fn send_commands(&mut self, session: &str, to: Option<ConnId>, set: &CommandSet) {
+        let Some(s) = self.sessions.get_mut(session) else {
+            return;
+        };
+        s.commands_told = Some(set.fingerprint());
+        let params = serde_json::to_string(&UpdateParams {
+            meta: None,
+            session_id: session.to_owned(),
+            update: SessionUpdate::AvailableCommandsUpdate(AvailableCommands {
+                available_commands: set.listed(),
+            }),
+        })
+        .expect("updates serialize");
+        let Some(s) = self.sessions.get(session) else {
+            return;
+        };
+        let frame = notification_frame("session/update", &params);
+        let lane = Lane::of(session);
+        for conn in &s.holders {
+            let hears = self
+                .conns
+                .get(conn)
+                .is_some_and(|c| hears_commands(c, &self.config));
+            if hears && to.is_none_or(|to| to == *conn) {
+                self.out.send_in(lane, *conn, frame.clone());
+            }
+        }
+    }
+}
+
+/// A set that could not be read is the built-ins alone: what the device can run now.
+fn or_builtins(judged: Result<CommandSet, RpcError>) -> CommandSet {
+    judged.unwrap_or_else(|_| {
+        commands::build(
+            &CommandsRead::default(),
+            crate::commands::CommandLimits::default(),
+        )
+    })
+}
