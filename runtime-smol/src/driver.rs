@@ -350,6 +350,13 @@ impl Driver {
     pub async fn run(mut self) -> Exit {
         loop {
             self.pump().await;
+            if self.stdio_done && self.host.engine().running() > 0 {
+                // EOF cancelled the turns running then; one that started since (queued behind
+                // a persist or a read when stdin ended) is cancelled too, or it would hold the
+                // process for as long as it runs.
+                self.host.engine_mut().cancel_all();
+                self.pump().await;
+            }
             if self.exit.is_none()
                 && self.stdio_done
                 && self.host.engine().running() == 0

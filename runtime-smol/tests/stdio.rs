@@ -334,6 +334,26 @@ fn eof_mid_turn_cancels_it_and_exits_cleanly() {
     assert!(took < Duration::from_secs(5), "took {took:?}");
 }
 
+/// stdin ends right after a prompt, before its turn has started (it waits for its persist and
+/// the session's command files): the turn is cancelled once it starts, and the process ends.
+#[test]
+fn eof_before_the_turn_starts_cancels_it_too_and_exits() {
+    let cwd = tempfile::tempdir().unwrap();
+    let mut e = Editor::start(&[]);
+    e.send(&initialize());
+    e.until_response(0);
+    e.send(&new_session(1, cwd.path().to_str().unwrap()));
+    let s = e.until_response(1);
+    let session = s.last().unwrap()["result"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    e.send(&prompt(2, &session, "say started\nsleep 600000\nsay never"));
+    let (code, took) = e.close_and_wait();
+    assert_eq!(code, 0);
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+}
+
 /// Where another editor's `serve --stdio` holds the store (and no service runs), sessions live
 /// in memory only: past `sessions.max_live` none is set aside (it would be lost), so
 /// `session/new` is refused naming the limit.
