@@ -108,6 +108,19 @@ impl Editor {
     }
 }
 
+/// A session in `cwd`, prompted with a turn that runs until it is cancelled.
+fn endless_turn(e: &mut Editor, cwd: &std::path::Path) {
+    e.send(&initialize());
+    e.until_response(0);
+    e.send(&new_session(1, cwd.to_str().unwrap()));
+    let s = e.until_response(1);
+    let session = s.last().unwrap()["result"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    e.send(&prompt(2, &session, "say started\nsleep 600000\nsay never"));
+}
+
 fn initialize() -> Value {
     json!({"jsonrpc":"2.0","id":0,"method":"initialize",
            "params":{"protocolVersion":1,"clientCapabilities":{}}})
@@ -313,15 +326,7 @@ fn a_line_over_the_default_frame_limit_is_refused_too() {
 fn eof_mid_turn_cancels_it_and_exits_cleanly() {
     let cwd = tempfile::tempdir().unwrap();
     let mut e = Editor::start(&[]);
-    e.send(&initialize());
-    e.until_response(0);
-    e.send(&new_session(1, cwd.path().to_str().unwrap()));
-    let s = e.until_response(1);
-    let session = s.last().unwrap()["result"]["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    e.send(&prompt(2, &session, "say started\nsleep 600000\nsay never"));
+    endless_turn(&mut e, cwd.path());
     // The first chunk shows the turn runs (the session's command set may come before it).
     loop {
         let v = e.read();
@@ -340,15 +345,7 @@ fn eof_mid_turn_cancels_it_and_exits_cleanly() {
 fn eof_before_the_turn_starts_cancels_it_too_and_exits() {
     let cwd = tempfile::tempdir().unwrap();
     let mut e = Editor::start(&[]);
-    e.send(&initialize());
-    e.until_response(0);
-    e.send(&new_session(1, cwd.path().to_str().unwrap()));
-    let s = e.until_response(1);
-    let session = s.last().unwrap()["result"]["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    e.send(&prompt(2, &session, "say started\nsleep 600000\nsay never"));
+    endless_turn(&mut e, cwd.path());
     let (code, took) = e.close_and_wait();
     assert_eq!(code, 0);
     assert!(took < Duration::from_secs(5), "took {took:?}");

@@ -5,17 +5,11 @@
 // one. Prints one JSON line of what happened.
 //
 //   node client.mjs <path to lembas> <cwd> [<prompt text>]
-import { spawn } from "node:child_process";
-import { Readable, Writable } from "node:stream";
 import * as acp from "@agentclientprotocol/sdk";
-import { invalid, tap, tapWrites } from "./frames.mjs";
+import { serve } from "./frames.mjs";
 
 const [bin, cwd, text = "say before\npermit run the tests\nsay after"] = process.argv.slice(2);
-const child = spawn(bin, ["serve", "--stdio"], { stdio: ["pipe", "pipe", "inherit"] });
-const exited = new Promise((resolve) => child.on("exit", (code) => resolve(code)));
-const sent = new Map();
-const out = tap(Readable.toWeb(child.stdout));
-const stream = acp.ndJsonStream(tapWrites(Writable.toWeb(child.stdin), sent), out.stream);
+const agent = serve(bin);
 
 const asks = [];
 const updates = [];
@@ -30,7 +24,7 @@ const app = acp
     updates.push(params.update);
   });
 
-const result = await app.connectWith(stream, async (ctx) => {
+const result = await app.connectWith(agent.stream, async (ctx) => {
   const init = await ctx.request(acp.methods.agent.initialize, {
     protocolVersion: acp.PROTOCOL_VERSION,
     clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false },
@@ -47,13 +41,12 @@ const result = await app.connectWith(stream, async (ctx) => {
     stopReason: answer.stopReason,
   };
 });
-child.stdin.end();
-const code = await exited;
+const code = await agent.end();
 console.log(
   JSON.stringify({
     ...result,
     exitCode: code,
-    invalid: invalid(out.lines, sent),
+    invalid: agent.invalid(),
     asks: asks.map((a) => ({
       title: a.toolCall?.title,
       kind: a.toolCall?.kind,

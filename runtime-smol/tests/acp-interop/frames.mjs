@@ -2,7 +2,10 @@
 // SDK package: every message by the schema's root, the params of each ACP method the agent sends by
 // its type, and an answer by the response type of the request it answers. The SDK's own parsing is lenient about
 // members it does not read; the schema is the contract an editor may hold us to.
+import { spawn } from "node:child_process";
 import { createRequire } from "node:module";
+import { Readable, Writable } from "node:stream";
+import * as acp from "@agentclientprotocol/sdk";
 import Ajv2020 from "ajv/dist/2020.js";
 
 const require = createRequire(import.meta.url);
@@ -104,4 +107,22 @@ export function invalid(lines, sent) {
     if (errors.length > 0) bad.push({ line: line.slice(0, 400), method, errors });
   }
   return bad;
+}
+
+// `lembas serve --stdio` as the scripts' agent: `stream` for the SDK, `end()` closes its stdin
+// and resolves to its exit code, `invalid()` the frames it wrote that break the schema.
+export function serve(bin) {
+  const child = spawn(bin, ["serve", "--stdio"], { stdio: ["pipe", "pipe", "inherit"] });
+  const exited = new Promise((resolve) => child.on("exit", (code) => resolve(code)));
+  const sent = new Map();
+  const out = tap(Readable.toWeb(child.stdout));
+  const stream = acp.ndJsonStream(tapWrites(Writable.toWeb(child.stdin), sent), out.stream);
+  return {
+    stream,
+    end: () => {
+      child.stdin.end();
+      return exited;
+    },
+    invalid: () => invalid(out.lines, sent),
+  };
 }

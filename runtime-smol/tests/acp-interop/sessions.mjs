@@ -6,17 +6,11 @@
 // valid. Prints one JSON line of what happened.
 //
 //   node sessions.mjs <path to lembas> <cwd> <session>
-import { spawn } from "node:child_process";
-import { Readable, Writable } from "node:stream";
 import * as acp from "@agentclientprotocol/sdk";
-import { invalid, tap, tapWrites } from "./frames.mjs";
+import { serve } from "./frames.mjs";
 
 const [bin, cwd, sessionId] = process.argv.slice(2);
-const child = spawn(bin, ["serve", "--stdio"], { stdio: ["pipe", "pipe", "inherit"] });
-const exited = new Promise((resolve) => child.on("exit", (code) => resolve(code)));
-const sent = new Map();
-const out = tap(Readable.toWeb(child.stdout));
-const stream = acp.ndJsonStream(tapWrites(Writable.toWeb(child.stdin), sent), out.stream);
+const agent = serve(bin);
 
 let updates = [];
 const app = acp
@@ -30,7 +24,7 @@ const app = acp
   });
 
 const kinds = () => updates.map((u) => u.sessionUpdate);
-const result = await app.connectWith(stream, async (ctx) => {
+const result = await app.connectWith(agent.stream, async (ctx) => {
   const init = await ctx.request(acp.methods.agent.initialize, {
     protocolVersion: acp.PROTOCOL_VERSION,
     clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false },
@@ -72,6 +66,5 @@ const result = await app.connectWith(stream, async (ctx) => {
     resumedReplayed,
   };
 });
-child.stdin.end();
-const code = await exited;
-console.log(JSON.stringify({ ...result, exitCode: code, invalid: invalid(out.lines, sent) }));
+const code = await agent.end();
+console.log(JSON.stringify({ ...result, exitCode: code, invalid: agent.invalid() }));

@@ -5,17 +5,11 @@
 // web is told it was settled. Prints one JSON line of what happened.
 //
 //   node shared.mjs <path to lembas> <cwd>
-import { spawn } from "node:child_process";
-import { Readable, Writable } from "node:stream";
 import * as acp from "@agentclientprotocol/sdk";
-import { invalid, tap, tapWrites } from "./frames.mjs";
+import { serve } from "./frames.mjs";
 
 const [bin, cwd] = process.argv.slice(2);
-const child = spawn(bin, ["serve", "--stdio"], { stdio: ["pipe", "pipe", "inherit"] });
-const exited = new Promise((resolve) => child.on("exit", (code) => resolve(code)));
-const sent = new Map();
-const out = tap(Readable.toWeb(child.stdout));
-const stream = acp.ndJsonStream(tapWrites(Writable.toWeb(child.stdin), sent), out.stream);
+const agent = serve(bin);
 
 const asks = [];
 const updates = [];
@@ -37,7 +31,7 @@ const app = acp
     updates.push(params.update);
   });
 
-const result = await app.connectWith(stream, async (ctx) => {
+const result = await app.connectWith(agent.stream, async (ctx) => {
   await ctx.request(acp.methods.agent.initialize, {
     protocolVersion: acp.PROTOCOL_VERSION,
     clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false },
@@ -54,13 +48,12 @@ const result = await app.connectWith(stream, async (ctx) => {
   });
   return { sessionId: session.sessionId, stopReason: answer.stopReason };
 });
-child.stdin.end();
-const code = await exited;
+const code = await agent.end();
 console.log(
   JSON.stringify({
     ...result,
     exitCode: code,
-    invalid: invalid(out.lines, sent),
+    invalid: agent.invalid(),
     asks,
     said: updates
       .filter((u) => u.sessionUpdate === "agent_message_chunk")
