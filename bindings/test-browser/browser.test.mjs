@@ -20,7 +20,7 @@ import { join, dirname, normalize, extname, sep } from "node:path";
 import { fileURLToPath } from "node:url";
 import { createRequire } from "node:module";
 import { NativeInstance, NativeHome, LEMBAS } from "../test/native.mjs";
-import { fakeInstance, held, streamed } from "../test/fake-instance.mjs";
+import { fakeInstance, held, streamed } from "../npm/harness/fake-instance.mjs";
 
 const require = createRequire(import.meta.url);
 const { chromium } = require("playwright-core");

@@ -5,7 +5,7 @@
 // delete goes out on the next link and is then forgotten).
 import init, { DeviceDriver, ClientDriver } from "../pkg-web/lembas_bindings.js";
 import { idbStore } from "../idb.mjs";
-import { pair } from "../test/socket-pair.mjs";
+import { pair } from "../npm/harness/socket-pair.mjs";
 
 const ROOT = "/home/dev/work";
 const config = {

@@ -3,7 +3,7 @@
 // client: `run` makes a `lembas_model` session, has a prompt answered, then cancels a second
 // prompt whose stream the instance holds open ("hold" in its text), and says what it saw.
 import init, { DeviceDriver, ClientDriver } from "../pkg-web/lembas_bindings.js";
-import { pair } from "../test/socket-pair.mjs";
+import { pair } from "../npm/harness/socket-pair.mjs";
 
 const ROOT = "/home/dev/work";
 const config = { seed: 12, remote: { enabled: true, roots: [ROOT], trusted: [ROOT] } };

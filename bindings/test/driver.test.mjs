@@ -6,7 +6,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createRequire } from "node:module";
 
-import { pair } from "./socket-pair.mjs";
+import { pair } from "../npm/harness/socket-pair.mjs";
 
 const require = createRequire(import.meta.url);
 const { DeviceDriver, ClientDriver, MemStore } = require("../pkg-node/lembas_bindings.js");

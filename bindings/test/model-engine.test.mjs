@@ -10,8 +10,8 @@ import assert from "node:assert/strict";
 import { createRequire } from "node:module";
 import net from "node:net";
 
-import { pair } from "./socket-pair.mjs";
-import { fakeInstance as fake, held, json, streamed } from "./fake-instance.mjs";
+import { pair } from "../npm/harness/socket-pair.mjs";
+import { fakeInstance as fake, held, json, streamed } from "../npm/harness/fake-instance.mjs";
 
 const require = createRequire(import.meta.url);
 const { DeviceDriver, ClientDriver } = require("../pkg-node/lembas_bindings.js");
