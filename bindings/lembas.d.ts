@@ -545,6 +545,11 @@ export interface DeviceDriverOptions {
   /** What the device has to say that is no one's answer (a model list that could not be
    * fetched, and the last one kept). Default: `console.warn`. */
   onLog?: (line: string) => void;
+  /** The scripted engine's script for each of the next prompts in turn, whatever its text (a
+   * harness scripting its device's answers); past them a prompt's own text is its script. A
+   * script's lines are `say`, `think`, `sleep`, `tool`, `chunks`, `fail`, `permit`, `ask` and
+   * `plan` steps (core/src/scripted.rs). Refused beside `model`. */
+  replies?: string[];
 }
 
 export type AttachmentRead = Uint8Array | { bytes: Uint8Array; size: number };

@@ -134,6 +134,10 @@ pub struct ScriptedEngine {
     out: VecDeque<Report>,
     /// The latest time given: a run ready by then makes its next step when polled.
     now: Time,
+    /// Scripts for the next turns, one each in order, in place of their prompts' text: a
+    /// harness scripting what its device answers whatever a web UI sends. Given once, so it
+    /// only shrinks.
+    replies: VecDeque<String>,
 }
 
 impl ScriptedEngine {
@@ -141,13 +145,20 @@ impl ScriptedEngine {
         Self::default()
     }
 
+    /// Answer the next turns with `replies`, one each, whatever their prompts say (replacing
+    /// those not used yet); past them a prompt's own text is its script again.
+    pub fn set_replies(&mut self, replies: Vec<String>) {
+        self.replies = replies.into();
+    }
+
     pub fn start(&mut self, turn: &TurnStart, now: Time) {
         self.now = self.now.max(now);
         let key = (turn.session_id.clone(), turn.turn_id.clone());
+        let script = self.replies.pop_front();
         self.runs.insert(
             key,
             Run {
-                steps: parse(&turn.text),
+                steps: parse(script.as_deref().unwrap_or(&turn.text)),
                 next_at: now,
                 steer: Vec::new(),
                 tools: 0,
@@ -546,6 +557,22 @@ mod tests {
             EngineEvent::Text(t) => t,
             other => panic!("not text: {other:?}"),
         }
+    }
+
+    #[test]
+    fn replies_script_the_next_turns_in_order_then_prompts_script_themselves() {
+        let mut engine = ScriptedEngine::new();
+        engine.set_replies(vec!["say first".into(), "think hmm\nsay second".into()]);
+        let mut said = Vec::new();
+        for (session, prompt) in [("a", "anything"), ("b", "say ignored"), ("c", "say own")] {
+            engine.start(&turn(session, prompt), Time(0));
+            while let Some((_, _, e)) = engine.poll_event() {
+                if let EngineEvent::Text(t) | EngineEvent::Thought(t) = e {
+                    said.push(t);
+                }
+            }
+        }
+        assert_eq!(said, ["first", "hmm", "second", "own"]);
     }
 
     #[test]

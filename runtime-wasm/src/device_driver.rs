@@ -49,6 +49,7 @@ const OPTIONS: &[&str] = &[
     "model",
     "readAttachment",
     "onLog",
+    "replies",
 ];
 
 /// A store in JS: `entries()` once at start-up, `apply(records)` for every persist (it may
@@ -74,6 +75,8 @@ struct Options {
     hooks: Hooks,
     clock: Clock,
     model: Option<ModelOptions>,
+    /// The scripted engine's scripts for the next turns, one each (`ScriptedEngine::set_replies`).
+    replies: Vec<String>,
 }
 
 fn options(o: &JsValue) -> Result<Options, JsValue> {
@@ -111,7 +114,17 @@ fn options(o: &JsValue) -> Result<Options, JsValue> {
         },
         clock: Clock::new(js::function(o, "clock", "options.clock")?),
         model: instance_http::model_options(&js::member(o, "model"))?,
+        replies: replies(&js::member(o, "replies"))?,
     })
+}
+
+/// `options.replies`: an array of scripts (absent: none).
+fn replies(v: &JsValue) -> Result<Vec<String>, JsValue> {
+    if v.is_undefined() {
+        return Ok(Vec::new());
+    }
+    let what = "options.replies (the scripted engine's script for each prompt in turn)";
+    Ok(json::read::<Vec<String>>(what, js::from_js(v)?).map_err(err)?)
 }
 
 fn entries(v: &JsValue) -> Result<Vec<Entry>, JsValue> {
@@ -222,12 +235,19 @@ impl DeviceDriver {
             Some(m) => EngineChoice::Model(m.engine.clone()),
             None => EngineChoice::Scripted,
         };
-        let run = DeviceLoop::new(
+        let mut run = DeviceLoop::new(
             device,
             o.hooks.store.is_some(),
             o.hooks.resolve_path.is_some(),
             engine,
         );
+        if !o.replies.is_empty() && !run.set_replies(o.replies) {
+            return Err(err(
+                "options.replies scripts the scripted engine, and options.model answers with the \
+                 instance's models instead: give one or the other",
+            )
+            .into());
+        }
         let instance = o.model.map(|m| Instance {
             http: Rc::new(InstanceHttp::new(m.instance)),
             models: m.models,

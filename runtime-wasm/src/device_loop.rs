@@ -95,6 +95,18 @@ impl DeviceLoop {
         self.host.device()
     }
 
+    /// The scripted engine's scripts for the next turns (`ScriptedEngine::set_replies`).
+    /// Returns false for the model engine, which takes none.
+    pub fn set_replies(&mut self, replies: Vec<String>) -> bool {
+        match self.host.engine_mut() {
+            DeviceEngine::Scripted(engine) => {
+                engine.set_replies(replies);
+                true
+            }
+            DeviceEngine::Model { .. } => false,
+        }
+    }
+
     /// The device, for an input; `pump` after it.
     pub fn device_mut(&mut self) -> &mut Device {
         self.host.device_mut()
