@@ -1,0 +1,47 @@
+// In a fresh project with @lembas/link installed from its tarball: both roles imported by the
+// package's name in node — the harness's scripted device (the full module) and a client of the
+// client-only module (`@lembas/link/client`), linked through a memory instance, run a prompt
+// with a card.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+
+import { DeviceDriver, MemStore, version } from "@lembas/link";
+import { ClientDriver } from "@lembas/link/client";
+import * as clientOnly from "@lembas/link/client";
+import { scriptedDevice, memoryInstance, Calls, LinkError } from "@lembas/link/harness";
+import { fakeInstance } from "@lembas/link/harness/fake-instance";
+import pkg from "@lembas/link/package.json" with { type: "json" };
+
+test("the package's entries resolve by name, at the workspace's version", () => {
+  assert.equal(typeof DeviceDriver, "function");
+  assert.equal(typeof MemStore, "function");
+  assert.equal(version(), pkg.version);
+  assert.equal(clientOnly.DeviceDriver, undefined, "the client-only module has a device");
+  assert.equal(typeof fakeInstance, "function");
+});
+
+test("a client of the client-only module runs a prompt with a card on the harness's device", async () => {
+  const instance = memoryInstance();
+  const device = await scriptedDevice({ instance, roots: ["/work"], replies: ["permit deploy\nsay shipped"] });
+  const client = new Calls(new ClientDriver({ config: { seed: 1 } }));
+  instance.accept((socket) => client.attach(socket));
+  try {
+    assert.ok((await client.ready()).includes("turns"));
+    const { sessionId } = await client.request("session/new", { cwd: "/work" });
+    const answered = client.prompt(sessionId, "ship it");
+    const card = await client.next((e) => e.kind === "request" && e.method === "session/request_permission");
+    client.respond(card.id, { result: { outcome: { outcome: "selected", optionId: "once" } } });
+    assert.equal((await answered).stopReason, "end_turn");
+
+    // A dropped link rejects the request waiting on it.
+    const waiting = client.request("_lembas/session/status", { sessionId });
+    instance.drop(1006);
+    await waiting.then(
+      () => {}, // answered before the drop reached it: nothing was waiting
+      (e) => assert.ok(e instanceof LinkError, `${e}`),
+    );
+  } finally {
+    client.stop();
+    device.stop();
+  }
+});
