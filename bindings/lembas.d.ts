@@ -462,12 +462,23 @@ export type ClientOutput =
   | { type: "close"; code: number; reason: string }
   | { type: "event"; event: ClientEvent };
 
+/** What a client hears: `ClientDriver`'s `onEvent` and `next` get every one, in order. */
 export type ClientEvent =
+  /** The device greeted the client (`_lembas/hello`): its version, host and limits. */
   | { kind: "hello"; hello: Hello }
+  /** `initialize` was answered: the link is ready; `call` may use what `capabilities` lists. */
   | { kind: "ready"; capabilities: string[] }
+  /** The client refused the link and closed it with `code` (4400: the device speaks another link
+   * protocol; `reason` says which side to update). */
   | { kind: "refused"; code: number; reason: string }
+  /** The answer to `call(method, …)`, whose id was `id`. A call whose link drops gets none (the
+   * core forgets it): `Calls.request` rejects with a `LinkError` instead. */
   | ({ kind: "answer"; id: RequestId; method: string } & Outcome)
+  /** A prompt was answered, on its link or after a reattach on a later one. */
   | ({ kind: "prompt_answered"; sessionId: string; turnId: string } & Outcome)
+  /** An incomplete prompt was picked up on a new link: `following` (running; its answer
+   * follows), `waiting` (queued), `imported` (finished meanwhile: `turns`), `resent` (the device
+   * did not know it: sent again), `gone` (its session is gone from the device). */
   | {
       kind: "reattached";
       sessionId: string;
@@ -476,15 +487,39 @@ export type ClientEvent =
       /** For `imported`: the turn's history entries (its user turn and the answer after it). */
       turns?: unknown[];
     }
+  /** A `deleteSession` was answered (`existed`: the device still had it). */
   | { kind: "deleted"; sessionId: string; existed: boolean }
+  /** A delete was refused five times and given up; `reason` is the device's. */
   | { kind: "delete_given_up"; sessionId: string; reason: string }
+  /** A card is no longer waited for (answered elsewhere, or timed out): take it down. */
   | { kind: "card_settled"; sessionId: string; toolCallId: string }
   /** What the session sent after seq `since` could not all be fetched on the new link (the
    * device's event log no longer reaches back, or it has none): import its `history`. Events
    * after the gap follow as usual; the missed ones that could be fetched came before it. */
   | { kind: "gap"; sessionId: string; since: number }
+  /** A notification from the device (`session/update`: a turn's text, tool calls, plans, …). */
   | { kind: "notification"; method: string; params: unknown }
+  /** A request from the device: a card (`session/request_permission`, a question, a plan),
+   * answered with `respond(id, outcome)`. */
   | { kind: "request"; id: RequestId; method: string; params: unknown };
+
+// ---- errors --------------------------------------------------------------------------------
+// What JS sees go wrong, and its shape:
+// - A misused driver throws (or, from `open`, rejects with) an `Error` whose message names the
+//   option or argument and why: "DeviceDriverOptions has no member `onstop` (known: …)",
+//   "options.dial is needed: …", "options.kept loads asynchronously: open the driver with
+//   ClientDriver.open", "not ready" from `call` before the link is. A token is never in one.
+// - A core type handed in with a bad shape (a config, an outcome) is an `Error` with the core's
+//   sentence, naming the member ("config.remote.roots: …").
+// - `ClientDriver.next` rejects with an `Error` ("no event the predicate accepts came within N
+//   ms") after its timeout, or with what the predicate threw.
+// - The device's refusals reach the client as answers with `error: RpcError` (the spec's code,
+//   a message naming the bound or rule); a prompt's as `prompt_answered` with `error`.
+// - `@lembas/link/calls` turns these into `RpcError`, `LinkError` (a dropped or refused link,
+//   with its close code) and `TimeoutError` (calls.d.mts).
+// - A failed store write, `onEffect` or `dial` never throws into the caller: a write is never
+//   acknowledged (and reported as an unhandled promise rejection), an attachment's refuses its
+//   prompt with the reason, a dial's is retried after the backoff.
 
 // ---- the drivers (DeviceDriver, ClientDriver) ------------------------------------------------
 

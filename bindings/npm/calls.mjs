@@ -188,7 +188,9 @@ export class Calls {
           done();
           if (!/within \d+ ms/.test(String(e?.message))) return reject(e);
           const drop = this.#lastDrop ? `; the link last dropped${closed(this.#lastDrop.code, this.#lastDrop.reason)}` : "";
-          reject(new TimeoutError(`${what}: no answer within ${ms} ms${drop}`, ms));
+          const none = link === ANY_LINK ? "no ready link" : "no answer";
+          const hint = link === ANY_LINK && !this.#lastDrop ? " (attach a device's socket with calls.attach)" : "";
+          reject(new TimeoutError(`${what}: ${none} within ${ms} ms${drop}${hint}`, ms));
         },
       );
     });
