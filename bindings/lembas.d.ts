@@ -117,6 +117,9 @@ export interface FrameLimits {
 }
 
 export interface ClientConfig {
+  /** Seeds the client's ids (turn ids among them). A `ClientDriver` given none draws one from
+   * the page's randomness, so a reloaded page never repeats the ids of the page before it; a
+   * `Client` given none uses 1 (the conformance transcripts' runs are deterministic). */
   seed?: number;
   frames?: FrameLimits;
   /** Whether this client offers the `show` viewer. */

@@ -391,3 +391,20 @@ test("a store whose entries() rejects while reading a session back refuses the w
     client.stop();
   }
 });
+
+test("a ClientDriver given no seed draws one, so a reloaded page makes new turn ids", async () => {
+  const blocks = [{ type: "text", text: "say hi" }];
+  const turnOf = async (clientOptions) => {
+    const { client, device } = await linked({}, clientOptions);
+    try {
+      return client.prompt("ses_reload", blocks);
+    } finally {
+      device.stop();
+    }
+  };
+  // The same seed: the same ids (what a reload with a fixed seed would repeat).
+  assert.equal(await turnOf({ config: { seed: 5 } }), await turnOf({ config: { seed: 5 } }));
+  // None given: each driver its own.
+  const ids = new Set([await turnOf({ config: undefined }), await turnOf({ config: {} }), await turnOf({ config: {} })]);
+  assert.equal(ids.size, 3, [...ids].join(", "));
+});

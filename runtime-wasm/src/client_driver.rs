@@ -60,7 +60,12 @@ struct Options {
 
 fn options(o: &JsValue) -> Result<Options, JsValue> {
     js::known_members(o, OPTIONS, "ClientDriverOptions")?;
-    let config = json::client_config(js::from_js(&js::member(o, "config"))?).map_err(err)?;
+    let raw = js::from_js(&js::member(o, "config"))?;
+    let seeded = raw.get("seed").is_some();
+    let mut config = json::client_config(raw).map_err(err)?;
+    if !seeded {
+        config.seed = js::random_seed();
+    }
     let method = |of: &JsValue, what: &str, name: &str| {
         js::function(of, name, &format!("options.{what}.{name}"))?
             .ok_or_else(|| JsValue::from(err(format!("options.{what} needs {name}()"))))

@@ -83,6 +83,14 @@ impl Func {
 
 /// A line for the console (`console.warn`): what a driver reports when its caller gave it
 /// nowhere else to.
+/// A seed from the page's randomness, for a `ClientDriver` whose options name none: the core's
+/// fixed default would make a reloaded page's turn ids those of the page before it, and the
+/// device would answer them from its ledger instead of running them.
+pub fn random_seed() -> u64 {
+    let half = || (js_sys::Math::random() * 4_294_967_296.0) as u64;
+    (half() << 32) | half()
+}
+
 pub fn warn(line: &str) {
     console_warn(line);
 }
