@@ -115,10 +115,23 @@ impl RedbStore {
 
     /// Every stored entry, table by table, in key order.
     pub fn entries(&self) -> Result<Vec<Entry>, StoreError> {
-        let other = |e: &dyn std::fmt::Display| StoreError::Other(self.path.clone(), e.to_string());
-        let txn = self.db.begin_read().map_err(|e| other(&e))?;
+        let txn = self.db.begin_read().map_err(|e| self.other(&e))?;
+        self.tables(&txn, Table::ALL)
+    }
+
+    fn other(&self, e: &dyn std::fmt::Display) -> StoreError {
+        StoreError::Other(self.path.clone(), e.to_string())
+    }
+
+    /// Every entry of `tables` in `txn`, table by table, in key order.
+    fn tables(
+        &self,
+        txn: &redb::ReadTransaction,
+        tables: impl IntoIterator<Item = Table>,
+    ) -> Result<Vec<Entry>, StoreError> {
+        let other = |e: &dyn std::fmt::Display| self.other(e);
         let mut out = Vec::new();
-        for table in Table::ALL {
+        for table in tables {
             let t = txn.open_table(def(table)).map_err(|e| other(&e))?;
             for item in t.iter().map_err(|e| other(&e))? {
                 let (k, v) = item.map_err(|e| other(&e))?;
@@ -136,20 +149,13 @@ impl RedbStore {
     /// each session's newest entries its `Recent` keeps ([`RecentPick`]): a restart's memory
     /// does not grow with the sessions' history.
     pub fn restore_entries(&self, limits: &SessionLimits) -> Result<Vec<Entry>, StoreError> {
-        let other = |e: &dyn std::fmt::Display| StoreError::Other(self.path.clone(), e.to_string());
+        let other = |e: &dyn std::fmt::Display| self.other(e);
         let txn = self.db.begin_read().map_err(|e| other(&e))?;
-        let mut out = Vec::new();
-        for table in Table::ALL.into_iter().filter(|t| *t != Table::History) {
-            let t = txn.open_table(def(table)).map_err(|e| other(&e))?;
-            for item in t.iter().map_err(|e| other(&e))? {
-                let (k, v) = item.map_err(|e| other(&e))?;
-                out.push(Entry {
-                    table,
-                    key: k.value().to_string(),
-                    value: v.value().to_string(),
-                });
-            }
-        }
+        // One transaction for all of it: the history picked belongs to the ledger read.
+        let mut out = self.tables(
+            &txn,
+            Table::ALL.into_iter().filter(|t| *t != Table::History),
+        )?;
         // Each session's ledger, for which of its answers failed (counted as empty).
         let mut turns: std::collections::BTreeMap<&str, Vec<&Entry>> = Default::default();
         for e in &out {
@@ -182,7 +188,7 @@ impl RedbStore {
         mut pick: RecentPick,
         out: &mut Vec<Entry>,
     ) -> Result<(), StoreError> {
-        let other = |e: &dyn std::fmt::Display| StoreError::Other(self.path.clone(), e.to_string());
+        let other = |e: &dyn std::fmt::Display| self.other(e);
         let (start, end) = lembas_core::store::history_range(session, None);
         for item in t
             .range(start.as_str()..end.as_str())
@@ -210,7 +216,7 @@ impl RedbStore {
         session: &str,
         limits: &SessionLimits,
     ) -> Result<Vec<Entry>, StoreError> {
-        let other = |e: &dyn std::fmt::Display| StoreError::Other(self.path.clone(), e.to_string());
+        let other = |e: &dyn std::fmt::Display| self.other(e);
         let txn = self.db.begin_read().map_err(|e| other(&e))?;
         let mut out = Vec::new();
         let t = txn
@@ -254,7 +260,7 @@ impl RedbStore {
         limit: usize,
         max_bytes: usize,
     ) -> Result<Vec<Entry>, StoreError> {
-        let other = |e: &dyn std::fmt::Display| StoreError::Other(self.path.clone(), e.to_string());
+        let other = |e: &dyn std::fmt::Display| self.other(e);
         let txn = self.db.begin_read().map_err(|e| other(&e))?;
         let t = txn.open_table(def(Table::History)).map_err(|e| other(&e))?;
         let (start, end) = lembas_core::store::history_range(session, before);
@@ -280,7 +286,7 @@ impl RedbStore {
 
     /// Apply `records` in order, in one durable write transaction.
     pub fn commit(&self, records: &[Record]) -> Result<(), StoreError> {
-        let other = |e: &dyn std::fmt::Display| StoreError::Other(self.path.clone(), e.to_string());
+        let other = |e: &dyn std::fmt::Display| self.other(e);
         let txn = self.db.begin_write().map_err(|e| other(&e))?;
         for r in records {
             match r {
