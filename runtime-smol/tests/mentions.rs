@@ -5,33 +5,13 @@
 //! `.git` are never read, and a notice says each stayed text.
 
 use lembas::instance::{ChatReply, Event};
-use serde_json::Value;
 
 mod common;
 
-use common::model::{linked_to, model_session, prompt, MODEL};
+use common::model::{linked_to, model_session, prompt, user_text, MODEL};
 
 /// What the files outside the project hold: the model is never given it.
 const SECRET: &str = "secret-outside-ZQX";
-
-/// The user message of the instance's `nth` chat request, as text.
-fn user_text(instance: &lembas::instance::TestInstance, nth: usize) -> String {
-    let requests = instance.chat_requests();
-    let request = requests
-        .get(nth)
-        .unwrap_or_else(|| panic!("no chat request {nth}: {requests:?}"));
-    let user = request["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .rev()
-        .find(|m| m["role"] == "user")
-        .unwrap();
-    match &user["content"] {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
 
 fn notices(seen: &[Event]) -> Vec<String> {
     seen.iter()

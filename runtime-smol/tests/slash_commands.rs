@@ -11,30 +11,11 @@ use serde_json::{json, Value};
 
 mod common;
 
-use common::model::{linked_to, model_session, prompt, MODEL};
+use common::model::{linked_to, model_session, prompt, user_text, MODEL};
 use common::{call, T};
 
 /// What the files a command must never reach hold.
 const SECRET: &str = "secret-outside-ZQX";
-
-/// The user message of the instance's `nth` chat request, as text.
-fn user_text(instance: &TestInstance, nth: usize) -> String {
-    let requests = instance.chat_requests();
-    let request = requests
-        .get(nth)
-        .unwrap_or_else(|| panic!("no chat request {nth}: {requests:?}"));
-    let user = request["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .rev()
-        .find(|m| m["role"] == "user")
-        .unwrap();
-    match &user["content"] {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
 
 fn names(list: &Value) -> Vec<String> {
     list.as_array()

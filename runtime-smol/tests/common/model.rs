@@ -121,3 +121,22 @@ pub async fn eventually(within: Duration, what: &str, mut check: impl FnMut() ->
         smol::Timer::after(Duration::from_millis(20)).await;
     }
 }
+
+/// The user message of the instance's `nth` chat request, as text.
+pub fn user_text(instance: &TestInstance, nth: usize) -> String {
+    let requests = instance.chat_requests();
+    let request = requests
+        .get(nth)
+        .unwrap_or_else(|| panic!("no chat request {nth}: {requests:?}"));
+    let user = request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .unwrap();
+    match &user["content"] {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
