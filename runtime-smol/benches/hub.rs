@@ -8,15 +8,14 @@
 //! and over each turn's least of the runs (as the `model` bench does). Target: the added p99
 //! under 2 ms.
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, ChildStdout, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use serde_json::json;
 
 #[path = "../tests/common/mod.rs"]
 mod common;
 
+use common::editor::Editor;
 use common::Home;
 
 const ROUNDS: usize = 400;
@@ -78,21 +77,24 @@ fn main() {
 /// One editor's `ROUNDS` round trips, after `WARMUP`.
 fn round_trips(home: &Home) -> Vec<Duration> {
     let mut e = Editor::start(home);
-    e.call(
+    e.result(
+        0,
         "initialize",
         json!({ "protocolVersion": 1, "clientCapabilities": {} }),
     );
-    let made = e.call(
+    let made = e.result(
+        1,
         "session/new",
         json!({ "cwd": home.work.join("proj"), "mcpServers": [] }),
     );
-    let session = made["result"]["sessionId"].as_str().unwrap().to_string();
+    let session = made["sessionId"].as_str().unwrap().to_string();
     let mut took = Vec::with_capacity(ROUNDS);
     for round in 0..WARMUP + ROUNDS {
+        let id = json!(2 + round);
         let start = Instant::now();
-        let id = e.send(
-            "session/prompt",
-            json!({ "sessionId": session, "prompt": [{ "type": "text", "text": "say x" }] }),
+        e.send(
+            &json!({ "jsonrpc": "2.0", "id": id, "method": "session/prompt", "params": {
+            "sessionId": session, "prompt": [{ "type": "text", "text": "say x" }] } }),
         );
         let mut first = None;
         loop {
@@ -159,64 +161,4 @@ impl std::fmt::Display for Figures {
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
-}
-
-/// `lembas serve --stdio`, one JSON-RPC message a line.
-struct Editor {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-    next_id: u64,
-}
-
-impl Editor {
-    fn start(home: &Home) -> Editor {
-        let mut child = home
-            .cmd(&["serve", "--stdio"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        Editor {
-            stdin: child.stdin.take().unwrap(),
-            stdout: BufReader::new(child.stdout.take().unwrap()),
-            child,
-            next_id: 0,
-        }
-    }
-
-    fn send(&mut self, method: &str, params: Value) -> Value {
-        self.next_id += 1;
-        let id = json!(self.next_id);
-        let line = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
-        writeln!(self.stdin, "{line}").unwrap();
-        id
-    }
-
-    fn recv(&mut self) -> Value {
-        let mut line = String::new();
-        assert!(
-            self.stdout.read_line(&mut line).unwrap() > 0,
-            "stdout ended"
-        );
-        serde_json::from_str(&line).unwrap()
-    }
-
-    fn call(&mut self, method: &str, params: Value) -> Value {
-        let id = self.send(method, params);
-        loop {
-            let m = self.recv();
-            if m["id"] == id && m.get("method").is_none() {
-                return m;
-            }
-        }
-    }
-}
-
-impl Drop for Editor {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }

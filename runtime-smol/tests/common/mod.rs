@@ -11,6 +11,7 @@ use lembas_core::client::ClientEvent;
 use lembas_core::jsonrpc::{Id, RpcError};
 use serde_json::{json, Value};
 
+pub mod editor;
 pub mod model;
 pub mod programs;
 pub mod scripted;
