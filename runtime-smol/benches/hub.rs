@@ -77,17 +77,8 @@ fn main() {
 /// One editor's `ROUNDS` round trips, after `WARMUP`.
 fn round_trips(home: &Home) -> Vec<Duration> {
     let mut e = Editor::start(home);
-    e.result(
-        0,
-        "initialize",
-        json!({ "protocolVersion": 1, "clientCapabilities": {} }),
-    );
-    let made = e.result(
-        1,
-        "session/new",
-        json!({ "cwd": home.work.join("proj"), "mcpServers": [] }),
-    );
-    let session = made["sessionId"].as_str().unwrap().to_string();
+    e.initialize();
+    let session = e.new_session(&home.work.join("proj"));
     let mut took = Vec::with_capacity(ROUNDS);
     for round in 0..WARMUP + ROUNDS {
         let id = json!(2 + round);

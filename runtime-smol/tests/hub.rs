@@ -214,10 +214,6 @@ fn one_connection_past_hub_max_connections_is_refused_by_its_key() {
     });
 }
 
-fn init_params() -> Value {
-    json!({ "protocolVersion": 1, "clientCapabilities": {} })
-}
-
 /// Text chunks of `session/update`s among `frames`.
 fn editor_chunks(frames: &[Value]) -> Vec<String> {
     frames
@@ -235,11 +231,9 @@ fn an_editor_through_serve_stdio_works_in_the_services_sessions_and_the_web_sees
     smol::block_on(async {
         let (instance, home, _device, _) = linked(Home::new()).await;
         let mut editor = Editor::start(&home);
-        let init = editor.result(0, "initialize", init_params());
+        let init = editor.initialize();
         assert!(init["_meta"]["lembas"]["limits"].is_null(), "{init}");
-        let proj = home.work.join("proj");
-        let made = editor.result(1, "session/new", json!({ "cwd": proj, "mcpServers": [] }));
-        let session = made["sessionId"].as_str().unwrap().to_string();
+        let session = editor.new_session(&home.work.join("proj"));
         // The web knows it: the same device, the same store.
         let status = common::call(
             &instance,
@@ -293,10 +287,9 @@ fn a_service_started_while_an_editor_holds_the_store_waits_and_then_has_its_sess
         assert!(home.login(&instance.url()).status.success());
         // No service yet: `serve --stdio` keeps the editor's session in the store itself.
         let mut editor = Editor::start(&home);
-        editor.result(0, "initialize", init_params());
+        editor.initialize();
         let proj = home.work.join("proj");
-        let made = editor.result(1, "session/new", json!({ "cwd": proj, "mcpServers": [] }));
-        let session = made["sessionId"].as_str().unwrap().to_string();
+        let session = editor.new_session(&proj);
         // The service starts meanwhile: it waits for the store, saying why.
         let device = home.link();
         let start = Instant::now();
@@ -335,7 +328,7 @@ fn a_service_started_while_an_editor_holds_the_store_waits_and_then_has_its_sess
         );
         // And the next editor is relayed to the service.
         let mut next = Editor::start(&home);
-        next.result(0, "initialize", init_params());
+        next.initialize();
         let status = next.result(1, "_lembas/session/status", json!({ "sessionId": session }));
         assert_eq!(status["exists"], true, "{status}");
         assert!(hub_path(&home).exists());
@@ -353,10 +346,9 @@ fn the_service_killed_under_a_relayed_editor_loses_no_acknowledged_turn() {
     smol::block_on(async {
         let (instance, home, mut device, _) = linked(Home::new()).await;
         let mut editor = Editor::start(&home);
-        editor.result(0, "initialize", init_params());
+        editor.initialize();
         let proj = home.work.join("proj");
-        let made = editor.result(1, "session/new", json!({ "cwd": proj, "mcpServers": [] }));
-        let session = made["sessionId"].as_str().unwrap().to_string();
+        let session = editor.new_session(&proj);
         let done = editor.call(
             2,
             "session/prompt",
@@ -484,7 +476,7 @@ fn a_session_made_on_the_web_is_listed_and_loaded_in_the_editor_with_its_history
             .await;
         assert!(answered.is_some(), "no answer: {seen:?}");
         let mut editor = Editor::start(&home);
-        let init = editor.result(0, "initialize", init_params());
+        let init = editor.initialize();
         assert_eq!(init["agentCapabilities"]["loadSession"], true, "{init}");
         let listed = editor.result(1, "session/list", json!({ "cwd": proj }));
         let ids: Vec<&str> = listed["sessions"]
@@ -530,10 +522,9 @@ fn an_editors_session_is_announced_to_the_web_held_terminal_and_left_when_the_ed
     smol::block_on(async {
         let (instance, home, _device, _) = linked(Home::new()).await;
         let mut editor = Editor::start(&home);
-        editor.result(0, "initialize", init_params());
+        editor.initialize();
         let proj = home.work.join("proj");
-        let made = editor.result(1, "session/new", json!({ "cwd": proj, "mcpServers": [] }));
-        let session = made["sessionId"].as_str().unwrap().to_string();
+        let session = editor.new_session(&proj);
         let heard = |method: &'static str, session: String| {
             move |e: &Event| {
                 matches!(e, Event::Client(ClientEvent::Notification { method: m, params })

@@ -72,6 +72,21 @@ impl Editor {
         last["result"].clone()
     }
 
+    /// `initialize` as id 0; its result.
+    pub fn initialize(&mut self) -> Value {
+        self.result(
+            0,
+            "initialize",
+            json!({ "protocolVersion": 1, "clientCapabilities": {} }),
+        )
+    }
+
+    /// `session/new` in `cwd` as id 1; the session's id.
+    pub fn new_session(&mut self, cwd: &std::path::Path) -> String {
+        let made = self.result(1, "session/new", json!({ "cwd": cwd, "mcpServers": [] }));
+        made["sessionId"].as_str().unwrap().to_string()
+    }
+
     /// Close stdin; the exit code once it ends.
     pub fn close(mut self) -> Option<i32> {
         drop(self.stdin.take());
