@@ -55,7 +55,9 @@ pub fn list(path: &Path) -> Result<Vec<Row>, String> {
         StoreError::Locked(_) => format!("{e}; sessions can be listed once it has stopped"),
         e => e.to_string(),
     })?;
-    Ok(rows_of(&store.entries().map_err(|e| e.to_string())?))
+    // The sessions' records only: a listing costs what it shows, not the store's history.
+    let records = store.table_entries(Table::Sessions);
+    Ok(rows_of(&records.map_err(|e| e.to_string())?))
 }
 
 /// Which sessions to delete, chosen from the listing.
@@ -80,7 +82,11 @@ pub fn delete(
     pick: impl FnOnce(&[Row]) -> Result<Vec<String>, String>,
 ) -> Result<Vec<String>, String> {
     let store = RedbStore::open(path).map_err(|e| e.to_string())?;
-    let entries = store.entries().map_err(|e| e.to_string())?;
+    // What a restart reads (each session's recent history only): a delete removes a
+    // session's history by prefix, so it never needs the rest in memory.
+    let entries = store
+        .restore_entries(&config.sessions)
+        .map_err(|e| e.to_string())?;
     let ids = pick(&rows_of(&entries))?;
     let mut device = crate::store::restore_device(config, entries, now)?;
     let mut deleted = Vec::new();
@@ -286,6 +292,83 @@ mod locked {
         assert_eq!(
             (rows[0].id.as_str(), rows[0].title.as_deref()),
             ("ses_x", Some("T"))
+        );
+    }
+}
+
+#[cfg(test)]
+mod reads {
+    use super::*;
+    use lembas_core::store::{history_key, Record};
+    use lembas_core::wire::session::HistoryTurn;
+
+    fn session(id: &str, touched: u64) -> Record {
+        Record::Put {
+            table: Table::Sessions,
+            key: id.into(),
+            value: format!(
+                r#"{{"id":"{id}","cwd":"/w","root":"/w","title":null,"mode":"edit","model":null,"effort":null,"instance":true,"touched":{touched}}}"#
+            ),
+        }
+    }
+
+    /// A delete reads only what a restart does (each session's recent history), and still
+    /// removes the whole of the session's history: the entries it never read too.
+    #[test]
+    fn a_delete_removes_history_it_never_read_and_keeps_the_others() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lembas.redb");
+        let store = RedbStore::open(&path).unwrap();
+        let mut records = vec![session("ses_gone", 1), session("ses_kept", 2)];
+        for s in ["ses_gone", "ses_kept"] {
+            for i in 0..500 {
+                let text = "x".repeat(100);
+                let turn = if i % 2 == 0 {
+                    HistoryTurn::User {
+                        text,
+                        turn_id: Some(format!("t{i}")),
+                        attachments: Vec::new(),
+                    }
+                } else {
+                    HistoryTurn::Assistant {
+                        text,
+                        reasoning: String::new(),
+                        tools: Vec::new(),
+                    }
+                };
+                records.push(Record::Put {
+                    table: Table::History,
+                    key: history_key(s, i),
+                    value: serde_json::to_string(&turn).unwrap(),
+                });
+            }
+        }
+        store.commit(&records).unwrap();
+        let config = DeviceConfig::default();
+        let read = store.restore_entries(&config.sessions).unwrap();
+        let read_gone = |e: &&Entry| e.table == Table::History && e.key.starts_with("ses_gone/");
+        assert!(
+            read.iter().filter(read_gone).count() < 500,
+            "the delete's read is meant to leave some of the history unread"
+        );
+        drop(store);
+
+        let pick = |rows: &[Row]| {
+            assert_eq!(rows.len(), 2, "both sessions listed for the pick");
+            Ok(vec!["ses_gone".to_string()])
+        };
+        let deleted = delete(&path, &dir.path().join("att"), config, Time(10), pick).unwrap();
+        assert_eq!(deleted, vec!["ses_gone".to_string()]);
+
+        let store = RedbStore::open(&path).unwrap();
+        let history = store.table_entries(Table::History).unwrap();
+        let of = |s: &str| history.iter().filter(|e| e.key.starts_with(s)).count();
+        assert_eq!((of("ses_gone/"), of("ses_kept/")), (0, 500));
+        drop(store);
+        let rows = list(&path).unwrap();
+        assert_eq!(
+            rows.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+            ["ses_kept"]
         );
     }
 }

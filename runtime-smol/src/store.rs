@@ -119,6 +119,12 @@ impl RedbStore {
         self.tables(&txn, Table::ALL)
     }
 
+    /// Every entry of `table`, in key order (`lembas sessions list` needs the sessions' only).
+    pub fn table_entries(&self, table: Table) -> Result<Vec<Entry>, StoreError> {
+        let txn = self.db.begin_read().map_err(|e| self.other(&e))?;
+        self.tables(&txn, [table])
+    }
+
     fn other(&self, e: &dyn std::fmt::Display) -> StoreError {
         StoreError::Other(self.path.clone(), e.to_string())
     }
