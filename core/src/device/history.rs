@@ -59,6 +59,19 @@ impl Recent {
         &self.turns
     }
 
+    /// The index the next turn is stored under.
+    pub fn next(&self) -> u64 {
+        self.next
+    }
+
+    /// The turns stored at `index` and after, oldest first (as the context keeps them: no
+    /// reasoning, tools or attachments), if it still keeps all of them.
+    pub fn since(&self, index: u64) -> Option<&[HistoryTurn]> {
+        let n = usize::try_from(self.next.checked_sub(index)?).ok()?;
+        let from = self.turns.len().checked_sub(n)?;
+        Some(&self.turns[from..])
+    }
+
     /// Keep what a model's context takes of `turn` (a failed answer as none: a failure's
     /// partial text would mislead the model). Then the entries no later turn's context can
     /// take go: those before the last `max_context_turns` answered turns within
@@ -116,8 +129,10 @@ fn text_of(turn: &HistoryTurn) -> &str {
 pub(super) enum Purpose {
     /// `_lembas/session/history`, with what its answer says of the session as it was asked.
     Answer { title: Option<String>, root: String },
-    /// `session/load`: the turns replayed to the editor before its answer (session_acp.rs).
-    Replay,
+    /// `session/load`: the turns replayed to the editor before its answer (session_acp.rs):
+    /// those stored before `upto`, the session's next history index when it was asked; this
+    /// is read number `reads` of it.
+    Replay { upto: u64, reads: u8 },
 }
 
 /// A request waiting for the shell to read a session's history.
@@ -252,7 +267,14 @@ impl Device {
                 self.out
                     .send(p.conn, jsonrpc::encode_result(&p.id, &result));
             }
-            Purpose::Replay => self.replay_loaded(p.conn, &p.id, &p.session_id, selected),
+            Purpose::Replay { upto, reads } => {
+                let read = super::session_acp::ReplayRead {
+                    upto,
+                    reads,
+                    limit: p.limit,
+                };
+                self.replay_loaded(p.conn, &p.id, &p.session_id, selected, read)
+            }
         }
     }
 
@@ -405,7 +427,7 @@ mod tests {
             session_id: "ses_a".into(),
             limit,
             max_bytes,
-            purpose: Purpose::Replay,
+            purpose: Purpose::Replay { upto: 0, reads: 1 },
         }
     }
 

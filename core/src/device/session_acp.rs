@@ -25,7 +25,9 @@ use crate::wire::event::update::{
     ContentChunk, SessionInfo, SessionUpdate, TextContent, ToolCall, ToolCallContent,
     ToolCallUpdate, UpdateParams,
 };
-use crate::wire::session::{HistoryTurn, ListSessionsParams, LoadSessionParams, SessionIdParams};
+use crate::wire::session::{
+    HistoryTurn, ListSessionsParams, LoadSessionParams, SessionIdParams, ToolRecord,
+};
 
 /// Sessions a `session/list` answers at most; `nextCursor` asks for the next page. A page, not
 /// a refusal: enough for an editor's picker, one frame far under the frame limit.
@@ -72,6 +74,17 @@ fn absolute(cwd: &str) -> Result<String, RpcError> {
             cwd.escape_debug()
         ))
     })
+}
+
+/// How many times a `session/load` reads a busy session's history again when turns were
+/// stored while it read; after that, those turns come from the session's context.
+const REPLAY_READS: u8 = 3;
+
+/// A `session/load`'s history read as it was asked (see `history::Purpose::Replay`).
+pub(super) struct ReplayRead {
+    pub upto: u64,
+    pub reads: u8,
+    pub limit: usize,
 }
 
 impl Device {
@@ -134,26 +147,66 @@ impl Device {
             self.attach(conn, &p.session_id)?;
             return Ok(Some(self.load_result(conn, &p.session_id, None)));
         }
-        if self.sessions.get(&p.session_id).is_none() {
+        let Some(s) = self.sessions.get(&p.session_id) else {
             return Err(RpcError::invalid_params(format!(
                 "no session `{}` on this device",
                 p.session_id
             )));
-        }
+        };
         // The connection holds it only once its history is replayed, so nothing live of the
-        // session reaches it before.
+        // session reaches it before: the replay ends where the live updates begin.
+        let upto = s.recent.next();
         let limit = self.config.sessions.max_history_turns;
-        self.read_history(conn, id, &p.session_id, None, limit, Purpose::Replay);
+        let purpose = Purpose::Replay { upto, reads: 1 };
+        self.read_history(conn, id, &p.session_id, Some(upto), limit, purpose);
         Ok(None)
     }
 
-    /// A `session/load`'s history read: its turns replayed, then the answer (saying in
-    /// `_meta.lembas` when turns were left out: `truncated`, `dropped`).
-    pub(super) fn replay_loaded(&mut self, conn: ConnId, id: &Id, session: &str, read: Selected) {
-        if let Err(e) = self.attach(conn, session) {
-            return self.reply_error(conn, id, &e);
+    /// A `session/load`'s history read: its turns replayed, then what the running turn said
+    /// so far, then the answer (saying in `_meta.lembas` when turns were left out:
+    /// `truncated`, `dropped`). The connection holds the session from then on, so the live
+    /// updates take up exactly where the replay ends: a turn stored while the shell read (one
+    /// ended, or began) is read again rather than missed.
+    pub(super) fn replay_loaded(
+        &mut self,
+        conn: ConnId,
+        id: &Id,
+        session: &str,
+        read: Selected,
+        asked: ReplayRead,
+    ) {
+        let next = self.sessions.get(session).map(|s| s.recent.next());
+        if let Some(next) = next.filter(|n| *n != asked.upto && asked.reads < REPLAY_READS) {
+            let purpose = Purpose::Replay {
+                upto: next,
+                reads: asked.reads + 1,
+            };
+            return self.read_history(conn, id, session, Some(next), asked.limit, purpose);
         }
-        for frame in replay_frames(session, &read.turns) {
+        let max_answer = self.config.sessions.max_answer_bytes;
+        let frames = match self.attach(conn, session) {
+            Err(e) => return self.reply_error(conn, id, &e),
+            Ok(s) => {
+                let mut turns = read.turns;
+                // Still moving after every read: the turns stored since, as the session's
+                // context keeps them (without reasoning or tools), rather than none.
+                turns.extend(
+                    s.recent
+                        .since(asked.upto)
+                        .unwrap_or_default()
+                        .iter()
+                        .cloned(),
+                );
+                let mut frames = replay_frames(session, &turns);
+                if let Some(r) = s.turns.running() {
+                    let (text, reasoning) =
+                        (r.text.so_far(max_answer), r.reasoning.so_far(max_answer));
+                    assistant_frames(session, &text, &reasoning, &r.tools, true, &mut frames);
+                }
+                frames
+            }
+        };
+        for frame in frames {
             self.out.send(conn, frame);
         }
         let cut = read.truncated.then_some((read.truncated, read.dropped));
@@ -273,50 +326,61 @@ fn replay_frames(session: &str, history: &[HistoryTurn]) -> Vec<Vec<u8>> {
                 text,
                 reasoning,
                 tools,
-            } => {
-                if !reasoning.is_empty() {
-                    frames.push(update_frame(
-                        session,
-                        SessionUpdate::AgentThoughtChunk(chunk(reasoning)),
-                    ));
-                }
-                for t in tools {
-                    let status = if t.is_error == Some(true) {
-                        ToolStatus::Failed
-                    } else {
-                        ToolStatus::Completed
-                    };
-                    frames.push(update_frame(
-                        session,
-                        SessionUpdate::ToolCall(ToolCall {
-                            kind: "other".into(),
-                            raw_input: t.args.clone(),
-                            status,
-                            title: t.name.clone(),
-                            tool_call_id: t.id.clone(),
-                        }),
-                    ));
-                    if let Some(output) = &t.output {
-                        frames.push(update_frame(
-                            session,
-                            SessionUpdate::ToolCallUpdate(ToolCallUpdate {
-                                content: vec![ToolCallContent::text(output)],
-                                status,
-                                tool_call_id: t.id.clone(),
-                            }),
-                        ));
-                    }
-                }
-                if !text.is_empty() {
-                    frames.push(update_frame(
-                        session,
-                        SessionUpdate::AgentMessageChunk(chunk(text)),
-                    ));
-                }
-            }
+            } => assistant_frames(session, text, reasoning, tools, false, &mut frames),
         }
     }
     frames
+}
+
+/// An answer's updates: its reasoning, its tools, its text. `running`: the turn is still
+/// going, and a tool with no output yet is in progress.
+fn assistant_frames(
+    session: &str,
+    text: &str,
+    reasoning: &str,
+    tools: &[ToolRecord],
+    running: bool,
+    frames: &mut Vec<Vec<u8>>,
+) {
+    if !reasoning.is_empty() {
+        frames.push(update_frame(
+            session,
+            SessionUpdate::AgentThoughtChunk(chunk(reasoning)),
+        ));
+    }
+    for t in tools {
+        let status = match (t.is_error, &t.output) {
+            (Some(true), _) => ToolStatus::Failed,
+            (_, None) if running => ToolStatus::InProgress,
+            _ => ToolStatus::Completed,
+        };
+        frames.push(update_frame(
+            session,
+            SessionUpdate::ToolCall(ToolCall {
+                kind: "other".into(),
+                raw_input: t.args.clone(),
+                status,
+                title: t.name.clone(),
+                tool_call_id: t.id.clone(),
+            }),
+        ));
+        if let Some(output) = &t.output {
+            frames.push(update_frame(
+                session,
+                SessionUpdate::ToolCallUpdate(ToolCallUpdate {
+                    content: vec![ToolCallContent::text(output)],
+                    status,
+                    tool_call_id: t.id.clone(),
+                }),
+            ));
+        }
+    }
+    if !text.is_empty() {
+        frames.push(update_frame(
+            session,
+            SessionUpdate::AgentMessageChunk(chunk(text)),
+        ));
+    }
 }
 
 #[cfg(test)]

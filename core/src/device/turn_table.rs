@@ -118,14 +118,24 @@ impl Kept {
     /// The kept text, ending with a note of what was left out, if anything was.
     pub fn into_history(self, max: usize) -> String {
         let mut text = self.text;
-        if self.left_out > 0 {
-            text.push_str(&format!(
-                "\n\n[{} more bytes were streamed and not kept: the history keeps the first {max} \
-                 (sessions.max_answer_bytes)]",
-                self.left_out
-            ));
-        }
+        note_left_out(&mut text, self.left_out, max);
         text
+    }
+
+    /// What [`Kept::into_history`] would give now, the stream still going.
+    pub fn so_far(&self, max: usize) -> String {
+        let mut text = self.text.clone();
+        note_left_out(&mut text, self.left_out, max);
+        text
+    }
+}
+
+fn note_left_out(text: &mut String, left_out: usize, max: usize) {
+    if left_out > 0 {
+        text.push_str(&format!(
+            "\n\n[{left_out} more bytes were streamed and not kept: the history keeps the first \
+             {max} (sessions.max_answer_bytes)]"
+        ));
     }
 }
 

@@ -52,6 +52,11 @@ pub struct FakeOs {
     pub attachments: Vec<(String, String, usize)>,
     /// The bytes of every attachment written (file name → bytes), for a test to read back.
     pub attachment_bytes: BTreeMap<String, Vec<u8>>,
+    /// When set, a history read (`ReadHistory`) is made from the store as it is asked, and
+    /// its answer held in `held_history_reads` until [`FakeOs::release_history_reads`]: a
+    /// shell whose read thread answers late, the device going on meanwhile.
+    pub hold_history_reads: bool,
+    pub held_history_reads: VecDeque<(u64, Result<Vec<crate::store::Entry>, String>)>,
     /// When set, every attachment write fails with this reason (a full disk).
     pub attachment_write_fails: Option<String>,
     /// When set, one attachment write in five fails (request ids 4, 9, ...): a flaky disk.
@@ -177,7 +182,11 @@ impl FakeOs {
                     Some(error) => Err(error),
                     None => Ok(self.store.history(&session_id, before, limit, max_bytes)),
                 };
-                answer(device, Input::HistoryRead { request, read }, now);
+                if self.hold_history_reads {
+                    self.held_history_reads.push_back((request, read));
+                } else {
+                    answer(device, Input::HistoryRead { request, read }, now);
+                }
             }
             Effect::WriteAttachment {
                 request,
@@ -247,6 +256,14 @@ impl FakeOs {
             }
         }
         None
+    }
+
+    /// Answer the history reads held (see `hold_history_reads`), oldest first, with what
+    /// the store held when each was asked.
+    pub fn release_history_reads(&mut self, device: &mut Device, now: Time) {
+        while let Some((request, read)) = self.held_history_reads.pop_front() {
+            answer(device, Input::HistoryRead { request, read }, now);
+        }
     }
 
     /// Acknowledge up to `n` held persists, oldest first: they reach the store.
