@@ -86,6 +86,17 @@ impl LineReader {
     pub fn pending(&self) -> usize {
         self.buf.len()
     }
+
+    /// Inside an over-long line, skipping to its end.
+    pub fn skipping(&self) -> bool {
+        self.skipping.is_some()
+    }
+
+    /// Hand the rest of the stream to someone else: the bytes of the line not yet ended, which
+    /// this reader forgets. Whole lines still to be taken stay with it.
+    pub fn take_pending(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.buf)
+    }
 }
 
 #[cfg(test)]

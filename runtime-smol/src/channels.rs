@@ -97,6 +97,10 @@ pub enum Input {
     Models(Vec<lembas_core::config::Model>),
     /// What the instance said of the account's personalization, fetched at a dial.
     Personalization(crate::personalization::FromInstance),
+    /// stdin's reader paused as asked, every line before it handed on (see `stdio`).
+    StdinPaused(Box<crate::stdio::StdinReader>),
+    /// A service waits for the store this `serve --stdio` holds (see `store_yield`).
+    YieldAsked,
     /// Stop now (the demo's end).
     Shutdown,
 }

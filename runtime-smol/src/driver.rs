@@ -32,9 +32,11 @@ use crate::clock::Clock;
 use crate::config::HubLimits;
 use crate::engine::{DeviceEngine, EngineChoice};
 use crate::engine_io::{Performer, Target};
+use crate::handover::Handover;
 use crate::hub::HubSocket;
 use crate::lines::LineLimit;
 use crate::outbox::{Gauge, Outbox};
+use crate::stdio::StdinReader;
 use crate::store::RedbStore;
 use crate::terminal_host::{TerminalHost, TerminalOptions};
 use crate::tools::ToolSettings;
@@ -114,7 +116,37 @@ pub struct Driver {
     terminal_options: TerminalOptions,
     /// The hub's bounds, when this process serves it (`lembas link`).
     hub: Option<HubLimits>,
+    /// stdin's reader: how to pause it, and what it needs to go on after a pause.
+    stdin: Option<StdinTask>,
+    /// `serve --stdio` holding the store: it hands the store and its editor over to a service
+    /// that asks, at the first moment at rest.
+    yielding: Option<Yielding>,
+    /// Set when the driver ends for a hand-over.
+    handover: Option<Handover>,
 }
+
+/// What stdin's reader task runs with, kept so a paused reader goes on as it was.
+struct StdinTask {
+    conn: ConnId,
+    inbound: Arc<Gauge>,
+    queue: (Arc<Gauge>, usize),
+    /// Pauses the running reader (`None` once asked, until it runs again).
+    stop: Option<Sender<()>>,
+}
+
+/// A `serve --stdio`'s readiness to yield its store (see `store_yield`).
+struct Yielding {
+    store: PathBuf,
+    /// A service asked lately.
+    asked: bool,
+    /// stdin's reader, paused for a hand-over and not yet running again.
+    paused: Option<Box<StdinReader>>,
+    /// The editor's `initialize` params, sent again to the service's hub.
+    initialize: Option<serde_json::Value>,
+}
+
+/// How often a `serve --stdio` that holds the store looks for a service asking for it.
+const YIELD_CHECK: std::time::Duration = std::time::Duration::from_millis(200);
 
 impl Driver {
     pub fn new(device: Device, disk: Disk, attachments: PathBuf) -> Driver {
@@ -153,6 +185,9 @@ impl Driver {
             terminals: TerminalHost::default(),
             terminal_options: TerminalOptions::new(true, host),
             hub: None,
+            stdin: None,
+            yielding: None,
+            handover: None,
         }
     }
 
@@ -240,19 +275,114 @@ impl Driver {
             },
         );
         self.stdio = Some(conn);
-        self.tasks.push(smol::spawn(crate::stdio::read_stdin(
+        self.stdin = Some(StdinTask {
             conn,
-            limit,
-            self.inbound(),
-            (gauge, max_queued),
-            self.tx.clone(),
-        )));
+            inbound: self.inbound(),
+            queue: (gauge, max_queued),
+            stop: None,
+        });
+        self.read_stdin(StdinReader::new(limit));
         self.stdio_writer = Some(smol::spawn(crate::stdio::write_stdout(
             conn,
             out_rx,
             gauge_out,
             self.tx.clone(),
         )));
+    }
+
+    /// Run stdin's reader (anew, or on from where it paused).
+    fn read_stdin(&mut self, reader: StdinReader) {
+        let Some(task) = self.stdin.as_mut() else {
+            return;
+        };
+        let (stop, stopped) = channel::bounded(1);
+        task.stop = Some(stop);
+        let read = crate::stdio::read_stdin(
+            reader,
+            task.conn,
+            task.inbound.clone(),
+            task.queue.clone(),
+            self.tx.clone(),
+            stopped,
+        );
+        self.reap();
+        self.tasks.push(smol::spawn(read));
+    }
+
+    /// Hand the store at `store` and the editor over to a `lembas link` that asks for it (see
+    /// [`crate::store_yield`]), once the device is at rest: the driver then ends, and
+    /// [`Driver::run_to_end`] returns the [`Handover`] to relay the editor with.
+    pub fn yield_store_when_asked(&mut self, store: PathBuf) {
+        let tx = self.tx.clone();
+        let watched = store.clone();
+        self.tasks.push(smol::spawn(async move {
+            loop {
+                Timer::after(YIELD_CHECK).await;
+                if crate::store_yield::asked(&watched) && tx.send(Input::YieldAsked).await.is_err()
+                {
+                    return;
+                }
+            }
+        }));
+        self.yielding = Some(Yielding {
+            store,
+            asked: false,
+            paused: None,
+            initialize: None,
+        });
+    }
+
+    /// Nothing in flight that ending the driver now would cut: the device at rest, no turn in
+    /// the engine, every persist written.
+    fn at_rest(&self) -> bool {
+        self.host.device().at_rest()
+            && self.host.engine().running() == 0
+            && !self.writing
+            && self.batch.is_empty()
+    }
+
+    /// A service asked for the store: at rest, pause stdin's reader; once it has paused (every
+    /// line read before handled) and the device is still at rest, end for the hand-over; else
+    /// read on, and try again when next asked.
+    fn yield_if_at_rest(&mut self) {
+        let at_rest = self.at_rest() && !self.stdio_done;
+        let Some(y) = self.yielding.as_mut() else {
+            return;
+        };
+        if let Some(reader) = y.paused.take() {
+            if at_rest && crate::store_yield::asked(&y.store) {
+                let sessions = self
+                    .stdio
+                    .map(|conn| self.host.device().held_sessions(conn))
+                    .unwrap_or_default();
+                let (rest, pieces) = reader.into_rest();
+                log::info!(
+                    "a lembas service asks for the store: handing it over with the editor's {} \
+                     sessions",
+                    sessions.len()
+                );
+                self.handover = Some(Handover {
+                    initialize: y.initialize.take(),
+                    sessions,
+                    rest,
+                    pieces,
+                });
+                self.exit = Some(Exit {
+                    code: 0,
+                    message: None,
+                });
+            } else {
+                y.asked = false;
+                self.read_stdin(*reader);
+            }
+            return;
+        }
+        if y.asked && at_rest {
+            if let Some(stop) = self.stdin.as_mut().and_then(|t| t.stop.take()) {
+                log::debug!("a lembas service asks for the store: pausing stdin at rest");
+                let _ = stop.try_send(());
+            }
+        }
     }
 
     /// Serve the hub on `hub` (see [`crate::hub`]): each process of this user that connects is
@@ -347,9 +477,16 @@ impl Driver {
     }
 
     /// Run until the device stops linking, stdin ends, or [`Input::Shutdown`].
-    pub async fn run(mut self) -> Exit {
+    pub async fn run(self) -> Exit {
+        self.run_to_end().await.0
+    }
+
+    /// [`Driver::run`], and the hand-over it ended for, if it did (see
+    /// [`Driver::yield_store_when_asked`]).
+    pub async fn run_to_end(mut self) -> (Exit, Option<Handover>) {
         loop {
             self.pump().await;
+            self.yield_if_at_rest();
             if self.stdio_done && self.host.engine().running() > 0 {
                 // EOF cancelled the turns running then; one that started since (queued behind
                 // a persist or a read when stdin ended) is cancelled too, or it would hold the
@@ -369,7 +506,8 @@ impl Driver {
                 });
             }
             if let Some(exit) = self.exit.take() {
-                return self.finish(exit).await;
+                let handover = self.handover.take();
+                return (self.finish(exit).await, handover);
             }
             let deadline = self.host.poll_timeout();
             let drained = {
@@ -471,6 +609,11 @@ impl Driver {
                 self.host.device_mut().handle_dial_failed(failure, now);
             }
             Input::Frame { conn, bytes, held } => {
+                if let Some(y) = self.yielding.as_mut().filter(|y| y.initialize.is_none()) {
+                    if Some(conn) == self.stdio {
+                        y.initialize = crate::handover::initialize_params(&bytes);
+                    }
+                }
                 if self.conns.contains_key(&conn) {
                     log::trace!("<- {}", String::from_utf8_lossy(&bytes));
                     if let Err(e) = self.host.device_mut().handle_frame(conn, &bytes, now) {
@@ -613,6 +756,15 @@ impl Driver {
                     .engine_mut()
                     .0
                     .set_personalization(|own| from.effective(own));
+            }
+            Input::StdinPaused(reader) => match self.yielding.as_mut() {
+                Some(y) => y.paused = Some(reader),
+                None => self.read_stdin(*reader),
+            },
+            Input::YieldAsked => {
+                if let Some(y) = self.yielding.as_mut() {
+                    y.asked = true;
+                }
             }
             Input::Shutdown => {
                 self.exit = Some(Exit {

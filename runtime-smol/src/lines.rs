@@ -2,7 +2,7 @@
 //! `serve --stdio`, a hub connection's socket. Lines are read through the core's `LineReader`
 //! (bounded); frames are written whole, a queued burst gathered into one write.
 
-use futures_lite::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use futures_lite::{future, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use lembas_core::device::{ChunkRun, ConnId};
 use lembas_core::framing::{Line, LineReader};
 use smol::channel::{Receiver, Sender};
@@ -31,48 +31,111 @@ pub async fn read_lines<R: AsyncRead + Unpin>(
     queue: (Arc<Gauge>, usize),
     tx: Sender<Input>,
 ) {
-    let (gauge, max_queued) = queue;
+    let reading = Reading {
+        what,
+        conn,
+        key: limit.key,
+        inbound,
+        queue,
+        tx,
+    };
     let mut reader = LineReader::new(limit.bytes);
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        gauge.below(max_queued).await;
-        inbound.below_pause().await;
-        let n = match input.read(&mut buf).await {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => {
-                log::warn!("reading {what}: {e}");
-                break;
-            }
-        };
-        reader.push(&buf[..n]);
-        while let Some(line) = reader.next_line() {
-            let input = match line {
-                Line::Frame(bytes) => Input::Frame {
-                    conn,
-                    held: inbound.hold(bytes.len()),
-                    bytes,
-                },
-                Line::TooLong { size, limit: max } => Input::TooLong {
-                    conn,
-                    size,
-                    limit: max,
-                    key: limit.key,
-                },
+    reading
+        .until(&mut input, &mut reader, future::pending())
+        .await;
+}
+
+/// Where [`Reading::until`] stopped.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// The stream ended (the driver was told: `Input::Closed`), or the driver is gone.
+    Closed,
+    /// `stop` came, between two reads: every line read so far is with the driver, and the
+    /// reader holds only the start of a line not yet ended.
+    Stopped,
+}
+
+/// A stream being read into the driver as lines, and what it needs to go on: the name it has in
+/// the log, its connection, the key bounding its lines, its gauges and the driver's queue.
+pub struct Reading<'a> {
+    pub what: &'a str,
+    pub conn: ConnId,
+    pub key: &'static str,
+    pub inbound: Arc<Gauge>,
+    pub queue: (Arc<Gauge>, usize),
+    pub tx: Sender<Input>,
+}
+
+impl Reading<'_> {
+    /// Read `input` through `reader` until it ends or `stop` is ready. `stop` is looked at
+    /// only between reads and never inside an over-long line, so stopping loses nothing: the
+    /// bytes after the last line handed on are `reader`'s pending ones, and the rest are still
+    /// in `input`.
+    pub async fn until<R: AsyncRead + Unpin>(
+        &self,
+        input: &mut R,
+        reader: &mut LineReader,
+        stop: impl std::future::Future<Output = ()>,
+    ) -> Ended {
+        let (gauge, max_queued) = (&self.queue.0, self.queue.1);
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut stop = std::pin::pin!(stop);
+        loop {
+            let read = async {
+                gauge.below(max_queued).await;
+                self.inbound.below_pause().await;
+                Some(input.read(&mut buf).await)
             };
-            if tx.send(input).await.is_err() {
-                return;
+            let read = if reader.skipping() {
+                read.await
+            } else {
+                future::or(read, async {
+                    stop.as_mut().await;
+                    None
+                })
+                .await
+            };
+            let n = match read {
+                None => return Ended::Stopped,
+                Some(Ok(0)) => break,
+                Some(Ok(n)) => n,
+                Some(Err(e)) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Some(Err(e)) => {
+                    log::warn!("reading {}: {e}", self.what);
+                    break;
+                }
+            };
+            reader.push(&buf[..n]);
+            while let Some(line) = reader.next_line() {
+                let input = match line {
+                    Line::Frame(bytes) => Input::Frame {
+                        conn: self.conn,
+                        held: self.inbound.hold(bytes.len()),
+                        bytes,
+                    },
+                    Line::TooLong { size, limit: max } => Input::TooLong {
+                        conn: self.conn,
+                        size,
+                        limit: max,
+                        key: self.key,
+                    },
+                };
+                if self.tx.send(input).await.is_err() {
+                    return Ended::Closed;
+                }
             }
         }
+        if reader.pending() > 0 {
+            log::warn!(
+                "{} ended inside a line ({} bytes without a newline); dropped",
+                self.what,
+                reader.pending()
+            );
+        }
+        let conn = self.conn;
+        let _ = self.tx.send(Input::Closed { conn, code: None }).await;
+        Ended::Closed
     }
-    if reader.pending() > 0 {
-        log::warn!(
-            "{what} ended inside a line ({} bytes without a newline); dropped",
-            reader.pending()
-        );
-    }
-    let _ = tx.send(Input::Closed { conn, code: None }).await;
 }
 
 /// Write each frame as one line on `output`. What is queued is gathered into one buffer and

@@ -274,9 +274,12 @@ fn run(command: Command, seed: Option<u64>) -> Result<(), String> {
                 .map(|p| std::fs::read(p).map_err(|e| format!("{p}: {e}")))
                 .transpose()?;
             // An editor's `serve --stdio` that found no service holds the store while it runs:
-            // the service waits for it to end, then takes the store over with every session
-            // the editor made (nothing is lost, nothing is shared by two owners).
+            // the service asks for it (`store_yield`) and waits; the editor's process lets it go
+            // at its first moment at rest and relays its editor to this service's hub, with
+            // every session the editor made (nothing is lost, nothing is shared by two owners).
+            // The request stands until the hub is served: the editor's process waits for it.
             let mut told = false;
+            let mut request = None;
             let store = RedbStore::open_waiting(&dirs.store_file(), || {
                 if lembas::hub::connect(&dirs.hub_socket())?.is_some() {
                     return Err(format!(
@@ -284,11 +287,15 @@ fn run(command: Command, seed: Option<u64>) -> Result<(), String> {
                         dirs.hub_socket().display()
                     ));
                 }
+                if request.is_none() {
+                    request = lembas::store_yield::YieldRequest::ask(&dirs.store_file())?;
+                }
                 if !told {
                     told = true;
                     log::warn!(
                         "the store {} is held by another lembas process (an editor's \
-                         `lembas serve --stdio`, or `lembas sessions`); waiting for it to end",
+                         `lembas serve --stdio`, or `lembas sessions`); asked for it, and \
+                         waiting: an editor hands it over once no turn of its runs",
                         dirs.store_file().display()
                     );
                 }
@@ -309,6 +316,8 @@ fn run(command: Command, seed: Option<u64>) -> Result<(), String> {
             // Served once the store is this process's: a process that finds the hub finds
             // the service that owns the store.
             driver.serve_hub(lembas::hub::listen(&dirs.hub_socket())?, config.hub);
+            // Served: an editor's process that handed the store over finds it now.
+            drop(request);
             driver.set_tools(ToolSettings::new(&config.tools, &dirs, home.as_deref()));
             driver.set_max_indexed_files(config.max_indexed_files);
             let engine = config
@@ -361,6 +370,7 @@ fn run(command: Command, seed: Option<u64>) -> Result<(), String> {
                 );
                 return lembas::hub_relay::run(stream, dc.frames.max_frame_bytes);
             }
+            let max_line = dc.frames.max_frame_bytes;
             let (device, disk) = match serve_store(&dirs)? {
                 Served::Hub(stream) => {
                     log::info!(
@@ -393,7 +403,12 @@ fn run(command: Command, seed: Option<u64>) -> Result<(), String> {
                     (device, Disk::Scratch(scratch))
                 }
             };
+            let holds_store = matches!(disk, Disk::Redb(_));
             let mut driver = Driver::new(device, disk, dirs.attachments());
+            if holds_store {
+                // A `lembas link` started later asks for the store: it gets it, and the editor.
+                driver.yield_store_when_asked(dirs.store_file());
+            }
             driver.set_tools(ToolSettings::new(&config.tools, &dirs, home.as_deref()));
             driver.set_max_indexed_files(config.max_indexed_files);
             // Logged in: the engine's requests go to that instance, whose models (and the
@@ -450,7 +465,11 @@ fn run(command: Command, seed: Option<u64>) -> Result<(), String> {
                 }
             }
             driver.open_stdio();
-            exit_of(smol::block_on(driver.run()))
+            let (exit, handover) = smol::block_on(driver.run_to_end());
+            match handover {
+                Some(h) => lembas::handover::relay(h, &hub, &dirs.store_file(), max_line),
+                None => exit_of(exit),
+            }
         }
     }
 }

@@ -279,8 +279,49 @@ fn an_editor_through_serve_stdio_works_in_the_services_sessions_and_the_web_sees
     });
 }
 
+/// The texts of a session's history, as the web reads it.
+async fn history_texts(
+    instance: &lembas::instance::TestInstance,
+    session: &str,
+) -> Vec<(String, String)> {
+    let history = common::call(
+        instance,
+        "_lembas/session/history",
+        json!({ "sessionId": session }),
+    )
+    .await
+    .unwrap();
+    history["turns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["role"].as_str().unwrap().to_string(),
+                t["text"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// The web hears that `session` is in use in an editor.
+async fn announced(instance: &lembas::instance::TestInstance, session: &str) {
+    use lembas::instance::Event;
+    use lembas_core::client::ClientEvent;
+    let (announce, seen) = instance
+        .wait_for(T, |e| {
+            matches!(e, Event::Client(ClientEvent::Notification { method, params })
+                if method == "_lembas/session/announce" && params["sessionId"] == json!(session))
+        })
+        .await;
+    assert!(announce.is_some(), "no announce of {session}: {seen:?}");
+}
+
+/// An editor's `serve --stdio` holds the store (no service ran when it started); a service
+/// started meanwhile takes it over while the editor stays attached: the link comes up, the web
+/// sees the editor's session, and the editor goes on in the same session through the hub.
 #[test]
-fn a_service_started_while_an_editor_holds_the_store_waits_and_then_has_its_sessions() {
+fn a_service_started_under_a_live_editor_takes_the_store_over_and_the_editor_goes_on() {
     smol::block_on(async {
         let instance = common::instance().await;
         let home = Home::new();
@@ -290,49 +331,134 @@ fn a_service_started_while_an_editor_holds_the_store_waits_and_then_has_its_sess
         editor.initialize();
         let proj = home.work.join("proj");
         let session = editor.new_session(&proj);
-        // The service starts meanwhile: it waits for the store, saying why.
+        let first = editor.call(
+            2,
+            "session/prompt",
+            json!({ "sessionId": session, "prompt": [{ "type": "text", "text": "say first answer" }] }),
+        );
+        assert_eq!(
+            first.last().unwrap()["result"]["stopReason"],
+            "end_turn",
+            "{first:?}"
+        );
+        // The service starts while the editor stays: it asks for the store, and gets it.
+        let _device = home.link();
+        common::ready(&instance).await;
+        announced(&instance, &session).await;
+        // The same editor, the same session, now through the service's hub.
+        let second = editor.call(
+            3,
+            "session/prompt",
+            json!({ "sessionId": session, "prompt": [{ "type": "text", "text": "say second answer" }] }),
+        );
+        assert_eq!(
+            second.last().unwrap()["result"]["stopReason"],
+            "end_turn",
+            "{second:?}"
+        );
+        assert!(
+            editor_chunks(&second)
+                .iter()
+                .any(|c| c.contains("second answer")),
+            "{second:?}"
+        );
+        let listed = editor.result(4, "session/list", json!({ "cwd": proj }));
+        assert!(
+            listed["sessions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|s| s["sessionId"] == json!(session)),
+            "{listed}"
+        );
+        // Both turns are the service's, the one made before the hand-over too.
+        let texts = history_texts(&instance, &session).await;
+        let texts: Vec<(&str, &str)> = texts
+            .iter()
+            .map(|(r, t)| (r.as_str(), t.as_str()))
+            .collect();
+        assert_eq!(
+            texts,
+            [
+                ("user", "say first answer"),
+                ("assistant", "first answer"),
+                ("user", "say second answer"),
+                ("assistant", "second answer"),
+            ],
+        );
+        let log = std::fs::read_dir(home.path())
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().starts_with("serve-"))
+            .map(|e| std::fs::read_to_string(e.path()).unwrap())
+            .collect::<String>();
+        assert!(log.contains("handing it over"), "{log}");
+        assert_eq!(editor.close(), Some(0));
+    });
+}
+
+/// While the editor's turn runs, the hand-over waits for it: the turn streams to its end on
+/// the editor's own store, and only then does the service get the store (with the turn).
+#[test]
+fn a_service_asking_for_the_store_waits_for_the_editors_running_turn() {
+    smol::block_on(async {
+        let instance = common::instance().await;
+        let home = Home::new();
+        assert!(home.login(&instance.url()).status.success());
+        let mut editor = Editor::start(&home);
+        editor.initialize();
+        let session = editor.new_session(&home.work.join("proj"));
+        editor.send(
+            &json!({ "jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": {
+            "sessionId": session,
+            "prompt": [{ "type": "text", "text": "say started\nsleep 1500\nsay ended" }] } }),
+        );
+        // Its first chunk: the turn runs.
+        loop {
+            if editor.recv()["method"] == "session/update" {
+                break;
+            }
+        }
         let device = home.link();
         let start = Instant::now();
-        while !device.stderr().contains("waiting for it to end") {
+        while !device.stderr().contains("asked for it") {
             assert!(
                 start.elapsed() < T,
-                "no word of waiting: {}",
+                "no word of asking: {}",
                 device.stderr()
             );
             std::thread::sleep(Duration::from_millis(20));
         }
-        let seen = editor.call(
-            2,
-            "session/prompt",
-            json!({ "sessionId": session, "prompt": [{ "type": "text", "text": "say still here" }] }),
-        );
+        // The turn is not cut: it ends on the editor's side, whole.
+        let mut seen = Vec::new();
+        loop {
+            let m = editor.recv();
+            let done = m["id"] == json!(2);
+            seen.push(m);
+            if done {
+                break;
+            }
+        }
         assert_eq!(
             seen.last().unwrap()["result"]["stopReason"],
             "end_turn",
             "{seen:?}"
         );
-        assert_eq!(editor.close(), Some(0));
-        // The editor gone, the service takes the store over, with the editor's session.
-        common::ready(&instance).await;
-        let status = common::call(
-            &instance,
-            "_lembas/session/status",
-            json!({ "sessionId": session }),
-        )
-        .await
-        .unwrap();
-        assert_eq!(status["exists"], true, "{status}");
         assert!(
-            status["lastTurnId"].is_string(),
-            "its turn is kept: {status}"
+            editor_chunks(&seen).iter().any(|c| c.contains("ended")),
+            "{seen:?}"
         );
-        // And the next editor is relayed to the service.
-        let mut next = Editor::start(&home);
-        next.initialize();
-        let status = next.result(1, "_lembas/session/status", json!({ "sessionId": session }));
-        assert_eq!(status["exists"], true, "{status}");
-        assert!(hub_path(&home).exists());
-        assert_eq!(next.close(), Some(0));
+        // Then the service takes over, with the whole turn, and the editor is on it now, in
+        // its session.
+        common::ready(&instance).await;
+        announced(&instance, &session).await;
+        let texts = history_texts(&instance, &session).await;
+        let (role, text) = texts.last().unwrap();
+        assert!(
+            role == "assistant" && text.contains("started") && text.contains("ended"),
+            "{texts:?}"
+        );
+        assert_eq!(editor.close(), Some(0));
         drop(device);
     });
 }

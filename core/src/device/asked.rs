@@ -40,6 +40,11 @@ impl<T> Asked<T> {
         self.waiting.remove(&request)
     }
 
+    /// Nothing is waited for.
+    pub fn is_empty(&self) -> bool {
+        self.waiting.is_empty()
+    }
+
     /// Let go of the requests `keep` says no to (their answers will find nothing).
     pub fn retain(&mut self, mut keep: impl FnMut(&T) -> bool) {
         self.waiting.retain(|_, what| keep(what));

@@ -103,6 +103,8 @@ impl Device {
         c.phase = Phase::Ready;
         if kind == ConnKind::Link {
             self.link.initialized();
+            // The sessions editors hold, after this answer (shared.rs).
+            c.announce_due = true;
         }
         Ok(to_raw(&result))
     }

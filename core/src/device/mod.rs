@@ -7,6 +7,7 @@
 //! (timers.rs).
 
 mod asked;
+mod at_rest;
 mod cards;
 mod chunks;
 mod coalesce;

@@ -97,6 +97,11 @@ impl Outbox {
         self.queue.push_back(Entry { gate, lane, item });
     }
 
+    /// Nothing is queued and every persist asked for is acknowledged.
+    pub(super) fn is_empty(&self) -> bool {
+        self.queue.is_empty() && self.acked >= self.issued
+    }
+
     /// Send one frame on a connection, behind every persist issued so far.
     pub(super) fn send(&mut self, conn: ConnId, frame: Vec<u8>) {
         self.push(None, Output::Send { conn, frame });

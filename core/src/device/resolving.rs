@@ -51,6 +51,11 @@ impl PathRequests {
         self.0.answered(request)
     }
 
+    /// No resolution is waited for.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     /// `conn` went away: what it waited for is let go (the answer will find nothing).
     pub fn forget_connection(&mut self, conn: ConnId) {
         self.0.retain(|r| r.waiting_conn() != Some(conn));
