@@ -57,6 +57,9 @@ export interface DeviceConfig {
     maxContextTurns?: number;
     /** Bytes of those turns (prompts and answers) a turn's start copies, newest first. */
     maxContextBytes?: number;
+    /** The bytes of the summary `/compact` keeps (and gives the model in place of the turns it
+     * folds); past it the summary is cut, and the cut said in a `notice`. */
+    maxSummaryBytes?: number;
     /** A session's event log (`_lembas/session/events`, our extension): the bytes of its
      * recent events kept, in memory and in the store (`events` table); the oldest give way. */
     eventLogBytes?: number;
@@ -363,6 +366,12 @@ export interface TurnStart {
   roots?: string[];
   /** The session's finished turns, oldest first (left out when there are none). */
   history?: PriorTurn[];
+  /** What `/compact` folded the earlier turns into: given before `history`, in their place
+   *  (left out when the session has none). */
+  summary?: string;
+  /** A compaction, not a prompt: answer with a summary of `summary` and `history`, using no
+   *  tools; what the engine says is the summary (left out when false). */
+  compact?: boolean;
 }
 
 export interface PriorTurn {

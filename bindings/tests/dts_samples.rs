@@ -100,6 +100,8 @@ fn turn() -> TurnStart {
         cwd: "/w".into(),
         roots: vec!["/w".into()],
         history: Vec::new(),
+        summary: Some("we fixed the parser".into()),
+        compact: true,
     }
 }
 

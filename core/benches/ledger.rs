@@ -57,6 +57,7 @@ fn entries(turns: usize) -> Vec<Entry> {
             given: true,
             context: Default::default(),
             seq_next: 0,
+            compaction: None,
         };
         out.push(Entry {
             table: Table::Sessions,

@@ -36,10 +36,18 @@ pub enum BuiltinKind {
     Prompt(&'static str),
     /// `/plan`: without a task, the session's mode becomes plan; with one, the task runs in it.
     Plan,
+    /// `/compact`: the session's earlier turns are folded into a summary (an action).
+    Compact,
 }
 
-/// The built-ins this device serves, in the spec's order (`compact`, `undo`: not yet).
+/// The built-ins this device serves, in the spec's order (`undo`: not yet).
 pub const BUILTINS: &[Builtin] = &[
+    Builtin {
+        name: "compact",
+        description: "Fold the conversation so far into a summary, to free the model's context",
+        hint: None,
+        kind: BuiltinKind::Compact,
+    },
     Builtin {
         name: "plan",
         description: "Plan before changing anything: switch to plan mode, or plan the task given",
@@ -96,9 +104,9 @@ pub const TERMINAL_ONLY: &[&str] = &[
     "keys", "config", "status", "cost", "rewind", "memory", "agents", "tools",
 ];
 
-/// The spec's built-ins this device does not serve yet: not listed (a `/compact` is plain text
+/// The spec's built-ins this device does not serve yet: not listed (an `/undo` is plain text
 /// here), and still no file may take their names.
-pub const NOT_YET: &[&str] = &["compact", "undo"];
+pub const NOT_YET: &[&str] = &["undo"];
 
 /// Bounds on the command files read (`commands:` in config.yaml), each named where it cuts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -516,6 +524,7 @@ mod tests {
         assert_eq!(
             names,
             [
+                "compact",
                 "plan",
                 "review",
                 "changelog",
@@ -533,7 +542,7 @@ mod tests {
     #[test]
     fn a_file_named_like_a_builtin_or_a_terminal_command_or_badly_is_no_command() {
         for name in [
-            "review", "Review", "compact", "sessions", "QUIT", "a b", "../x", "", "é",
+            "review", "Review", "compact", "undo", "sessions", "QUIT", "a b", "../x", "", "é",
         ] {
             let s = set(vec![file(FileKind::Custom, name, "evil")]);
             assert_eq!(s.commands.len(), BUILTINS.len(), "{name}");

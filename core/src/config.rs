@@ -231,6 +231,9 @@ pub struct SessionLimits {
     /// And at most this many bytes of them (prompts and answers), newest first: a turn's
     /// start copies no more than this, however long the session's answers were.
     pub max_context_bytes: usize,
+    /// The bytes of the summary `/compact` keeps (and gives the model in place of the turns
+    /// it folds): past it the summary is cut at a character boundary, and the cut is said.
+    pub max_summary_bytes: usize,
     /// A session's event log (`_lembas/session/events`, our extension): the bytes of its
     /// recent events the device keeps, in memory and in the store. Past it the oldest give way.
     pub event_log_bytes: usize,
@@ -271,6 +274,9 @@ impl Default for SessionLimits {
             max_context_turns: 50,
             // Two whole answers as history keeps them, and more than most models' context.
             max_context_bytes: 8 * 1024 * 1024,
+            // A few pages of prose: a summary stands for many turns, and is given to the model
+            // at every turn after it, so it must stay a small part of any model's context.
+            max_summary_bytes: 64 * 1024,
             // A few seconds of a fast stream (a chunk is two frames of ~150 B), and little
             // memory per session in memory.
             event_log_bytes: 256 * 1024,
@@ -533,6 +539,11 @@ impl DeviceConfig {
                  so a waiting turn is never forgotten",
                 s.max_queued, s.ledger_turns
             )));
+        }
+        if s.max_summary_bytes == 0 {
+            return Err(ConfigError(
+                "sessions: max_summary_bytes must be at least 1 (got 0)".into(),
+            ));
         }
         if s.max_live == 0 {
             return Err(ConfigError(

@@ -233,6 +233,15 @@ pub struct TurnStart {
     /// engine keeps what fits its context budget, dropping the oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub history: Vec<PriorTurn>,
+    /// What the session's earlier turns were folded into by `/compact`: the model is given it
+    /// before `history` (the turns since), in place of the turns it summarizes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    /// A compaction, not a prompt: answer with a summary of `summary` and `history` (the text
+    /// says how), using no tools. What the engine says is the summary; nothing else of it is
+    /// shown.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub compact: bool,
 }
 
 /// One finished turn of a session: what the person asked and what the model answered.

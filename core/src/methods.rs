@@ -230,7 +230,7 @@ pub const METHODS: &[MethodSpec] = &[
     request("_lembas/session/delete", Some("delete"), Any, R::Delete),
     not_yet("_lembas/session/rewind", ClientToAgent, Request, Some("rewind"), Any).checked(),
     not_yet("_lembas/show", AgentToClient, Request, Some("show"), Any),
-    not_yet("_lembas/session/compact", ClientToAgent, Request, Some("compact"), Any).checked(),
+    request("_lembas/session/compact", Some("compact"), Any, R::Compact).checked(),
     request("_lembas/session/title", Some("title"), Any, R::Title).checked(),
     sends("_lembas/session/announce", Notification, Some("sessions"), Any),
     sends("_lembas/session/left", Notification, Some("sessions"), Any),

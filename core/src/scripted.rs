@@ -11,7 +11,8 @@
 //! `ask <question> | <option> | <option> …` (a question card; then says `answer: <labels or text>`
 //! or `dismissed`), `plan <title>` (a plan card; then says `approved <mode>`, `revise: <feedback>`
 //! or `dismissed`); any other line is said as it is. While a card is open the turn waits.
-//! Steered messages are taken in between steps and said as `steered: <text>`.
+//! Steered messages are taken in between steps and said as `steered: <text>`. A compaction
+//! (`TurnStart::compact`) says `summary: ` and what it folds, each turn as `<prompt> => <answer>`.
 //!
 //! Like a model streaming its answer, the engine makes a chunk only when it is polled for one:
 //! a shell that stops polling a session (`poll_event_unless`, while a holder of the session is
@@ -90,6 +91,22 @@ fn parse(text: &str) -> VecDeque<Step> {
         .collect()
 }
 
+/// A compaction's summary, made from what it folds alone: the summary before it, then each
+/// turn's prompt and answer (`summary: earlier: <summary> | <prompt> => <answer> | …`).
+fn summary_of(turn: &TurnStart) -> String {
+    let mut parts: Vec<String> = turn
+        .summary
+        .iter()
+        .map(|s| format!("earlier: {s}"))
+        .collect();
+    parts.extend(
+        turn.history
+            .iter()
+            .map(|t| format!("{} => {}", t.prompt, t.answer)),
+    );
+    format!("summary: {}", parts.join(" | "))
+}
+
 /// The largest chunk `chunks` makes: one chunk is one frame, well inside every frame limit.
 /// The count needs no bound of its own: chunks are made one a poll, as the reader takes them.
 const MAX_CHUNK_BYTES: usize = 65_536;
@@ -154,11 +171,17 @@ impl ScriptedEngine {
     pub fn start(&mut self, turn: &TurnStart, now: Time) {
         self.now = self.now.max(now);
         let key = (turn.session_id.clone(), turn.turn_id.clone());
-        let script = self.replies.pop_front();
+        // A compaction is no prompt: it takes no scripted reply, and says its summary.
+        let steps = if turn.compact {
+            VecDeque::from([Step::Say(summary_of(turn))])
+        } else {
+            let script = self.replies.pop_front();
+            parse(script.as_deref().unwrap_or(&turn.text))
+        };
         self.runs.insert(
             key,
             Run {
-                steps: parse(script.as_deref().unwrap_or(&turn.text)),
+                steps,
                 next_at: now,
                 steer: Vec::new(),
                 tools: 0,
@@ -549,6 +572,8 @@ mod tests {
             cwd: "/".into(),
             roots: Vec::new(),
             history: Vec::new(),
+            summary: None,
+            compact: false,
         }
     }
 

@@ -169,6 +169,18 @@ pub struct SessionRecord {
     /// (device/event_log.rs).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub seq_next: u64,
+    /// The summary `/compact` last folded the session's earlier turns into.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compaction: Option<Compaction>,
+}
+
+/// A session's earlier turns folded into a summary: the model is given the summary in place
+/// of the history entries before `folded`; the history itself still has them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Compaction {
+    pub summary: String,
+    /// The index of the first history entry after the summary.
+    pub folded: u64,
 }
 
 fn is_zero(n: &u64) -> bool {

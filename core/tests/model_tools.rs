@@ -1026,3 +1026,28 @@ fn a_turn_grown_past_the_context_drops_its_oldest_tool_results_first_and_says_so
         "{seen:?}"
     );
 }
+
+#[test]
+fn a_compaction_offers_no_tools_and_a_later_turn_is_given_the_summary() {
+    let mut e = engine();
+    let mut compaction = tool_turn(Mode::Auto);
+    compaction.compact = true;
+    start(&mut e, compaction, 0);
+    let (_, request) = fetched(&calls(&mut e));
+    assert!(request.get("tools").is_none(), "{request}");
+
+    let mut e = engine();
+    let mut later = tool_turn(Mode::Edit);
+    later.summary = Some("we fixed the parser".into());
+    start(&mut e, later, 0);
+    let (_, request) = fetched(&calls(&mut e));
+    let system = messages(&request)[0]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        system.ends_with("follow on from it.\n\nwe fixed the parser"),
+        "{system}"
+    );
+    assert!(request.get("tools").is_some(), "{request}");
+}

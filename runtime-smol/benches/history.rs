@@ -201,6 +201,7 @@ fn write_store_of(
         given: false,
         context: Default::default(),
         seq_next: 0,
+        compaction: None,
     };
     let mut records = vec![Record::Put {
         table: Table::Sessions,

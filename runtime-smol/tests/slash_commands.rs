@@ -3,8 +3,10 @@
 //! disk (the project's `.agent/commands` and `.agent/skills`, the person's own in the config
 //! directory). `_lembas/commands` lists them in the set's order, a symlink leading outside the
 //! project is never read, `/name` sends the command's text with its arguments and never
-//! `@`-expands it, `/plan` alone answers `mode` without the model, and a turn that makes a
-//! command file is followed by an `available_commands_update`.
+//! `@`-expands it, `/plan` alone answers `mode` without the model, a turn that makes a
+//! command file is followed by an `available_commands_update`, and `/compact` has the model
+//! summarize the earlier turns (no tools offered) and gives the later turns the summary in
+//! their place.
 
 use lembas::instance::{ChatReply, Event, TestInstance};
 use serde_json::{json, Value};
@@ -73,6 +75,7 @@ fn command_files_on_disk_make_the_set_and_run_as_prompts() {
         let session = model_session(&instance, &home, MODEL).await.unwrap();
         let id = session["sessionId"].as_str().unwrap().to_string();
         let expected = [
+            "compact",
             "plan",
             "review",
             "changelog",
@@ -89,7 +92,7 @@ fn command_files_on_disk_make_the_set_and_run_as_prompts() {
             .await
             .unwrap();
         assert_eq!(names(&listed["commands"]), expected, "{listed}");
-        let fix = &listed["commands"][5];
+        let fix = &listed["commands"][6];
         assert_eq!(fix["description"], "Fix a bug");
         assert_eq!(fix["input"]["hint"], "<what>");
         assert_eq!(fix["_meta"]["lembas"]["kind"], "custom");
@@ -125,7 +128,67 @@ fn command_files_on_disk_make_the_set_and_run_as_prompts() {
         let (outcome, _) = prompt(&instance, &id, "make a command", "t3").await;
         outcome.unwrap();
         let mut again = expected.to_vec();
-        again.insert(5, "deploy");
+        again.insert(6, "deploy");
         assert_eq!(next_update(&instance).await, again);
+    });
+}
+
+/// The system message of the instance's `nth` chat request.
+fn system_text(instance: &TestInstance, nth: usize) -> String {
+    let requests = instance.chat_requests();
+    let messages = requests[nth]["messages"].as_array().unwrap().clone();
+    assert_eq!(messages[0]["role"], "system", "{messages:?}");
+    messages[0]["content"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn compact_has_the_model_summarize_and_later_turns_are_given_the_summary() {
+    smol::block_on(async {
+        let (instance, home, _device) = linked_to(vec![
+            ChatReply::text(&["the parser is fixed"]),
+            ChatReply::text(&["SUMMARY: ", "we fixed the parser"]),
+            ChatReply::text(&["done"]),
+        ])
+        .await;
+        std::fs::create_dir_all(home.work.join("proj")).unwrap();
+        let session = model_session(&instance, &home, MODEL).await.unwrap();
+        let id = session["sessionId"].as_str().unwrap().to_string();
+        let (outcome, _) = prompt(&instance, &id, "fix the parser FOLDED-ASK", "t1").await;
+        outcome.unwrap();
+
+        let (outcome, seen) = prompt(&instance, &id, "/compact", "t2").await;
+        let answer = outcome.unwrap();
+        let summary = "SUMMARY: we fixed the parser";
+        assert_eq!(answer["_meta"]["lembas"]["summary"], summary, "{answer}");
+        assert_eq!(answer["_meta"]["lembas"]["command"], "compact", "{answer}");
+        // The model was asked for the summary, with the turn to fold and no tools.
+        let asked = &instance.chat_requests()[1];
+        assert!(asked.get("tools").is_none(), "{asked}");
+        assert!(asked.to_string().contains("FOLDED-ASK"), "{asked}");
+        assert!(user_text(&instance, 1).starts_with("Summarize the conversation so far"));
+        // Its text was not streamed as the answer of a turn.
+        let streamed = format!("{seen:?}");
+        assert!(streamed.contains("compacted"), "{streamed}");
+        assert!(!streamed.contains("agent_message_chunk"), "{streamed}");
+
+        let (outcome, _) = prompt(&instance, &id, "and now?", "t3").await;
+        outcome.unwrap();
+        let system = system_text(&instance, 2);
+        assert!(system.ends_with(summary), "{system}");
+        let given = instance.chat_requests()[2].to_string();
+        assert!(
+            !given.contains("FOLDED-ASK"),
+            "the folded turn was given again: {given}"
+        );
+
+        // The history still shows the folded turn.
+        let history = call(
+            &instance,
+            "_lembas/session/history",
+            json!({ "sessionId": id }),
+        )
+        .await
+        .unwrap();
+        assert!(history.to_string().contains("FOLDED-ASK"), "{history}");
     });
 }

@@ -1,6 +1,7 @@
 //! A prompt that starts with `/name`, as the TUI runs it: a built-in prompt command sends its
 //! text, `/plan` alone is an action (the mode becomes plan, nothing reaches the model), `/plan
-//! <task>` runs the task in plan mode, and any other name is looked up in the session's command
+//! <task>` runs the task in plan mode, `/compact` folds the earlier turns into a summary
+//! (compaction.rs), and any other name is looked up in the session's command
 //! files (the turn waits for the read): a custom command or a skill sends its text with the
 //! arguments put in, its `mode` lowered to `remote.max_mode` for a session under the limits,
 //! its `model` for this prompt only. A name that is no command is plain text, `/` and all. The
@@ -28,6 +29,8 @@ pub(super) enum AsCommand {
     },
     /// `/plan` alone: the action.
     PlanAction,
+    /// `/compact`: the action, with what to keep in mind (the text after the name).
+    Compact { command: CommandUse, focus: String },
     /// A name to look up among the session's files.
     LookUp { name: String, args: String },
 }
@@ -49,6 +52,10 @@ pub(super) fn classify(text: &str) -> AsCommand {
                 text: args.to_string(),
                 command: used(name),
                 plan: true,
+            },
+            BuiltinKind::Compact => AsCommand::Compact {
+                command: used(name),
+                focus: args.to_string(),
             },
             BuiltinKind::Prompt(template) => AsCommand::Send {
                 text: commands::builtin_text(name, template, args),
@@ -86,6 +93,17 @@ impl Device {
         let mut extra = serde_json::Map::new();
         extra.insert("command".into(), json!("plan"));
         extra.insert("mode".into(), json!(Mode::Plan.as_str()));
+        self.answer_action(session, turn_id, extra)
+    }
+
+    /// An action's prompt answered at once with `extra` in its `_meta.lembas`, kept like a
+    /// turn's answer so the same turn id sent again gets it and does nothing more.
+    pub(super) fn answer_action(
+        &mut self,
+        session: &str,
+        turn_id: &str,
+        extra: serde_json::Map<String, serde_json::Value>,
+    ) -> Answer {
         let answer = Answer::stopped(StopReason::EndTurn, extra);
         let now = self.clock.now().0;
         let Some(s) = self.sessions.get_mut(session) else {

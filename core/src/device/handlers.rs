@@ -78,6 +78,7 @@ pub(crate) enum RequestHandler {
     SessionDelete,
     FilesSearch,
     Commands,
+    Compact,
 }
 
 impl RequestHandler {
@@ -110,6 +111,8 @@ impl RequestHandler {
             RequestHandler::SessionDelete => c.answer(&d.delete_from_editor(c.params()?)?),
             RequestHandler::FilesSearch => files_search(d, c),
             RequestHandler::Commands => commands(d, c),
+            // Answered once the engine has made the summary.
+            RequestHandler::Compact => d.compact_method(c.conn, c.id, c.params()?).map(|()| None),
         }
     }
 }

@@ -54,6 +54,19 @@ impl Recent {
         index
     }
 
+    /// Leave out of the model's context the entries stored before index `folded` (a
+    /// compaction's summary stands for them). The kept entries are the newest, one index each.
+    pub fn fold_before(&mut self, folded: u64) {
+        let first = self.next - self.turns.len() as u64;
+        let gone = folded.saturating_sub(first).min(self.turns.len() as u64);
+        self.turns.drain(..gone as usize);
+    }
+
+    /// The index the next entry is stored under.
+    pub fn next_index(&self) -> u64 {
+        self.next
+    }
+
     /// Oldest first.
     pub fn turns(&self) -> &[HistoryTurn] {
         &self.turns

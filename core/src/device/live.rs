@@ -320,6 +320,7 @@ pub(super) mod tests {
                 given: false,
                 context: Default::default(),
                 seq_next: 0,
+                compaction: None,
             },
             10,
         )

@@ -13,6 +13,7 @@ mod chunks;
 mod coalesce;
 mod command_prompt;
 mod command_set;
+mod compaction;
 mod connection;
 mod deletes;
 mod directories;

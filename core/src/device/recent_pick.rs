@@ -186,6 +186,28 @@ mod tests {
             let mut whole = Recent::restored(history.clone(), failed, &limits);
             let mut read = Recent::restored(picked.clone(), failed, &limits);
             assert_eq!(read.turns(), whole.turns(), "seed {seed}: {limits:?}");
+            // A compaction's fold leaves the same entries either way: those stored at or
+            // after it, the newest kept.
+            let folded = rng.below(history.len() as u64 + 2);
+            let (mut read_folded, mut whole_folded) = (
+                Recent::restored(picked.clone(), failed, &limits),
+                Recent::restored(history.clone(), failed, &limits),
+            );
+            read_folded.fold_before(folded);
+            whole_folded.fold_before(folded);
+            assert_eq!(read_folded.turns(), whole_folded.turns(), "seed {seed}");
+            let after: Vec<&HistoryTurn> = history
+                .iter()
+                .filter(|(i, _)| *i >= folded)
+                .map(|(_, t)| t)
+                .collect();
+            let kept = whole_folded.turns().len();
+            assert!(kept <= after.len(), "seed {seed}: fold {folded}");
+            assert_eq!(
+                whole_folded.next_index(),
+                whole.next_index(),
+                "seed {seed}: a fold keeps the next index"
+            );
             let next = HistoryTurn::User {
                 text: String::new(),
                 turn_id: None,

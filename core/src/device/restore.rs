@@ -259,6 +259,9 @@ impl Device {
             |turn| failed.contains(turn),
             &self.config.sessions,
         );
+        if let Some(c) = &s.durable.compaction {
+            s.recent.fold_before(c.folded);
+        }
         let list = stored.turns;
         if list.is_empty() {
             return Some(s);

@@ -230,6 +230,7 @@ impl Device {
                 context: p.context,
                 // Its log is sealed, empty: the first seq of this start.
                 seq_next: self.seq_base(),
+                compaction: None,
             },
             self.config.sessions.ledger_turns,
         );
@@ -625,6 +626,7 @@ mod tests {
             given: true,
             context,
             seq_next: 7,
+            compaction: None,
         };
         let s = Session::new(rec.clone(), 10);
         let Record::Put { table, key, value } = s.record() else {

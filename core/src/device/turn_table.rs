@@ -34,6 +34,16 @@ pub(crate) struct Queued {
     pub looking_up: Option<u64>,
     /// The command it is, if it is one.
     pub command: Option<CommandUse>,
+    /// A compaction, and who asked for it.
+    pub compact: Option<Compacting>,
+}
+
+/// A turn that folds the session's earlier turns into a summary (compaction.rs), asked for by
+/// a `/compact` prompt or by `_lembas/session/compact` (whose answer is `{ summary }`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Compacting {
+    Prompt,
+    Method,
 }
 
 /// A prompt that is a command: its name, its text as typed (what the transcript shows), and
@@ -56,6 +66,8 @@ pub(crate) struct Running {
     pub notices: Vec<String>,
     /// The command its prompt was.
     pub command: Option<CommandUse>,
+    /// A compaction: what it says is the summary, shown to no one as it streams.
+    pub compact: Option<Compacting>,
     /// The answer and the reasoning so far, as the history keeps them (their first
     /// `sessions.max_answer_bytes` each), and the bytes streamed past that.
     pub text: Kept,
@@ -71,6 +83,7 @@ impl Running {
             steer: Vec::new(),
             notices: Vec::new(),
             command: None,
+            compact: None,
             text: Kept::default(),
             reasoning: Kept::default(),
             tools: Vec::new(),
@@ -237,8 +250,22 @@ impl TurnTable {
             notices: Vec::new(),
             looking_up: None,
             command: None,
+            compact: None,
         });
         accepted
+    }
+
+    /// The turn just accepted is a compaction.
+    pub fn is_compaction(&mut self, via: Compacting) {
+        if let Some(q) = self.queue.back_mut() {
+            q.compact = Some(via);
+        }
+    }
+
+    /// A finished turn's answer is `answer` after all (a compaction's, once its summary is
+    /// known), for a duplicate of its prompt too.
+    pub fn settle(&mut self, turn: &str, answer: Answer) {
+        self.ledger.set(turn, TurnState::Done(answer));
     }
 
     /// A prompt answered without running (a command that is an action): kept in the ledger
@@ -358,6 +385,7 @@ impl TurnTable {
             start,
             notices,
             command,
+            compact,
             ..
         } = self.queue.pop_front()?;
         self.ledger.set(&start.turn_id, TurnState::Running);
@@ -365,6 +393,7 @@ impl TurnTable {
         let mut running = Running::new(start.turn_id.clone());
         running.notices = notices;
         running.command = command;
+        running.compact = compact;
         self.running = Some(running);
         Some((start, order))
     }
@@ -477,6 +506,8 @@ mod tests {
             cwd: "/w".into(),
             roots: Vec::new(),
             history: Vec::new(),
+            summary: None,
+            compact: false,
         }
     }
 

@@ -6,10 +6,11 @@ use serde_json::{json, Value};
 
 use super::chunks::Chunk;
 use super::command_prompt::{classify, AsCommand, Invoked};
+use super::compaction;
 use super::ledger::TurnState;
 use super::outbox::Lane;
 use super::sessions::plan_update;
-use super::turn_table::{Finished, Seen, Steered};
+use super::turn_table::{Compacting, Finished, Seen, Steered};
 use super::{ConnId, Device, Effect};
 use crate::config::SessionLimits;
 use crate::engine::{
@@ -210,7 +211,7 @@ pub(super) fn attachment(
 /// oldest first, at most the last `max`. A prompt with no answer (cancelled before a word),
 /// no answer kept (the device stopped mid-turn), or whose turn `failed` (as far as the ledger
 /// still says: a failure's partial text would mislead the model) gives the model nothing.
-fn prior_turns(
+pub(super) fn prior_turns(
     history: &[HistoryTurn],
     max: usize,
     max_bytes: usize,
@@ -294,18 +295,21 @@ impl Device {
         let prepared = prepare(p.prompt, limits, rng, now)?;
         s.durable.context.merge(&context);
         s.durable.touched = now;
-        let (text, command, plan, look_up) = match classify(&prepared.text) {
+        let (text, command, plan, look_up, compact) = match classify(&prepared.text) {
             AsCommand::PlanAction => {
                 let session = s.durable.id.clone();
                 let answer = self.plan_action(&session, &turn_id);
                 return Ok(Some(answer.frame(id, &turn_id)));
             }
-            AsCommand::Text => (prepared.text, None, false, None),
+            AsCommand::Text => (prepared.text, None, false, None, false),
             AsCommand::Send {
                 text,
                 command,
                 plan,
-            } => (text, Some(command), plan, None),
+            } => (text, Some(command), plan, None, false),
+            AsCommand::Compact { command, focus } => {
+                (compaction::text(&focus), Some(command), false, None, true)
+            }
             AsCommand::LookUp { name, args } => {
                 let invoked = Invoked {
                     session: s.durable.id.clone(),
@@ -313,7 +317,7 @@ impl Device {
                     args,
                     typed: prepared.text.clone(),
                 };
-                (prepared.text, None, false, Some(invoked))
+                (prepared.text, None, false, Some(invoked), false)
             }
         };
         let start = TurnStart {
@@ -332,6 +336,8 @@ impl Device {
             cwd: s.durable.cwd.clone(),
             roots: Vec::new(),
             history: Vec::new(),
+            summary: None,
+            compact: false,
         };
         let writing: Vec<u64> = (0..prepared.attachments.len() as u64)
             .map(|i| first_write + i)
@@ -343,6 +349,9 @@ impl Device {
         }
         if let Some(command) = command {
             s.turns.is_command(command);
+        }
+        if compact {
+            s.turns.is_compaction(Compacting::Prompt);
         }
         if look_up.is_some() {
             s.turns.await_command(command_read);
@@ -516,6 +525,15 @@ impl Device {
                 Some(TurnState::Done(Answer::Failed { .. }))
             )
         });
+        start.summary = s.durable.compaction.as_ref().map(|c| c.summary.clone());
+        let compacting = s.turns.running().and_then(|r| r.compact);
+        if let Some(via) = compacting {
+            self.announce_start_changes(session, max, lowered, adopted);
+            let record = turn_record(session, &turn_id, order, StoredTurnState::Running, now);
+            self.out.persist_in(Lane::of(session), vec![record]);
+            self.start_compaction(session, start, via);
+            return;
+        }
         let user = HistoryTurn::User {
             text: shown.clone(),
             turn_id: Some(turn_id.clone()),
@@ -531,15 +549,7 @@ impl Device {
             text: shown,
             turn_id: turn_id.clone(),
         });
-        if let Some(record) = lowered {
-            self.announce_mode(session, max, record);
-        }
-        if let Some(record) = adopted {
-            self.out.persist_in(Lane::of(session), vec![record]);
-            if let Some(event) = self.model_event(session) {
-                self.broadcast_event(session, event);
-            }
-        }
+        self.announce_start_changes(session, max, lowered, adopted);
         // The turn's own state: only the session's frames and commands wait for it.
         self.out.persist_in(Lane::of(session), records);
         self.out
@@ -554,6 +564,26 @@ impl Device {
         );
         for text in notices {
             self.broadcast_event(session, LembasEvent::Notice(NoticeEvent { text }));
+        }
+    }
+
+    /// What a turn's start changed of its session: its mode lowered to `max`, its model
+    /// adopted (each the session's record as it is now).
+    fn announce_start_changes(
+        &mut self,
+        session: &str,
+        max: crate::config::Mode,
+        lowered: Option<Record>,
+        adopted: Option<Record>,
+    ) {
+        if let Some(record) = lowered {
+            self.announce_mode(session, max, record);
+        }
+        if let Some(record) = adopted {
+            self.out.persist_in(Lane::of(session), vec![record]);
+            if let Some(event) = self.model_event(session) {
+                self.broadcast_event(session, event);
+            }
         }
     }
 
@@ -637,6 +667,9 @@ impl Device {
             return;
         };
         match event {
+            // A compaction's text is its summary, said whole once it is done.
+            EngineEvent::Text(text) if r.compact.is_some() => r.text.push(&text, max_answer),
+            EngineEvent::Thought(_) if r.compact.is_some() => {}
             EngineEvent::Text(text) => {
                 r.text.push(&text, max_answer);
                 self.broadcast_chunk(session, Chunk::Message, &text);
@@ -788,6 +821,17 @@ impl Device {
             return;
         };
         s.durable.touched = now;
+        if let Some(via) = r.compact {
+            let finished = Finished {
+                running: r,
+                answer,
+                order,
+                waiting,
+            };
+            self.compaction_finished(session, via, finished, end);
+            self.pump(session);
+            return;
+        }
         let assistant = HistoryTurn::Assistant {
             text: r.text.into_history(max_answer),
             reasoning: r.reasoning.into_history(max_answer),

@@ -375,6 +375,7 @@ impl ModelEngine {
             own: &self.config.system_text,
             personalization: self.config.personalization.as_ref(),
             instance: self.config.instance_name.as_deref(),
+            summary: t.start.summary.as_deref(),
         };
         let budget = t.model.context_length.unwrap_or(self.config.context_tokens);
         t.answer_cap = usize::try_from(budget.saturating_mul(4)).unwrap_or(usize::MAX);
@@ -403,7 +404,9 @@ impl ModelEngine {
         };
         let budget = t.model.context_length.unwrap_or(self.config.context_tokens);
         let dropped = prompt::fit_tool_results(&mut t.messages, budget);
-        let tools = self.config.tools.enabled.then_some(&self.tool_definitions);
+        // A compaction only writes its summary: it acts on nothing.
+        let tools =
+            (self.config.tools.enabled && !t.start.compact).then_some(&self.tool_definitions);
         let body = chat::body_of(&t.model.id, &t.messages, t.start.effort.as_deref(), tools);
         t.phase = Phase::Asked {
             call: id,

@@ -30,7 +30,13 @@ pub struct SystemParts<'a> {
     pub personalization: Option<&'a Value>,
     /// The instance's name, for `## Instructions from <instance>`.
     pub instance: Option<&'a str>,
+    /// The summary `/compact` folded the session's earlier turns into (`TurnStart::summary`),
+    /// given last, as what the turns after it follow on.
+    pub summary: Option<&'a str>,
 }
+
+/// The heading a compaction's summary is given under.
+pub const SUMMARY_HEADING: &str = "## The conversation so far";
 
 /// Tokens a text costs, estimated at four bytes a token (rounded up): the budget is kept by
 /// an estimate, since the core has no tokenizer for the instance's models.
@@ -155,6 +161,16 @@ fn system_text(system: &SystemParts<'_>, context: &Context) -> String {
                 &format!("## Instructions from {from}\n\n{}", instructions.trim_end()),
             );
         }
+    }
+    if let Some(summary) = system.summary.filter(|s| !s.trim().is_empty()) {
+        push_section(
+            &mut out,
+            &format!(
+                "{SUMMARY_HEADING}\n\nThe earlier turns of this session were summarized \
+                 (/compact); the turns after this summary follow on from it.\n\n{}",
+                summary.trim_end()
+            ),
+        );
     }
     out
 }
@@ -307,6 +323,7 @@ mod tests {
             own: "You are LLeMbas CLI.",
             personalization: None,
             instance: Some("example"),
+            summary: None,
         }
     }
 
@@ -334,6 +351,38 @@ mod tests {
         );
         assert_eq!(texts(&c.messages[1]), "hi");
         assert!(c.notices.is_empty());
+    }
+
+    #[test]
+    fn a_compactions_summary_closes_the_system_text() {
+        let with_summary = SystemParts {
+            summary: Some("we fixed the parser\n"),
+            ..system()
+        };
+        let c = compose(
+            &with_summary,
+            &Context::default(),
+            &[],
+            "hi",
+            &[],
+            false,
+            10_000,
+        );
+        assert_eq!(
+            texts(&c.messages[0]),
+            format!(
+                "You are LLeMbas CLI.\n\n{SUMMARY_HEADING}\n\nThe earlier turns of this session \
+                 were summarized (/compact); the turns after this summary follow on from it.\n\n\
+                 we fixed the parser"
+            )
+        );
+        // A blank summary says nothing.
+        let blank = SystemParts {
+            summary: Some("  "),
+            ..system()
+        };
+        let c = compose(&blank, &Context::default(), &[], "hi", &[], false, 10_000);
+        assert_eq!(texts(&c.messages[0]), "You are LLeMbas CLI.");
     }
 
     #[test]

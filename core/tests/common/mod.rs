@@ -42,6 +42,8 @@ pub fn turn(id: &str, model: Option<&str>) -> TurnStart {
         cwd: "/w".into(),
         roots: Vec::new(),
         history: Vec::new(),
+        summary: None,
+        compact: false,
     }
 }
 

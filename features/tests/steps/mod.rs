@@ -28,6 +28,7 @@
 mod capabilities;
 mod cards;
 mod commands;
+mod compact;
 mod deletes;
 mod directories;
 mod editor_sessions;

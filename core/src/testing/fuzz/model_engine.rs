@@ -322,6 +322,8 @@ impl Run {
                     cwd: "/w".into(),
                     roots: Vec::new(),
                     history: Vec::new(),
+                    summary: None,
+                    compact: false,
                 };
                 self.engine
                     .handle_command(EngineCommand::Start(Box::new(start)), self.now);

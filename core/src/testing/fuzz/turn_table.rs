@@ -121,6 +121,8 @@ fn start(turn: &str) -> TurnStart {
         cwd: "/w".into(),
         roots: Vec::new(),
         history: Vec::new(),
+        summary: None,
+        compact: false,
     }
 }
 

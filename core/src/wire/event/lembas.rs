@@ -46,6 +46,8 @@ pub enum LembasEvent {
     Title(TitleEvent),
     /// The session's plan changed (`plan: null`: cleared).
     Plan(PlanEvent),
+    /// The session's earlier turns were folded into this summary (`/compact`).
+    Compacted(CompactedEvent),
     /// A model call began.
     Step(StepEvent),
     /// Tokens a model call counted.
@@ -73,6 +75,7 @@ impl LembasEvent {
             LembasEvent::Model(_) => "model",
             LembasEvent::Title(_) => "title",
             LembasEvent::Plan(_) => "plan",
+            LembasEvent::Compacted(_) => "compacted",
             LembasEvent::Step(_) => "step",
             LembasEvent::Usage(_) => "usage",
             LembasEvent::Notice(_) => "notice",
@@ -98,6 +101,7 @@ impl Serialize for LembasEvent {
             LembasEvent::Model(b) => type_last(b, kind, s),
             LembasEvent::Title(b) => type_last(b, kind, s),
             LembasEvent::Plan(b) => type_last(b, kind, s),
+            LembasEvent::Compacted(b) => type_last(b, kind, s),
             LembasEvent::Step(b) => type_last(b, kind, s),
             LembasEvent::Usage(b) => type_last(b, kind, s),
             LembasEvent::Notice(b) => type_last(b, kind, s),
@@ -198,6 +202,11 @@ pub struct TitleEvent {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PlanEvent {
     pub plan: Option<Value>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CompactedEvent {
+    pub summary: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -307,6 +316,9 @@ mod tests {
                 plan: Some(serde_json::json!({ "title": "p", "phases": [] })),
             }),
             LembasEvent::Plan(PlanEvent { plan: None }),
+            LembasEvent::Compacted(CompactedEvent {
+                summary: s("we fixed the parser"),
+            }),
             LembasEvent::Step(StepEvent { step: 2 }),
             LembasEvent::Usage(UsageEvent {
                 input_tokens: 12,
