@@ -23,6 +23,10 @@ pub mod code {
     /// Params that do not fit the method, or that a rule (roots, limits, ...) refuses.
     pub const INVALID_PARAMS: i64 = -32602;
     pub const INTERNAL_ERROR: i64 = -32603;
+    /// Not from a peer: the client's own answer to a call whose link went down before the
+    /// device answered it (JSON-RPC's implementation-defined range). The device answers on the
+    /// link that asked, so that answer can never come; call again once a link is ready.
+    pub const LINK_LOST: i64 = -32000;
 }
 
 /// A request id, kept as the exact JSON text it arrived as (an integer from the TS SDK, a UUID

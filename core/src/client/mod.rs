@@ -82,7 +82,8 @@ pub enum ClientEvent {
     Ready { capabilities: Vec<String> },
     /// The link was refused and closed by us (4400 for an old device), with the reason.
     Refused { code: u16, reason: String },
-    /// The answer to a call made with [`Client::call`].
+    /// The answer to a call made with [`Client::call`]; or, when its link went down first, an
+    /// error with code [`crate::jsonrpc::code::LINK_LOST`] (its answer can never come).
     Answer {
         id: Id,
         method: String,
@@ -238,7 +239,7 @@ impl Client {
         self.clock.advance(now);
         self.phase = Phase::AwaitingHello;
         self.capabilities.clear();
-        self.pending.clear();
+        self.answer_lost_calls();
         self.beat = self.config.liveness.map(|l| Heartbeat::new(l, now));
     }
 
@@ -247,8 +248,7 @@ impl Client {
         self.clock.advance(now);
         self.phase = Phase::Down;
         self.beat = None;
-        self.pending.clear();
-        self.purposes.clear();
+        self.answer_lost_calls();
         self.cards.clear();
         self.incoming.clear();
         self.rows_link_down();
@@ -533,6 +533,30 @@ impl Client {
             }
         } else if self.passes_delete_rules(&method, &params) {
             self.emit(ClientEvent::heard(method, params));
+        }
+    }
+
+    /// Forget the calls of the link that went down. The device answers on the link that asked,
+    /// so their answers can never come: each call the UI made is answered now with a
+    /// [`jsonrpc::code::LINK_LOST`] error, and nothing that waits on one hangs in any shell.
+    /// The client's own calls (initialize, reattach, catch-up, deletes) are made again on the
+    /// next link; a prompt's row is reattached there.
+    fn answer_lost_calls(&mut self) {
+        let mut purposes = std::mem::take(&mut self.purposes);
+        for (id, method) in std::mem::take(&mut self.pending) {
+            let purpose = purposes.remove(&id).unwrap_or(Purpose::Plain);
+            let the_uis = matches!(purpose, Purpose::Plain | Purpose::NewSession);
+            if the_uis && method != "initialize" {
+                let lost = RpcError::new(
+                    jsonrpc::code::LINK_LOST,
+                    "the link went down before the device answered: call again once a link is ready",
+                );
+                self.emit(ClientEvent::Answer {
+                    id,
+                    method,
+                    outcome: Err(lost),
+                });
+            }
         }
     }
 
