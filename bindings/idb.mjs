@@ -18,13 +18,23 @@ function done(tx) {
   });
 }
 
-function open(name, stores) {
+/** The database `name` with its object store `store`, made on first use. */
+async function open(name, store, what) {
   const r = indexedDB.open(name, 1);
-  r.onupgradeneeded = () => {
-    for (const s of stores) if (!r.result.objectStoreNames.contains(s)) r.result.createObjectStore(s);
-  };
-  return request(r);
+  r.onupgradeneeded = () => r.result.createObjectStore(store);
+  const db = await request(r);
+  // Made by the other function: version 1 exists, so no upgrade adds this one's store.
+  if (!db.objectStoreNames.contains(store)) {
+    db.close();
+    throw new Error(
+      `${what}(${JSON.stringify(name)}): that IndexedDB database holds the other kind's records ` +
+        `(no object store "${store}"); give idbStore and idbKept different names`,
+    );
+  }
+  return db;
 }
+
+const OPS = ["put", "delete", "delete_prefix"];
 
 /**
  * A device's store in the IndexedDB database `name`: one object store of entries keyed by
@@ -32,7 +42,7 @@ function open(name, stores) {
  * resolves once it is durable; `entries()` lists everything for `Device.restore`.
  */
 export async function idbStore(name = "lembas-device") {
-  const db = await open(name, ["entries"]);
+  const db = await open(name, "entries", "idbStore");
   return {
     async entries() {
       const tx = db.transaction("entries", "readonly");
@@ -41,6 +51,11 @@ export async function idbStore(name = "lembas-device") {
       return keys.map(([table, key], i) => ({ table, key, value: values[i] }));
     },
     apply(records) {
+      // Checked before anything is written: a transaction cut short would keep half of them.
+      const bad = records.find((r) => !OPS.includes(r?.op));
+      if (bad) {
+        return Promise.reject(new Error(`unknown store record op ${JSON.stringify(bad?.op)} (known: ${OPS.join(", ")}): nothing was written`));
+      }
       const tx = db.transaction("entries", "readwrite");
       const s = tx.objectStore("entries");
       for (const r of records) {
@@ -48,9 +63,7 @@ export async function idbStore(name = "lembas-device") {
         else if (r.op === "delete") s.delete([r.table, r.key]);
         // Every key of the table that starts with the prefix: [table, prefix] up to the
         // prefix followed by the highest code unit.
-        else if (r.op === "delete_prefix")
-          s.delete(IDBKeyRange.bound([r.table, r.prefix], [r.table, r.prefix + "\uffff"]));
-        else throw new Error(`unknown store record op ${r.op}`);
+        else s.delete(IDBKeyRange.bound([r.table, r.prefix], [r.table, r.prefix + "\uffff"]));
       }
       return done(tx);
     },
@@ -63,7 +76,7 @@ export async function idbStore(name = "lembas-device") {
  * `name`. Saves are queued in order; `flushed()` resolves when the last one is durable.
  */
 export async function idbKept(name = "lembas-client") {
-  const db = await open(name, ["kept"]);
+  const db = await open(name, "kept", "idbKept");
   let last = Promise.resolve();
   return {
     async load() {

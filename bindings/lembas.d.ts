@@ -483,8 +483,10 @@ export type ClientEvent =
   /** The client refused the link and closed it with `code` (4400: the device speaks another link
    * protocol; `reason` says which side to update). */
   | { kind: "refused"; code: number; reason: string }
-  /** The answer to `call(method, …)`, whose id was `id`. A call whose link drops gets none (the
-   * core forgets it): `Calls.request` rejects with a `LinkError` instead. */
+  /** The answer to `call(method, …)`, whose id was `id`. A call whose link went down before
+   * the device answered is answered by the client itself, at once, with `error.code` -32000
+   * (`LINK_LOST` of `@lembas/link/calls`; the device answers only on the link that asked):
+   * call again once ready. `Calls.request` rejects with a `LinkError` for it. */
   | ({ kind: "answer"; id: RequestId; method: string } & Outcome)
   /** A prompt was answered, on its link or after a reattach on a later one. */
   | ({ kind: "prompt_answered"; sessionId: string; turnId: string } & Outcome)
@@ -526,7 +528,9 @@ export type ClientEvent =
 // - `ClientDriver.next` rejects with an `Error` ("no event the predicate accepts came within N
 //   ms") after its timeout, or with what the predicate threw.
 // - The device's refusals reach the client as answers with `error: RpcError` (the spec's code,
-//   a message naming the bound or rule); a prompt's as `prompt_answered` with `error`.
+//   a message naming the bound or rule); a prompt's as `prompt_answered` with `error`. A call
+//   cut off by its link going down is answered by the client with code -32000 (see `answer`);
+//   a prompt is not: it is reattached on the next link.
 // - `@lembas/link/calls` turns these into `RpcError`, `LinkError` (a dropped or refused link,
 //   with its close code) and `TimeoutError` (calls.d.mts).
 // - A failed store write, `onEffect` or `dial` never throws into the caller: a write is never

@@ -20,7 +20,8 @@ export async function harness(): Promise<string> {
 
 export async function production(socket: WebSocket): Promise<void> {
   await initClient();
-  const driver = new ProductionClient({ onEvent: (e: ClientEvent) => void e });
+  // Every option has a default: `new ProductionClient()` is a driver as it is.
+  const driver = socket.protocol ? new ProductionClient({ onEvent: (e: ClientEvent) => void e }) : new ProductionClient();
   const calls = new Calls(driver, { timeoutMs: 5000 });
   calls.attach(socket);
   try {
@@ -37,7 +38,7 @@ export async function model(): Promise<void> {
   fake.chat = streamed(["a", "b"]);
   const config: DeviceConfig = { seed: 1 };
   const instance = memoryInstance();
-  const both = new ClientDriver({});
+  const both = new ClientDriver();
   instance.accept((s) => both.attach(s));
   void config;
   await fake.close();

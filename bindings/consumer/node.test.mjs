@@ -20,8 +20,20 @@ test("the package's entries resolve by name, at the workspace's version", () => 
   assert.equal(typeof fakeInstance, "function");
 });
 
+test("sideEffects lists the entries whose import instantiates a module, and they are in the package", async () => {
+  // Importing them is what makes the module usable in node: a bundler told they do nothing
+  // would skip them and bind their re-exports to a module never instantiated.
+  for (const entry of [".", "./client"]) {
+    const file = pkg.exports[entry].node;
+    assert.ok(pkg.sideEffects.includes(file), `${file} (${entry} in node) is not in sideEffects`);
+  }
+  for (const file of pkg.sideEffects) {
+    await import(new URL(file, import.meta.resolve("@lembas/link/package.json")));
+  }
+});
+
 test("a Calls with no link says so in a TimeoutError", async () => {
-  const client = new Calls(new ClientDriver({}), { timeoutMs: 20 });
+  const client = new Calls(new ClientDriver(), { timeoutMs: 20 });
   await assert.rejects(client.ready(), (e) => e instanceof TimeoutError && /attach a device's socket/.test(e.message));
   client.stop();
 });

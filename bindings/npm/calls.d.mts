@@ -1,9 +1,15 @@
 // Types of calls.mjs: promises over a ClientDriver that always settle.
 import type { ClientDriver, ClientEvent, Outcome, RequestId, SocketLike, StopReason } from "./web/lembas_bindings.js";
 
-/** The link went down before the answer (`code`: its close code, null for an `error` event or
- * none), the link was refused (`code` 4400: the device or the client is too old), the session
- * is gone from the device, or the Calls was stopped (`code` null). */
+/** The code of the core's own answer (an `answer` event's `error.code`) to a call whose link
+ * went down before the device answered: that answer can never come. `request` turns it into a
+ * LinkError. */
+export const LINK_LOST: -32000;
+
+/** The link went down before the answer (`code`: its close code; null for an `error` event, or
+ * when the driver let the link go for a newer one), the link was refused (`code` 4400: the
+ * device or the client is too old), the session is gone from the device, or the Calls was
+ * stopped (`code` null). */
 export class LinkError extends Error {
   name: "LinkError";
   code: number | null;
@@ -42,21 +48,25 @@ export class Calls {
   readonly driver: ClientDriver;
   readonly timeoutMs: number;
   readonly promptTimeoutMs: number;
-  /** Hand the driver a device's link and watch it: attach through here, not the driver, or a
-   * drop is not seen and a request waits out its timeout. */
+  /** Hand the driver a device's link and watch it: attach through here, not the driver, or
+   * `ready` does not see a drop (it waits out its timeout) and a request's LinkError has no
+   * close code. */
   attach(socket: SocketLike): void;
   /** The capabilities once the link is ready; rejects with a LinkError when it is refused or the
    * socket goes down first, a TimeoutError when no link comes. */
   ready(options?: { timeoutMs?: number }): Promise<string[]>;
-  /** A call's result. Throws an `Error` at once when the link is not ready or the device lacks
-   * the method's capability; rejects with an RpcError, a LinkError (its link dropped: the
+  /** A call's result. Rejects at once with an `Error` when the link is not ready or the device
+   * lacks the method's capability; later with an RpcError, a LinkError (its link dropped: the
    * answer can never come) or a TimeoutError. */
   request(method: string, params?: unknown, options?: { timeoutMs?: number }): Promise<unknown>;
   /** A prompt (content blocks, or a string as one text block). It outlives dropped links (the
    * core reattaches it on the next); rejects with an RpcError, a LinkError (the session is gone,
-   * or `stop`) or a TimeoutError. */
+   * or `stop`) or a TimeoutError; at once with a TypeError for a `sessionId`, `blocks` or
+   * `turnId` that cannot be one. */
   prompt(sessionId: string, blocks: unknown[] | string, options?: { turnId?: string; timeoutMs?: number }): Promise<PromptResult>;
-  /** The first event `accepts` takes from now on (a card: `e.kind === "request"`). */
+  /** The first event `accepts` takes from now on (a card: `e.kind === "request"`); rejects with
+   * a TimeoutError after `timeoutMs` (default the Calls' `timeoutMs`), or with what `accepts`
+   * threw. */
   next(accepts: (event: ClientEvent) => boolean, timeoutMs?: number): Promise<ClientEvent>;
   /** Answer a card: see `ClientDriver.respond`. */
   respond(id: RequestId, outcome: Outcome): boolean;

@@ -15,10 +15,11 @@ pub struct JsClientDriver {
 #[wasm_bindgen(js_class = ClientDriver)]
 impl JsClientDriver {
     /// A driver whose undelivered deletes (if kept in `options.storage`) are read at once;
-    /// with `options.kept` (IndexedDB), use `ClientDriver.open`.
+    /// with `options.kept` (IndexedDB), use `ClientDriver.open`. Every option has a default,
+    /// so `options` may be left out (`undefined` here), and TypeScript is told it is optional.
     #[wasm_bindgen(constructor)]
     pub fn new(
-        #[wasm_bindgen(unchecked_param_type = "ClientDriverOptions | undefined")] options: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "ClientDriverOptions")] options: JsValue,
     ) -> Result<JsClientDriver, JsValue> {
         Ok(JsClientDriver {
             inner: ClientDriver::new(&options)?,
@@ -28,7 +29,7 @@ impl JsClientDriver {
     /// A driver whose undelivered deletes are loaded from `options.kept` first.
     #[wasm_bindgen(unchecked_return_type = "Promise<ClientDriver>")]
     pub fn open(
-        #[wasm_bindgen(unchecked_param_type = "ClientDriverOptions | undefined")] options: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "ClientDriverOptions")] options: JsValue,
     ) -> js_sys::Promise {
         ClientDriver::open(&options, |inner| JsClientDriver { inner })
     }

@@ -205,6 +205,23 @@ test("a wasm device in Chromium keeps its ledger and a pending delete in Indexed
     assert.equal(two.sessions, 1);
     assert.equal(two.sent, true, "the pending delete went out on the next link");
     assert.ok(!two.after.includes("deletes"), `sent, then forgotten: ${JSON.stringify(two.after)}`);
+
+    // idb.mjs refuses, saying why: one database for both kinds, and a record it cannot write
+    // (nothing of that batch is written).
+    const refused = await page.evaluate(async () => {
+      const { idbStore, idbKept } = await import("/idb.mjs");
+      (await idbStore("lembas-test-shared")).close();
+      const shared = await idbKept("lembas-test-shared").then(() => "opened", (e) => e.message);
+      const store = await idbStore("lembas-test-ops");
+      const put = { op: "put", table: "t", key: "k", value: 1 };
+      const bad = await store.apply([put, { op: "zap", table: "t", key: "k" }]).then(() => "applied", (e) => e.message);
+      const left = (await store.entries()).length;
+      store.close();
+      return { shared, bad, left };
+    });
+    assert.match(refused.shared, /idbKept\("lembas-test-shared"\): .*give idbStore and idbKept different names/);
+    assert.match(refused.bad, /unknown store record op "zap" .*nothing was written/);
+    assert.equal(refused.left, 0, "the put before the bad record was written");
     assert.deepEqual(errors, []);
   } finally {
     await context.close();

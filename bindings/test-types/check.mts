@@ -35,6 +35,8 @@ async function f() {
   const caps: string[] = e.kind === "ready" ? e.capabilities : [];
   const cards = c.openCards().map((card) => c.respond(card.id, { result: {} }));
   const kept = new ClientDriver({ storage: localStorage, storageKey: "k" }).pendingDeletes();
-  return [n, phase, restarted, modelled, caps, id, turn, cards, kept];
+  // Every option has a default: none at all is a driver too.
+  const bare = [new ClientDriver(), await ClientDriver.open()];
+  return [n, phase, restarted, modelled, caps, id, turn, cards, kept, bare];
 }
 f();

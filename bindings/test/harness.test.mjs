@@ -8,7 +8,7 @@ import { createRequire } from "node:module";
 
 import { makeHarness } from "../npm/harness/make.mjs";
 import { memoryInstance } from "../npm/harness/memory-instance.mjs";
-import { Calls, LinkError, RpcError, TimeoutError } from "../npm/calls.mjs";
+import { Calls, LINK_LOST, LinkError, RpcError, TimeoutError } from "../npm/calls.mjs";
 
 const require = createRequire(import.meta.url);
 const lembas = require("../pkg-node/lembas_bindings.js");
@@ -101,13 +101,56 @@ test("a dropped link rejects the request waiting on it at once; a prompt outlive
   }
 });
 
+test("the core answers a call cut off by its link going down, so a bare driver's waiter settles too", async () => {
+  const instance = memoryInstance();
+  const inner = new lembas.MemStore();
+  let hold = false;
+  const store = { entries: () => inner.entries(), apply: (r) => (inner.apply(r), hold ? new Promise(() => {}) : undefined) };
+  const device = await scriptedDevice({ instance, store });
+  const ui = new lembas.ClientDriver({ config: { seed: 6 } });
+  try {
+    const ready = ui.next((e) => e.kind === "ready");
+    instance.accept((socket) => ui.attach(socket));
+    await ready;
+    hold = true;
+    const id = ui.call("session/new", { cwd: "/work" });
+    const answer = ui.next((e) => e.kind === "answer" && e.id === id, 5000);
+    await sleep(20);
+    instance.drop(1006, "cable pulled");
+    const e = await answer;
+    assert.equal(e.method, "session/new");
+    assert.equal(e.error.code, LINK_LOST);
+    assert.match(e.error.message, /the link went down before the device answered: call again once a link is ready/);
+    assert.equal(e.result, undefined);
+  } finally {
+    ui.stop();
+    device.stop();
+  }
+});
+
+test("a second client takes the device's link from the first", async () => {
+  const device = await scriptedDevice({ replies: ["say to the second"] });
+  const first = await device.connect();
+  const second = await device.connect({ timeoutMs: 2000 });
+  try {
+    assert.equal(first.driver.isReady(), false, "the first kept the link");
+    const { sessionId } = await second.request("session/new", { cwd: "/work" });
+    assert.equal((await second.prompt(sessionId, "hi")).stopReason, "end_turn");
+    await assert.rejects(first.request("session/new", { cwd: "/work" }), /not ready/);
+  } finally {
+    first.stop();
+    second.stop();
+    device.stop();
+  }
+});
+
 test("nothing waits forever: a timeout says what it awaited, stop rejects what waits", async () => {
   const device = await scriptedDevice();
   const client = await device.connect({ promptTimeoutMs: 5000 });
   try {
     const e = await client.next(() => false, 30).catch((e) => e);
     assert.ok(e instanceof TimeoutError, `${e}`);
-    assert.match(e.message, /next: no answer within 30 ms/);
+    assert.match(e.message, /next: no event it accepts within 30 ms/);
     const { sessionId } = await client.request("session/new", { cwd: "/work" });
     const waiting = client.prompt(sessionId, "permit never answered");
     await client.next((e) => e.kind === "request");
@@ -185,6 +228,9 @@ test("bad options say which and why, and never carry the token", async () => {
   await refused({ token: "sekrit" }, /options\.token is for an instance URL/);
   await refused({ instance: {} }, /options\.instance must be/);
   await refused(7, /the options must be an object/);
+  await refused([], /the options must be an object, not an array/);
+  await refused({ instance: null }, /options\.instance must be a device link's ws:\/\/ URL or a memoryInstance\(\)/);
+  await refused({ config: [] }, /options\.config must be a DeviceConfig object, not an array/);
 
   assert.throws(() => new Calls({}), /driver must be a ClientDriver/);
   const driver = new lembas.ClientDriver();
@@ -192,6 +238,16 @@ test("bad options say which and why, and never carry the token", async () => {
   assert.throws(() => new Calls(driver, { timeoutMs: 0 }), /options\.timeoutMs must be a whole number of milliseconds/);
   const device = await scriptedDevice();
   await assert.rejects(device.connect({ timeoutMs: -1 }), /options\.timeoutMs must be a whole number/);
+  await assert.rejects(device.connect({ config: "seed" }), /options\.config must be a ClientConfig object, not string/);
+  // A prompt's arguments are checked before anything is sent.
+  const client = await device.connect();
+  const { sessionId } = await client.request("session/new", { cwd: "/work" });
+  await assert.rejects(client.prompt(sessionId, { text: "hi" }), /blocks must be a string or an array of ACP content blocks/);
+  await assert.rejects(client.prompt(sessionId, [{ text: "hi" }]), /blocks must be a string or an array/);
+  await assert.rejects(client.prompt(undefined, "hi"), /sessionId must be a session's id \(a string\), not undefined/);
+  await assert.rejects(client.prompt(sessionId, "hi", { turnId: 7 }), /options\.turnId must be a non-empty string/);
+  assert.deepEqual(client.driver.incomplete(), [], "a refused prompt was sent");
+  client.stop();
   device.stop();
   driver.stop();
   // The driver refuses replies beside the model engine, naming both.

@@ -320,3 +320,27 @@ test("bad model options are refused, naming the member and why, never showing th
   // A good one builds, with the engine's settings taken.
   new DeviceDriver({ dial, model: { instance: "http://127.0.0.1:9/", token: TOKEN, engine: { max_retries: 1 } } }).stop();
 });
+
+test("the fake instance refuses bad options naming them, and a chat body that is not JSON with a 400", async () => {
+  const refused = (options, pattern) =>
+    assert.rejects(fake(options), (e) => e instanceof TypeError && pattern.test(e.message) && !e.message.includes(TOKEN));
+  await refused({ token: TOKEN }, /options\.models must be an array of model ids/);
+  await refused({ token: TOKEN, models: "m" }, /options\.models must be an array/);
+  await refused({ models: [MODEL] }, /options\.token must be a non-empty string/);
+  await refused({ token: TOKEN, models: [MODEL], cors: "yes" }, /options\.cors must be true or false/);
+  await refused({ token: TOKEN, models: [MODEL], tokn: TOKEN }, /unknown option `tokn` \(it takes token, models, cors\)/);
+  await refused(undefined, /options\.token must be/);
+
+  const inst = await fakeInstance();
+  try {
+    const res = await fetch(`${inst.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
+      body: "{not json",
+    });
+    assert.equal(res.status, 400);
+    assert.match((await res.json()).error.message, /the body is not JSON/);
+  } finally {
+    await inst.close();
+  }
+});

@@ -31,7 +31,9 @@ export interface FakeInstance {
   close(): Promise<void>;
 }
 
-/** Serves the chat `models` to `token` (a wrong token is answered 401); `cors` for a page. */
+/** Serves the chat `models` to `token` (a wrong token is answered 401, a chat completion whose
+ * body is not JSON 400); `cors` for a page. Bad options are refused with a TypeError naming
+ * them (never showing the token). */
 export function fakeInstance(options: { token: string; models: string[]; cors?: boolean }): Promise<FakeInstance>;
 /** A chat completion streamed a piece at a time, then `finish_reason` and `[DONE]`. */
 export function streamed(pieces: string[]): Handler;

@@ -3,6 +3,7 @@
 // the bearer token. With `cors`, a page of another origin may call it (as a web UI's harness
 // would): the preflight is answered and `retry-after` exposed.
 import http from "node:http";
+import { knownOptions } from "../calls.mjs";
 
 export function json(res, status, body) {
   res.writeHead(status, { "content-type": "application/json" });
@@ -39,7 +40,17 @@ export const held = (piece) => (req, res) => {
  * completion (default: "Hel", "lo"); `modelsStatus` other than 200 makes `/v1/models` fail.
  * Every request is recorded in `requests`, and a response whose connection closed before it
  * ended is counted in `cutShort`. */
-export async function fakeInstance({ token, models, cors = false }) {
+export async function fakeInstance(options) {
+  const { token, models, cors = false } = knownOptions(options, ["token", "models", "cors"], "fakeInstance(options)");
+  if (typeof token !== "string" || token === "") {
+    throw new TypeError("fakeInstance(options): options.token must be a non-empty string, the device token it serves");
+  }
+  if (!Array.isArray(models) || !models.every((m) => typeof m === "string" && m !== "")) {
+    throw new TypeError("fakeInstance(options): options.models must be an array of model ids (strings), the chat models it lists");
+  }
+  if (typeof cors !== "boolean") {
+    throw new TypeError(`fakeInstance(options): options.cors must be true or false, not ${JSON.stringify(cors)}`);
+  }
   const inst = { requests: [], modelsStatus: 200, chat: streamed(["Hel", "lo"]), cutShort: 0 };
   const server = http.createServer((req, res) => {
     if (cors) {
@@ -80,7 +91,13 @@ export async function fakeInstance({ token, models, cors = false }) {
         return json(res, 200, { object: "list", data });
       }
       if (req.method === "POST" && req.url === "/v1/chat/completions") {
-        return inst.chat(req, res, JSON.parse(seen.body));
+        let body;
+        try {
+          body = JSON.parse(seen.body);
+        } catch (e) {
+          return json(res, 400, { error: { message: `the body is not JSON: ${e.message}` } });
+        }
+        return inst.chat(req, res, body);
       }
       json(res, 404, { error: { message: `no route ${req.method} ${req.url}` } });
     });

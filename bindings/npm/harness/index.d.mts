@@ -2,14 +2,15 @@
 import type { DeviceConfig, DeviceDriver, DeviceStore, Effect, ClientConfig, ClientEvent, KeptDeletes, Mode, SocketLike } from "../web/lembas_bindings.js";
 import type { Calls } from "../calls.mjs";
 
-export { Calls, LinkError, RpcError, TimeoutError, type CallsOptions, type PromptResult } from "../calls.mjs";
+export { Calls, LINK_LOST, LinkError, RpcError, TimeoutError, type CallsOptions, type PromptResult } from "../calls.mjs";
 
 /** An instance in memory: a device's `dial` makes a link; the `accept`ed handler takes the
  * client's end of each. A link opens once taken, so nothing is lost before a client comes. */
 export interface MemoryInstance {
   dial(): SocketLike;
   /** `handler(socket)` gets each device link from now on (and the one waiting): a UI's
-   * `(socket) => driver.attach(socket)`. Replaces the handler before. */
+   * `(socket) => driver.attach(socket)`. Replaces the handler before, and cuts the link that
+   * one holds (close 1000), so the device dials again to this one. */
   accept(handler: (socket: SocketLike) => void): void;
   /** Cut the current link, as a network would (default code 1006). The device dials again
    * after its backoff (20 ms in the harness). */
@@ -68,7 +69,8 @@ export interface ScriptedDevice {
   readonly driver: DeviceDriver;
   /** The memory instance it links to; null with a URL. */
   readonly instance: MemoryInstance | null;
-  /** A ClientDriver linked to it through the memory instance, ready, in a Calls. */
+  /** A ClientDriver linked to it through the memory instance, ready, in a Calls. The device
+   * has one link: a client connected before (or a handler `accept`ed) loses it to this one. */
   connect(options?: ConnectOptions): Promise<Calls>;
   stop(): void;
 }

@@ -16,6 +16,15 @@ const randomSeed = () => {
   return high * 2 ** 21 + (low >>> 11);
 };
 
+/** An options member that must be a plain object (a config), or left out. */
+function object(value, what, kind) {
+  if (value !== undefined && (value === null || typeof value !== "object" || Array.isArray(value))) {
+    const got = value === null ? "null" : Array.isArray(value) ? "an array" : typeof value;
+    throw new TypeError(`${what} must be a ${kind} object, not ${got}`);
+  }
+  return value;
+}
+
 const absolute = (p) => typeof p === "string" && (p.startsWith("/") || /^[A-Za-z]:[\\/]/.test(p));
 
 function paths(value, fallback, what) {
@@ -55,7 +64,7 @@ function linkTo(o) {
   for (const k of ["token", "WebSocket"]) {
     if (o[k] !== undefined) throw new TypeError(`options.${k} is for an instance URL; a memory instance takes none`);
   }
-  const memory = o.instance ?? memoryInstance();
+  const memory = o.instance === undefined ? memoryInstance() : o.instance;
   if (typeof memory?.dial !== "function" || typeof memory?.accept !== "function") {
     throw new TypeError("options.instance must be a device link's ws:// URL or a memoryInstance()");
   }
@@ -77,6 +86,7 @@ export function makeHarness(load) {
       if (!this.instance) {
         throw new Error("connect(): this device links to an instance URL; a client reaches it through that instance");
       }
+      object(o.config, "options.config", "ClientConfig");
       const timeouts = {};
       for (const k of ["timeoutMs", "promptTimeoutMs"]) {
         if (o[k] !== undefined) timeouts[k] = milliseconds(o[k], undefined, `options.${k}`);
@@ -109,9 +119,7 @@ export function makeHarness(load) {
     if (o.replies !== undefined && !(Array.isArray(o.replies) && o.replies.every((r) => typeof r === "string"))) {
       throw new TypeError("options.replies must be an array of strings: the scripted engine's script for each prompt in turn");
     }
-    if (o.config !== undefined && (o.config === null || typeof o.config !== "object")) {
-      throw new TypeError("options.config must be a DeviceConfig object");
-    }
+    object(o.config, "options.config", "DeviceConfig");
     const { dial, memory } = linkTo(o);
     const config = {
       seed: randomSeed(),

@@ -6,4 +6,4 @@ import { makeHarness } from "./make.mjs";
 export const { scriptedDevice } = makeHarness(async () => (await init(), lembas));
 export { memoryInstance } from "./memory-instance.mjs";
 export { pair, unopenedPair } from "./socket-pair.mjs";
-export { Calls, LinkError, RpcError, TimeoutError } from "../calls.mjs";
+export { Calls, LINK_LOST, LinkError, RpcError, TimeoutError } from "../calls.mjs";
