@@ -507,15 +507,30 @@ export type ClientEvent =
   | { kind: "delete_given_up"; sessionId: string; reason: string }
   /** A card is no longer waited for (answered elsewhere, or timed out): take it down. */
   | { kind: "card_settled"; sessionId: string; toolCallId: string }
-  /** What the session sent after seq `since` could not all be fetched on the new link (the
-   * device's event log no longer reaches back, or it has none): import its `history`. Events
-   * after the gap follow as usual; the missed ones that could be fetched came before it. */
+  /** What the session sent after seq `since` (the last one handed out) could not all be
+   * fetched on the new link (the device's event log no longer reaches back, or it has none):
+   * import its `history` (`_lembas/session/history`, capability `sessions`). Events after the
+   * gap follow as usual; the missed ones that could be fetched came before it. */
   | { kind: "gap"; sessionId: string; since: number }
-  /** A notification from the device (`session/update`: a turn's text, tool calls, plans, …). */
+  /** A notification from the device (`session/update`: a turn's text, tool calls, plans, …).
+   * One about a session carries its seq, `params._meta.lembas.seq` (see `SessionSeq`), but
+   * `available_commands_update`, which is the command set as it is now, sent afresh on each
+   * link. */
   | { kind: "notification"; method: string; params: unknown }
   /** A request from the device: a card (`session/request_permission`, a question, a plan),
-   * answered with `respond(id, outcome)`. */
+   * answered with `respond(id, outcome)`. Its `params._meta.lembas.seq` is its first offer's,
+   * on every link it is put again on. */
   | { kind: "request"; id: RequestId; method: string; params: unknown };
+
+/** An event's place in its session's stream (with the device's `events` capability, our
+ * extension): `params._meta.lembas.seq` of a `notification` or `request` about a session. It
+ * rises with every event the device sends about the session, and across the device's restarts
+ * (each start begins 2^32 higher, so it stays an exact JS number). The client hands each seq out
+ * once and in order: on a new link it fetches what came after the last one it handed out
+ * (`_lembas/session/events`) before the live ones, and drops a seq it has seen, so a turn's
+ * text neither misses nor repeats a chunk; what it cannot fetch is a `gap`. A seq may skip
+ * numbers the client keeps to itself (a card's settled notice for a card it answered). */
+export type SessionSeq = number;
 
 // ---- errors --------------------------------------------------------------------------------
 // What JS sees go wrong, and its shape:
