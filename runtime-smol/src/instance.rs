@@ -226,7 +226,7 @@ impl TestInstance {
         let api = Arc::new(Api::new(&options));
         let accept = smol::spawn(accept_loop(
             listener,
-            options,
+            Arc::new(options),
             itx.clone(),
             linked.clone(),
             api.clone(),
@@ -406,9 +406,12 @@ impl TestInstance {
     }
 }
 
+/// `options` is shared, not copied, for each connection: it holds every scripted chat reply (a
+/// bench's 120,000 tokens), and copying it for each of 100 connections opened at once kept
+/// this executor, and every stream it serves, busy for half a second.
 async fn accept_loop(
     listener: TcpListener,
-    options: InstanceOptions,
+    options: Arc<InstanceOptions>,
     tx: Sender<Internal>,
     linked: Arc<std::sync::atomic::AtomicBool>,
     api: Arc<Api>,
