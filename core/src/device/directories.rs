@@ -185,7 +185,7 @@ impl Device {
         let request = self
             .resolving
             .ask(super::resolving::Resolving::Places(Box::new(pending)));
-        self.out.effect(Effect::ResolvePath { request, path });
+        self.out.resolve_path(request, path);
     }
 
     /// A place resolved: the next is asked for, or, the last, the places are answered,

@@ -157,8 +157,7 @@ impl Device {
                 frame: frame.to_vec(),
             })));
         c.gate = Some(request);
-        self.out
-            .effect(super::Effect::ResolvePath { request, path: dir });
+        self.out.resolve_path(request, dir);
         Ok(true)
     }
 
@@ -252,6 +251,9 @@ mod tests {
         sent: Vec<Value>,
         resolves: Vec<(u64, String)>,
         closes: Vec<(u16, String)>,
+        /// Persists are kept here unwritten, not acknowledged at once.
+        hold_persists: bool,
+        unwritten: Vec<u64>,
     }
 
     impl Bare {
@@ -274,6 +276,8 @@ mod tests {
                 sent: Vec::new(),
                 resolves: Vec::new(),
                 closes: Vec::new(),
+                hold_persists: false,
+                unwritten: Vec::new(),
             };
             b.drain();
             b.link = b.d.handle_open(ConnKind::Link, Time(0)).unwrap();
@@ -289,6 +293,9 @@ mod tests {
                         self.sent.push(serde_json::from_slice(&frame).unwrap())
                     }
                     Output::Close { code, reason, .. } => self.closes.push((code, reason)),
+                    Output::Effect(Effect::Persist { seq, .. }) if self.hold_persists => {
+                        self.unwritten.push(seq)
+                    }
                     Output::Effect(Effect::Persist { seq, .. }) => {
                         self.d.handle_persisted(seq, Time(0))
                     }
@@ -364,6 +371,38 @@ mod tests {
         let ids: Vec<&Value> = b.sent.iter().map(|f| &f["id"]).collect();
         let pos = |n: u64| ids.iter().position(|i| **i == n).unwrap();
         assert!(pos(2) < pos(3) && pos(3) < pos(4), "{ids:?}");
+    }
+
+    /// Prompts sent at once: the one behind is checked as soon as the one before has run, not
+    /// once its turn is written. (Waiting for that commit, 100 prompts started one commit
+    /// apart, and the link's later frames, every session's stream among them, waited too.)
+    #[test]
+    fn a_directory_check_waits_for_no_commit() {
+        let mut b = Bare::new(|_| {});
+        let s = b.session();
+        b.hold_persists = true;
+        for id in [2, 3] {
+            b.frame(
+                json!({ "jsonrpc": "2.0", "id": id, "method": "session/prompt",
+                            "params": { "sessionId": s,
+                                        "prompt": [{ "type": "text", "text": "go" }] } }),
+            );
+        }
+        assert_eq!(
+            b.resolves.len(),
+            1,
+            "the second prompt waits behind the first"
+        );
+        b.resolve("/w/p");
+        assert!(
+            !b.unwritten.is_empty(),
+            "the first prompt ran: its turn is being written"
+        );
+        assert_eq!(
+            b.resolves.len(),
+            1,
+            "the second prompt's check is asked while the first's turn is not yet written"
+        );
     }
 
     #[test]

@@ -11,7 +11,8 @@
 //! never a lane-less one nor one of its own lane. So session A's chunk is not held behind
 //! session B's turn-start commit, while within a session, and for everything lane-less, the
 //! order is exactly that of the calls. Only frames of different sessions change order on a
-//! connection, which JSON-RPC allows.
+//! connection, which JSON-RPC allows. Path resolutions (file-system reads that announce
+//! nothing) wait for nothing and leave first.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -65,6 +66,9 @@ struct Entry {
 #[derive(Debug, Default)]
 pub(super) struct Outbox {
     queue: VecDeque<Entry>,
+    /// Path resolutions asked ([`Outbox::resolve_path`]): they wait for nothing, and leave
+    /// before everything queued, in the order asked.
+    resolutions: VecDeque<Effect>,
     /// Persists asked of the shell so far (the last `Effect::Persist`'s `seq`).
     issued: u64,
     /// The last persist a lane-less output waits for: every one issued but the quiet ones.
@@ -150,6 +154,18 @@ impl Outbox {
     /// no other session's persists.
     pub(super) fn effect_in(&mut self, lane: Lane, effect: Effect) {
         self.push(Some(lane), Output::Effect(effect));
+    }
+
+    /// Ask the shell to resolve `path` (`Effect::ResolvePath`), waiting for nothing: it reads
+    /// the file system, not the store, and announces nothing, so no persist need be durable
+    /// before it and no output need leave first. Queued lane-less instead, a prompt's
+    /// directory check on the link waited for the commit of the turn before it, with every
+    /// frame the link sent after it held behind that prompt and every session's stream held
+    /// behind the check: prompts sent at once started one commit apart, and the streams
+    /// already running stalled while they did.
+    pub(super) fn resolve_path(&mut self, request: u64, path: String) {
+        self.resolutions
+            .push_back(Effect::ResolvePath { request, path });
     }
 
     /// Give the engine a command (the host loop hands it over), behind every persist issued
@@ -249,16 +265,20 @@ impl Outbox {
         });
     }
 
-    /// The next output. Persist effects leave at once, in number order. Any other output leaves
-    /// once the persists it waits for are acknowledged and nothing queued before it must
-    /// precede it: everything lane-less must precede what is queued after it, and is preceded
-    /// by everything queued before it; outputs of one lane keep their order.
+    /// The next output. Path resolutions leave first; persist effects leave at once, in number
+    /// order. Any other output leaves once the persists it waits for are acknowledged and
+    /// nothing queued before it must precede it: everything lane-less must precede what is
+    /// queued after it, and is preceded by everything queued before it; outputs of one lane
+    /// keep their order.
     ///
     /// Cost: O(1) when the front may leave (the common case). Otherwise a scan from the front
     /// past the outputs of held lanes to the first that may leave, or to the first held
     /// lane-less output (then on to the next queued persist, if any): O(n log k) for n outputs
     /// passed and k held lanes, and no allocation once `blocked` has grown to k.
     pub(super) fn poll(&mut self) -> Option<Output> {
+        if let Some(resolve) = self.resolutions.pop_front() {
+            return Some(Output::Effect(resolve));
+        }
         let front = self.queue.front()?;
         let ready = front.gate <= self.acked;
         let at = match (&front.item, ready) {
@@ -386,6 +406,39 @@ mod tests {
         out.acked(1);
         assert_eq!(out.poll(), sent(A, "after"));
         assert_eq!(out.poll(), None);
+    }
+
+    #[test]
+    fn a_path_resolution_waits_for_no_persist_and_no_held_output() {
+        let mut out = Outbox::default();
+        out.persist(vec![record("s")]);
+        out.send(A, frame("held"));
+        out.send_in(lane(LA), A, frame("held too"));
+        out.resolve_path(7, "/w/p".into());
+        out.resolve_path(8, "/w/q".into());
+        assert_eq!(
+            drain(&mut out),
+            vec![
+                Output::Effect(Effect::ResolvePath {
+                    request: 7,
+                    path: "/w/p".into()
+                }),
+                Output::Effect(Effect::ResolvePath {
+                    request: 8,
+                    path: "/w/q".into()
+                }),
+                Output::Effect(Effect::Persist {
+                    seq: 1,
+                    records: vec![record("s")]
+                }),
+            ],
+            "the resolutions leave first, in the order asked; the frames wait for the persist"
+        );
+        out.acked(1);
+        assert_eq!(
+            drain(&mut out),
+            vec![sent(A, "held").unwrap(), sent(A, "held too").unwrap()]
+        );
     }
 
     #[test]

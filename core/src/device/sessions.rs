@@ -11,7 +11,7 @@ use super::event_log::notification_frame;
 use super::limits::admit_over_link;
 use super::outbox::Lane;
 use super::turn_table::TurnTable;
-use super::{ConnId, ConnKind, Device, Effect};
+use super::{ConnId, ConnKind, Device};
 use crate::config::Mode;
 use crate::engine::Context;
 use crate::jsonrpc::{self, Id, RpcError};
@@ -162,7 +162,7 @@ impl Device {
         let request = self
             .resolving
             .ask(super::resolving::Resolving::Session(Box::new(pending)));
-        self.out.effect(Effect::ResolvePath { request, path });
+        self.out.resolve_path(request, path);
         Ok(None)
     }
 

@@ -116,10 +116,7 @@ impl Device {
         let request = self
             .resolving
             .ask(super::resolving::Resolving::Terminal(terminal_id.clone()));
-        self.out.effect(Effect::ResolvePath {
-            request,
-            path: cwd.clone(),
-        });
+        self.out.resolve_path(request, cwd.clone());
         self.terminals.insert(
             terminal_id,
             Terminal {
