@@ -2,8 +2,10 @@
 
 use lembas_core::client::ClientEvent;
 use lembas_core::device::ConnKind;
-use lembas_core::engine::{Decision, PermissionDecision, QuestionDecision};
+use lembas_core::engine::{Decision, PermissionDecision, QuestionAnswer, QuestionDecision};
 use lembas_core::testing::Pair;
+use lembas_core::wire::card::{PermissionAnswer, QuestionAnswers};
+use lembas_core::wire::event::card::{PERMISSION, QUESTION};
 use lembas_core::wire::event::update::SessionUpdate;
 use serde_json::{json, Value};
 
@@ -26,20 +28,6 @@ fn terminal(p: &mut Pair, session: &str) -> lembas_core::device::ConnId {
                          "params": { "sessionId": session } });
     p.stdio(t, status.to_string().as_bytes()).unwrap();
     t
-}
-
-fn requests(p: &Pair, method: &str) -> Vec<(lembas_core::jsonrpc::Id, Value)> {
-    p.client_events
-        .iter()
-        .filter_map(|e| match e {
-            ClientEvent::Request {
-                id,
-                method: m,
-                params,
-            } if m == method => Some((id.clone(), params.clone())),
-            _ => None,
-        })
-        .collect()
 }
 
 fn terminal_frames(p: &Pair, t: lembas_core::device::ConnId) -> Vec<Value> {
@@ -75,9 +63,9 @@ fn the_web_answers_first_and_the_terminal_card_is_settled() {
         )
         .unwrap();
     p.drive().unwrap();
-    let asks = requests(&p, "session/request_permission");
+    let asks = p.cards(PERMISSION);
     assert_eq!(asks.len(), 1);
-    assert_eq!(asks[0].1["_meta"]["lembas"]["patient"], true);
+    assert!(asks[0].1.patient());
     let term = terminal_frames(&p, t);
     let term_ask = term
         .iter()
@@ -175,7 +163,7 @@ fn questions_reach_no_editor_and_a_minus_32601_downgrades() {
         )
         .unwrap();
     p.drive().unwrap();
-    let asks = requests(&p, "_lembas/question");
+    let asks = p.cards(QUESTION);
     assert_eq!(asks.len(), 1);
     p.client.respond(
         &asks[0].0,
@@ -196,7 +184,7 @@ fn questions_reach_no_editor_and_a_minus_32601_downgrades() {
         )
         .unwrap();
     p.settle().unwrap();
-    assert_eq!(requests(&p, "_lembas/question").len(), 1);
+    assert_eq!(p.cards(QUESTION).len(), 1);
     assert_eq!(p.decisions[1].1, Decision::NobodyToAsk);
 }
 
@@ -212,8 +200,15 @@ fn an_answered_question_goes_to_the_engine() {
         )
         .unwrap();
     p.drive().unwrap();
-    let asks = requests(&p, "_lembas/question");
-    p.client.respond(&asks[0].0, Ok(json!({ "outcome": "answered", "answers": [{ "kind": "options", "labels": ["Postgres"] }] })), p.now);
+    let asks = p.cards(QUESTION);
+    let postgres = QuestionAnswer::Options {
+        labels: vec!["Postgres".into()],
+    };
+    p.client.answer(
+        &asks[0].0,
+        &QuestionAnswers::answered(vec![postgres]),
+        p.now,
+    );
     p.settle().unwrap();
     assert!(matches!(
         p.decisions[0].1,
@@ -234,20 +229,14 @@ fn a_card_open_when_the_link_drops_is_offered_again() {
         )
         .unwrap();
     p.drive().unwrap();
-    let first = requests(&p, "session/request_permission");
+    let first = p.cards(PERMISSION);
     p.cut().unwrap();
     p.advance(5_000).unwrap();
-    let asks = requests(&p, "session/request_permission");
+    let asks = p.cards(PERMISSION);
     assert_eq!(asks.len(), 2, "offered again after the reattach");
-    assert_eq!(
-        asks[1].1["toolCall"]["toolCallId"],
-        first[0].1["toolCall"]["toolCallId"]
-    );
-    p.client.respond(
-        &asks[1].0,
-        Ok(json!({ "outcome": { "outcome": "selected", "optionId": "session" } })),
-        p.now,
-    );
+    assert_eq!(asks[1].1.tool_call_id(), first[0].1.tool_call_id());
+    p.client
+        .answer(&asks[1].0, &PermissionAnswer::select("session"), p.now);
     p.advance(1_000).unwrap();
     assert_eq!(p.decisions.len(), 1);
     assert_eq!(
@@ -370,8 +359,8 @@ fn tool_call_id(params: &Value) -> String {
 fn the_client_does_not_send_an_answer_naming_another_card() {
     let (mut p, s) = linked();
     permit(&mut p, &s, "t1", "deploy");
-    let (id, params) = requests(&p, "session/request_permission").remove(0);
-    let card = tool_call_id(&params);
+    let (id, card) = p.cards(PERMISSION).remove(0);
+    let card = card.tool_call_id().to_string();
     let named = |t: &str| {
         json!({ "outcome": { "outcome": "selected", "optionId": "once" },
                 "_meta": { "lembas": { "toolCallId": t } } })
@@ -441,16 +430,15 @@ fn the_device_does_not_count_an_answer_naming_another_card() {
 fn an_answer_to_a_card_asked_before_a_restart_decides_no_card_after_it() {
     let (mut p, s) = linked();
     permit(&mut p, &s, "t1", "rm -rf build");
-    let (old, _) = requests(&p, "session/request_permission").remove(0);
+    let (old, _) = p.cards(PERMISSION).remove(0);
     p.restart_device().unwrap();
     p.advance(120_000).unwrap();
     assert!(p.client.is_ready(), "linked again");
     permit(&mut p, &s, "t2", "deploy to production");
-    let (new, params) = requests(&p, "session/request_permission").pop().unwrap();
-    let second = tool_call_id(&params);
-    let deny = json!({ "outcome": { "outcome": "selected", "optionId": "deny" },
-                       "_meta": { "lembas": { "feedback": "not the build" } } });
-    p.client.respond(&old, Ok(deny), p.now);
+    let (new, card) = p.cards(PERMISSION).pop().unwrap();
+    let second = card.tool_call_id();
+    let deny = PermissionAnswer::select("deny").with_feedback("not the build");
+    p.client.answer(&old, &deny, p.now);
     p.settle().unwrap();
     assert!(
         p.decisions.is_empty(),

@@ -436,20 +436,25 @@ impl Run {
     /// The web and the terminal take up the cards they were just asked: at once, later,
     /// twice, with an error, or never. At once on both sides is the same virtual instant.
     fn take_up_cards(&mut self, all_at_once: bool) {
-        let mut asked: Vec<(usize, Id, String, Value)> = Vec::new();
+        let mut asked: Vec<(usize, Id, &'static str, String)> = Vec::new();
         for e in &self.p.client_events[self.events_seen..] {
             match e {
                 ClientEvent::Ready { .. } => self.web_link += 1,
-                ClientEvent::Request { id, method, params } => {
-                    asked.push((self.web_link, id.clone(), method.clone(), params.clone()))
+                ClientEvent::Card { id, card } => asked.push((
+                    self.web_link,
+                    id.clone(),
+                    card.method(),
+                    card.tool_call_id().to_string(),
+                )),
+                ClientEvent::Request { method, .. } => {
+                    panic!("the device asks only cards, as the vocabulary reads them: {method}")
                 }
                 _ => {}
             }
         }
         self.events_seen = self.p.client_events.len();
-        for (link, id, method, params) in asked {
-            let kind = Kind::of(&method).expect("the device asks only cards");
-            let tc = tool_call_id(&params);
+        for (link, id, method, tc) in asked {
+            let kind = Kind::of(method).expect("a card's method");
             let named = self.names_card();
             let a = answer(kind, &tc, &mut self.rng, named);
             match if all_at_once { 0 } else { self.rng.below(10) } {
@@ -467,7 +472,7 @@ impl Run {
                 _ => {
                     let e = match kind {
                         Kind::Permit => RpcError::new(code::INTERNAL_ERROR, "the card broke"),
-                        _ => RpcError::method_not_found(&method),
+                        _ => RpcError::method_not_found(method),
                     };
                     self.p.client.respond(&id, Err(e), self.p.now);
                 }
@@ -885,7 +890,7 @@ fn card_requests(p: &Pair) -> Vec<(Id, String)> {
     p.client_events
         .iter()
         .filter_map(|e| match e {
-            ClientEvent::Request { id, params, .. } => Some((id.clone(), tool_call_id(params))),
+            ClientEvent::Card { id, card } => Some((id.clone(), card.tool_call_id().to_string())),
             _ => None,
         })
         .collect()

@@ -8,6 +8,8 @@ use lembas_core::client::ClientEvent;
 use lembas_core::config::Mode;
 use lembas_core::jsonrpc::{code, RpcError};
 use lembas_core::testing::Pair;
+use lembas_core::wire::card::PlanAnswer;
+use lembas_core::wire::event::card::PLAN;
 use serde_json::{json, Value};
 
 const ROOT: &str = "/home/dev/work";
@@ -278,20 +280,9 @@ fn an_approved_plan_sets_the_sessions_mode_lowered() {
         )
         .unwrap();
     p.drive().unwrap();
-    let id = p
-        .client_events
-        .iter()
-        .find_map(|e| match e {
-            ClientEvent::Request { id, method, .. } if method == "_lembas/plan" => Some(id.clone()),
-            _ => None,
-        })
-        .expect("a plan card");
+    let (id, _) = p.cards(PLAN).into_iter().next().expect("a plan card");
     let now = p.now;
-    assert!(p.client.respond(
-        &id,
-        Ok(json!({ "outcome": "approve", "mode": "edit" })),
-        now
-    ));
+    assert!(p.client.answer(&id, &PlanAnswer::approve(Mode::Edit), now));
     p.settle().unwrap();
     // The next turn runs in the approved mode, lowered to max_mode.
     prompt(&mut p, &s, "t2").unwrap();

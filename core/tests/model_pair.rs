@@ -1,10 +1,12 @@
 //! The model engine inside a `Pair`: the whole device (sessions, turns, cards, modes) with the
 //! real engine, against a fake instance whose model answers from a script.
 
-use lembas_core::client::ClientEvent;
 use lembas_core::config::Mode;
+use lembas_core::jsonrpc::Id;
 use lembas_core::testing::fake_instance::ModelReply;
 use lembas_core::testing::Pair;
+use lembas_core::wire::card::{PermissionAnswer, PlanAnswer};
+use lembas_core::wire::event::card::{CardParams, PermissionParams, PERMISSION, PLAN};
 use serde_json::{json, Value};
 
 const ROOT: &str = "/work";
@@ -47,16 +49,12 @@ fn a_prompt_is_answered_by_the_model_through_the_whole_device() {
     assert!(last["content"].to_string().contains("say hello"), "{last}");
 }
 
-/// The requests the client was sent with `method`: their ids and params.
-fn requests(p: &Pair, method: &str) -> Vec<(lembas_core::jsonrpc::Id, Value)> {
-    p.client_events
-        .iter()
-        .filter_map(|e| match e {
-            ClientEvent::Request {
-                id,
-                method: m,
-                params,
-            } if m == method => Some((id.clone(), params.clone())),
+/// The approvals the client was put: their request ids and params.
+fn approvals(p: &Pair) -> Vec<(Id, PermissionParams)> {
+    p.cards(PERMISSION)
+        .into_iter()
+        .filter_map(|(id, card)| match card {
+            CardParams::Permission(params) => Some((id, params)),
             _ => None,
         })
         .collect()
@@ -133,18 +131,15 @@ fn in_edit_mode_an_edit_goes_ahead_with_its_diff_and_a_command_waits_for_its_car
         .expect("the edit's diff reached the client");
     assert_eq!(diff["path"], "/work/app/src/a.rs");
     assert_eq!(diff["newText"], "b");
-    let asks = requests(&p, "session/request_permission");
+    let asks = approvals(&p);
     assert_eq!(asks.len(), 1, "{asks:?}");
     assert_eq!(
-        asks[0].1["_meta"]["lembas"]["reason"],
+        asks[0].1.meta.lembas.reason,
         "run `cargo test`: edit mode asks before every command"
     );
     assert!(p.answers("t1").is_empty(), "the turn waits for the card");
-    p.client.respond(
-        &asks[0].0,
-        Ok(json!({ "outcome": { "outcome": "selected", "optionId": "once" } })),
-        p.now,
-    );
+    p.client
+        .answer(&asks[0].0, &PermissionAnswer::select("once"), p.now);
     p.settle().unwrap();
     assert_eq!(p.instance.performed_ops(), vec!["edit", "run"]);
     assert_eq!(
@@ -165,15 +160,9 @@ fn a_denial_with_feedback_reaches_the_models_next_request() {
         .push_back(tools(&[("run", json!({"command": "rm -rf build"}))]));
     let session = session_in(&mut p, "manual");
     prompt(&mut p, &session, "t1", "clean up");
-    let asks = requests(&p, "session/request_permission");
-    p.client.respond(
-        &asks[0].0,
-        Ok(
-            json!({ "outcome": { "outcome": "selected", "optionId": "deny" },
-                   "_meta": { "lembas": { "feedback": "keep build/cache" } } }),
-        ),
-        p.now,
-    );
+    let asks = approvals(&p);
+    let deny = PermissionAnswer::select("deny").with_feedback("keep build/cache");
+    p.client.answer(&asks[0].0, &deny, p.now);
     p.settle().unwrap();
     assert!(p.instance.performed.is_empty(), "nothing ran");
     assert_eq!(
@@ -203,23 +192,20 @@ fn an_approved_plans_mode_takes_effect_lowered_to_max_mode() {
         &p.instance.performed[0].op,
         lembas_core::engine_io::ToolOp::Write { path, .. } if path.starts_with(".lembas/plans/")
     ));
-    let asks = requests(&p, "_lembas/plan");
+    let asks = p.cards(PLAN);
     assert_eq!(asks.len(), 1, "{:?}", p.client_events);
-    p.client.respond(
-        &asks[0].0,
-        Ok(json!({ "outcome": "approve", "mode": "edit" })),
-        p.now,
-    );
+    p.client
+        .answer(&asks[0].0, &PlanAnswer::approve(Mode::Edit), p.now);
     p.settle().unwrap();
     let results = tool_results(&p.instance.requests[1]);
     assert!(results[0].contains("plan mode"), "{results:?}");
     // Lowered to the device's max_mode: manual, where the next write asks first.
     assert!(results[1].contains("now in manual mode"), "{results:?}");
     assert_eq!(p.instance.performed_ops(), vec!["write"]);
-    let asks = requests(&p, "session/request_permission");
+    let asks = approvals(&p);
     assert_eq!(asks.len(), 1, "{:?}", p.client_events);
     assert_eq!(
-        asks[0].1["_meta"]["lembas"]["reason"],
+        asks[0].1.meta.lembas.reason,
         "write `a.txt`: manual mode asks before every change to a file"
     );
 }

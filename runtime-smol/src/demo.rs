@@ -18,6 +18,9 @@ use std::time::Duration;
 use lembas_core::client::{ClientEvent, Reattach};
 use lembas_core::device::Device;
 use lembas_core::engine::ToolStatus;
+use lembas_core::jsonrpc::Id;
+use lembas_core::wire::card::PermissionAnswer;
+use lembas_core::wire::event::card::{CardParams, PermissionParams};
 use lembas_core::wire::event::update::{SessionUpdate, ToolCallContent};
 use lembas_core::DeviceConfig;
 use serde_json::{json, Value};
@@ -189,32 +192,21 @@ async fn demo(local: &smol::LocalExecutor<'_>, out: &mut dyn Write) -> Result<()
         )
         .await
         .map_err(|e| e.to_string())?;
-    let (card, _) = instance
-        .wait_for(T, |e| {
-            matches!(e, Event::Client(ClientEvent::Request { method, .. })
-                if method == "session/request_permission")
-        })
-        .await;
-    let Some(Event::Client(ClientEvent::Request { id, params, .. })) = card else {
+    let (card, _) = instance.wait_for(T, |e| approval(e).is_some()).await;
+    let Some((id, card)) = card.as_ref().and_then(approval) else {
         return Err("no permission card came".into());
     };
-    let options: Vec<&str> = params["options"]
-        .as_array()
-        .map(|o| o.iter().filter_map(|o| o["name"].as_str()).collect())
-        .unwrap_or_default();
+    let options: Vec<&str> = card.options.iter().map(|o| o.name.as_str()).collect();
     say(
         out,
         format!(
             "device -> client  session/request_permission {:?}: {}",
-            params["toolCall"]["title"].as_str().unwrap_or("?"),
+            card.tool_call.title,
             options.join(" / ")
         ),
     )?;
     instance
-        .respond(
-            id,
-            Ok(json!({ "outcome": { "outcome": "selected", "optionId": "once" } })),
-        )
+        .answer(id.clone(), &PermissionAnswer::select("once"))
         .await;
     say(out, "client -> device  Allow once")?;
     follow(out, &instance, "msg_p").await?;
@@ -415,6 +407,15 @@ fn chunk(e: &Event) -> Option<String> {
     update(e, "agent_message_chunk")
 }
 
+/// An approval the device put to the client, and the request to answer.
+fn approval(e: &Event) -> Option<(&Id, &PermissionParams)> {
+    let Event::Client(e) = e else { return None };
+    match e.card()? {
+        (id, CardParams::Permission(card)) => Some((id, card)),
+        _ => None,
+    }
+}
+
 /// The text of a `session/update` of this kind.
 fn update(e: &Event, kind: &str) -> Option<String> {
     let Event::Client(e) = e else { return None };
@@ -482,26 +483,19 @@ async fn follow(out: &mut dyn Write, instance: &TestInstance, turn: &str) -> Res
                     say(out, line)?;
                     continue;
                 }
-                if let Event::Client(ClientEvent::Request { id, method, params }) = &e {
-                    if method == "session/request_permission" {
-                        say(
-                            out,
-                            format!(
-                                "device -> client  session/request_permission {:?}: {}",
-                                params["toolCall"]["title"].as_str().unwrap_or("?"),
-                                params["_meta"]["lembas"]["reason"].as_str().unwrap_or("")
-                            ),
-                        )?;
-                        instance
-                            .respond(
-                                id.clone(),
-                                Ok(json!({ "outcome": { "outcome": "selected",
-                                                        "optionId": "once" } })),
-                            )
-                            .await;
-                        say(out, "client -> device  Allow once")?;
-                        continue;
-                    }
+                if let Some((id, card)) = approval(&e) {
+                    say(
+                        out,
+                        format!(
+                            "device -> client  session/request_permission {:?}: {}",
+                            card.tool_call.title, card.meta.lembas.reason
+                        ),
+                    )?;
+                    instance
+                        .answer(id.clone(), &PermissionAnswer::select("once"))
+                        .await;
+                    say(out, "client -> device  Allow once")?;
+                    continue;
                 }
                 if let Event::Client(ClientEvent::PromptAnswered {
                     turn_id, outcome, ..

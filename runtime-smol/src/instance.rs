@@ -372,6 +372,12 @@ impl TestInstance {
             .await;
     }
 
+    /// Answer a card with one of `wire::card`'s answers (an approval's, a question's, a
+    /// plan's).
+    pub async fn answer<A: lembas_core::wire::card::Answer>(&self, id: Id, answer: &A) {
+        self.respond(id, Ok(answer.to_value())).await
+    }
+
     /// A notification to the device (terminal keystrokes, a cancel), gated as a call is.
     pub async fn notify(&self, method: &str, params: Value) -> Result<(), CallError> {
         let (reply, r) = channel::bounded(1);

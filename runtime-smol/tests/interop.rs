@@ -210,6 +210,8 @@ fn a_card_answered_on_the_web_is_withdrawn_in_the_sdk_editor_and_the_reverse() {
     use common::{linked, Home, T};
     use lembas::instance::Event;
     use lembas_core::client::ClientEvent;
+    use lembas_core::wire::card::PermissionAnswer;
+    use lembas_core::wire::event::card::CardParams;
     let Some((node, dir)) = sdk() else {
         return;
     };
@@ -246,30 +248,33 @@ fn a_card_answered_on_the_web_is_withdrawn_in_the_sdk_editor_and_the_reverse() {
             )
             .await
             .unwrap();
+        let approval = |e: &Event| match e {
+            Event::Client(e) => match e.card()? {
+                (id, CardParams::Permission(card)) => Some((id.clone(), card.clone())),
+                _ => None,
+            },
+            _ => None,
+        };
         let card = |title: &'static str| {
-            move |e: &Event| {
-                matches!(e, Event::Client(ClientEvent::Request { method, params, .. })
-                    if method == "session/request_permission" && params["toolCall"]["title"] == title)
-            }
+            move |e: &Event| approval(e).is_some_and(|(_, card)| card.tool_call.title == title)
         };
         // The web answers the first card while the editor's dialog is up.
         let (first, seen) = instance.wait_for(T, card("answered on the web")).await;
-        let Some(Event::Client(ClientEvent::Request { id, params, .. })) = first else {
+        let Some((id, first)) = first.as_ref().and_then(approval) else {
             panic!("the web never saw the first card: {seen:?}");
         };
-        assert_eq!(params["_meta"]["lembas"]["patient"], true, "{params}");
-        let deny = json!({ "outcome": { "outcome": "selected", "optionId": "deny" } });
-        instance.respond(id, Ok(deny)).await;
+        assert!(first.meta.lembas.patient, "{first:?}");
+        instance.answer(id, &PermissionAnswer::select("deny")).await;
         // The editor answers the second at once: the web's card is taken down.
         let (second, seen) = instance.wait_for(T, card("answered here")).await;
-        let Some(Event::Client(ClientEvent::Request { params, .. })) = second else {
+        let Some((_, second)) = second.as_ref().and_then(approval) else {
             panic!("the web never saw the second card: {seen:?}");
         };
-        let tool_call = params["toolCall"]["toolCallId"].clone();
+        let tool_call = second.tool_call.tool_call_id;
         let (settled, seen) = instance
             .wait_for(T, |e| {
                 matches!(e, Event::Client(ClientEvent::CardSettled { tool_call_id, .. })
-                    if json!(tool_call_id) == tool_call)
+                    if *tool_call_id == tool_call)
             })
             .await;
         assert!(settled.is_some(), "the web's card stayed up: {seen:?}");

@@ -3,9 +3,10 @@
 //! instance's client answers as the web would.
 
 use lembas::instance::{ChatReply, Event, TestInstance};
-use lembas_core::client::ClientEvent;
 use lembas_core::config::Mode;
 use lembas_core::jsonrpc::Id;
+use lembas_core::wire::card::{PermissionAnswer, PlanAnswer};
+use lembas_core::wire::event::card::{CardParams, PERMISSION, PLAN};
 use lembas_core::wire::event::update::SessionUpdate;
 use serde_json::{json, Value};
 
@@ -47,21 +48,20 @@ fn proj(home: &Home) -> std::path::PathBuf {
 }
 
 /// The next card the device puts to the client (`method`), with what was seen before it.
-async fn card(instance: &TestInstance, method: &str) -> (Id, Value, Vec<Event>) {
-    let (e, seen) = instance
-        .wait_for(
-            T,
-            |e| matches!(e, Event::Client(ClientEvent::Request { method: m, .. }) if m == method),
-        )
-        .await;
-    match e {
-        Some(Event::Client(ClientEvent::Request { id, params, .. })) => (id, params, seen),
-        other => panic!("no {method}: {other:?} after {seen:?}"),
+async fn card(instance: &TestInstance, method: &str) -> (Id, CardParams, Vec<Event>) {
+    let (e, seen) = instance.wait_for(T, |e| asked(e, method).is_some()).await;
+    match e.as_ref().and_then(|e| asked(e, method)) {
+        Some((id, card)) => (id.clone(), card.clone(), seen),
+        None => panic!("no {method}: {e:?} after {seen:?}"),
     }
 }
 
-fn option(option_id: &str) -> Value {
-    json!({ "outcome": { "outcome": "selected", "optionId": option_id } })
+/// The card `method` carries that `e` is, and the request to answer.
+fn asked<'e>(e: &'e Event, method: &str) -> Option<(&'e Id, &'e CardParams)> {
+    match e {
+        Event::Client(e) => e.card().filter(|(_, card)| card.method() == method),
+        _ => None,
+    }
 }
 
 /// Every `tool_call_update` the client heard, as sent.
@@ -177,13 +177,18 @@ fn a_command_approved_on_the_web_runs_and_its_output_reaches_the_model() {
         )
         .await;
         prompt(&instance, &id, "run it", "t1").await;
-        let (card_id, params, _) = card(&instance, "session/request_permission").await;
-        assert_eq!(params["toolCall"]["kind"], "execute", "{params}");
+        let (card_id, card, _) = card(&instance, PERMISSION).await;
+        let CardParams::Permission(params) = card else {
+            panic!("{card:?}")
+        };
+        assert_eq!(params.tool_call.kind, "execute", "{params:?}");
         assert!(
             !proj(&home).join("made.txt").exists(),
             "it ran before it was approved"
         );
-        instance.respond(card_id, Ok(option("once"))).await;
+        instance
+            .answer(card_id, &PermissionAnswer::select("once"))
+            .await;
         let (outcome, _) = answered(&instance, "t1").await;
         assert_eq!(outcome.unwrap()["stopReason"], "end_turn");
         assert!(proj(&home).join("made.txt").exists());
@@ -204,10 +209,9 @@ fn a_denial_with_feedback_reaches_the_model_and_nothing_is_written() {
         )
         .await;
         prompt(&instance, &id, "write it", "t1").await;
-        let (card_id, _, _) = card(&instance, "session/request_permission").await;
-        let deny = json!({ "outcome": { "outcome": "selected", "optionId": "deny" },
-                           "_meta": { "lembas": { "feedback": "use b.txt instead" } } });
-        instance.respond(card_id, Ok(deny)).await;
+        let (card_id, _, _) = card(&instance, PERMISSION).await;
+        let deny = PermissionAnswer::select("deny").with_feedback("use b.txt instead");
+        instance.answer(card_id, &deny).await;
         let (outcome, _) = answered(&instance, "t1").await;
         assert_eq!(outcome.unwrap()["stopReason"], "end_turn");
         assert!(!proj(&home).join("a.txt").exists());
@@ -313,16 +317,16 @@ fn a_plan_approved_in_auto_on_a_device_whose_max_mode_is_edit_goes_on_in_edit() 
         )
         .await;
         prompt(&instance, &id, "plan it", "t1").await;
-        let (plan_id, plan, _) = card(&instance, "_lembas/plan").await;
-        assert!(
-            plan["text"].as_str().unwrap().contains("write p.txt"),
-            "{plan}"
-        );
+        let (plan_id, plan, _) = card(&instance, PLAN).await;
+        let CardParams::Plan(plan) = plan else {
+            panic!("{plan:?}")
+        };
+        assert!(plan.text.contains("write p.txt"), "{plan:?}");
         instance
-            .respond(plan_id, Ok(json!({ "outcome": "approve", "mode": "auto" })))
+            .answer(plan_id, &PlanAnswer::approve(Mode::Auto))
             .await;
         // Edit mode (auto lowered): the write goes ahead, the command asks.
-        let (run_id, _, seen) = card(&instance, "session/request_permission").await;
+        let (run_id, _, seen) = card(&instance, PERMISSION).await;
         let modes: Vec<Mode> = seen
             .iter()
             .filter_map(|e| match e {
@@ -338,7 +342,9 @@ fn a_plan_approved_in_auto_on_a_device_whose_max_mode_is_edit_goes_on_in_edit() 
             proj(&home).join("p.txt").exists(),
             "the write did not go ahead"
         );
-        instance.respond(run_id, Ok(option("deny"))).await;
+        instance
+            .answer(run_id, &PermissionAnswer::select("deny"))
+            .await;
         let (outcome, _) = answered(&instance, "t1").await;
         assert_eq!(outcome.unwrap()["stopReason"], "end_turn");
         assert!(!proj(&home).join("ran.txt").exists());

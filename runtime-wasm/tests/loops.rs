@@ -11,6 +11,8 @@ use lembas_core::engine_io::{HttpMethod, IoCall, IoReply};
 use lembas_core::jsonrpc::Id;
 use lembas_core::model::engine::ModelEngineConfig;
 use lembas_core::store::MemStore;
+use lembas_core::wire::card::PermissionAnswer;
+use lembas_core::wire::event::card::PERMISSION;
 use lembas_core::{ClientConfig, Time};
 use lembas_runtime_wasm::client_loop::{ClientAction, ClientLoop};
 use lembas_runtime_wasm::device_loop::{DeviceAction, DeviceLoop};
@@ -229,15 +231,13 @@ fn the_engine_runs_a_turn_and_its_card_without_the_shell() {
         )
         .unwrap();
     p.drive();
-    let card = p.events.iter().find_map(|e| match e {
-        ClientEvent::Request { id, method, .. } if method == "session/request_permission" => {
-            Some(id.clone())
-        }
+    let card = p.events.iter().find_map(|e| match e.card() {
+        Some((id, card)) if card.method() == PERMISSION => Some(id.clone()),
         _ => None,
     });
     let card = card.expect("the engine's card reached the client");
-    let decision = json!({ "outcome": { "outcome": "selected", "optionId": "once" } });
-    assert!(p.client.client.respond(&card, Ok(decision), p.now));
+    let decision = PermissionAnswer::select("once");
+    assert!(p.client.client.answer(&card, &decision, p.now));
     p.advance(100);
 
     let answered = p.events.iter().any(|e| {

@@ -12,7 +12,7 @@ use super::heard::{EVENT, UPDATE};
 use super::{ClientEvent, Reattach};
 use crate::jsonrpc::RpcError;
 #[cfg(feature = "typed-events")]
-use crate::wire::event::{lembas::EventParams, update::UpdateParams};
+use crate::wire::event::{card::CardParams, lembas::EventParams, update::UpdateParams};
 use crate::wire::handshake::Hello;
 
 /// An event as a JSON value (what `lembas test-instance` prints).
@@ -49,6 +49,22 @@ pub(super) fn event_notification<S: Serializer>(
     s: S,
 ) -> Result<S::Ok, S::Error> {
     notification(EVENT, params, s)
+}
+
+/// A typed card as the JS API has it: `{ id, method, params }` beside its `kind`, as the
+/// request it came in.
+#[cfg(feature = "typed-events")]
+#[allow(clippy::borrowed_box)] // serde hands the field as it is held
+pub(super) fn card_request<S: Serializer>(
+    id: &crate::jsonrpc::Id,
+    card: &Box<CardParams>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    let mut m = s.serialize_map(Some(3))?;
+    m.serialize_entry("id", id)?;
+    m.serialize_entry("method", card.method())?;
+    m.serialize_entry("params", card)?;
+    m.end()
 }
 
 /// An answer's `result` or `error` member.

@@ -25,7 +25,7 @@ use crate::methods::{self, Direction, Kind};
 use crate::rng::Rng;
 use crate::time::{Clock, Time};
 #[cfg(feature = "typed-events")]
-use crate::wire::event::{lembas::EventParams, update::UpdateParams};
+use crate::wire::event::{card::CardParams, lembas::EventParams, update::UpdateParams};
 use crate::wire::handshake::{Hello, InitializeRequest, Initialized, PROTOCOL};
 pub use event_json::event_json;
 pub use input::{Handled, Input};
@@ -137,8 +137,15 @@ pub enum ClientEvent {
     /// ...), or an update or event the vocabulary does not know (or, without `typed-events`,
     /// any).
     Notification { method: String, params: Value },
-    /// A request from the device (an approval card, ...), to be answered with
-    /// [`Client::respond`].
+    /// A card the device put to us (`session/request_permission`, `_lembas/question`,
+    /// `_lembas/plan`), typed (with `typed-events`), to be answered with [`Client::answer`] or
+    /// [`Client::respond`]. Its JS shape is still the request's (`{"kind": "request", "id",
+    /// "method", "params"}`).
+    #[cfg(feature = "typed-events")]
+    #[serde(rename = "request", serialize_with = "event_json::card_request")]
+    Card { id: Id, card: Box<CardParams> },
+    /// Any other request from the device, or a card the vocabulary does not read as it came
+    /// (or, without `typed-events`, any), to be answered with [`Client::respond`].
     Request {
         id: Id,
         method: String,
@@ -300,11 +307,7 @@ impl Client {
                     self.cards.insert((session, t.to_string()), r.id.clone());
                 }
                 self.incoming.insert(r.id.clone());
-                self.emit(ClientEvent::Request {
-                    id: r.id,
-                    method: r.method.into_owned(),
-                    params,
-                });
+                self.emit(ClientEvent::asked(r.id, r.method.into_owned(), params));
             }
             Ok(Message::Response(r)) => {
                 let Some(id) = r.id else { return };
@@ -451,6 +454,12 @@ impl Client {
         };
         self.send(frame);
         true
+    }
+
+    /// Answer a card with one of `wire::card`'s answers (an approval's, a question's, a
+    /// plan's): [`Client::respond`] with it as the result.
+    pub fn answer<A: crate::wire::card::Answer>(&mut self, id: &Id, answer: &A, now: Time) -> bool {
+        self.respond(id, Ok(answer.to_value()), now)
     }
 
     #[must_use]

@@ -28,7 +28,8 @@ use crate::wire::card::{
 };
 use crate::wire::event::card::{
     CardMeta, CardOption, CardParams, CardQuestion, CardToolCall, Patience, PermissionLembas,
-    PermissionMeta, PermissionOption, PermissionParams, PlanParams, QuestionParams,
+    PermissionMeta, PermissionOption, PermissionParams, PlanParams, QuestionParams, PERMISSION,
+    PLAN, QUESTION,
 };
 use crate::wire::event::notice::{CancelRequestParams, SettledParams};
 use crate::wire::event::seq::SeqMeta;
@@ -59,9 +60,9 @@ pub(crate) struct OpenCard {
 impl OpenCard {
     fn method(&self) -> &'static str {
         match self.card.ask {
-            Ask::Permission { .. } => "session/request_permission",
-            Ask::Question { .. } => "_lembas/question",
-            Ask::Plan { .. } => "_lembas/plan",
+            Ask::Permission { .. } => PERMISSION,
+            Ask::Question { .. } => QUESTION,
+            Ask::Plan { .. } => PLAN,
         }
     }
 }

@@ -740,6 +740,21 @@ impl Pair {
             .collect()
     }
 
+    /// The cards the client was put that `method` carries (`wire::event::card::PERMISSION`,
+    /// ...), in order: the request to answer and the card.
+    #[cfg(feature = "typed-events")]
+    pub fn cards(
+        &self,
+        method: &str,
+    ) -> Vec<(crate::jsonrpc::Id, crate::wire::event::card::CardParams)> {
+        self.client_events
+            .iter()
+            .filter_map(ClientEvent::card)
+            .filter(|(_, card)| card.method() == method)
+            .map(|(id, card)| (id.clone(), card.clone()))
+            .collect()
+    }
+
     /// How many times the engine was told to start turn `turn`.
     pub fn starts(&self, turn: &str) -> usize {
         self.started.iter().filter(|t| t.turn_id == turn).count()

@@ -12,7 +12,7 @@
 //! does not count it.
 
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Deserializer};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
 use crate::config::Mode;
@@ -57,18 +57,40 @@ pub fn read<T: DeserializeOwned + Default>(answer: &Value) -> T {
     from_object(answer.clone()).unwrap_or_default()
 }
 
+/// A card's answer as a client sends it ([`crate::client::Client::answer`]).
+pub trait Answer: Serialize {
+    /// The answer as the result of the card's request.
+    fn to_value(&self) -> Value {
+        // Strings, enums and lists of them: these always encode.
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+}
+
+impl Answer for PermissionAnswer {}
+impl Answer for QuestionAnswers {}
+impl Answer for PlanAnswer {}
+
 /// An approval's answer: `{ outcome: { outcome: "selected", optionId }, _meta.lembas: {
 /// command?, feedback? } }`.
-#[derive(Debug, Default, PartialEq, Deserialize)]
+#[derive(Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct PermissionAnswer {
-    #[serde(default, deserialize_with = "object")]
+    #[serde(
+        default,
+        deserialize_with = "object",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub outcome: Option<PermissionOutcome>,
-    #[serde(rename = "_meta", default, deserialize_with = "object")]
+    #[serde(
+        rename = "_meta",
+        default,
+        deserialize_with = "object",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub meta: Option<AnswerMeta>,
 }
 
 /// ACP's permission outcome.
-#[derive(Debug, PartialEq, Deserialize)]
+#[derive(Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum PermissionOutcome {
     /// `optionId`: one of the card's options (`once`, `session`, `deny`).
@@ -79,23 +101,72 @@ pub enum PermissionOutcome {
     Cancelled,
 }
 
-#[derive(Debug, Default, PartialEq, Deserialize)]
+#[derive(Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct AnswerMeta {
-    #[serde(default, deserialize_with = "object")]
+    #[serde(
+        default,
+        deserialize_with = "object",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub lembas: Option<AnswerLembas>,
 }
 
 /// An approval's `_meta.lembas`: the command as the person edited it (allow once), or why
 /// they denied it.
-#[derive(Debug, Default, PartialEq, Deserialize)]
+#[derive(Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct AnswerLembas {
-    #[serde(default, deserialize_with = "lenient")]
+    #[serde(
+        default,
+        deserialize_with = "lenient",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub command: Option<String>,
-    #[serde(default, deserialize_with = "lenient")]
+    #[serde(
+        default,
+        deserialize_with = "lenient",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub feedback: Option<String>,
 }
 
 impl PermissionAnswer {
+    /// One of the card's options selected (`once`, `session`, `deny`).
+    pub fn select(option_id: &str) -> PermissionAnswer {
+        PermissionAnswer {
+            outcome: Some(PermissionOutcome::Selected {
+                option_id: option_id.into(),
+            }),
+            meta: None,
+        }
+    }
+
+    /// The card cancelled, no option selected.
+    pub fn cancelled() -> PermissionAnswer {
+        PermissionAnswer {
+            outcome: Some(PermissionOutcome::Cancelled),
+            meta: None,
+        }
+    }
+
+    /// With the command as the person edited it (allow once).
+    pub fn with_command(mut self, command: &str) -> PermissionAnswer {
+        self.lembas_mut().command = Some(command.into());
+        self
+    }
+
+    /// With why the person denied it.
+    pub fn with_feedback(mut self, feedback: &str) -> PermissionAnswer {
+        self.lembas_mut().feedback = Some(feedback.into());
+        self
+    }
+
+    fn lembas_mut(&mut self) -> &mut AnswerLembas {
+        self.meta
+            .get_or_insert_with(AnswerMeta::default)
+            .lembas
+            .get_or_insert_with(AnswerLembas::default)
+    }
+
     /// The option selected, if one was.
     pub fn option(&self) -> Option<&str> {
         match &self.outcome {
@@ -118,17 +189,42 @@ impl PermissionAnswer {
 }
 
 /// A question card's answer: `{ outcome: "answered", answers: [one per question] }`.
-#[derive(Debug, Default, PartialEq, Deserialize)]
+#[derive(Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct QuestionAnswers {
-    #[serde(default, deserialize_with = "lenient")]
+    #[serde(
+        default,
+        deserialize_with = "lenient",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub outcome: Option<QuestionOutcome>,
     /// `None` when any one of them is not a well-formed answer. An option's label is as the
     /// card showed it (cut to `MAX_LABEL_CHARS`), which the device maps to the whole one.
-    #[serde(default, deserialize_with = "objects")]
+    #[serde(
+        default,
+        deserialize_with = "objects",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub answers: Option<Vec<QuestionAnswer>>,
 }
 
-#[derive(Debug, PartialEq, Deserialize)]
+impl QuestionAnswers {
+    /// One answer per question, in order.
+    pub fn answered(answers: Vec<QuestionAnswer>) -> QuestionAnswers {
+        QuestionAnswers {
+            outcome: Some(QuestionOutcome::Answered),
+            answers: Some(answers),
+        }
+    }
+
+    pub fn dismissed() -> QuestionAnswers {
+        QuestionAnswers {
+            outcome: Some(QuestionOutcome::Dismissed),
+            answers: None,
+        }
+    }
+}
+
+#[derive(Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum QuestionOutcome {
     Answered,
@@ -136,17 +232,56 @@ pub enum QuestionOutcome {
 }
 
 /// A plan card's answer: `{ outcome: "approve", mode }` or `{ outcome: "revise", feedback }`.
-#[derive(Debug, Default, PartialEq, Deserialize)]
+#[derive(Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct PlanAnswer {
-    #[serde(default, deserialize_with = "lenient")]
+    #[serde(
+        default,
+        deserialize_with = "lenient",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub outcome: Option<PlanOutcome>,
-    #[serde(default, deserialize_with = "lenient")]
+    #[serde(
+        default,
+        deserialize_with = "lenient",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub mode: Option<Mode>,
-    #[serde(default, deserialize_with = "lenient")]
+    #[serde(
+        default,
+        deserialize_with = "lenient",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub feedback: Option<String>,
 }
 
-#[derive(Debug, PartialEq, Deserialize)]
+impl PlanAnswer {
+    /// Approved, to go on in `mode`.
+    pub fn approve(mode: Mode) -> PlanAnswer {
+        PlanAnswer {
+            outcome: Some(PlanOutcome::Approve),
+            mode: Some(mode),
+            feedback: None,
+        }
+    }
+
+    /// Sent back with what to change.
+    pub fn revise(feedback: &str) -> PlanAnswer {
+        PlanAnswer {
+            outcome: Some(PlanOutcome::Revise),
+            mode: None,
+            feedback: Some(feedback.into()),
+        }
+    }
+
+    pub fn dismissed() -> PlanAnswer {
+        PlanAnswer {
+            outcome: Some(PlanOutcome::Dismissed),
+            ..PlanAnswer::default()
+        }
+    }
+}
+
+#[derive(Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PlanOutcome {
     Approve,
@@ -221,5 +356,59 @@ mod tests {
         );
         let p: PlanAnswer = read(&json!({ "outcome": "approve", "mode": "fast" }));
         assert_eq!(p.mode, None);
+    }
+
+    /// A client's typed answer is the JSON the spec writes, and the device reads it back as
+    /// itself.
+    #[test]
+    fn typed_answers_encode_as_the_spec_writes_them_and_read_back() {
+        fn check<A: Answer + DeserializeOwned + Default + PartialEq + std::fmt::Debug>(
+            answer: A,
+            spec: Value,
+        ) {
+            assert_eq!(answer.to_value(), spec);
+            assert_eq!(read::<A>(&spec), answer);
+        }
+        check(
+            PermissionAnswer::select("once"),
+            json!({ "outcome": { "outcome": "selected", "optionId": "once" } }),
+        );
+        check(
+            PermissionAnswer::select("deny").with_feedback("not now"),
+            json!({ "outcome": { "outcome": "selected", "optionId": "deny" },
+                    "_meta": { "lembas": { "feedback": "not now" } } }),
+        );
+        check(
+            PermissionAnswer::select("once").with_command("npm test -w"),
+            json!({ "outcome": { "outcome": "selected", "optionId": "once" },
+                    "_meta": { "lembas": { "command": "npm test -w" } } }),
+        );
+        check(
+            PermissionAnswer::cancelled(),
+            json!({ "outcome": { "outcome": "cancelled" } }),
+        );
+        check(
+            QuestionAnswers::answered(vec![
+                QuestionAnswer::Options {
+                    labels: vec!["Postgres".into()],
+                },
+                QuestionAnswer::Skipped,
+            ]),
+            json!({ "outcome": "answered", "answers": [
+                { "kind": "options", "labels": ["Postgres"] }, { "kind": "skipped" }] }),
+        );
+        check(
+            QuestionAnswers::dismissed(),
+            json!({ "outcome": "dismissed" }),
+        );
+        check(
+            PlanAnswer::approve(Mode::Edit),
+            json!({ "outcome": "approve", "mode": "edit" }),
+        );
+        check(
+            PlanAnswer::revise("more tests"),
+            json!({ "outcome": "revise", "feedback": "more tests" }),
+        );
+        check(PlanAnswer::dismissed(), json!({ "outcome": "dismissed" }));
     }
 }

@@ -7,17 +7,15 @@ use lembas_core::device::{ConnId, ConnKind};
 use lembas_core::engine::{Decision, PermissionDecision, PlanDecision, QuestionDecision};
 use lembas_core::jsonrpc::{Id, RpcError};
 use lembas_core::testing::Dir;
+use lembas_core::wire::card::{Answer, PermissionAnswer};
+use lembas_core::wire::event::card::{CardParams, PERMISSION, PLAN, QUESTION};
 use serde_json::{json, Value};
 
 use super::turns::{script, session};
 use super::{json_arg, method_of, must_at, parse};
 use crate::LinkWorld;
 
-const CARD_METHODS: [&str; 3] = [
-    "session/request_permission",
-    "_lembas/question",
-    "_lembas/plan",
-];
+const CARD_METHODS: [&str; 3] = [PERMISSION, QUESTION, PLAN];
 
 /// A card's toolCallId, wherever the request carries it.
 fn tool_call_id(params: &Value) -> Option<String> {
@@ -164,19 +162,13 @@ fn local_answered(w: &mut LinkWorld, who: String, turn: String, reason: String) 
     );
 }
 
-/// The cards the web was asked: (request id, method, params).
-fn web_cards(w: &LinkWorld) -> Vec<(Id, String, Value)> {
+/// The cards the web was asked: (request id, card).
+fn web_cards(w: &LinkWorld) -> Vec<(Id, CardParams)> {
     w.built()
         .client_events
         .iter()
-        .filter_map(|e| match e {
-            ClientEvent::Request { id, method, params }
-                if CARD_METHODS.contains(&method.as_str()) =>
-            {
-                Some((id.clone(), method.clone(), params.clone()))
-            }
-            _ => None,
-        })
+        .filter_map(ClientEvent::card)
+        .map(|(id, card)| (id.clone(), card.clone()))
         .collect()
 }
 
@@ -192,8 +184,8 @@ fn local_cards(w: &LinkWorld, conn: ConnId) -> Vec<Value> {
 
 /// The toolCallId of the card this scenario is about: the first one anyone was asked.
 fn the_card(w: &LinkWorld) -> String {
-    if let Some((_, _, params)) = web_cards(w).first() {
-        return tool_call_id(params).expect("a card names its toolCallId");
+    if let Some((_, card)) = web_cards(w).first() {
+        return card.tool_call_id().to_string();
     }
     if let Some(conn) = w.terminal {
         if let Some(f) = local_cards(w, conn).first() {
@@ -207,10 +199,10 @@ fn the_card(w: &LinkWorld) -> String {
     regex = r#"^the web and the terminal were both asked "([^"]+)" for one toolCallId, as patient$"#
 )]
 fn both_asked(w: &mut LinkWorld, method: String) {
-    let web: Vec<Value> = web_cards(w)
+    let web: Vec<CardParams> = web_cards(w)
         .into_iter()
-        .filter(|(_, m, _)| *m == method)
-        .map(|(_, _, p)| p)
+        .filter(|(_, card)| card.method() == method)
+        .map(|(_, card)| card)
         .collect();
     let conn = local(w, "terminal");
     let term: Vec<Value> = local_cards(w, conn)
@@ -220,24 +212,23 @@ fn both_asked(w: &mut LinkWorld, method: String) {
         .collect();
     assert_eq!(web.len(), 1, "the web was asked {web:?}");
     assert_eq!(term.len(), 1, "the terminal was asked {term:?}");
-    assert_eq!(tool_call_id(&web[0]), tool_call_id(&term[0]));
-    for p in web.iter().chain(&term) {
-        assert_eq!(p["_meta"]["lembas"]["patient"], true, "{p}");
-    }
+    assert_eq!(
+        Some(web[0].tool_call_id().to_string()),
+        tool_call_id(&term[0])
+    );
+    assert!(web[0].patient(), "{:?}", web[0]);
+    assert_eq!(term[0]["_meta"]["lembas"]["patient"], true, "{}", term[0]);
 }
 
 #[then(regex = r#"^the web was asked "([^"]+)" (\d+) times, with the same toolCallId$"#)]
 fn web_asked_n(w: &mut LinkWorld, method: String, n: usize) {
-    let ids: Vec<Option<String>> = web_cards(w)
+    let ids: Vec<String> = web_cards(w)
         .into_iter()
-        .filter(|(_, m, _)| *m == method)
-        .map(|(_, _, p)| tool_call_id(&p))
+        .filter(|(_, card)| card.method() == method)
+        .map(|(_, card)| card.tool_call_id().to_string())
         .collect();
     assert_eq!(ids.len(), n, "{ids:?}");
-    assert!(
-        ids[0].is_some() && ids.iter().all(|i| *i == ids[0]),
-        "{ids:?}"
-    );
+    assert!(ids.iter().all(|i| *i == ids[0]), "{ids:?}");
 }
 
 /// The web's open card: the one request the client still waits to answer.
@@ -252,16 +243,12 @@ pub(crate) fn web_open_card(w: &LinkWorld) -> Id {
     open[0].clone()
 }
 
-fn option_answer(option: &str) -> Value {
-    json!({ "outcome": { "outcome": "selected", "optionId": option } })
-}
-
 #[when(regex = r#"^the web answers the card with the option "([^"]+)"$"#)]
 fn web_answers(w: &mut LinkWorld, option: String) {
     let id = web_open_card(w);
     let pair = w.pair();
     pair.client
-        .respond(&id, Ok(option_answer(&option)), pair.now);
+        .answer(&id, &PermissionAnswer::select(&option), pair.now);
     pair.drive().expect("the link settles");
 }
 
@@ -283,7 +270,8 @@ fn terminal_answer(w: &LinkWorld, option: &str) -> Value {
     let card = local_cards(w, conn)
         .pop()
         .expect("the terminal was asked no card");
-    json!({ "jsonrpc": "2.0", "id": card["id"], "result": option_answer(option) })
+    let result = PermissionAnswer::select(option).to_value();
+    json!({ "jsonrpc": "2.0", "id": card["id"], "result": result })
 }
 
 #[when(regex = r#"^the terminal answers the card with the option "([^"]+)"$"#)]
@@ -302,7 +290,9 @@ fn both_answer(w: &mut LinkWorld, web: String, term: String) {
     let id = web_open_card(w);
     let answer = terminal_answer(w, &term);
     let now = w.built().now;
-    w.pair().client.respond(&id, Ok(option_answer(&web)), now);
+    w.pair()
+        .client
+        .answer(&id, &PermissionAnswer::select(&web), now);
     let conn = local(w, "terminal");
     local_send(w, conn, &answer);
     assert_eq!(w.built().now, now, "time moved between the answers");

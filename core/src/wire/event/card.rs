@@ -16,6 +16,59 @@ pub enum CardParams {
     Plan(PlanParams),
 }
 
+/// The method that carries an approval.
+pub const PERMISSION: &str = "session/request_permission";
+/// The method that carries a question card.
+pub const QUESTION: &str = "_lembas/question";
+/// The method that carries a plan card.
+pub const PLAN: &str = "_lembas/plan";
+
+impl CardParams {
+    /// The method that carries this card.
+    pub fn method(&self) -> &'static str {
+        match self {
+            CardParams::Permission(_) => PERMISSION,
+            CardParams::Question(_) => QUESTION,
+            CardParams::Plan(_) => PLAN,
+        }
+    }
+
+    pub fn session_id(&self) -> &str {
+        match self {
+            CardParams::Permission(p) => &p.session_id,
+            CardParams::Question(q) => &q.session_id,
+            CardParams::Plan(p) => &p.session_id,
+        }
+    }
+
+    /// The tool call the card is for (an approval's `toolCall.toolCallId`).
+    pub fn tool_call_id(&self) -> &str {
+        match self {
+            CardParams::Permission(p) => &p.tool_call.tool_call_id,
+            CardParams::Question(q) => &q.tool_call_id,
+            CardParams::Plan(p) => &p.tool_call_id,
+        }
+    }
+
+    /// A person may also answer at the terminal: the client does not time the card out.
+    pub fn patient(&self) -> bool {
+        match self {
+            CardParams::Permission(p) => p.meta.lembas.patient,
+            CardParams::Question(q) => q.meta.lembas.patient,
+            CardParams::Plan(p) => p.meta.lembas.patient,
+        }
+    }
+
+    /// The session's event sequence number of the card, where it has one.
+    pub fn seq(&self) -> Option<u64> {
+        match self {
+            CardParams::Permission(p) => p.meta.lembas.seq,
+            CardParams::Question(q) => q.meta.lembas.seq,
+            CardParams::Plan(p) => p.meta.lembas.seq,
+        }
+    }
+}
+
 /// `session/request_permission` params.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -171,11 +224,12 @@ pub struct PlanParams {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use serde_json::json;
 
-    fn every_card() -> Vec<CardParams> {
+    /// One card of each shape, with and without its optional members.
+    pub(crate) fn every_card() -> Vec<CardParams> {
         let s = String::from;
         let patient = CardMeta {
             lembas: Patience {
