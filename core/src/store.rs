@@ -276,6 +276,20 @@ pub fn turn_record(
     }
 }
 
+/// The change that stores a finished turn of the ledger, with its answer.
+pub fn done_record(
+    session: &str,
+    turn: &str,
+    order: u64,
+    answer: &crate::turn::Answer,
+    now: u64,
+) -> Record {
+    let state = StoredTurnState::Done {
+        answer: answer.clone(),
+    };
+    turn_record(session, turn, order, state, now)
+}
+
 /// The change that stores a history entry.
 pub fn history_record(
     session: &str,

@@ -110,14 +110,8 @@ impl Device {
             return answer;
         };
         let (order, forgotten) = s.turns.answer_at_once(turn_id, answer.clone());
-        let mut records = vec![crate::store::turn_record(
-            session,
-            turn_id,
-            order,
-            crate::store::StoredTurnState::Done {
-                answer: answer.clone(),
-            },
-            now,
+        let mut records = vec![crate::store::done_record(
+            session, turn_id, order, &answer, now,
         )];
         records.extend(forgotten.iter().map(|t| crate::store::Record::Delete {
             table: crate::store::Table::Turns,

@@ -19,7 +19,7 @@ use super::turn_table::{Compacting, Finished};
 use super::{ConnId, Device};
 use crate::engine::{EngineCommand, StopReason, TurnStart};
 use crate::jsonrpc::{self, code, Id, RpcError};
-use crate::store::{self, turn_record, Compaction, Record, StoredTurnState, Table};
+use crate::store::{self, done_record, turn_record, Compaction, Record, StoredTurnState, Table};
 use crate::turn::Answer;
 use crate::wire::event::lembas::{CompactedEvent, LembasEvent, NoticeEvent, TaskEvent, TaskState};
 use crate::wire::session::SessionIdParams;
@@ -249,15 +249,7 @@ impl Device {
         };
         s.turns.settle(&r.turn_id, answer.clone());
         let records = vec![
-            turn_record(
-                session,
-                &r.turn_id,
-                order,
-                StoredTurnState::Done {
-                    answer: answer.clone(),
-                },
-                now,
-            ),
+            done_record(session, &r.turn_id, order, &answer, now),
             s.record(),
         ];
         self.out.persist_in(Lane::of(session), records);

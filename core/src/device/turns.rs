@@ -19,7 +19,9 @@ use crate::engine::{
 use crate::jsonrpc::{code, Id, RpcError};
 use crate::mentions::Mention;
 use crate::rng::Rng;
-use crate::store::{self, history_record, turn_record, Record, StoredTurnState, Table};
+use crate::store::{
+    self, done_record, history_record, turn_record, Record, StoredTurnState, Table,
+};
 use crate::turn::Answer;
 use crate::wire::event::lembas::{
     DoneEvent, ErrorEvent, LembasEvent, NoticeEvent, PlanEvent, PromptEvent, SteeredEvent,
@@ -840,15 +842,7 @@ impl Device {
         let failed = matches!(answer, Answer::Failed { .. });
         let index = s.recent.push(&assistant, failed, &limits) as usize;
         let records = vec![
-            turn_record(
-                session,
-                &r.turn_id,
-                order,
-                StoredTurnState::Done {
-                    answer: answer.clone(),
-                },
-                now,
-            ),
+            done_record(session, &r.turn_id, order, &answer, now),
             history_record(session, index, &assistant),
             s.record(),
         ];
