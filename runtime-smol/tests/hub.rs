@@ -215,6 +215,26 @@ fn one_connection_past_hub_max_connections_is_refused_by_its_key() {
 }
 
 /// Text chunks of `session/update`s among `frames`.
+/// The editor prompts `text` as request `id` in `session`: the turn ends (`end_turn`) and its
+/// chunks say `says`.
+fn prompt_ends(editor: &mut Editor, id: i64, session: &str, text: &str, says: &str) {
+    let prompt = json!([{ "type": "text", "text": text }]);
+    let seen = editor.call(
+        id,
+        "session/prompt",
+        json!({ "sessionId": session, "prompt": prompt }),
+    );
+    assert_eq!(
+        seen.last().unwrap()["result"]["stopReason"],
+        "end_turn",
+        "{seen:?}"
+    );
+    assert!(
+        editor_chunks(&seen).iter().any(|c| c.contains(says)),
+        "{seen:?}"
+    );
+}
+
 fn editor_chunks(frames: &[Value]) -> Vec<String> {
     frames
         .iter()
@@ -244,21 +264,12 @@ fn an_editor_through_serve_stdio_works_in_the_services_sessions_and_the_web_sees
         .unwrap();
         assert_eq!(status["exists"], true, "{status}");
         // A prompt from the editor streams to the editor and to the web, which holds it now.
-        let seen = editor.call(
+        prompt_ends(
+            &mut editor,
             2,
-            "session/prompt",
-            json!({ "sessionId": session, "prompt": [{ "type": "text", "text": "say hello from the editor" }] }),
-        );
-        assert_eq!(
-            seen.last().unwrap()["result"]["stopReason"],
-            "end_turn",
-            "{seen:?}"
-        );
-        assert!(
-            editor_chunks(&seen)
-                .iter()
-                .any(|c| c.contains("hello from the editor")),
-            "{seen:?}"
+            &session,
+            "say hello from the editor",
+            "hello from the editor",
         );
         let (web, events) = instance
             .wait_for(T, |e| match e {
@@ -331,36 +342,18 @@ fn a_service_started_under_a_live_editor_takes_the_store_over_and_the_editor_goe
         editor.initialize();
         let proj = home.work.join("proj");
         let session = editor.new_session(&proj);
-        let first = editor.call(
-            2,
-            "session/prompt",
-            json!({ "sessionId": session, "prompt": [{ "type": "text", "text": "say first answer" }] }),
-        );
-        assert_eq!(
-            first.last().unwrap()["result"]["stopReason"],
-            "end_turn",
-            "{first:?}"
-        );
+        prompt_ends(&mut editor, 2, &session, "say first answer", "first answer");
         // The service starts while the editor stays: it asks for the store, and gets it.
         let _device = home.link();
         common::ready(&instance).await;
         announced(&instance, &session).await;
         // The same editor, the same session, now through the service's hub.
-        let second = editor.call(
+        prompt_ends(
+            &mut editor,
             3,
-            "session/prompt",
-            json!({ "sessionId": session, "prompt": [{ "type": "text", "text": "say second answer" }] }),
-        );
-        assert_eq!(
-            second.last().unwrap()["result"]["stopReason"],
-            "end_turn",
-            "{second:?}"
-        );
-        assert!(
-            editor_chunks(&second)
-                .iter()
-                .any(|c| c.contains("second answer")),
-            "{second:?}"
+            &session,
+            "say second answer",
+            "second answer",
         );
         let listed = editor.result(4, "session/list", json!({ "cwd": proj }));
         assert!(
