@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
-use super::connection::{Connection, RequestIds};
+use super::connection::{Connection, Reach, RequestIds};
 use super::event_log::notification_frame;
 use super::outbox::Outbox;
 use super::{ConnId, ConnKind, Device};
@@ -74,13 +74,29 @@ pub(crate) struct Cards {
     open: BTreeMap<CardKey, OpenCard>,
 }
 
+/// What putting a card to a session's holders leaves to the device.
+#[derive(Debug, Default, PartialEq)]
+pub(crate) struct Put {
+    /// The card as the session's log keeps it (method, params), when it has a seq.
+    pub logged: Option<(&'static str, String)>,
+    /// A question or a plan that nobody here could be asked: it is not left waiting, it is
+    /// closed with [`Decision::NobodyToAsk`].
+    pub nobody_to_ask: bool,
+}
+
+/// An answer that decides a card.
+#[derive(Debug, PartialEq)]
+pub(crate) struct Decided {
+    pub decision: Decision,
+    /// The connection whose answer it is (its copy needs no taking down); `None` when the
+    /// card is closed because nobody can answer it.
+    pub by: Option<ConnId>,
+}
+
 /// Whether a person on the device (a terminal, or an editor on stdio or the hub: the spec's
 /// "terminal" of a shared session) holds the session (of `holders`): a card's web copy is
 /// then not timed out, since that person may answer.
-pub(super) fn holds_terminal(
-    holders: &BTreeSet<ConnId>,
-    conns: &BTreeMap<ConnId, Connection>,
-) -> bool {
+fn holds_terminal(holders: &BTreeSet<ConnId>, conns: &BTreeMap<ConnId, Connection>) -> bool {
     holders
         .iter()
         .any(|h| conns.get(h).is_some_and(|c| c.kind != ConnKind::Link))
@@ -144,58 +160,56 @@ impl Cards {
         Ok(key)
     }
 
-    /// Give an open card its seq, before it is put to anyone; its method and params as the
-    /// session's log keeps them.
-    pub fn stamp(
+    /// Put the card just opened to every connection of `holders` (the session's) that may be
+    /// asked, with its seq in the session's events (`None`: the session keeps no log here).
+    /// A terminal among them makes it patient: that person may answer, so no web copy times
+    /// out on them.
+    pub fn put(
         &mut self,
         key: &CardKey,
-        seq: u64,
-        patient: bool,
-    ) -> Option<(&'static str, String)> {
-        let open = self.open.get_mut(key)?;
-        open.seq = Some(seq);
-        let params = card_params(&key.0, &open.card, patient, open.seq);
-        Some((
-            open.method(),
-            serde_json::to_string(&params).expect("cards serialize"),
-        ))
-    }
-
-    /// Put the card to `conn` (`c`) if it may be asked and was not yet. `patient`: a terminal
-    /// holds the session.
-    pub fn offer(
-        &mut self,
-        key: &CardKey,
-        conn: ConnId,
-        c: &mut Connection,
-        patient: bool,
-        ids: &mut RequestIds,
-        out: &mut Outbox,
-    ) {
-        if let Some(open) = self.open.get_mut(key) {
-            offer_one(key, open, conn, c, patient, ids, out);
+        seq: Option<u64>,
+        holders: &BTreeSet<ConnId>,
+        to: Reach<'_>,
+    ) -> Put {
+        let Some(open) = self.open.get_mut(key) else {
+            return Put::default();
+        };
+        let patient = holds_terminal(holders, to.conns);
+        open.seq = seq;
+        let logged = seq.map(|_| {
+            let params = card_params(&key.0, &open.card, patient, open.seq);
+            (
+                open.method(),
+                serde_json::to_string(&params).expect("cards serialize"),
+            )
+        });
+        for conn in holders {
+            if let Some(c) = to.conns.get_mut(conn) {
+                offer_one(key, open, *conn, c, patient, to.ids, to.out);
+            }
+        }
+        Put {
+            logged,
+            nobody_to_ask: !is_permission(&open.card) && open.asked.is_empty(),
         }
     }
 
-    /// Put every open card of `session` to `conn`, which just came to hold it (`c`), where it
-    /// may be asked and was not yet.
+    /// Put every open card of `session` to `conn`, which just came to hold it (one of
+    /// `holders`), where it may be asked and was not yet.
     pub fn offer_open(
         &mut self,
         session: &str,
         conn: ConnId,
-        c: &mut Connection,
-        patient: bool,
-        ids: &mut RequestIds,
-        out: &mut Outbox,
+        holders: &BTreeSet<ConnId>,
+        to: Reach<'_>,
     ) {
+        let patient = holds_terminal(holders, to.conns);
+        let Some(c) = to.conns.get_mut(&conn) else {
+            return;
+        };
         for (key, open) in self.open.iter_mut().filter(|((s, _), _)| s == session) {
-            offer_one(key, open, conn, c, patient, ids, out);
+            offer_one(key, open, conn, c, patient, to.ids, to.out);
         }
-    }
-
-    /// Whether the card is open and was put to no one.
-    pub fn asked_nobody(&self, key: &CardKey) -> bool {
-        self.open.get(key).is_some_and(|c| c.asked.is_empty())
     }
 
     /// The card the device put to `conn` with the request `id`, if it did (and it is still
@@ -216,20 +230,28 @@ impl Cards {
         key: &CardKey,
         outcome: Result<Value, RpcError>,
         max_mode: Mode,
-    ) -> Option<Decision> {
+    ) -> Option<Decided> {
         // Decided already, or taken down: a late answer changes nothing.
         let open = self.open.get_mut(key)?;
         open.asked.remove(&conn);
-        Some(match outcome {
+        let decision = match outcome {
             Err(e) if e.code == code::METHOD_NOT_FOUND && !is_permission(&open.card) => {
                 // That client cannot be asked (it is protocol 1 now); the others still may.
                 if !open.asked.is_empty() {
                     return None;
                 }
-                Decision::NobodyToAsk
+                // Nobody answered it: every copy comes down, that client's too.
+                return Some(Decided {
+                    decision: Decision::NobodyToAsk,
+                    by: None,
+                });
             }
             Err(_) => refusal(&open.card),
             Ok(value) => read_answer(&open.card, &value, open.capped.then_some(max_mode)),
+        };
+        Some(Decided {
+            decision,
+            by: Some(conn),
         })
     }
 
@@ -329,7 +351,7 @@ impl Cards {
 }
 
 impl Device {
-    /// The engine asks a person.
+    /// The engine asks a person: every holder of the session that may be asked is.
     pub(super) fn ask(&mut self, session: &str, turn: &str, card: Card) {
         let tool_call_id = card.tool_call_id.clone();
         let capped = self.sessions.get(session).is_some_and(|s| s.capped);
@@ -337,36 +359,21 @@ impl Device {
             .clock
             .now()
             .plus_ms(self.config.remote.approval_timeout_ms);
-        let needs_lembas = !matches!(card.ask, Ask::Permission { .. });
         let key = match self.cards.open(session, turn, card, deadline, capped) {
             Ok(key) => key,
             Err(why) => {
                 return self.decide_engine(session, turn, &tool_call_id, Decision::Refused(why))
             }
         };
-        let holders: Vec<ConnId> = self
-            .sessions
-            .get(session)
-            .map(|s| s.holders.iter().copied().collect())
-            .unwrap_or_default();
-        let patient = self
-            .sessions
-            .get(session)
-            .is_some_and(|s| holds_terminal(&s.holders, &self.conns));
         // A card is an event of the session: a seq, and kept in its log.
-        if let Some(seq) = self.next_seq(session) {
-            if let Some((method, params)) = self.cards.stamp(&key, seq, patient) {
-                self.log_event(session, seq, method, &params);
-            }
+        let seq = self.next_seq(session);
+        let nobody = BTreeSet::new();
+        let holders = self.sessions.get(session).map_or(&nobody, |s| &s.holders);
+        let put = self.cards.put(&key, seq, holders, reach!(self));
+        if let (Some(seq), Some((method, params))) = (seq, put.logged) {
+            self.log_event(session, seq, method, &params);
         }
-        for conn in holders {
-            if let Some(c) = self.conns.get_mut(&conn) {
-                let (ids, out) = (&mut self.request_ids, &mut self.out);
-                self.cards.offer(&key, conn, c, patient, ids, out);
-            }
-        }
-        // A question or a plan nobody here can be asked is not left waiting: the engine is told.
-        if needs_lembas && self.cards.asked_nobody(&key) {
+        if put.nobody_to_ask {
             self.close_card(&key, Decision::NobodyToAsk, None);
         }
     }
@@ -379,9 +386,8 @@ impl Device {
         outcome: Result<Value, RpcError>,
     ) {
         let max_mode = self.config.remote.max_mode;
-        if let Some(decision) = self.cards.answered(conn, &key, outcome, max_mode) {
-            let answered_by = (!matches!(decision, Decision::NobodyToAsk)).then_some(conn);
-            self.close_card(&key, decision, answered_by);
+        if let Some(d) = self.cards.answered(conn, &key, outcome, max_mode) {
+            self.close_card(&key, d.decision, d.by);
         }
     }
 
@@ -823,6 +829,34 @@ mod tests {
         c
     }
 
+    /// A connection of `kind` that has said it takes cards (protocol 3, `_meta.lembas`).
+    fn ready_as(kind: ConnKind) -> Connection {
+        let mut c = ready();
+        c.kind = kind;
+        c
+    }
+
+    fn reach<'a>(
+        conns: &'a mut BTreeMap<ConnId, Connection>,
+        ids: &'a mut RequestIds,
+        out: &'a mut Outbox,
+    ) -> Reach<'a> {
+        Reach { conns, ids, out }
+    }
+
+    /// The connections each frame in `out` went to, and its method.
+    fn sent_to(out: &mut Outbox) -> Vec<(ConnId, String)> {
+        std::iter::from_fn(|| out.poll())
+            .map(|o| {
+                let Output::Send { conn, frame } = o else {
+                    panic!("only frames: {o:?}")
+                };
+                let v: Value = serde_json::from_slice(&frame).unwrap();
+                (conn, v["method"].as_str().unwrap().to_owned())
+            })
+            .collect()
+    }
+
     /// Two connections asked the same card, and what was sent.
     fn asked_twice(deadline: Time) -> (Cards, CardKey, BTreeMap<ConnId, Connection>, Outbox) {
         let (mut cards, mut ids, mut out) =
@@ -830,14 +864,18 @@ mod tests {
         let mut conns: BTreeMap<ConnId, Connection> = [(ConnId(1), ready()), (ConnId(2), ready())]
             .into_iter()
             .collect();
+        let holders = conns.keys().copied().collect();
         let key = cards
             .open("s", "t", permission(false), deadline, false)
             .unwrap();
-        for (conn, c) in conns.iter_mut() {
-            cards.offer(&key, *conn, c, false, &mut ids, &mut out);
-            // Offered again, it is not sent twice.
-            cards.offer(&key, *conn, c, false, &mut ids, &mut out);
-        }
+        let put = cards.put(&key, None, &holders, reach(&mut conns, &mut ids, &mut out));
+        assert_eq!(
+            put,
+            Put::default(),
+            "no seq, nothing to log; an approval waits"
+        );
+        // Put again, it is not sent twice.
+        cards.put(&key, None, &holders, reach(&mut conns, &mut ids, &mut out));
         let sent: Vec<_> = std::iter::from_fn(|| out.poll()).collect();
         assert!(
             matches!(
@@ -866,9 +904,10 @@ mod tests {
         let decided = cards.answered(ConnId(2), &key, Ok(once), Mode::Auto);
         assert!(matches!(
             decided,
-            Some(Decision::Permission(PermissionDecision::AllowOnce {
-                command: None
-            }))
+            Some(Decided {
+                decision: Decision::Permission(PermissionDecision::AllowOnce { command: None }),
+                by: Some(ConnId(2)),
+            })
         ));
         let open = cards.take(&key).unwrap();
         Cards::settle(&key, open, Some(ConnId(2)), Some(4), &mut conns, &mut out);
@@ -910,21 +949,165 @@ mod tests {
         let mut conns: BTreeMap<ConnId, Connection> = [(ConnId(1), ready()), (ConnId(2), ready())]
             .into_iter()
             .collect();
-        for (conn, c) in conns.iter_mut() {
-            cards.offer(&key, *conn, c, false, &mut ids, &mut out);
-        }
+        let holders = conns.keys().copied().collect();
+        cards.put(&key, None, &holders, reach(&mut conns, &mut ids, &mut out));
         let not_found = || Err(RpcError::new(code::METHOD_NOT_FOUND, "no"));
         assert!(cards
             .answered(ConnId(1), &key, not_found(), Mode::Auto)
             .is_none());
         assert!(matches!(
             cards.answered(ConnId(2), &key, not_found(), Mode::Auto),
-            Some(Decision::NobodyToAsk)
+            Some(Decided {
+                decision: Decision::NobodyToAsk,
+                by: None
+            })
         ));
         // The same toolCallId cannot be opened twice.
         assert!(cards
             .open("s", "t", question(&["a"]), Time(1), false)
             .unwrap_err()
             .contains("already open"));
+    }
+
+    #[test]
+    fn a_card_is_put_to_the_holders_that_may_be_asked_with_its_seq_and_logged() {
+        let (mut ids, mut out) = (RequestIds::default(), Outbox::default());
+        let mut waiting = ready();
+        waiting.phase = super::super::connection::Phase::AwaitingInitialize;
+        let mut conns: BTreeMap<ConnId, Connection> = [
+            (ConnId(1), ready()),
+            (ConnId(2), waiting),
+            (ConnId(3), ready_as(ConnKind::Terminal)),
+        ]
+        .into_iter()
+        .collect();
+        // ConnId(4) holds the session but is gone: skipped.
+        let holders = BTreeSet::from([ConnId(1), ConnId(2), ConnId(3), ConnId(4)]);
+        let mut cards = Cards::default();
+        let key = cards
+            .open("s", "t", question(&["a"]), Time(9), false)
+            .unwrap();
+        let put = cards.put(
+            &key,
+            Some(7),
+            &holders,
+            reach(&mut conns, &mut ids, &mut out),
+        );
+        assert!(!put.nobody_to_ask);
+        let (method, params) = put.logged.expect("a seq: logged");
+        assert_eq!(method, QUESTION);
+        let params: Value = serde_json::from_str(&params).unwrap();
+        // A terminal holds it: patient, on every copy.
+        assert_eq!(
+            params["_meta"]["lembas"],
+            json!({ "patient": true, "seq": 7 })
+        );
+        assert_eq!(
+            sent_to(&mut out),
+            [(ConnId(1), QUESTION.into()), (ConnId(3), QUESTION.into())]
+        );
+        assert!(conns[&ConnId(1)].pending.contains_key(&Id::string("0-1")));
+        assert!(conns[&ConnId(2)].pending.is_empty());
+        assert_eq!(cards.asked_with(ConnId(3), &Id::string("0-2")), Some(key));
+    }
+
+    #[test]
+    fn a_question_nobody_may_be_asked_is_closed_but_an_approval_waits_for_an_editor() {
+        let (mut ids, mut out) = (RequestIds::default(), Outbox::default());
+        // An editor: plain ACP, no `_meta.lembas`.
+        let mut editor = Connection::new(ConnKind::Stdio);
+        editor.phase = super::super::connection::Phase::Ready;
+        let mut conns: BTreeMap<ConnId, Connection> = [(ConnId(1), editor)].into_iter().collect();
+        let holders = BTreeSet::from([ConnId(1)]);
+        let mut cards = Cards::default();
+        let asked = cards
+            .open("s", "t", question(&["a"]), Time(9), false)
+            .unwrap();
+        let put = cards.put(
+            &asked,
+            None,
+            &holders,
+            reach(&mut conns, &mut ids, &mut out),
+        );
+        assert!(put.nobody_to_ask);
+        let mut card = permission(false);
+        card.tool_call_id = "call_2".into();
+        let approval = cards.open("s", "t", card, Time(9), false).unwrap();
+        let put = cards.put(
+            &approval,
+            None,
+            &holders,
+            reach(&mut conns, &mut ids, &mut out),
+        );
+        assert!(!put.nobody_to_ask);
+        assert_eq!(
+            sent_to(&mut out),
+            [(ConnId(1), PERMISSION.into())],
+            "only the approval reaches the editor"
+        );
+        // Nobody holds it at all: a question is closed, an approval still waits for its time.
+        let none = BTreeSet::new();
+        let lonely = cards
+            .open("lonely", "t", question(&["a"]), Time(9), false)
+            .unwrap();
+        let put = cards.put(&lonely, None, &none, reach(&mut conns, &mut ids, &mut out));
+        assert!(put.nobody_to_ask);
+    }
+
+    #[test]
+    fn a_new_holder_is_offered_its_sessions_open_cards_once() {
+        let (mut ids, mut out) = (RequestIds::default(), Outbox::default());
+        let mut conns: BTreeMap<ConnId, Connection> = [
+            (ConnId(1), ready()),
+            (ConnId(2), ready_as(ConnKind::Terminal)),
+        ]
+        .into_iter()
+        .collect();
+        let mut cards = Cards::default();
+        for (session, call) in [("s", "call_1"), ("s", "call_2"), ("other", "call_3")] {
+            let mut card = permission(false);
+            card.tool_call_id = call.into();
+            cards.open(session, "t", card, Time(9), false).unwrap();
+        }
+        let holders = BTreeSet::from([ConnId(1), ConnId(2)]);
+        cards.offer_open(
+            "s",
+            ConnId(1),
+            &holders,
+            reach(&mut conns, &mut ids, &mut out),
+        );
+        let frames: Vec<Value> = std::iter::from_fn(|| out.poll())
+            .map(|o| {
+                let Output::Send { conn, frame } = o else {
+                    panic!("{o:?}")
+                };
+                assert_eq!(conn, ConnId(1));
+                serde_json::from_slice(&frame).unwrap()
+            })
+            .collect();
+        let calls: Vec<_> = frames
+            .iter()
+            .map(|f| f["params"]["toolCall"]["toolCallId"].as_str().unwrap())
+            .collect();
+        assert_eq!(calls, ["call_1", "call_2"], "only its session's cards");
+        // A terminal holds it too: patient.
+        assert!(frames
+            .iter()
+            .all(|f| f["params"]["_meta"]["lembas"]["patient"] == true));
+        cards.offer_open(
+            "s",
+            ConnId(1),
+            &holders,
+            reach(&mut conns, &mut ids, &mut out),
+        );
+        assert!(sent_to(&mut out).is_empty(), "offered once");
+        // A connection that is gone is offered nothing.
+        cards.offer_open(
+            "s",
+            ConnId(5),
+            &holders,
+            reach(&mut conns, &mut ids, &mut out),
+        );
+        assert!(sent_to(&mut out).is_empty());
     }
 }

@@ -6,6 +6,18 @@
 //! `after_input` (the step for what must follow any input) and the timers live in one table
 //! (timers.rs).
 
+/// The device's connections as a concern reaches them ([`connection::Reach`]), borrowed field
+/// by field so the device can lend a session (or any other field) beside it.
+macro_rules! reach {
+    ($device:expr) => {
+        $crate::device::connection::Reach {
+            conns: &mut $device.conns,
+            ids: &mut $device.request_ids,
+            out: &mut $device.out,
+        }
+    };
+}
+
 mod asked;
 mod at_rest;
 mod cards;

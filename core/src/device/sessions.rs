@@ -5,7 +5,6 @@ use std::collections::{BTreeSet, HashMap};
 
 use serde_json::{json, Value};
 
-use super::cards;
 use super::connection::Phase;
 use super::event_log::notification_frame;
 use super::limits::admit_over_link;
@@ -343,11 +342,8 @@ impl Device {
             unreachable!("attached just now");
         };
         if newly {
-            let patient = cards::holds_terminal(&s.holders, &self.conns);
-            if let Some(c) = self.conns.get_mut(&conn) {
-                let (ids, out) = (&mut self.request_ids, &mut self.out);
-                self.cards.offer_open(session, conn, c, patient, ids, out);
-            }
+            self.cards
+                .offer_open(session, conn, &s.holders, reach!(self));
         }
         Ok((s, &mut self.rng))
     }
@@ -460,12 +456,8 @@ impl Device {
         let newly = s.open && s.holders.insert(conn);
         recency.mark(s);
         if newly {
-            let patient = cards::holds_terminal(&s.holders, &self.conns);
-            if let Some(c) = self.conns.get_mut(&conn) {
-                let (ids, out) = (&mut self.request_ids, &mut self.out);
-                self.cards
-                    .offer_open(&p.session_id, conn, c, patient, ids, out);
-            }
+            self.cards
+                .offer_open(&p.session_id, conn, &s.holders, reach!(self));
             self.shared_gained(conn, &p.session_id);
             self.tell_commands(&p.session_id, conn);
         }
