@@ -4,90 +4,16 @@
 //! so nothing waiting on it hangs in any shell; the client's own calls and prompts are not (a
 //! prompt is reattached on the next link).
 
-use lembas_core::client::{Client, ClientEvent, ClientOutput};
+mod common;
+
+use common::lone::Lone;
+use lembas_core::client::ClientEvent;
 use lembas_core::jsonrpc::{code, Id, RpcError};
-use lembas_core::testing::device_frames;
-use lembas_core::{ClientConfig, Time};
+use lembas_core::Time;
 use serde_json::{json, Value};
 
-struct Lone {
-    c: Client,
-    events: Vec<ClientEvent>,
-}
-
-impl Lone {
-    fn new() -> Lone {
-        let mut config = ClientConfig::default();
-        config.liveness = None;
-        Lone {
-            c: Client::new(config, Time::ZERO).unwrap(),
-            events: Vec::new(),
-        }
-    }
-
-    /// The frames sent since last asked; events go to `self.events`.
-    fn sent(&mut self) -> Vec<Value> {
-        let mut out = Vec::new();
-        while let Some(o) = self.c.poll_output() {
-            match o {
-                ClientOutput::Send(f) => out.push(serde_json::from_slice(&f).unwrap()),
-                ClientOutput::Event(e) => self.events.push(e),
-                _ => {}
-            }
-        }
-        out
-    }
-
-    fn hear(&mut self, frame: Value) -> Vec<Value> {
-        self.c
-            .handle_frame(frame.to_string().as_bytes(), Time::ZERO);
-        self.sent()
-    }
-
-    /// A new link, its hello heard; the initialize request the client sent.
-    fn hello(&mut self) -> Value {
-        self.c.handle_link_up(Time::ZERO);
-        self.hear(device_frames::hello(3, "2.0.0", "box"))
-            .into_iter()
-            .find(|f| f["method"] == "initialize")
-            .expect("initialize is sent after the hello")
-    }
-
-    fn link(&mut self) {
-        let init = self.hello();
-        self.hear(device_frames::initialize_answer(
-            &init["id"],
-            &["status", "delete"],
-        ));
-        assert!(self.c.is_ready());
-    }
-
-    fn down(&mut self) {
-        self.c.handle_link_down(Time::ZERO);
-        self.sent();
-    }
-
-    fn call(&mut self, method: &str, params: Value) -> Id {
-        let id = self.c.call(method, &params, Time::ZERO).unwrap();
-        self.sent();
-        id
-    }
-
-    /// The answers handed out since `from`: (id, method, outcome).
-    fn answers(&self, from: usize) -> Vec<(Id, String, Result<Value, RpcError>)> {
-        self.events[from..]
-            .iter()
-            .filter_map(|e| match e {
-                ClientEvent::Answer {
-                    id,
-                    method,
-                    outcome,
-                } => Some((id.clone(), method.clone(), outcome.clone())),
-                _ => None,
-            })
-            .collect()
-    }
-}
+/// The device's capabilities here.
+const CAPABILITIES: &[&str] = &["status", "delete"];
 
 fn lost(answer: &(Id, String, Result<Value, RpcError>)) -> bool {
     matches!(&answer.2, Err(e) if e.code == code::LINK_LOST && e.message.contains("link went down"))
@@ -96,7 +22,7 @@ fn lost(answer: &(Id, String, Result<Value, RpcError>)) -> bool {
 #[test]
 fn the_uis_calls_waiting_at_link_down_are_answered_with_the_link_loss() {
     let mut l = Lone::new();
-    l.link();
+    l.link(CAPABILITIES);
     let new = l.call("session/new", json!({ "cwd": "/w" }));
     let status = l.call("_lembas/session/status", json!({ "sessionId": "s1" }));
     let answered = l.call("_lembas/session/status", json!({ "sessionId": "s2" }));
@@ -113,7 +39,7 @@ fn the_uis_calls_waiting_at_link_down_are_answered_with_the_link_loss() {
     .unwrap();
     l.sent();
     let before = l.events.len();
-    l.down();
+    l.cut();
 
     let answers = l.answers(before);
     let ids: Vec<(&Id, &str)> = answers.iter().map(|(i, m, _)| (i, m.as_str())).collect();
@@ -132,7 +58,7 @@ fn the_uis_calls_waiting_at_link_down_are_answered_with_the_link_loss() {
     assert_eq!(l.c.incomplete(), [("s1".to_string(), "t1".to_string())]);
 
     // The device's late answer to a lost call, on the next link, is not handed out again.
-    l.link();
+    l.link(CAPABILITIES);
     let before = l.events.len();
     l.hear(
         json!({ "jsonrpc": "2.0", "id": serde_json::from_str::<Value>(new.as_json()).unwrap(),
@@ -144,7 +70,7 @@ fn the_uis_calls_waiting_at_link_down_are_answered_with_the_link_loss() {
 #[test]
 fn a_link_replaced_without_link_down_answers_its_calls_too() {
     let mut l = Lone::new();
-    l.link();
+    l.link(CAPABILITIES);
     let new = l.call("session/new", json!({ "cwd": "/w" }));
     let before = l.events.len();
     l.c.handle_link_up(Time::ZERO);
@@ -159,9 +85,9 @@ fn the_clients_own_calls_are_not_handed_out() {
     let mut l = Lone::new();
     // Down while initialize waits: the next link initializes again, and the UI hears nothing.
     l.hello();
-    l.down();
+    l.cut();
     assert!(l.answers(0).is_empty(), "{:?}", l.events);
-    l.link();
+    l.link(CAPABILITIES);
     // A delete kept for the next link, and down before its answer: it is sent again there.
     l.c.delete_session("s1", Time::ZERO);
     let sent = l.sent();
@@ -169,6 +95,6 @@ fn the_clients_own_calls_are_not_handed_out() {
         sent.iter().any(|f| f["method"] == "_lembas/session/delete"),
         "{sent:?}"
     );
-    l.down();
+    l.cut();
     assert!(l.answers(0).is_empty(), "{:?}", l.events);
 }

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::*;
+use common::model::*;
 use lembas_core::config::Model;
 use lembas_core::engine::{Attachment, Engine, EngineCommand, EngineEvent, PriorTurn, StopReason};
 use lembas_core::engine_io::{IoCall, IoId, IoReply};

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::*;
+use common::model::*;
 use lembas_core::config::Mode;
 use lembas_core::engine::{
     Ask, Card, Decision, Engine, EngineCommand, EngineEvent, PermissionDecision, PlanDecision,

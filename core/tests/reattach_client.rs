@@ -3,90 +3,13 @@
 //! live ones heard meanwhile; a seq handed out once is never again; pages are bounded; what
 //! cannot be had is a `Gap`.
 
-use lembas_core::client::{event_json, Client, ClientEvent, ClientOutput};
-use lembas_core::testing::device_frames;
-use lembas_core::{ClientConfig, Time};
+mod common;
+
+use common::lone::Lone;
+use lembas_core::ClientConfig;
 use serde_json::{json, Value};
 
 const S: &str = "ses_1";
-
-struct Lone {
-    c: Client,
-    /// Every event the client handed out, in order.
-    events: Vec<ClientEvent>,
-}
-
-impl Lone {
-    fn new(tweak: impl FnOnce(&mut ClientConfig)) -> Lone {
-        let mut config = ClientConfig::default();
-        config.liveness = None;
-        tweak(&mut config);
-        Lone {
-            c: Client::new(config, Time::ZERO).unwrap(),
-            events: Vec::new(),
-        }
-    }
-
-    /// The frames sent since last asked; events go to `self.events`.
-    fn sent(&mut self) -> Vec<Value> {
-        let mut out = Vec::new();
-        while let Some(o) = self.c.poll_output() {
-            match o {
-                ClientOutput::Send(f) => out.push(serde_json::from_slice(&f).unwrap()),
-                ClientOutput::Event(e) => self.events.push(e),
-                _ => {}
-            }
-        }
-        out
-    }
-
-    fn hear(&mut self, frame: Value) -> Vec<Value> {
-        self.c
-            .handle_frame(frame.to_string().as_bytes(), Time::ZERO);
-        self.sent()
-    }
-
-    /// A new link to a device listing `capabilities`; what the client sent once ready.
-    fn link(&mut self, capabilities: &[&str]) -> Vec<Value> {
-        self.c.handle_link_up(Time::ZERO);
-        let init = self
-            .hear(device_frames::hello(3, "2.0.0", "box"))
-            .into_iter()
-            .find(|f| f["method"] == "initialize")
-            .expect("initialize is sent after the hello");
-        let sent = self.hear(device_frames::initialize_answer(&init["id"], capabilities));
-        assert!(self.c.is_ready());
-        sent
-    }
-
-    fn cut(&mut self) {
-        self.c.handle_link_down(Time::ZERO);
-        self.sent();
-    }
-
-    /// The text of the chunks handed out.
-    fn text(&self) -> String {
-        self.events
-            .iter()
-            .map(event_json)
-            .filter_map(|e| {
-                e["params"]["update"]["content"]["text"]
-                    .as_str()
-                    .map(String::from)
-            })
-            .collect()
-    }
-
-    fn gaps(&self) -> Vec<u64> {
-        self.events
-            .iter()
-            .filter_map(|e| match e {
-                ClientEvent::Gap { since, .. } => Some(*since),
-                _ => None,
-            })
-            .collect()
-    }
-}
 
 fn chunk_params(seq: u64, text: &str) -> Value {
     json!({ "_meta": { "lembas": { "seq": seq } }, "sessionId": S,
@@ -122,7 +45,7 @@ fn asked(sent: &[Value], since: u64) -> Value {
 
 /// Linked with `events`, `a` and `b` heard (seqs 1 and 2), then cut.
 fn heard_two_then_cut(tweak: impl FnOnce(&mut ClientConfig)) -> Lone {
-    let mut l = Lone::new(tweak);
+    let mut l = Lone::with(tweak);
     let sent = l.link(&["events"]);
     assert!(
         sent.iter().all(|f| f["method"] != "_lembas/session/events"),
@@ -219,7 +142,7 @@ fn a_device_without_events_or_a_refused_page_is_a_gap() {
 
 #[test]
 fn the_session_heard_of_longest_ago_is_forgotten_past_the_bound() {
-    let mut l = Lone::new(|c| c.followed_sessions = 1);
+    let mut l = Lone::with(|c| c.followed_sessions = 1);
     l.link(&["events"]);
     l.hear(chunk(1, "a"));
     let mut other = chunk(1, "z");
