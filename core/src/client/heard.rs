@@ -1,9 +1,11 @@
 //! A device notification or card read as its `wire::event` type: with the `typed-events`
 //! feature the client hands its UI a `session/update`, an `_lembas/event` or a card typed
 //! ([`ClientEvent::Update`], [`ClientEvent::Event`], [`ClientEvent::Card`]), so no one picks at
-//! a `Value` for them. One it cannot read typed (an update kind the vocabulary does not know, a
-//! newer device's) stays a [`ClientEvent::Notification`] or [`ClientEvent::Request`], as every
-//! one does without the feature.
+//! a `Value` for them. One is typed only when its type encodes back to exactly the params that
+//! came; one it cannot read typed or would not write back as it came (an update kind the
+//! vocabulary does not know, a member a newer device added) stays a
+//! [`ClientEvent::Notification`] or [`ClientEvent::Request`], as every one does without the
+//! feature, so nothing that came is lost.
 
 use serde_json::Value;
 
@@ -40,7 +42,8 @@ pub(super) use typed::{EVENT, UPDATE};
 
 #[cfg(feature = "typed-events")]
 mod typed {
-    use serde::Deserialize;
+    use serde::de::DeserializeOwned;
+    use serde::Serialize;
 
     use super::*;
     use crate::wire::event::card::{CardParams, PERMISSION, PLAN, QUESTION};
@@ -52,28 +55,29 @@ mod typed {
 
     pub(super) fn read(method: &str, params: &Value) -> Option<ClientEvent> {
         match method {
-            UPDATE => UpdateParams::deserialize(params)
-                .ok()
-                .map(ClientEvent::Update),
-            EVENT => EventParams::deserialize(params)
-                .ok()
-                .map(ClientEvent::Event),
+            UPDATE => exact(params).map(ClientEvent::Update),
+            EVENT => exact(params).map(ClientEvent::Event),
             _ => None,
         }
     }
 
-    /// The card `params` are, if `method` carries one and the card encodes back to exactly
-    /// `params`: one with a member the vocabulary does not know (a newer device's) or writes
-    /// otherwise stays a request, so the UI is handed all that came, and the JS shape of a
-    /// typed card is the request's byte for byte.
+    /// `params` as a `T`, if it reads as one and encodes back to exactly `params`: one with a
+    /// member the vocabulary does not know (a newer device's) or writes otherwise is `None`, so
+    /// the UI is handed all that came, and the JS shape of a typed message is the one that
+    /// came, byte for byte.
+    fn exact<T: DeserializeOwned + Serialize>(params: &Value) -> Option<T> {
+        let typed = T::deserialize(params).ok()?;
+        (serde_json::to_value(&typed).ok()? == *params).then_some(typed)
+    }
+
+    /// The card `params` are, if `method` carries one and it encodes back exactly.
     fn card(method: &str, params: &Value) -> Option<CardParams> {
-        let card = match method {
-            PERMISSION => CardParams::Permission(Deserialize::deserialize(params).ok()?),
-            QUESTION => CardParams::Question(Deserialize::deserialize(params).ok()?),
-            PLAN => CardParams::Plan(Deserialize::deserialize(params).ok()?),
+        Some(match method {
+            PERMISSION => CardParams::Permission(exact(params)?),
+            QUESTION => CardParams::Question(exact(params)?),
+            PLAN => CardParams::Plan(exact(params)?),
             _ => return None,
-        };
-        (serde_json::to_value(&card).ok()? == *params).then_some(card)
+        })
     }
 
     pub(super) fn asked(id: Id, method: String, params: Value) -> ClientEvent {
@@ -164,6 +168,98 @@ mod tests {
             event_json(&heard),
             json!({ "kind": "notification", "method": "_lembas/session/deleted", "params": other })
         );
+    }
+
+    /// Every update and event the device writes reads typed, and its JS shape is the
+    /// notification's byte for byte.
+    #[test]
+    fn updates_and_events_read_typed_and_encode_as_the_notification_did() {
+        use crate::wire::event::lembas::{tests::every_event, EventParams};
+        use crate::wire::event::seq::SeqMeta;
+        use crate::wire::event::update::{tests::every_update, UpdateParams};
+        let as_it_came = |heard: &ClientEvent, method: &str, params: &Value| {
+            assert_eq!(
+                serde_json::to_string(heard).unwrap(),
+                serde_json::to_string(&ClientEvent::Notification {
+                    method: method.into(),
+                    params: params.clone()
+                })
+                .unwrap()
+            );
+        };
+        for (i, update) in every_update().into_iter().enumerate() {
+            let typed = UpdateParams {
+                meta: (i % 2 == 0).then(|| SeqMeta::new(i as u64 + 1)),
+                session_id: "ses_1".into(),
+                update,
+            };
+            let params = serde_json::to_value(&typed).unwrap();
+            let heard = ClientEvent::heard(UPDATE.into(), params.clone());
+            assert_eq!(heard.update(), Some(&typed));
+            as_it_came(&heard, UPDATE, &params);
+        }
+        for (i, event) in every_event().into_iter().enumerate() {
+            let typed = EventParams {
+                meta: (i % 2 == 0).then(|| SeqMeta::new(i as u64 + 1)),
+                event,
+                session_id: "ses_1".into(),
+            };
+            let params = serde_json::to_value(&typed).unwrap();
+            let heard = ClientEvent::heard(EVENT.into(), params.clone());
+            assert_eq!(heard.lembas_event(), Some(&typed));
+            as_it_came(&heard, EVENT, &params);
+        }
+    }
+
+    /// An update or event with a member the vocabulary does not know (a newer device's), or one
+    /// it would write otherwise, stays the notification it came as: nothing is lost.
+    #[test]
+    fn a_notification_that_would_not_encode_back_stays_whole() {
+        let chunk = json!({ "_meta": { "lembas": { "seq": 4 } }, "sessionId": "ses_1",
+                            "update": { "sessionUpdate": "agent_message_chunk",
+                                        "content": { "type": "text", "text": "hi" } } });
+        assert!(ClientEvent::heard(UPDATE.into(), chunk.clone())
+            .update()
+            .is_some());
+        let mut in_update = chunk.clone();
+        in_update["update"]["newer"] = json!(1);
+        let mut in_content = chunk.clone();
+        in_content["update"]["content"]["annotations"] = json!({ "priority": 1 });
+        let mut in_params = chunk.clone();
+        in_params["turnId"] = json!("t1");
+        let mut in_meta = chunk.clone();
+        in_meta["_meta"]["lembas"]["origin"] = json!("web");
+
+        let text = json!({ "sessionId": "ses_1", "event": { "type": "text", "text": "hi" } });
+        assert!(ClientEvent::heard(EVENT.into(), text.clone())
+            .lembas_event()
+            .is_some());
+        let mut in_event = text.clone();
+        in_event["event"]["final"] = json!(true);
+        let mut event_in_params = text.clone();
+        event_in_params["turnId"] = json!("t1");
+
+        for (method, params) in [
+            (UPDATE, in_update),
+            (UPDATE, in_content),
+            (UPDATE, in_params),
+            (UPDATE, in_meta),
+            (EVENT, in_event),
+            (EVENT, event_in_params),
+        ] {
+            let heard = ClientEvent::heard(method.into(), params.clone());
+            assert_eq!(
+                heard,
+                ClientEvent::Notification {
+                    method: method.into(),
+                    params: params.clone()
+                }
+            );
+            assert_eq!(
+                event_json(&heard),
+                json!({ "kind": "notification", "method": method, "params": params })
+            );
+        }
     }
 
     /// A card reads typed, and its JS shape is the request's byte for byte; one the vocabulary

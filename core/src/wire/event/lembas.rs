@@ -239,13 +239,13 @@ pub struct ErrorEvent {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use serde_json::json;
 
     use super::*;
 
     /// Every event, with every optional field given.
-    fn every_event() -> Vec<LembasEvent> {
+    pub(crate) fn every_event() -> Vec<LembasEvent> {
         let s = String::from;
         vec![
             LembasEvent::Prompt(PromptEvent {

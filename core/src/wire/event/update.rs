@@ -388,12 +388,12 @@ pub enum PlanEntryStatus {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use serde_json::json;
 
     /// Every update, with and without its optional parts.
-    fn every_update() -> Vec<SessionUpdate> {
+    pub(crate) fn every_update() -> Vec<SessionUpdate> {
         let s = String::from;
         vec![
             SessionUpdate::AgentMessageChunk(ContentChunk {
