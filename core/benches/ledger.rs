@@ -79,6 +79,7 @@ fn entries(turns: usize) -> Vec<Entry> {
                     answer: Answer::stopped(StopReason::EndTurn, extra),
                 },
                 touched: 1_000,
+                history: Some(t as u64 * 2),
             };
             out.push(Entry {
                 table: Table::Turns,

@@ -228,7 +228,7 @@ pub const METHODS: &[MethodSpec] = &[
     not_yet("_lembas/job/send", ClientToAgent, Request, Some("jobs"), Any).checked(),
     not_yet("_lembas/job/transcript", ClientToAgent, Request, Some("jobs"), Any).checked(),
     request("_lembas/session/delete", Some("delete"), Any, R::Delete),
-    not_yet("_lembas/session/rewind", ClientToAgent, Request, Some("rewind"), Any).checked(),
+    request("_lembas/session/rewind", Some("rewind"), Any, R::Rewind).checked(),
     not_yet("_lembas/show", AgentToClient, Request, Some("show"), Any),
     request("_lembas/session/compact", Some("compact"), Any, R::Compact).checked(),
     request("_lembas/session/title", Some("title"), Any, R::Title).checked(),

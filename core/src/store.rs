@@ -194,6 +194,10 @@ pub struct TurnRecord {
     pub order: u64,
     pub state: StoredTurnState,
     pub touched: u64,
+    /// The index of the history entry its prompt is stored under, while the model is given
+    /// it (none for an action such as `/compact`, and once it is reverted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history: Option<u64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -256,13 +260,25 @@ pub fn session_prefix(session: &str) -> String {
     format!("{session}/")
 }
 
-/// The change that stores a turn of the ledger.
+/// The change that stores a turn of the ledger (one with no history entry of its own yet).
 pub fn turn_record(
     session: &str,
     turn: &str,
     order: u64,
     state: StoredTurnState,
     now: u64,
+) -> Record {
+    turn_record_at(session, turn, order, state, now, None)
+}
+
+/// The change that stores a turn of the ledger whose prompt is history entry `history`.
+pub fn turn_record_at(
+    session: &str,
+    turn: &str,
+    order: u64,
+    state: StoredTurnState,
+    now: u64,
+    history: Option<u64>,
 ) -> Record {
     Record::Put {
         table: Table::Turns,
@@ -271,23 +287,26 @@ pub fn turn_record(
             order,
             state,
             touched: now,
+            history,
         })
         .expect("records serialize"),
     }
 }
 
-/// The change that stores a finished turn of the ledger, with its answer.
+/// The change that stores a finished turn of the ledger, with its answer (and the history
+/// entry its prompt is, if any).
 pub fn done_record(
     session: &str,
     turn: &str,
     order: u64,
     answer: &crate::turn::Answer,
     now: u64,
+    history: Option<u64>,
 ) -> Record {
     let state = StoredTurnState::Done {
         answer: answer.clone(),
     };
-    turn_record(session, turn, order, state, now)
+    turn_record_at(session, turn, order, state, now, history)
 }
 
 /// The change that stores a history entry.

@@ -38,6 +38,13 @@ Feature: ACP's session surface for an editor
     Then turn "t2" is answered with the stop reason "end_turn"
     And the editor was sent a chunk "again" of the link's session
 
+  Scenario: Loading replays no turn a rewind reverted
+    When the client prompts "say hello" as turn "t1"
+    And the client prompts "say again" as turn "t2"
+    And the client rewinds the session to turn "t2"
+    And the editor sends, for the link's session: {"jsonrpc":"2.0","id":3,"method":"session/load","params":{"sessionId":"$SESSION","cwd":"/home/dev/work/app","mcpServers":[]}}
+    Then before the answer to id 3 the editor was sent the updates "user_message_chunk, agent_message_chunk"
+
   Scenario: Resuming replays nothing
     When the client prompts "say hello" as turn "t1"
     And the editor sends, for the link's session: {"jsonrpc":"2.0","id":4,"method":"session/resume","params":{"sessionId":"$SESSION","cwd":"/home/dev/work/app"}}

@@ -111,7 +111,7 @@ impl Device {
         };
         let (order, forgotten) = s.turns.answer_at_once(turn_id, answer.clone());
         let mut records = vec![crate::store::done_record(
-            session, turn_id, order, &answer, now,
+            session, turn_id, order, &answer, now, None,
         )];
         records.extend(forgotten.iter().map(|t| crate::store::Record::Delete {
             table: crate::store::Table::Turns,

@@ -249,7 +249,7 @@ impl Device {
         };
         s.turns.settle(&r.turn_id, answer.clone());
         let records = vec![
-            done_record(session, &r.turn_id, order, &answer, now),
+            done_record(session, &r.turn_id, order, &answer, now, None),
             s.record(),
         ];
         self.out.persist_in(Lane::of(session), records);

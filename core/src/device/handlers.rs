@@ -79,6 +79,7 @@ pub(crate) enum RequestHandler {
     FilesSearch,
     Commands,
     Compact,
+    Rewind,
 }
 
 impl RequestHandler {
@@ -113,6 +114,7 @@ impl RequestHandler {
             RequestHandler::Commands => commands(d, c),
             // Answered once the engine has made the summary.
             RequestHandler::Compact => d.compact_method(c.conn, c.id, c.params()?).map(|()| None),
+            RequestHandler::Rewind => c.answer(&d.rewind(c.conn, c.params()?)?),
         }
     }
 }

@@ -62,6 +62,20 @@ impl Recent {
         self.turns.drain(..gone as usize);
     }
 
+    /// The entries stored at index `from` and after are reverted (rewind.rs): they leave the
+    /// model's context, and the next entry is stored at `from`, as a restart would count on
+    /// from the store once they are deleted. The entries before `from` that the window had
+    /// already let go stay gone until a restart reads the window afresh.
+    pub fn revert_from(&mut self, from: u64) {
+        if from >= self.next {
+            return;
+        }
+        let first = self.next - self.turns.len() as u64;
+        let kept = from.saturating_sub(first) as usize;
+        self.turns.truncate(kept);
+        self.next = from;
+    }
+
     /// The index the next entry is stored under.
     pub fn next_index(&self) -> u64 {
         self.next

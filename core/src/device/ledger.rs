@@ -22,6 +22,8 @@ pub enum TurnState {
 struct Slot {
     order: u64,
     state: TurnState,
+    /// The history entry its prompt is, while the model is given it (rewind.rs).
+    history: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -83,9 +85,41 @@ impl Ledger {
         self.slots.get(turn).map(|s| s.order)
     }
 
+    /// The history entry turn `turn`'s prompt is, while it is not reverted.
+    pub fn history_of(&self, turn: &str) -> Option<u64> {
+        self.slots.get(turn).and_then(|s| s.history)
+    }
+
+    /// Turn `turn`'s prompt is history entry `index`.
+    pub fn set_history(&mut self, turn: &str, index: u64) {
+        if let Some(slot) = self.slots.get_mut(turn) {
+            slot.history = Some(index);
+        }
+    }
+
+    /// The turns whose prompts are history entries `from` and after are reverted: they keep
+    /// their answers (a prompt sent again with one of their ids gets it) and lose their
+    /// entries. Each, oldest first, with its order and state, to store it so.
+    pub fn revert_from(&mut self, from: u64) -> Vec<(String, u64, TurnState)> {
+        let mut reverted = Vec::new();
+        for id in &self.order {
+            let Some(slot) = self.slots.get_mut(id) else {
+                continue;
+            };
+            if slot.history.is_some_and(|h| h >= from) {
+                slot.history = None;
+                reverted.push((id.to_string(), slot.order, slot.state.clone()));
+            }
+        }
+        reverted
+    }
+
     /// Put back a turn read from the store (in any order; `finish_restore` sorts them).
-    pub fn restore(&mut self, turn: &str, order: u64, state: TurnState) {
+    pub fn restore(&mut self, turn: &str, order: u64, state: TurnState, history: Option<u64>) {
         self.insert(turn, order, state);
+        if let Some(index) = history {
+            self.set_history(turn, index);
+        }
     }
 
     pub fn finish_restore(&mut self) -> Vec<String> {
@@ -115,7 +149,14 @@ impl Ledger {
         let id: Rc<str> = Rc::from(turn);
         if self
             .slots
-            .insert(id.clone(), Slot { order, state })
+            .insert(
+                id.clone(),
+                Slot {
+                    order,
+                    state,
+                    history: None,
+                },
+            )
             .is_none()
         {
             self.order.push_back(id);
@@ -170,6 +211,25 @@ mod tests {
         assert!(l.get("t0").is_none());
         assert_eq!(l.order_len(), 200);
         assert_eq!(l.last_done(), Some("t199"));
+    }
+
+    #[test]
+    fn a_revert_takes_the_history_of_the_turns_from_an_entry_on_once() {
+        let mut l = Ledger::new(10);
+        for (i, t) in ["a", "b", "c"].iter().enumerate() {
+            l.accept(t);
+            l.set_history(t, 2 * i as u64);
+            l.set(t, done());
+        }
+        l.accept("action");
+        l.set("action", done());
+        let reverted: Vec<String> = l.revert_from(2).into_iter().map(|(t, ..)| t).collect();
+        assert_eq!(reverted, ["b", "c"]);
+        assert_eq!(l.history_of("a"), Some(0));
+        assert_eq!((l.history_of("b"), l.history_of("c")), (None, None));
+        // The answers stay for a duplicate prompt; a second revert finds nothing.
+        assert_eq!(l.get("b"), Some(&done()));
+        assert!(l.revert_from(2).is_empty());
     }
 
     #[test]

@@ -48,6 +48,7 @@ mod recent_pick;
 mod reconfigure;
 mod resolving;
 mod restore;
+mod rewind;
 mod session_acp;
 mod session_set;
 mod sessions;

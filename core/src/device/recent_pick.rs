@@ -213,6 +213,35 @@ mod tests {
                 turn_id: None,
                 attachments: Vec::new(),
             };
+            // A rewind after the fold (rewind.rs): live, the entries from `from` on leave and
+            // the fold moves back to it; a restart then reads the store without them. Both
+            // count on from `from`, and what the live session keeps is the newest of what the
+            // restart reads (the window may hold fewer older turns until it is read afresh).
+            let from = rng.below(history.len() as u64 + 2);
+            let mut live = whole_folded;
+            live.revert_from(from);
+            let left: Vec<(u64, HistoryTurn)> =
+                history.iter().filter(|(i, _)| *i < from).cloned().collect();
+            let mut restarted = Recent::restored(left, failed, &limits);
+            restarted.fold_before(folded.min(from));
+            let expect_next = from.min(whole.next_index());
+            assert_eq!(live.next_index(), expect_next, "seed {seed}: from {from}");
+            assert_eq!(
+                restarted.next_index(),
+                expect_next,
+                "seed {seed}: from {from}"
+            );
+            assert!(
+                restarted.turns().ends_with(live.turns()),
+                "seed {seed}: from {from}, fold {folded}: {:?} against {:?}",
+                live.turns(),
+                restarted.turns()
+            );
+            assert_eq!(
+                live.push(&next, false, &limits),
+                restarted.push(&next, false, &limits),
+                "seed {seed}: the next index after a rewind"
+            );
             assert_eq!(
                 read.push(&next, false, &limits),
                 whole.push(&next, false, &limits),

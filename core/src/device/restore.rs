@@ -18,9 +18,7 @@ use super::Device;
 use crate::config::{ConfigError, DeviceConfig};
 use crate::engine::StopReason;
 use crate::rng::Rng;
-use crate::store::{
-    self, turn_record, Entry, Record, SessionRecord, StoredTurnState, Table, TurnRecord,
-};
+use crate::store::{self, Entry, Record, SessionRecord, StoredTurnState, Table, TurnRecord};
 use crate::time::Time;
 use crate::wire::session::HistoryTurn;
 
@@ -282,14 +280,13 @@ impl Device {
                     let mut extra = Map::new();
                     extra.insert("message".into(), json!(RESTARTED));
                     let answer = Answer::stopped(StopReason::Cancelled, extra);
-                    records.push(turn_record(
+                    records.push(store::done_record(
                         id,
                         &turn,
                         rec.order,
-                        StoredTurnState::Done {
-                            answer: answer.clone(),
-                        },
+                        &answer,
                         now.0,
+                        rec.history,
                     ));
                     TurnState::Done(answer)
                 }
@@ -301,7 +298,7 @@ impl Device {
                     continue;
                 }
             };
-            s.turns.restore(&turn, rec.order, state);
+            s.turns.restore(&turn, rec.order, state, rec.history);
         }
         for forgotten in s.turns.finish_restore() {
             records.push(Record::Delete {

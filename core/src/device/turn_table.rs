@@ -468,8 +468,13 @@ impl TurnTable {
     }
 
     /// Put back a turn read from the store (in any order; then [`TurnTable::finish_restore`]).
-    pub fn restore(&mut self, turn: &str, order: u64, state: TurnState) {
-        self.ledger.restore(turn, order, state);
+    pub fn restore(&mut self, turn: &str, order: u64, state: TurnState, history: Option<u64>) {
+        self.ledger.restore(turn, order, state, history);
+    }
+
+    /// The ledger, to mark a turn's history entry or revert turns (rewind.rs).
+    pub fn ledger_mut(&mut self) -> &mut Ledger {
+        &mut self.ledger
     }
 
     /// Every stored turn is back: the ids forgotten for being over capacity.

@@ -20,7 +20,7 @@ use crate::jsonrpc::{code, Id, RpcError};
 use crate::mentions::Mention;
 use crate::rng::Rng;
 use crate::store::{
-    self, done_record, history_record, turn_record, Record, StoredTurnState, Table,
+    self, done_record, history_record, turn_record, turn_record_at, Record, StoredTurnState, Table,
 };
 use crate::turn::Answer;
 use crate::wire::event::lembas::{
@@ -542,8 +542,10 @@ impl Device {
             attachments: attachments.clone(),
         };
         let index = s.recent.push(&user, false, &limits);
+        s.turns.ledger_mut().set_history(&turn_id, index);
+        let running = StoredTurnState::Running;
         let records = vec![
-            turn_record(session, &turn_id, order, StoredTurnState::Running, now),
+            turn_record_at(session, &turn_id, order, running, now, Some(index)),
             history_record(session, index as usize, &user),
         ];
         let prompt_event = LembasEvent::Prompt(PromptEvent {
@@ -841,8 +843,9 @@ impl Device {
         };
         let failed = matches!(answer, Answer::Failed { .. });
         let index = s.recent.push(&assistant, failed, &limits) as usize;
+        let prompt = s.turns.ledger().history_of(&r.turn_id);
         let records = vec![
-            done_record(session, &r.turn_id, order, &answer, now),
+            done_record(session, &r.turn_id, order, &answer, now, prompt),
             history_record(session, index, &assistant),
             s.record(),
         ];

@@ -251,6 +251,14 @@ pub struct SteerParams {
     pub message_id: Option<String>,
 }
 
+/// `_lembas/session/rewind` params: the turn to revert, with every later one.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RewindParams {
+    pub session_id: String,
+    pub turn_id: String,
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TitleParams {

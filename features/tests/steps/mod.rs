@@ -42,6 +42,7 @@ mod live;
 mod liveness;
 mod mentions;
 mod models;
+mod rewind;
 mod session_calls;
 mod sessions;
 mod stdio;
