@@ -8,9 +8,12 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{json, Map, Value};
 
+use super::connection::Connection;
 use super::outbox::Outbox;
 use super::session_set::Removed;
+use super::sessions::Session;
 use super::{ConnId, ConnKind, Device, Effect};
+use crate::config::Remote;
 use crate::engine::{EngineCommand, StopReason};
 use crate::jsonrpc::{self, RpcError};
 use crate::paths;
@@ -32,32 +35,51 @@ pub(super) struct KeptDeletes {
 }
 
 impl KeptDeletes {
-    /// A delete to tell the client (made now, or read back from the store).
+    /// A delete to tell the client, read back from the store.
     pub fn keep(&mut self, session_id: String) {
         self.to_send.insert(session_id);
     }
 
-    fn any_to_send(&self) -> bool {
-        !self.to_send.is_empty()
+    /// A delete made on the device now: durable before any frame after it, then kept until a
+    /// link's client has heard it.
+    pub fn made(&mut self, session_id: &str, out: &mut Outbox) {
+        out.persist(vec![Record::Put {
+            table: Table::Deletes,
+            key: session_id.to_string(),
+            value: String::new(),
+        }]);
+        self.keep(session_id.to_string());
     }
 
-    /// Send every kept delete on the link `conn` (its client said `_meta.lembas`); each waits
-    /// there to be confirmed.
+    /// Send the kept deletes to every link of `conns` whose client may hear them (after its
+    /// `initialize`, with `_meta.lembas`); each waits there to be confirmed. None such: they
+    /// stay kept.
+    pub fn send_to_links(
+        &mut self,
+        conns: &BTreeMap<ConnId, Connection>,
+        now: Time,
+        out: &mut Outbox,
+    ) {
+        if self.to_send.is_empty() {
+            return;
+        }
+        for (conn, c) in conns {
+            if c.kind == ConnKind::Link && c.may_receive("_lembas/session/deleted") {
+                self.send(*conn, now, out);
+            }
+        }
+    }
+
+    /// Send every kept delete on the link `conn`; each waits there to be confirmed.
     fn send(&mut self, conn: ConnId, now: Time, out: &mut Outbox) {
         for id in std::mem::take(&mut self.to_send) {
-            let frame = jsonrpc::encode_notification(
-                "_lembas/session/deleted",
-                &DeletedParams {
-                    session_id: id.clone(),
-                },
-            );
-            out.send(conn, frame);
+            out.send(conn, deleted_frame(&id));
             self.unconfirmed.insert(id, (conn, now));
         }
     }
 
     /// The link `conn` dropped: the deletes it carried and did not confirm are kept again.
-    fn unconfirm(&mut self, conn: ConnId) {
+    pub fn unconfirm(&mut self, conn: ConnId) {
         let to_send = &mut self.to_send;
         self.unconfirmed.retain(|id, (c, _)| {
             if *c == conn {
@@ -69,7 +91,7 @@ impl KeptDeletes {
 
     /// Deletes whose link stayed up `wait_ms` since they were sent are forgotten, in the store
     /// too, once the frames before have left.
-    fn confirm(&mut self, now: Time, wait_ms: u64, out: &mut Outbox) {
+    pub fn confirm(&mut self, now: Time, wait_ms: u64, out: &mut Outbox) {
         let mut forget = Vec::new();
         self.unconfirmed.retain(|id, (_, at)| {
             let done = at.plus_ms(wait_ms) <= now;
@@ -87,7 +109,7 @@ impl KeptDeletes {
     }
 
     /// When the first unconfirmed delete is confirmed.
-    fn deadline(&self, wait_ms: u64) -> Option<Time> {
+    pub fn deadline(&self, wait_ms: u64) -> Option<Time> {
         self.unconfirmed
             .values()
             .map(|(_, at)| at.plus_ms(wait_ms))
@@ -95,25 +117,62 @@ impl KeptDeletes {
     }
 }
 
+/// `_lembas/session/deleted` for `session_id`.
+fn deleted_frame(session_id: &str) -> Vec<u8> {
+    jsonrpc::encode_notification(
+        "_lembas/session/deleted",
+        &DeletedParams {
+            session_id: session_id.to_owned(),
+        },
+    )
+}
+
+/// Whether a client on `conn` may delete `s` (`_lembas/session/delete`): one it holds or was
+/// ever given, one a terminal shares, or one under `remote.roots` while remote work is on.
+fn may_delete(
+    s: &Session,
+    conn: ConnId,
+    conns: &BTreeMap<ConnId, Connection>,
+    remote: &Remote,
+) -> bool {
+    s.durable.given
+        || s.holders.contains(&conn)
+        || s.holders
+            .iter()
+            .any(|h| conns.get(h).is_some_and(|c| c.kind == ConnKind::Terminal))
+        || (remote.enabled && paths::within(&s.durable.root, &remote.roots).is_some())
+}
+
+/// Take a session out of the store: its record, turns, history and event log; then its
+/// attachments.
+fn forget_stored(session_id: &str, out: &mut Outbox) {
+    let prefix = store::session_prefix(session_id);
+    out.persist(vec![
+        Record::Delete {
+            table: Table::Sessions,
+            key: session_id.to_string(),
+        },
+        Record::DeletePrefix {
+            table: Table::Turns,
+            prefix: prefix.clone(),
+        },
+        Record::DeletePrefix {
+            table: Table::History,
+            prefix: prefix.clone(),
+        },
+        Record::DeletePrefix {
+            table: Table::Events,
+            prefix,
+        },
+    ]);
+    out.effect(Effect::RemoveAttachments {
+        session_id: session_id.to_string(),
+    });
+}
+
 impl Device {
-    /// The link `conn` dropped: the deletes it carried and did not confirm are kept again.
-    pub(super) fn unconfirm_deletes(&mut self, conn: ConnId) {
-        self.deletes.unconfirm(conn);
-    }
-
-    /// Deletes whose link stayed up long enough are forgotten.
-    pub(super) fn confirm_deletes(&mut self, now: Time) {
-        let wait = self.config.sessions.delete_confirm_ms;
-        self.deletes.confirm(now, wait, &mut self.out);
-    }
-
-    pub(super) fn deletes_deadline(&self) -> Option<Time> {
-        self.deletes
-            .deadline(self.config.sessions.delete_confirm_ms)
-    }
-
-    /// `_lembas/session/delete`: a session the client holds or was ever given, one a terminal
-    /// shares, or one under `remote.roots` while remote work is on. Trust is not asked.
+    /// `_lembas/session/delete`: a session the client may delete ([`may_delete`]). Trust is
+    /// not asked.
     pub(super) fn delete_request(
         &mut self,
         conn: ConnId,
@@ -123,16 +182,7 @@ impl Device {
             // Gone already: deleting twice is done as well.
             return Ok(json!({ "deleted": false }));
         };
-        let remote = &self.config.remote;
-        let allowed = s.durable.given
-            || s.holders.contains(&conn)
-            || s.holders.iter().any(|h| {
-                self.conns
-                    .get(h)
-                    .is_some_and(|c| c.kind == ConnKind::Terminal)
-            })
-            || (remote.enabled && paths::within(&s.durable.root, &remote.roots).is_some());
-        if !allowed {
+        if !may_delete(s, conn, &self.conns, &self.config.remote) {
             return Err(RpcError::invalid_params(format!(
                 "session `{}` was never given to a client and is not under the device's roots; \
                  it can only be deleted on the device",
@@ -162,64 +212,18 @@ impl Device {
             return false;
         }
         self.remove_session(session_id);
-        self.out.persist(vec![Record::Put {
-            table: Table::Deletes,
-            key: session_id.to_string(),
-            value: String::new(),
-        }]);
-        self.deletes.keep(session_id.to_string());
+        self.deletes.made(session_id, &mut self.out);
         true
     }
 
-    /// Send the kept deletes to every link whose client may hear them (part of the step that
-    /// ends every input): a delete made on the device while such a link is up, or a link that
-    /// just answered `initialize`.
-    pub(super) fn send_pending_deletes_to_links(&mut self) {
-        if !self.deletes.any_to_send() {
-            return;
-        }
-        let now = self.clock.now();
-        for (conn, c) in &self.conns {
-            if c.kind == ConnKind::Link && c.may_receive("_lembas/session/deleted") {
-                self.deletes.send(*conn, now, &mut self.out);
-            }
-        }
-    }
-
     /// Take a session out of the device and its store: its turn stops and every prompt waiting
-    /// on it is answered `cancelled`; its cards come down; its attachments go. One set aside
-    /// (idle, held by no one) only leaves the store.
+    /// on it is answered `cancelled`; its cards come down; its attachments go; a terminal that
+    /// has it open is told. One set aside (idle, held by no one) only leaves the store.
     fn remove_session(&mut self, session_id: &str) {
         let s = match self.sessions.remove(session_id) {
-            Removed::Live(s) => Some(*s),
-            Removed::SetAside => None,
+            Removed::Live(s) => *s,
+            Removed::SetAside => return forget_stored(session_id, &mut self.out),
             Removed::Absent => return,
-        };
-        let prefix = store::session_prefix(session_id);
-        let removal = vec![
-            Record::Delete {
-                table: Table::Sessions,
-                key: session_id.to_string(),
-            },
-            Record::DeletePrefix {
-                table: Table::Turns,
-                prefix: prefix.clone(),
-            },
-            Record::DeletePrefix {
-                table: Table::History,
-                prefix: prefix.clone(),
-            },
-            Record::DeletePrefix {
-                table: Table::Events,
-                prefix,
-            },
-        ];
-        let Some(s) = s else {
-            self.out.persist(removal);
-            self.out.effect(Effect::RemoveAttachments {
-                session_id: session_id.to_string(),
-            });
-            return;
         };
         let (running, waiters) = s.turns.abandon();
         if let Some(r) = running {
@@ -241,17 +245,9 @@ impl Device {
                 }
             }
         }
-        self.out.persist(removal);
-        self.out.effect(Effect::RemoveAttachments {
-            session_id: session_id.to_string(),
-        });
+        forget_stored(session_id, &mut self.out);
         // A terminal that has it open starts a new one.
-        let frame = jsonrpc::encode_notification(
-            "_lembas/session/deleted",
-            &DeletedParams {
-                session_id: session_id.to_owned(),
-            },
-        );
+        let frame = deleted_frame(session_id);
         for conn in s.holders {
             if self
                 .conns
@@ -285,7 +281,7 @@ mod tests {
             &sent(&mut out)[..],
             [Output::Send { conn: LINK, .. }]
         ));
-        assert!(!deletes.any_to_send());
+        assert!(deletes.to_send.is_empty());
         assert_eq!(deletes.deadline(50), Some(Time(150)));
         deletes.confirm(Time(149), 50, &mut out);
         assert!(sent(&mut out).is_empty(), "not yet");
@@ -318,5 +314,108 @@ mod tests {
         sent(&mut out);
         deletes.send(ConnId(3), Time(10), &mut out);
         assert_eq!(sent(&mut out).len(), 1);
+    }
+
+    fn conn(kind: ConnKind, ready: bool, lembas: bool) -> Connection {
+        let mut c = Connection::new(kind);
+        if ready {
+            c.phase = super::super::connection::Phase::Ready;
+        }
+        c.said.lembas = lembas;
+        c
+    }
+
+    #[test]
+    fn a_delete_made_on_the_device_is_durable_then_kept_for_a_link_that_may_hear_it() {
+        let mut deletes = KeptDeletes::default();
+        let mut out = Outbox::default();
+        deletes.made("ses_a", &mut out);
+        // No link may hear it yet: an editor, a terminal, a link before its `initialize`, a
+        // link whose client said no `_meta.lembas`.
+        let mut conns: BTreeMap<ConnId, Connection> = [
+            (ConnId(1), conn(ConnKind::Stdio, true, true)),
+            (ConnId(2), conn(ConnKind::Terminal, true, true)),
+            (ConnId(3), conn(ConnKind::Link, false, true)),
+            (ConnId(4), conn(ConnKind::Link, true, false)),
+        ]
+        .into_iter()
+        .collect();
+        deletes.send_to_links(&conns, Time(5), &mut out);
+        let first = sent(&mut out);
+        assert!(
+            matches!(&first[..], [Output::Effect(Effect::Persist { records, .. })]
+                if records == &vec![Record::Put { table: Table::Deletes, key: "ses_a".into(), value: String::new() }]),
+            "{first:?}"
+        );
+        assert_eq!(
+            deletes.deadline(50),
+            None,
+            "sent nowhere, so nothing to confirm"
+        );
+        out.acked(1);
+        // A link that may hear it: sent there, and waits to be confirmed.
+        conns.insert(ConnId(5), conn(ConnKind::Link, true, true));
+        deletes.send_to_links(&conns, Time(7), &mut out);
+        let frames: Vec<_> = sent(&mut out)
+            .into_iter()
+            .map(|o| {
+                let Output::Send { conn, frame } = o else {
+                    panic!("{o:?}")
+                };
+                (conn, serde_json::from_slice::<Value>(&frame).unwrap())
+            })
+            .collect();
+        assert_eq!(
+            frames,
+            [(
+                ConnId(5),
+                json!({ "jsonrpc": "2.0", "method": "_lembas/session/deleted",
+                        "params": { "sessionId": "ses_a" } })
+            )]
+        );
+        assert_eq!(deletes.deadline(50), Some(Time(57)));
+        // Sent once.
+        deletes.send_to_links(&conns, Time(9), &mut out);
+        assert!(sent(&mut out).is_empty());
+    }
+
+    #[test]
+    fn a_client_deletes_only_a_session_it_holds_was_given_shares_with_a_terminal_or_under_the_roots(
+    ) {
+        let (web, terminal) = (ConnId(1), ConnId(2));
+        let conns: BTreeMap<ConnId, Connection> = [
+            (web, conn(ConnKind::Link, true, true)),
+            (terminal, conn(ConnKind::Terminal, true, true)),
+            (ConnId(3), conn(ConnKind::Stdio, true, false)),
+        ]
+        .into_iter()
+        .collect();
+        let off = Remote::default();
+        let s = super::super::live::tests::session("ses_a");
+        assert!(!may_delete(&s, web, &conns, &off), "a stranger's");
+        let mut held = super::super::live::tests::session("ses_a");
+        held.holders.insert(web);
+        assert!(may_delete(&held, web, &conns, &off));
+        let mut given = super::super::live::tests::session("ses_a");
+        given.durable.given = true;
+        assert!(may_delete(&given, web, &conns, &off));
+        let mut shared = super::super::live::tests::session("ses_a");
+        shared.holders.insert(ConnId(3));
+        assert!(
+            !may_delete(&shared, web, &conns, &off),
+            "an editor's is not shared"
+        );
+        shared.holders.insert(terminal);
+        assert!(may_delete(&shared, web, &conns, &off), "a terminal's is");
+        // Under the roots (`/w`): only while remote work is on.
+        let mut roots = Remote {
+            roots: vec!["/w".into()],
+            ..Remote::default()
+        };
+        assert!(!may_delete(&s, web, &conns, &roots));
+        roots.enabled = true;
+        assert!(may_delete(&s, web, &conns, &roots));
+        roots.roots = vec!["/elsewhere".into()];
+        assert!(!may_delete(&s, web, &conns, &roots));
     }
 }

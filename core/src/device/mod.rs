@@ -525,7 +525,7 @@ impl Device {
         }
         self.cards.forget_connection(conn);
         self.close_terminals_of(conn);
-        self.unconfirm_deletes(conn);
+        self.deletes.unconfirm(conn);
         Some(c)
     }
 
@@ -558,7 +558,8 @@ impl Device {
         self.check_link_alive(now);
         self.expire_cards(now);
         self.prune_stale_ledgers(now);
-        self.confirm_deletes(now);
+        let confirm_ms = self.config.sessions.delete_confirm_ms;
+        self.deletes.confirm(now, confirm_ms, &mut self.out);
         self.flush_terminals(now);
         self.link.redial_if_due(now, &mut self.out);
         self.after_input();
@@ -579,7 +580,8 @@ impl Device {
     /// written.
     fn after_input(&mut self) {
         self.flush_event_logs();
-        self.send_pending_deletes_to_links();
+        let now = self.clock.now();
+        self.deletes.send_to_links(&self.conns, now, &mut self.out);
         self.announce_to_new_links();
         self.relink_if_idle();
         self.timers = self.current_timers();

@@ -53,7 +53,8 @@ impl Device {
         }
         t.set_or_stop(Timer::CardExpiry, self.cards.deadline());
         t.set_or_stop(Timer::TerminalFlush, self.terminals_deadline());
-        t.set_or_stop(Timer::ConfirmDeletes, self.deletes_deadline());
+        let confirm_ms = self.config.sessions.delete_confirm_ms;
+        t.set_or_stop(Timer::ConfirmDeletes, self.deletes.deadline(confirm_ms));
         t.set(Timer::PruneLedgers, self.next_prune);
         t
     }
