@@ -1033,8 +1033,18 @@ fn a_compaction_offers_no_tools_and_a_later_turn_is_given_the_summary() {
     let mut compaction = tool_turn(Mode::Auto);
     compaction.compact = true;
     start(&mut e, compaction, 0);
-    let (_, request) = fetched(&calls(&mut e));
+    let (id, request) = fetched(&calls(&mut e));
     assert!(request.get("tools").is_none(), "{request}");
+
+    // Called anyway, a tool is not run, and the model is told why: the compaction, not the
+    // device's tools being off.
+    answer_calls(&mut e, id, &[("read", r#"{"path":"a"}"#)], 1);
+    let asked = calls(&mut e);
+    assert!(tools_asked(&asked).is_empty(), "{asked:?}");
+    let (_, next) = fetched(&asked);
+    let result = &results(&next)[0];
+    assert!(result.contains("a compaction only writes"), "{next}");
+    assert!(!result.contains("engine.tools.enabled"), "{next}");
 
     let mut e = engine();
     let mut later = tool_turn(Mode::Edit);

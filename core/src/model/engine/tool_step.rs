@@ -290,6 +290,11 @@ impl ModelEngine {
                      file can be written in parts with edit)",
                     c.max_argument_bytes
                 ))
+            } else if t.start.compact {
+                // Offered none, it called one anyway: a summary acts on nothing.
+                Err("the call was refused: a compaction only writes the summary of the \
+                     conversation, and uses no tools; answer with the summary alone"
+                    .into())
             } else if !c.enabled {
                 Err("tools are off on this device (engine.tools.enabled)".into())
             } else {
