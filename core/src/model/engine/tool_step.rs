@@ -292,9 +292,11 @@ impl ModelEngine {
                 ))
             } else if t.start.compact {
                 // Offered none, it called one anyway: a summary acts on nothing.
-                Err("the call was refused: a compaction only writes the summary of the \
+                Err(
+                    "the call was refused: a compaction only writes the summary of the \
                      conversation, and uses no tools; answer with the summary alone"
-                    .into())
+                        .into(),
+                )
             } else if !c.enabled {
                 Err("tools are off on this device (engine.tools.enabled)".into())
             } else {

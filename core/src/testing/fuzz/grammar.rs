@@ -330,6 +330,13 @@ pub(crate) enum Params {
         cwd: Option<u8>,
         cursor: Option<String>,
     },
+    /// `_lembas/commands` params for a composer with a directory and no session yet: a `cwd`
+    /// of the chooser's paths (inside, through `..`, outside, relative, empty), now and then
+    /// with a `sessionId` too.
+    Commands {
+        path: u8,
+        session: Option<u8>,
+    },
 }
 
 pub(crate) fn pick<'s>(list: &[&'s str], i: u8) -> &'s str {
@@ -456,6 +463,13 @@ impl Params {
                 }
                 v
             }
+            Params::Commands { path, session: s } => {
+                let mut v = serde_json::json!({ "cwd": pick(DIRECTORY_PATHS, *path) });
+                if let Some(s) = s {
+                    v["sessionId"] = Value::from(session(s));
+                }
+                v
+            }
             Params::Array => serde_json::json!([]),
             Params::Json(j) => j.0.clone(),
             Params::Text(t) => return Some(t.clone()),
@@ -570,5 +584,56 @@ impl Frame {
                 format!(r#"{{"jsonrpc":"2.0","id":{id},{tail}}}"#).into_bytes()
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The grammar reaches `_lembas/commands` with a `cwd` (a composer that has a directory and
+    /// no session), not with a `sessionId` alone: some input writes it with exactly the shape the
+    /// method takes.
+    #[test]
+    fn the_grammar_writes_commands_with_a_cwd() {
+        let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut data = [0u8; 48];
+        let mut shapes = std::collections::BTreeSet::new();
+        for _ in 0..200_000 {
+            for b in &mut data {
+                // xorshift: fixed, so the search is the same every run.
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                *b = state as u8;
+            }
+            let Ok(rpc) = Rpc::arbitrary(&mut Unstructured::new(&data)) else {
+                continue;
+            };
+            if method_name(rpc.method) != "_lembas/commands" {
+                continue;
+            }
+            let Some(params) = rpc.params.json(&["ses_a".into()]) else {
+                continue;
+            };
+            let Ok(Value::Object(p)) = serde_json::from_str::<Value>(&params) else {
+                continue;
+            };
+            let keys: Vec<&str> = p.keys().map(String::as_str).collect();
+            shapes.insert(keys.join(","));
+            if keys == ["cwd"] || keys == ["cwd", "sessionId"] {
+                shapes.insert(format!("found {params}"));
+            }
+        }
+        assert!(
+            shapes
+                .iter()
+                .any(|s| s.starts_with("found") && s.contains("\"cwd\"")),
+            "no `_lembas/commands` with a cwd among the shapes {shapes:?}"
+        );
+        assert!(
+            shapes.contains("cwd") && shapes.contains("cwd,sessionId"),
+            "{shapes:?}"
+        );
     }
 }
