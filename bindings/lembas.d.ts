@@ -156,6 +156,9 @@ export type DeviceInput =
   | { type: "files_found"; request: number; error: string }
   | { type: "commands_read"; request: number; commands: CommandsRead }
   | { type: "commands_read"; request: number; error: string }
+  /** What a `/review` would read (`check_changes`' answer); `error`: git could not tell. */
+  | { type: "changes_checked"; request: number; changes: Changes }
+  | { type: "changes_checked"; request: number; error: string }
   | { type: "session_loaded"; request: number; entries: StoreEntry[] }
   | { type: "session_load_failed"; request: number; error: string }
   | { type: "history_read"; request: number; entries: StoreEntry[] }
@@ -228,6 +231,12 @@ export type Effect =
    * answer with `handle({ type: "commands_read", request, commands | error })`. A page with no
    * disk answers `{ root: project, files: [] }` (the built-ins alone). */
   | { kind: "read_commands"; request: number; project: string; roots: string[]; maxFiles: number; maxFileBytes: number }
+  /** Look in git for what a `/review` would read, in `project` only (resolved; inside `roots`
+   * when there are any): with no `branch`, the changes not committed yet (`git status
+   * --porcelain -- .`, untracked files too); with one, `git diff --quiet <branch>...HEAD -- .`;
+   * answer with `handle({ type: "changes_checked", request, changes | error })`. A page with no
+   * disk answers `no_disk` (the review then says it has nothing to review). */
+  | { kind: "check_changes"; request: number; project: string; roots: string[]; branch?: string }
   | {
       kind: "read_mentions";
       request: number;
@@ -301,6 +310,9 @@ export interface FoundFiles {
   indexed: number;
   truncated: boolean;
 }
+
+/** What `check_changes` found: something to review, or why there is nothing. */
+export type Changes = "found" | "none" | "no_repository" | "unknown_branch" | "no_disk";
 
 /** A session's command files as read (`read_commands`' answer), in the set's order. */
 export interface CommandsRead {

@@ -171,6 +171,18 @@ fn effects() -> Vec<Effect> {
             max_files: 64,
             max_file_bytes: 32_768,
         },
+        Effect::CheckChanges {
+            request: 8,
+            project: "/w/app".into(),
+            roots: vec!["/w".into()],
+            branch: None,
+        },
+        Effect::CheckChanges {
+            request: 8,
+            project: "/w/app".into(),
+            roots: Vec::new(),
+            branch: Some("main".into()),
+        },
         Effect::LoadSession {
             request: 2,
             session_id: "ses_1".into(),
@@ -462,6 +474,8 @@ fn device_inputs() -> Vec<Value> {
                 "tooLarge": ["/w/app/.agent/commands/big.md"], "leftOut": 1 } }),
         json!({ "type": "commands_read", "request": 7, "commands": { "root": "/w/app", "files": [] } }),
         json!({ "type": "commands_read", "request": 7, "error": "no disk" }),
+        json!({ "type": "changes_checked", "request": 8, "changes": "none" }),
+        json!({ "type": "changes_checked", "request": 8, "error": "git could not be run" }),
         json!({ "type": "session_loaded", "request": 2,
                 "entries": [{ "table": "sessions", "key": "ses_1", "value": "{}" }] }),
         json!({ "type": "session_load_failed", "request": 2, "error": "disk" }),

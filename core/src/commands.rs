@@ -34,6 +34,9 @@ pub struct Builtin {
 pub enum BuiltinKind {
     /// Sends its text to the model; `{args}` in it is what followed the name.
     Prompt(&'static str),
+    /// `/review`: a prompt command, sent only when git shows something to review
+    /// ([`crate::review`]); otherwise answered `message`.
+    Review(&'static str),
     /// `/plan`: without a task, the session's mode becomes plan; with one, the task runs in it.
     Plan,
     /// `/compact`: the session's earlier turns are folded into a summary (an action).
@@ -58,7 +61,7 @@ pub const BUILTINS: &[Builtin] = &[
         name: "review",
         description: "Review the changes: those not committed yet, or this branch against another",
         hint: Some("head | <branch>"),
-        kind: BuiltinKind::Prompt(
+        kind: BuiltinKind::Review(
             "Review the code changes {target}. Read the diff with git and the code around it. \
              Report bugs, risks and unclear code, the most important first, each with where it \
              is and a suggested fix. Change no files.",

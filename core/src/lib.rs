@@ -51,6 +51,7 @@ pub mod mentions;
 pub mod methods;
 pub mod model;
 pub mod paths;
+pub mod review;
 pub mod rng;
 pub mod scripted;
 mod shape;

@@ -9,7 +9,8 @@ Feature: The session's commands: _lembas/commands, available_commands_update and
   The set is sent after `session/new`, when a session is opened from the store or taken up by a
   new link, and after a turn that changed it. A prompt starting with `/name` of the set is that
   command: a prompt command sends its text (shown as typed), `/plan` alone is an action that
-  answers `mode` (`/compact`: compact.feature); an unknown `/name` is plain text. A command's own text is never `@`-expanded;
+  answers `mode` (`/compact`: compact.feature), `/review` with nothing to review (git, in the
+  session's project) answers `message` and sends nothing; an unknown `/name` is plain text. A command's own text is never `@`-expanded;
   its `mode` is lowered to `remote.max_mode`, its `model` holds for that prompt only.
 
   Scenario: The set is the built-ins, then custom commands, then skills
@@ -112,9 +113,57 @@ Feature: The session's commands: _lembas/commands, available_commands_update and
 
   Scenario: A built-in prompt command sends its own text
     Given a client with a session on the device
+    And the project is in a git work tree without changes not committed yet
+    And its branch differs from "main"
     When the client prompts "/review main" as turn "t1"
     Then the engine was last given "Review the code changes on this branch against `main` (git diff main...HEAD). Read the diff with git and the code around it. Report bugs, risks and unclear code, the most important first, each with where it is and a suggested fix. Change no files." for turn "t1"
     And in the answer of turn "t1", "_meta.lembas.command" is "review"
+
+  Scenario: /review with no changes since the last commit answers message and sends nothing to the model
+    Given a client with a session on the device
+    And the project is in a git work tree without changes not committed yet
+    When the client prompts "/review" as turn "t1"
+    Then the engine has not started turn "t1"
+    And in the answer of turn "t1", "_meta.lembas.message" is "nothing to review: `/home/dev/work/app` has no changes since the last commit"
+    And in the answer of turn "t1", "_meta.lembas.command" is "review"
+    And git was asked about "/home/dev/work/app" 1 time
+
+  Scenario: /review with changes not committed yet sends the review
+    Given a client with a session on the device
+    And the project is in a git work tree with changes not committed yet
+    When the client prompts "/review head" as turn "t1"
+    Then the engine was last given "Review the code changes not committed yet (the working tree and the index, against HEAD). Read the diff with git and the code around it. Report bugs, risks and unclear code, the most important first, each with where it is and a suggested fix. Change no files." for turn "t1"
+    And in the answer of turn "t1", "_meta.lembas.message" is absent
+
+  Scenario: /review of a branch with no changes against it, or of a branch git does not know, answers message
+    Given a client with a session on the device
+    And the project is in a git work tree with changes not committed yet
+    And its branch has no changes against "main"
+    When the client prompts "/review main" as turn "t1"
+    And the client prompts "/review gone" as turn "t2"
+    Then the engine has not started turn "t1"
+    And the engine has not started turn "t2"
+    And in the answer of turn "t1", "_meta.lembas.message" is "nothing to review: `/home/dev/work/app` has no changes on this branch against `main`"
+    And in the answer of turn "t2", "_meta.lembas.message" is "nothing to review: `gone` names no branch or commit in this repository"
+
+  Scenario: /review outside any git repository has nothing to review
+    Given a client with a session on the device
+    When the client prompts "/review" as turn "t1"
+    Then the engine has not started turn "t1"
+    And in the answer of turn "t1", "_meta.lembas.message" is "nothing to review: `/home/dev/work/app` is not in a git repository"
+
+  Scenario: /review with an argument git is not handed is sent as typed, nothing looked at
+    Given a client with a session on the device
+    When the client prompts "/review --output=/tmp/x" as turn "t1"
+    Then the engine started turn "t1" once
+    And git was asked about "/home/dev/work/app" 0 times
+
+  Scenario: /review where git cannot tell is sent anyway, and a notice says why
+    Given a client with a session on the device
+    And git cannot be run on the device: "git could not be run: No such file or directory"
+    When the client prompts "/review" as turn "t1"
+    Then the engine started turn "t1" once
+    And a notice said "`/review` could not look for changes first (git could not be run: No such file or directory)"
 
   Scenario: A command's own text is never @-expanded, the person's arguments are
     Given a client with a session on the device

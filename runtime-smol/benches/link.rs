@@ -558,6 +558,7 @@ impl Bench {
                         | Effect::LoadSession { .. }
                         | Effect::ReadHistory { .. }
                         | Effect::ListDirectory { .. }
+                        | Effect::CheckChanges { .. }
                         | Effect::ReadMentions { .. }
                         | Effect::SearchFiles { .. }
                         | Effect::WriteAttachment { .. }

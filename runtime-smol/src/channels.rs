@@ -64,6 +64,11 @@ pub enum Input {
         request: u64,
         read: Result<lembas_core::commands::CommandsRead, String>,
     },
+    /// A `/review` looked for changes (`Effect::CheckChanges`).
+    ChangesChecked {
+        request: u64,
+        changes: Result<lembas_core::review::Changes, String>,
+    },
     /// A session set aside was read back from the store (`Effect::LoadSession`).
     SessionLoaded {
         request: u64,

@@ -699,6 +699,10 @@ impl Driver {
                 .host
                 .device_mut()
                 .handle_commands_read(request, read, now),
+            Input::ChangesChecked { request, changes } => self
+                .host
+                .device_mut()
+                .handle_changes_checked(request, changes, now),
             Input::MentionsRead { request, read } => {
                 self.host
                     .device_mut()
@@ -1069,6 +1073,25 @@ impl Driver {
                         )
                     },
                     move |read| Input::CommandsRead { request, read },
+                );
+            }
+            Effect::CheckChanges {
+                request,
+                project,
+                roots,
+                branch,
+            } => {
+                let tools = self.tools.clone();
+                self.off_thread(
+                    move || {
+                        crate::git_changes::check_changes(
+                            &tools,
+                            &project,
+                            &roots,
+                            branch.as_deref(),
+                        )
+                    },
+                    move |changes| Input::ChangesChecked { request, changes },
                 );
             }
             Effect::LoadSession {

@@ -20,6 +20,7 @@ pub mod embedding;
 pub mod engine;
 pub mod engine_io;
 pub mod file_index;
+pub mod git_changes;
 pub mod handover;
 pub mod hub;
 pub mod hub_client;

@@ -239,6 +239,12 @@ impl DeviceLoop {
                 }),
                 now,
             ),
+            // Nor a git work tree: a `/review` has nothing to review, and says so.
+            Effect::CheckChanges { request, .. } => device.handle_changes_checked(
+                request,
+                Ok(lembas_core::review::Changes::NoDisk),
+                now,
+            ),
             // Nor an index of files to search.
             Effect::SearchFiles { request, .. } => device.handle_files_found(
                 request,

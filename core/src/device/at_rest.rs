@@ -25,6 +25,7 @@ impl Device {
             && self.mention_reads.is_empty()
             && self.history_reads.is_empty()
             && self.command_reads.is_empty()
+            && self.change_checks.is_empty()
             && self.searches.is_empty()
             && self.unflushed_logs.is_empty()
             && self.out.is_empty()

@@ -1,6 +1,7 @@
 //! A prompt that starts with `/name`, as the TUI runs it: a built-in prompt command sends its
 //! text, `/plan` alone is an action (the mode becomes plan, nothing reaches the model), `/plan
-//! <task>` runs the task in plan mode, `/compact` folds the earlier turns into a summary
+//! <task>` runs the task in plan mode, `/review` with nothing to review answers `message`
+//! (review_check.rs), `/compact` folds the earlier turns into a summary
 //! (compaction.rs), and any other name is looked up in the session's command
 //! files (the turn waits for the read): a custom command or a skill sends its text with the
 //! arguments put in, its `mode` lowered to `remote.max_mode` for a session under the limits,
@@ -15,6 +16,7 @@ use super::Device;
 use crate::commands::{self, BuiltinKind, CommandSet, What};
 use crate::config::Mode;
 use crate::engine::StopReason;
+use crate::review::ReviewTarget;
 use crate::turn::Answer;
 
 /// What a prompt's text is, as a command.
@@ -26,6 +28,13 @@ pub(super) enum AsCommand {
         text: String,
         command: CommandUse,
         plan: bool,
+    },
+    /// `/review`: sent like [`AsCommand::Send`] once git shows something to review, when
+    /// `target` says what to look at (`None`: an argument git is not handed; sent as is).
+    Review {
+        text: String,
+        command: CommandUse,
+        target: Option<ReviewTarget>,
     },
     /// `/plan` alone: the action.
     PlanAction,
@@ -56,6 +65,11 @@ pub(super) fn classify(text: &str) -> AsCommand {
             BuiltinKind::Compact => AsCommand::Compact {
                 command: used(name),
                 focus: args.to_string(),
+            },
+            BuiltinKind::Review(template) => AsCommand::Review {
+                text: commands::builtin_text(name, template, args),
+                command: used(name),
+                target: ReviewTarget::of_args(args),
             },
             BuiltinKind::Prompt(template) => AsCommand::Send {
                 text: commands::builtin_text(name, template, args),

@@ -68,6 +68,12 @@ pub enum Input {
         request: u64,
         read: Result<crate::commands::CommandsRead, String>,
     },
+    /// `changes_checked {request, changes | error}`: the answer to a `check_changes` effect
+    /// (`changes`: `found`, `none`, `no_repository`, `unknown_branch`, `no_disk`).
+    ChangesChecked {
+        request: u64,
+        changes: Result<crate::review::Changes, String>,
+    },
     /// `session_loaded {request, entries}`: the answer to a `load_session` effect.
     SessionLoaded { request: u64, entries: Vec<Entry> },
     /// `session_load_failed {request, error}`.
@@ -189,6 +195,10 @@ impl Device {
                 self.handle_commands_read(request, read, now);
                 Handled::Done
             }
+            Input::ChangesChecked { request, changes } => {
+                self.handle_changes_checked(request, changes, now);
+                Handled::Done
+            }
             Input::SessionLoaded { request, entries } => {
                 Handled::Unreadable(self.handle_session_loaded(request, entries, now))
             }
@@ -256,6 +266,7 @@ struct Fields {
     read: Option<Vec<MentionRead>>,
     found: Option<FoundFiles>,
     commands: Option<crate::commands::CommandsRead>,
+    changes: Option<crate::review::Changes>,
     session_id: Option<String>,
     turn_id: Option<String>,
     event: Option<EngineEvent>,
@@ -283,6 +294,7 @@ enum Tag {
     MentionsRead,
     FilesFound,
     CommandsRead,
+    ChangesChecked,
     SessionLoaded,
     SessionLoadFailed,
     HistoryRead,
@@ -297,7 +309,7 @@ enum Tag {
 }
 
 impl Fields {
-    fn given(&self) -> [(&'static str, bool); 23] {
+    fn given(&self) -> [(&'static str, bool); 24] {
         [
             ("kind", self.kind.is_some()),
             ("failure", self.failure.is_some()),
@@ -313,6 +325,7 @@ impl Fields {
             ("read", self.read.is_some()),
             ("found", self.found.is_some()),
             ("commands", self.commands.is_some()),
+            ("changes", self.changes.is_some()),
             ("sessionId", self.session_id.is_some()),
             ("turnId", self.turn_id.is_some()),
             ("event", self.event.is_some()),
@@ -349,6 +362,7 @@ fn pick(f: Fields) -> Result<Input, Misfit> {
         Tag::MentionsRead => &["request", "read", "error"],
         Tag::FilesFound => &["request", "found", "error"],
         Tag::CommandsRead => &["request", "commands", "error"],
+        Tag::ChangesChecked => &["request", "changes", "error"],
         Tag::SessionLoaded => &["request", "entries"],
         Tag::HistoryRead => &["request", "entries", "error"],
         Tag::SessionLoadFailed | Tag::AttachmentWritten => &["request", "error"],
@@ -407,6 +421,10 @@ fn pick(f: Fields) -> Result<Input, Misfit> {
         Tag::CommandsRead => Input::CommandsRead {
             request: need(f.request, "request")?,
             read: either(f.commands, f.error, "commands or error (exactly one)")?,
+        },
+        Tag::ChangesChecked => Input::ChangesChecked {
+            request: need(f.request, "request")?,
+            changes: either(f.changes, f.error, "changes or error (exactly one)")?,
         },
         Tag::SessionLoaded => Input::SessionLoaded {
             request: need(f.request, "request")?,
@@ -481,6 +499,7 @@ impl Input {
             Input::MentionsRead { .. } => "mentions_read",
             Input::FilesFound { .. } => "files_found",
             Input::CommandsRead { .. } => "commands_read",
+            Input::ChangesChecked { .. } => "changes_checked",
             Input::SessionLoaded { .. } => "session_loaded",
             Input::SessionLoadFailed { .. } => "session_load_failed",
             Input::HistoryRead { .. } => "history_read",
@@ -550,6 +569,13 @@ impl Serialize for Input {
                 m.serialize_entry("request", request)?;
                 match read {
                     Ok(read) => m.serialize_entry("commands", read)?,
+                    Err(error) => m.serialize_entry("error", error)?,
+                }
+            }
+            Input::ChangesChecked { request, changes } => {
+                m.serialize_entry("request", request)?;
+                match changes {
+                    Ok(changes) => m.serialize_entry("changes", changes)?,
                     Err(error) => m.serialize_entry("error", error)?,
                 }
             }
@@ -806,6 +832,14 @@ mod tests {
                 request: 9,
                 read: Err(s("no disk")),
             },
+            Input::ChangesChecked {
+                request: 10,
+                changes: Ok(crate::review::Changes::UnknownBranch),
+            },
+            Input::ChangesChecked {
+                request: 10,
+                changes: Err(s("git is not installed")),
+            },
             Input::SessionLoaded {
                 request: 4,
                 entries: vec![Entry {
@@ -905,6 +939,7 @@ mod tests {
             Input::HistoryRead { .. } => 21,
             Input::FilesFound { .. } => 22,
             Input::CommandsRead { .. } => 23,
+            Input::ChangesChecked { .. } => 24,
         }
     }
 
@@ -912,7 +947,7 @@ mod tests {
     fn every_input_writes_the_shape_it_is_read_from() {
         let inputs = every_input();
         let seen: std::collections::BTreeSet<usize> = inputs.iter().map(variant).collect();
-        assert_eq!(seen.len(), 24, "a variant has no sample: {seen:?}");
+        assert_eq!(seen.len(), 25, "a variant has no sample: {seen:?}");
         for input in inputs {
             let text = serde_json::to_string(&input).unwrap();
             let back: Input = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{text}: {e}"));

@@ -48,6 +48,7 @@ mod recent_pick;
 mod reconfigure;
 mod resolving;
 mod restore;
+mod review_check;
 mod rewind;
 mod session_acp;
 mod session_set;
@@ -197,6 +198,20 @@ pub enum Effect {
         roots: Vec<String>,
         max_files: usize,
         max_file_bytes: u64,
+    },
+    /// Look in git for what a `/review` would read, in `project` (the session's directory,
+    /// resolved; inside `roots` when there are any, else answered with the reason) and only
+    /// there (the pathspec `.`): with no `branch`, anything `git status --porcelain` lists
+    /// (untracked files too); with one, anything `git diff --quiet <branch>...HEAD` finds.
+    /// `branch` is one name the core let through ([`crate::review::branch_name`]: never an
+    /// option or a range). Answer with `handle_changes_checked`: found, none, no repository,
+    /// no such branch, or the reason git could not tell.
+    CheckChanges {
+        request: u64,
+        project: String,
+        roots: Vec<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        branch: Option<String>,
     },
     /// Read back a session set aside from memory: its entries in every table (its record, its
     /// `<id>/` turns and history), or none; answer with `handle_session_loaded`. It is asked
@@ -365,6 +380,9 @@ pub struct Device {
     history_reads: asked::Asked<history::PendingHistory>,
     /// Command sets asked of the shell, until their answers (command_set.rs).
     command_reads: asked::Asked<command_set::PendingCommands>,
+    /// `/review`s' looks for changes asked of the shell, until their answers
+    /// (review_check.rs).
+    change_checks: asked::Asked<review_check::PendingCheck>,
     /// File searches asked of the shell, until their answers (files_search.rs).
     searches: asked::Asked<files_search::PendingSearch>,
     /// The files used lately, for the `@` picker (frecency.rs).
@@ -406,6 +424,7 @@ impl Device {
             history_reads: Default::default(),
             searches: Default::default(),
             command_reads: Default::default(),
+            change_checks: Default::default(),
             frecency: Default::default(),
             next_steer: 0,
             next_prune: now,

@@ -12,6 +12,7 @@ use super::ledger::{Fixed, Ledger, TurnState};
 use super::ConnId;
 use crate::engine::{StopReason, TurnStart};
 use crate::jsonrpc::{code, Id};
+use crate::review::ReviewTarget;
 use crate::turn::Answer;
 use crate::wire::session::ToolRecord;
 
@@ -36,6 +37,19 @@ pub(crate) struct Queued {
     pub command: Option<CommandUse>,
     /// A compaction, and who asked for it.
     pub compact: Option<Compacting>,
+    /// A `/review` that waits to know there is something to review: it starts only once
+    /// that is known (review_check.rs).
+    pub review: Option<ReviewGate>,
+}
+
+/// Where a `/review`'s look for changes stands. It is asked for only once the turn is next
+/// to run, so the turns before it have made their changes.
+#[derive(Debug, PartialEq)]
+pub(crate) enum ReviewGate {
+    /// Not asked yet: what to look at.
+    Due(ReviewTarget),
+    /// Asked as this `CheckChanges` request, for this.
+    Asked(u64, ReviewTarget),
 }
 
 /// A turn that folds the session's earlier turns into a summary (compaction.rs), asked for by
@@ -251,8 +265,63 @@ impl TurnTable {
             looking_up: None,
             command: None,
             compact: None,
+            review: None,
         });
         accepted
+    }
+
+    /// The turn just accepted is a `/review` that waits to know there is something to review
+    /// in `target`.
+    pub fn await_review(&mut self, target: ReviewTarget) {
+        if let Some(q) = self.queue.back_mut() {
+            q.review = Some(ReviewGate::Due(target));
+        }
+    }
+
+    /// When nothing runs and the next turn waits only for its review's look for changes,
+    /// not asked yet: it is asked now as `request`. Its session's project and what to look at.
+    pub fn ask_review(&mut self, request: u64) -> Option<(String, ReviewTarget)> {
+        if self.running.is_some() {
+            return None;
+        }
+        let q = self.queue.front_mut()?;
+        if !q.writing.is_empty() || q.reading.is_some() || q.looking_up.is_some() {
+            return None;
+        }
+        let Some(ReviewGate::Due(target)) = &q.review else {
+            return None;
+        };
+        let target = target.clone();
+        q.review = Some(ReviewGate::Asked(request, target.clone()));
+        Some((q.start.cwd.clone(), target))
+    }
+
+    /// A review's look for changes (`request`) was answered: what it looked at, if a turn
+    /// still waits for it. The turn may start now, with `notices` said when it does.
+    pub fn review_checked(&mut self, request: u64, notices: Vec<String>) -> Option<ReviewTarget> {
+        let q = self.queue.front_mut()?;
+        match q.review.take() {
+            Some(ReviewGate::Asked(r, target)) if r == request => {
+                q.notices.extend(notices);
+                Some(target)
+            }
+            other => {
+                q.review = other;
+                None
+            }
+        }
+    }
+
+    /// A review found nothing to review: the next turn (the one that waited for the look,
+    /// [`TurnTable::review_checked`]) is answered `answer` without running, kept in the ledger
+    /// as done. Its id, its order in the ledger, and every request waiting for its answer.
+    pub fn answer_next(&mut self, answer: Answer) -> Option<(String, u64, Vec<Waiter>)> {
+        let q = self.queue.pop_front()?;
+        let turn = q.start.turn_id;
+        self.ledger.set(&turn, TurnState::Done(answer));
+        let order = self.ledger.order_of(&turn).unwrap_or_default();
+        let waiting = self.waiters.remove(&turn).unwrap_or_default();
+        Some((turn, order, waiting))
     }
 
     /// The turn just accepted is a compaction.
@@ -376,8 +445,12 @@ impl TurnTable {
     /// Start the next queued turn, when nothing runs and its attachments are written (the
     /// ones behind it wait for it): its start and its order in the ledger.
     pub fn start_next(&mut self) -> Option<(TurnStart, u64)> {
-        let waits =
-            |q: &Queued| !q.writing.is_empty() || q.reading.is_some() || q.looking_up.is_some();
+        let waits = |q: &Queued| {
+            !q.writing.is_empty()
+                || q.reading.is_some()
+                || q.looking_up.is_some()
+                || q.review.is_some()
+        };
         if self.running.is_some() || self.queue.front().is_none_or(waits) {
             return None;
         }
@@ -609,6 +682,52 @@ mod tests {
         assert!(t.idle() && !t.has_waiters());
         // Sent again, it is a new prompt.
         assert_eq!(t.seen("a", waiter(3)), Seen::New);
+    }
+
+    #[test]
+    fn a_review_looks_for_changes_only_when_next_to_run_and_then_runs_or_is_answered() {
+        let mut t = TurnTable::new(10);
+        t.accept(start("a"), Vec::new(), waiter(1));
+        t.accept(start("r"), Vec::new(), waiter(2));
+        t.await_review(ReviewTarget::Head);
+        t.accept(start("s"), Vec::new(), waiter(3));
+        t.await_review(ReviewTarget::Branch("main".into()));
+        assert_eq!(t.ask_review(7), None, "a is first");
+        assert_eq!(t.start_next().map(|(s, _)| s.turn_id), Some("a".into()));
+        assert_eq!(
+            t.ask_review(7),
+            None,
+            "a runs: its changes are not all made"
+        );
+        t.finish(Ok(StopReason::EndTurn));
+        assert!(t.start_next().is_none(), "r waits for its look");
+        assert_eq!(t.ask_review(7), Some(("/w".into(), ReviewTarget::Head)));
+        assert_eq!(t.ask_review(8), None, "asked once");
+        assert_eq!(t.review_checked(8, Vec::new()), None, "another request");
+        assert_eq!(
+            t.review_checked(7, vec!["n".into()]),
+            Some(ReviewTarget::Head)
+        );
+        assert_eq!(t.review_checked(7, Vec::new()), None, "answered once");
+        // Something to review: r runs, its notice with it.
+        let (started, _) = t.start_next().expect("r starts");
+        assert_eq!(started.turn_id, "r");
+        assert_eq!(
+            t.running().map(|r| r.notices.clone()),
+            Some(vec!["n".into()])
+        );
+        t.finish(Ok(StopReason::EndTurn));
+        // Nothing to review: s is answered without running, and a retry gets the answer.
+        assert_eq!(
+            t.ask_review(9),
+            Some(("/w".into(), ReviewTarget::Branch("main".into())))
+        );
+        assert!(t.review_checked(9, Vec::new()).is_some());
+        let answer = Answer::stopped(StopReason::EndTurn, Map::new());
+        let (turn, _, waiting) = t.answer_next(answer.clone()).expect("s waited");
+        assert_eq!((turn.as_str(), waiting), ("s", vec![waiter(3)]));
+        assert_eq!(t.seen("s", waiter(4)), Seen::Done(&answer));
+        assert!(t.idle() && !t.has_waiters());
     }
 
     #[test]

@@ -297,6 +297,7 @@ impl Device {
         let prepared = prepare(p.prompt, limits, rng, now)?;
         s.durable.context.merge(&context);
         s.durable.touched = now;
+        let mut review = None;
         let (text, command, plan, look_up, compact) = match classify(&prepared.text) {
             AsCommand::PlanAction => {
                 let session = s.durable.id.clone();
@@ -309,6 +310,14 @@ impl Device {
                 command,
                 plan,
             } => (text, Some(command), plan, None, false),
+            AsCommand::Review {
+                text,
+                command,
+                target,
+            } => {
+                review = target;
+                (text, Some(command), false, None, false)
+            }
             AsCommand::Compact { command, focus } => {
                 (compaction::text(&focus), Some(command), false, None, true)
             }
@@ -357,6 +366,9 @@ impl Device {
         }
         if look_up.is_some() {
             s.turns.await_command(command_read);
+        }
+        if let Some(target) = review {
+            s.turns.await_review(target);
         }
         let (cwd, capped) = (s.durable.cwd.clone(), s.capped);
         let project = cwd.clone();
@@ -461,6 +473,8 @@ impl Device {
 
     /// Start the next waiting turn when nothing runs.
     pub(super) fn pump(&mut self, session: &str) {
+        // A `/review` next in line looks for changes first (it starts once answered).
+        self.ask_review(session);
         let now = self.clock.now().0;
         let max = self.config.remote.max_mode;
         let roots = &self.config.remote.roots;

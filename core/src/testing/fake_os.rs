@@ -73,6 +73,21 @@ pub struct FakeOs {
     pub hangups: Vec<String>,
     /// When set, starting a shell fails with this reason.
     pub shell_fails: Option<String>,
+    /// Git work trees on the fake disk, by their top directory (for `CheckChanges`).
+    pub repos: BTreeMap<String, FakeRepo>,
+    /// Every `CheckChanges` performed, in order: the project looked in, and the branch.
+    pub change_checks: Vec<(String, Option<String>)>,
+    /// When set, git cannot be run: `CheckChanges` fails with this reason.
+    pub git_fails: Option<String>,
+}
+
+/// A git work tree on the fake disk.
+#[derive(Clone, Debug, Default)]
+pub struct FakeRepo {
+    /// Changes not committed yet (the working tree or the index).
+    pub uncommitted: bool,
+    /// The branches it knows, each with whether `HEAD` differs from it.
+    pub branches: BTreeMap<String, bool>,
 }
 
 impl FakeOs {
@@ -151,6 +166,15 @@ impl FakeOs {
             } => {
                 let read = self.read_commands(&project, &roots, max_files, max_file_bytes);
                 answer(device, Input::CommandsRead { request, read }, now);
+            }
+            Effect::CheckChanges {
+                request,
+                project,
+                roots,
+                branch,
+            } => {
+                let changes = self.check_changes(&project, &roots, branch);
+                answer(device, Input::ChangesChecked { request, changes }, now);
             }
             // Asked for only once every persist before it is acknowledged: the store is current.
             Effect::LoadSession {
@@ -393,6 +417,42 @@ impl FakeOs {
                 })
                 .collect(),
             truncated: false,
+        })
+    }
+
+    /// What a `/review` would find in `project`'s git work tree, as a shell looks: the project
+    /// resolved and confined to `roots`, then the repository holding it asked.
+    fn check_changes(
+        &mut self,
+        project: &str,
+        roots: &[String],
+        branch: Option<String>,
+    ) -> Result<crate::review::Changes, String> {
+        use crate::review::Changes;
+        if let Some(why) = &self.git_fails {
+            return Err(why.clone());
+        }
+        let real = self.resolve(project)?;
+        if !roots.is_empty() && crate::paths::within(&real, roots).is_none() {
+            return Err(format!("`{real}` is outside remote.roots"));
+        }
+        self.change_checks.push((real.clone(), branch.clone()));
+        let Some(repo) = self
+            .repos
+            .iter()
+            .find(|(top, _)| crate::paths::inside(&real, top))
+            .map(|(_, repo)| repo)
+        else {
+            return Ok(Changes::NoRepository);
+        };
+        let differs = match &branch {
+            None => Some(repo.uncommitted),
+            Some(b) => repo.branches.get(b).copied(),
+        };
+        Ok(match differs {
+            None => Changes::UnknownBranch,
+            Some(true) => Changes::Found,
+            Some(false) => Changes::None,
         })
     }
 

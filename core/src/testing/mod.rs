@@ -11,5 +11,5 @@ mod oracle;
 mod pair;
 mod persist_order;
 
-pub use fake_os::{FakeOs, USER_CONFIG};
+pub use fake_os::{FakeOs, FakeRepo, USER_CONFIG};
 pub use pair::{Dir, Faults, Livelock, Pair, Trace};

@@ -211,3 +211,27 @@ fn mode_is(w: &mut LinkWorld, mode: String) {
         .collect();
     assert_eq!(modes.last(), Some(&json!(mode)), "{modes:?}");
 }
+
+#[given(regex = r"^the project is in a git work tree (with|without) changes not committed yet$")]
+fn work_tree(w: &mut LinkWorld, with: String) {
+    let repo = w.pair().os.repos.entry(DEFAULT_ROOT.into()).or_default();
+    repo.uncommitted = with == "with";
+}
+
+#[given(regex = r#"^its branch (differs from|has no changes against) "([^"]+)"$"#)]
+fn branch(w: &mut LinkWorld, how: String, name: String) {
+    let repo = w.pair().os.repos.entry(DEFAULT_ROOT.into()).or_default();
+    repo.branches.insert(name, how == "differs from");
+}
+
+#[given(regex = r#"^git cannot be run on the device: "(.*)"$"#)]
+fn git_fails(w: &mut LinkWorld, why: String) {
+    w.pair().os.git_fails = Some(why);
+}
+
+#[then(regex = r#"^git was asked about "([^"]+)" (\d+) times?$"#)]
+fn git_asked(w: &mut LinkWorld, project: String, times: usize) {
+    let checks = &w.pair().os.change_checks;
+    assert_eq!(checks.len(), times, "{checks:?}");
+    assert!(checks.iter().all(|(p, _)| *p == project), "{checks:?}");
+}

@@ -404,6 +404,7 @@ impl Run {
             | Effect::ReadMentions { .. }
             | Effect::SearchFiles { .. }
             | Effect::ReadCommands { .. }
+            | Effect::CheckChanges { .. }
             | Effect::LoadSession { .. }
             | Effect::ReadHistory { .. }
             | Effect::WriteAttachment { .. }
