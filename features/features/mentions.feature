@@ -4,7 +4,12 @@ Feature: @path mentions in a prompt
   in a name is escaped with a backslash. Only a path that is (symlinks followed) inside the
   session's project and inside `remote.roots`, and not protected, is attached; any other
   `@word` stays text and is not read. Every bound that cuts something, and every mention not
-  attached, is said in a notice.
+  attached, is said in a notice. In a terminal's shared session the same holds for a prompt
+  from the web: the device's roots bound it as well as the terminal's project. (The spec's
+  "only the project when the session was shared by name and no roots are set": this device has
+  no sharing by name; it lets the web use a shared session only inside its roots, so with none
+  set the web's prompt is refused and nothing is read, while the terminal's own prompts attach
+  from its project.)
 
   Scenario: A mentioned file is attached, line-numbered, and the text stays as typed
     Given a client with a session on the device
@@ -108,3 +113,36 @@ Feature: @path mentions in a prompt
     Then turn "t1" has the attachment "a.md" holding "a\n"
     And turn "t1" has 1 attachment
     And a notice said "1 mention past the first 1 stayed text, not attached (mentions.max_per_prompt is 1): @b.md"
+
+  Scenario Outline: In a terminal's shared session, a prompt from the web attaches only inside the project and the roots
+    Given a client with a session on the device
+    And a terminal on the device whose initialize said "lembas": {"protocol": 3}
+    And the terminal opens a session of its own in "/home/dev/work/app"
+    And the project holds "notes.md" with the lines "shown"
+    And the device's disk holds "/home/dev/work/other/secret.txt" and "/etc/passwd" and "/home/dev/.ssh/id_rsa"
+    And "/home/dev/work/app/out" is a symlink to "/etc"
+    When the client prompts "see @notes.md <mention>" in the terminal's session as turn "t1"
+    Then turn "t1" has the attachment "notes.md" holding "shown\n"
+    And turn "t1" has 1 attachment
+    And nothing outside "/home/dev/work/app" was read for a mention
+    And a notice said "<mention> stayed text, not attached"
+
+    Examples:
+      | mention                 |
+      | @../other/secret.txt    |
+      | @/etc/passwd            |
+      | @out/passwd             |
+      | @../../.ssh/id_rsa      |
+
+  Scenario: In an editor's shared session with no roots set, the web's prompt reads nothing, and the editor's own attaches from its project
+    Given a device whose remote work is on over ""
+    And the device and the client have completed the handshake
+    And an editor on stdio that said nothing of lembas, with a session in "/srv/editor"
+    And the device's disk holds "/srv/editor/notes.md" and "/srv/other.md" and "/etc/passwd"
+    When the client prompts "see @notes.md" in the editor's session as turn "t1"
+    Then turn "t1" is refused with the error -32602, saying "cannot be used over the link now"
+    And nothing was read for a mention
+    When the editor prompts "see @notes.md @../other.md" as turn "t2"
+    Then turn "t2" has the attachment "notes.md" holding "secret\n"
+    And turn "t2" has 1 attachment
+    And nothing outside "/srv/editor" was read for a mention

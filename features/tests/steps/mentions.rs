@@ -1,11 +1,12 @@
 //! `@path` mentions over the fake OS: a project's files, the prompt, what the turn was given
 //! (its attachments and their bytes), what was read, and the notices said.
 
-use cucumber::{given, then};
+use cucumber::{given, then, when};
 use lembas_core::confine::Protected;
 use lembas_core::engine::Attachment;
 
 use super::handshake::DEFAULT_ROOT;
+use super::turns::script;
 use crate::LinkWorld;
 
 /// The session's project, where "a client with a session on the device" opens it.
@@ -110,6 +111,37 @@ fn no_attachment(w: &mut LinkWorld, turn: String) {
 #[then(regex = r#"^turn "([^"]+)" has (\d+) attachments?$"#)]
 fn n_attachments(w: &mut LinkWorld, turn: String, n: usize) {
     assert_eq!(attachments(w, &turn).len(), n);
+}
+
+/// The web prompts the session a terminal (or an editor) opened and shares (announced to it).
+#[when(
+    regex = r#"^the client prompts "(.*)" in the (?:terminal|editor)'s session as turn "([^"]+)"$"#
+)]
+fn prompts_shared(w: &mut LinkWorld, text: String, turn: String) {
+    let session = w
+        .local_session
+        .clone()
+        .expect("a step before must have the terminal open a session of its own");
+    let pair = w.pair();
+    pair.client
+        .prompt(
+            &session,
+            serde_json::json!([{ "type": "text", "text": script(&text) }]),
+            Some(&turn),
+            pair.now,
+        )
+        .expect("the client may prompt");
+    pair.drive().expect("the link settles");
+}
+
+#[then(regex = r#"^nothing outside "([^"]+)" was read for a mention$"#)]
+fn read_only_inside(w: &mut LinkWorld, dir: String) {
+    let read = &w.built().os.mention_reads;
+    assert!(!read.is_empty(), "nothing was read at all");
+    assert!(
+        read.iter().all(|r| lembas_core::paths::inside(r, &dir)),
+        "read outside `{dir}`: {read:?}"
+    );
 }
 
 #[then("nothing was read for a mention")]
