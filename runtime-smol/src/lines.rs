@@ -3,7 +3,7 @@
 //! (bounded); frames are written whole, a queued burst gathered into one write.
 
 use futures_lite::{future, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use lembas_core::device::{ChunkRun, ConnId};
+use lembas_core::device::{Burst, ConnId};
 use lembas_core::framing::{Line, LineReader};
 use smol::channel::{Receiver, Sender};
 use std::sync::Arc;
@@ -139,12 +139,12 @@ impl Reading<'_> {
 }
 
 /// Write each frame as one line on `output`. What is queued is gathered into one buffer and
-/// written at once (one write for a burst of streamed chunks, not one a line), then flushed
-/// when the queue runs dry. While `gauge` (the connection's) is past its pause mark, a text
-/// chunk that follows one of the same session and kind in the burst is merged into it
-/// ([`ChunkRun`]): the reader is behind, and the frames' envelopes are most of what it has
-/// to read. The frames' gauge tokens are held until their write. Ends when the queue is closed
-/// (everything before the close written) or a write fails.
+/// written at once (one write for a burst of streamed chunks, whichever sessions they come
+/// from, not one a line), then flushed when the queue runs dry. While `gauge` (the
+/// connection's) is past its pause mark, a text chunk is merged into its session's latest
+/// chunk frame in the burst ([`Burst`]): the reader is behind, and the frames' envelopes are
+/// most of what it has to read. The frames' gauge tokens are held until their write. Ends
+/// when the queue is closed (everything before the close written) or a write fails.
 pub async fn write_lines<W: AsyncWrite + Unpin>(
     output: &mut W,
     rx: Receiver<Outgoing>,
@@ -152,8 +152,7 @@ pub async fn write_lines<W: AsyncWrite + Unpin>(
 ) -> std::io::Result<()> {
     let mut buf: Vec<u8> = Vec::with_capacity(64 * 1024);
     let mut held = Vec::new();
-    // The burst's last frame, kept out of `buf` while the next may merge into it.
-    let mut last: Option<ChunkRun> = None;
+    let mut burst = Burst::default();
     // Whether the queue was past its mark when the last burst was written, that burst still
     // counted: the sources stop at the mark, so the queue hovers there, and it is the
     // written burst's release that takes it under.
@@ -164,27 +163,16 @@ pub async fn write_lines<W: AsyncWrite + Unpin>(
         while let Some(out) = next.take() {
             if let Outgoing::Frame(frame, sent) = out {
                 held.extend(sent);
-                let merged = behind && last.as_mut().is_some_and(|l| l.merge(&frame));
-                if !merged {
-                    // Under the mark nothing merges: a frame goes as it came.
-                    let run = if behind {
-                        ChunkRun::new(frame)
-                    } else {
-                        ChunkRun::plain(frame)
-                    };
-                    if let Some(l) = last.replace(run) {
-                        buf.extend_from_slice(&l.into_frame());
-                        buf.push(b'\n');
-                    }
-                }
+                // Under the mark nothing merges: a frame goes as it came.
+                burst.push(frame, behind);
             }
-            if buf.len() + last.as_ref().map_or(0, ChunkRun::bytes) >= 64 * 1024 {
+            if burst.bytes() >= 64 * 1024 {
                 break;
             }
             next = rx.try_recv().ok();
         }
-        if let Some(l) = last.take() {
-            buf.extend_from_slice(&l.into_frame());
+        for frame in burst.drain() {
+            buf.extend_from_slice(&frame);
             buf.push(b'\n');
         }
         output.write_all(&buf).await?;
@@ -205,9 +193,13 @@ mod tests {
     use super::*;
 
     fn chunk(seq: u64, text: &str) -> Vec<u8> {
+        chunk_of("ses_1", seq, text)
+    }
+
+    fn chunk_of(session: &str, seq: u64, text: &str) -> Vec<u8> {
         lembas_core::jsonrpc::encode_notification(
             "session/update",
-            &json!({ "_meta": { "lembas": { "seq": seq } }, "sessionId": "ses_1",
+            &json!({ "_meta": { "lembas": { "seq": seq } }, "sessionId": session,
                      "update": { "sessionUpdate": "agent_message_chunk",
                                  "content": { "type": "text", "text": text } } }),
         )
@@ -260,5 +252,31 @@ mod tests {
             .map(|f| serde_json::from_slice(f).unwrap())
             .collect();
         assert_eq!(plain, expected);
+    }
+
+    #[test]
+    fn behind_its_pause_mark_interleaved_sessions_each_go_out_merged() {
+        let frames = [
+            chunk_of("ses_1", 1, "a"),
+            chunk_of("ses_2", 1, "x"),
+            chunk_of("ses_1", 2, "b"),
+            chunk_of("ses_2", 2, "y"),
+            chunk_of("ses_1", 3, "c"),
+        ];
+        let line = |v: &Value| {
+            (
+                v["params"]["sessionId"].clone(),
+                v["params"]["update"]["content"]["text"].clone(),
+                v["params"]["_meta"]["lembas"]["seq"].clone(),
+            )
+        };
+        let merged: Vec<_> = written(&frames, 1).iter().map(line).collect();
+        assert_eq!(
+            merged,
+            vec![
+                (json!("ses_1"), json!("abc"), json!(3)),
+                (json!("ses_2"), json!("xy"), json!(2)),
+            ]
+        );
     }
 }

@@ -8,12 +8,13 @@
 //! it to.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use lembas_core::config::SessionLimits;
 use lembas_core::device::{Device, RecentPick, Unreadable};
 use lembas_core::store::{Entry, HistoryPick, Record, Table};
 use lembas_core::{DeviceConfig, Time};
-use redb::{Database, DatabaseError, ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{Database, DatabaseError, Durability, ReadableDatabase, ReadableTable, TableDefinition};
 
 fn def(table: Table) -> TableDefinition<'static, &'static str, &'static str> {
     TableDefinition::new(table.name())
@@ -48,9 +49,18 @@ impl std::error::Error for StoreError {}
 /// so a small cache costs little.
 const CACHE_BYTES: usize = 4 * 1024 * 1024;
 
+/// A scratch store ([`RedbStore::scratch`]) syncs one commit in this many to disk. Nothing in
+/// it outlives the process, so no commit needs the sync for itself (`serve --stdio` commits in
+/// its own step, and with many sessions streaming, a sync at each turn's start and end held
+/// every stream); redb frees the pages a commit replaces only at a synced one, so a sync now
+/// and then keeps the file, and the freed pages redb tracks in memory, bounded.
+const SCRATCH_SYNC_EVERY: u64 = 64;
+
 pub struct RedbStore {
     db: Database,
     path: PathBuf,
+    /// A scratch store's commits so far (`None`: a store that syncs every commit).
+    scratch_commits: Option<AtomicU64>,
 }
 
 impl RedbStore {
@@ -76,6 +86,7 @@ impl RedbStore {
         Ok(RedbStore {
             db,
             path: path.to_path_buf(),
+            scratch_commits: None,
         })
     }
 
@@ -104,8 +115,9 @@ impl RedbStore {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
         let path = dir.join(format!("stdio-{}-{nanos}.redb", std::process::id()));
-        let store = RedbStore::open(&path)?;
+        let mut store = RedbStore::open(&path)?;
         std::fs::remove_file(&path).map_err(|e| StoreError::Other(path.clone(), e.to_string()))?;
+        store.scratch_commits = Some(AtomicU64::new(0));
         Ok(store)
     }
 
@@ -290,10 +302,18 @@ impl RedbStore {
         Ok(out)
     }
 
-    /// Apply `records` in order, in one durable write transaction.
+    /// Apply `records` in order, in one durable write transaction (for a scratch store, one
+    /// synced to disk only now and then: see [`SCRATCH_SYNC_EVERY`]).
     pub fn commit(&self, records: &[Record]) -> Result<(), StoreError> {
         let other = |e: &dyn std::fmt::Display| self.other(e);
-        let txn = self.db.begin_write().map_err(|e| other(&e))?;
+        let mut txn = self.db.begin_write().map_err(|e| other(&e))?;
+        let unsynced = self.scratch_commits.as_ref().is_some_and(|n| {
+            !(n.fetch_add(1, Ordering::Relaxed) + 1).is_multiple_of(SCRATCH_SYNC_EVERY)
+        });
+        if unsynced {
+            txn.set_durability(Durability::None)
+                .map_err(|e| other(&e))?;
+        }
         for r in records {
             match r {
                 Record::Put { table, key, value } => {
@@ -459,6 +479,26 @@ mod tests {
             .commit(&[put(Table::History, "ses_a/0000000000", "h")])
             .unwrap();
         assert_eq!(store.history("ses_a", None, 10, 100).unwrap().len(), 1);
+    }
+
+    /// Commits not synced to disk are read back as any, across the synced ones.
+    #[test]
+    fn a_scratch_store_reads_back_every_commit_synced_or_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = RedbStore::scratch(dir.path()).unwrap();
+        for i in 0..3 * SCRATCH_SYNC_EVERY {
+            let mut records = vec![put(Table::History, &format!("ses_a/{i:010}"), "h")];
+            if i > 0 {
+                records.push(Record::Delete {
+                    table: Table::History,
+                    key: format!("ses_a/{:010}", i - 1),
+                });
+            }
+            store.commit(&records).unwrap();
+            let read = store.history("ses_a", None, 10, 1000).unwrap();
+            let keys: Vec<&str> = read.iter().map(|e| e.key.as_str()).collect();
+            assert_eq!(keys, [format!("ses_a/{i:010}")], "after commit {i}");
+        }
     }
 
     #[test]

@@ -1,18 +1,28 @@
 //! Chunk coalescing under backpressure: while a connection's queue is past its pause mark, a
-//! text chunk frame that follows another of the same session and kind in that queue, with no
-//! frame of the session between them, is merged into it: one frame, the texts in order, the
-//! later seq. Nothing is dropped and the frames of the connection say the same; only their
-//! count falls (and the bytes of the frames' envelopes, which dominate small chunks).
+//! text chunk frame of a burst (the frames written at once) is merged into its session's
+//! latest frame in that burst when that frame is a chunk frame of the same kind and stream:
+//! one frame, the texts in order, the later seq. Nothing is dropped and the frames of the
+//! connection say the same; only their count falls (and the bytes of the frames' envelopes,
+//! which dominate small chunks).
 //!
-//! Only truly adjacent frames merge. A link client hears each chunk twice, as a
-//! `session/update` and an `_lembas/event` of consecutive seqs; merging two updates across the
-//! event between them would hand the client the later seq first, and a client cut right after
-//! it would resume past the event it has not seen. So those frames stay as they are, and what
-//! merges is a run of one stream (an editor's `session/update`s, say).
+//! Frames of other sessions may lie between the two: a session's chunk then leaves ahead of
+//! them, as the device's outbox already lets one session's frames pass another's. What keeps
+//! each session's order is that a chunk merges only into its session's *latest* frame, and any
+//! frame that is not a chunk frame (an answer, a tool call, whoever it is for) ends every
+//! session's run. So with sessions streaming at once the burst still merges, where merging
+//! only adjacent frames merged almost nothing.
+//!
+//! A link client hears each chunk twice, as a `session/update` and an `_lembas/event` of
+//! consecutive seqs; merging two updates across the event between them would hand the client
+//! the later seq first, and a client cut right after it would resume past the event it has
+//! not seen. The event is the session's latest frame there, and of another stream, so those
+//! frames stay as they are, and what merges is a run of one stream (an editor's
+//! `session/update`s, say).
 //!
 //! The frames are those `chunks.rs` writes (the generic path writes the same bytes), so a
 //! frame of that exact shape is recognized by its bytes; anything else is left alone.
 
+use std::collections::BTreeMap;
 use std::ops::Range;
 
 /// The most bytes a merged frame grows to: a peer's frame limit is never approached, and a
@@ -154,15 +164,23 @@ impl ChunkRun {
     /// connection's queue (no frame of the session between them). Returns whether it merged;
     /// if not, nothing changed.
     pub fn merge(&mut self, next: &[u8]) -> bool {
+        parse(next).is_some_and(|b| self.merge_parsed(next, &b))
+    }
+
+    /// [`Self::merge`] of a frame whose layout was read already.
+    fn merge_run(&mut self, next: &ChunkRun) -> bool {
+        next.parts
+            .as_ref()
+            .is_some_and(|b| self.merge_parsed(&next.frame, b))
+    }
+
+    fn merge_parsed(&mut self, next: &[u8], b: &Parts) -> bool {
         let Some(a) = &mut self.parts else {
             return false;
         };
         if self.frame.len() + next.len() > MAX_MERGED_BYTES {
             return false;
         }
-        let Some(b) = parse(next) else {
-            return false;
-        };
         let into = &mut self.frame;
         let same = a.update == b.update
             && into[a.session.clone()] == next[b.session.clone()]
@@ -174,7 +192,7 @@ impl ChunkRun {
         // each shifts what follows it.
         let at = a.text.end;
         let added = b.text.len();
-        into.splice(at..at, next[b.text].iter().copied());
+        into.splice(at..at, next[b.text.clone()].iter().copied());
         a.shift_from(at, added as isize);
         let old = a.seq.clone();
         into.splice(old.clone(), next[b.seq.clone()].iter().copied());
@@ -197,6 +215,75 @@ impl ChunkRun {
     pub fn into_frame(self) -> Vec<u8> {
         self.frame
     }
+
+    /// The session's id as the frame spells it (quoted, escaped), for a chunk frame.
+    fn session(&self) -> Option<&[u8]> {
+        self.parts.as_ref().map(|p| &self.frame[p.session.clone()])
+    }
+}
+
+/// The frames of one write to a connection, in the order they go, each chunk frame still open
+/// to later chunks of its session (see the module's header).
+#[derive(Default)]
+pub struct Burst {
+    frames: Vec<ChunkRun>,
+    /// Where each session's latest frame is in `frames`, when that frame is a chunk frame and
+    /// no frame that is not one came after it: by the hash of the session's id (two sessions
+    /// that collide only merge less: [`ChunkRun::merge`] checks the session).
+    open: BTreeMap<u64, usize>,
+    bytes: usize,
+}
+
+impl Burst {
+    /// Add `frame`; with `merge` (the connection is behind), a chunk frame is merged into its
+    /// session's latest frame if that one takes it.
+    pub fn push(&mut self, frame: Vec<u8>, merge: bool) {
+        let run = if merge {
+            ChunkRun::new(frame)
+        } else {
+            ChunkRun::plain(frame)
+        };
+        let Some(session) = run.session().map(fnv1a) else {
+            // Its session is not known: every session's run ends here.
+            self.open.clear();
+            self.bytes += run.bytes();
+            self.frames.push(run);
+            return;
+        };
+        if let Some(&at) = self.open.get(&session) {
+            let before = self.frames[at].bytes();
+            if self.frames[at].merge_run(&run) {
+                self.bytes += self.frames[at].bytes() - before;
+                return;
+            }
+        }
+        self.open.insert(session, self.frames.len());
+        self.bytes += run.bytes();
+        self.frames.push(run);
+    }
+
+    /// The bytes of its frames.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.frames.is_empty()
+    }
+
+    /// Its frames in order, leaving it empty for the next burst.
+    pub fn drain(&mut self) -> impl Iterator<Item = Vec<u8>> + '_ {
+        self.open.clear();
+        self.bytes = 0;
+        self.frames.drain(..).map(ChunkRun::into_frame)
+    }
+}
+
+/// FNV-1a: a session's id hashed with no allocation and no random key.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 impl Parts {
@@ -353,5 +440,68 @@ mod tests {
             let mut odd = odd.to_vec();
             assert!(!merge_chunks(&mut odd, &into));
         }
+    }
+
+    fn burst(frames: &[Vec<u8>]) -> Vec<Vec<u8>> {
+        let mut b = Burst::default();
+        for f in frames {
+            b.push(f.clone(), true);
+        }
+        let bytes = b.bytes();
+        let out: Vec<_> = b.drain().collect();
+        assert_eq!(bytes, out.iter().map(Vec::len).sum::<usize>());
+        out
+    }
+
+    #[test]
+    fn a_burst_merges_each_sessions_chunks_across_other_sessions_frames() {
+        let m = |s, seq, t| update(s, seq, "agent_message_chunk", t);
+        let tool = jsonrpc::encode_notification(
+            "session/update",
+            &json!({ "sessionId": "ses_b", "update": { "sessionUpdate": "tool_call" } }),
+        );
+        let out = burst(&[
+            m("ses_a", 1, "a1"),
+            m("ses_b", 1, "b1"),
+            m("ses_a", 2, "a2"),
+            update("ses_b", 2, "agent_thought_chunk", "think"),
+            m("ses_b", 3, "b3"),
+            m("ses_a", 3, "a3"),
+            // Not a chunk: every run ends here, whoever it is for.
+            tool.clone(),
+            m("ses_a", 4, "a4"),
+            m("ses_b", 4, "b4"),
+            m("ses_a", 5, "a5"),
+        ]);
+        assert_eq!(
+            out,
+            vec![
+                m("ses_a", 3, "a1a2a3"),
+                m("ses_b", 1, "b1"),
+                update("ses_b", 2, "agent_thought_chunk", "think"),
+                m("ses_b", 3, "b3"),
+                tool,
+                m("ses_a", 5, "a4a5"),
+                m("ses_b", 4, "b4"),
+            ]
+        );
+    }
+
+    /// A link client's update and event pairs: each session's latest frame is of the other
+    /// stream, so nothing merges and no seq is handed out before an elder one.
+    #[test]
+    fn a_burst_leaves_a_links_update_and_event_pairs_alone() {
+        let mut frames = Vec::new();
+        for seq in [1, 3] {
+            for s in ["ses_a", "ses_b"] {
+                frames.push(update(s, seq, "agent_message_chunk", "t"));
+                frames.push(event(s, seq + 1, "text", "t"));
+            }
+        }
+        assert_eq!(burst(&frames), frames);
+        let mut b = Burst::default();
+        b.push(update("s", 1, "agent_message_chunk", "t"), false);
+        b.push(update("s", 2, "agent_message_chunk", "t"), false);
+        assert_eq!(b.drain().count(), 2, "not merging: every frame as it came");
     }
 }

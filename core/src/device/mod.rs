@@ -65,7 +65,7 @@ use serde::Serialize;
 
 pub use crate::liveness::CLOSE_DEAD_LINK;
 pub use crate::turn::Answer;
-pub use coalesce::{ChunkRun, MAX_MERGED_BYTES};
+pub use coalesce::{Burst, ChunkRun, MAX_MERGED_BYTES};
 pub use connection::{ConnId, ConnKind};
 pub use directories::{ListedDir, Listing};
 pub use files_search::{FoundFile, FoundFiles};
@@ -599,6 +599,12 @@ impl Device {
     /// written.
     fn after_input(&mut self) {
         self.flush_event_logs();
+        self.after_chunk();
+    }
+
+    /// [`Self::after_input`] for an input that ends no turn and goes idle nowhere (an engine's
+    /// text chunk): no session's event log is due to be written.
+    fn after_chunk(&mut self) {
         let now = self.clock.now();
         self.deletes.send_to_links(&self.conns, now, &mut self.out);
         self.announce_to_new_links();

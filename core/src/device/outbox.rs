@@ -84,6 +84,13 @@ pub(super) struct Outbox {
     /// Persist effects still in `queue`: a scan that can take nothing else stops early when
     /// there are none.
     queued_persists: usize,
+    /// How many outputs at the front of `queue` the last scan found held, none of which may
+    /// leave before an acknowledgement, their lanes in `blocked`: the next scan starts after
+    /// them. With many sessions streaming while some wait for a commit, scanning from the
+    /// front each time cost a pass over every held frame per output. Whatever may free or move
+    /// them (an acknowledgement, a connection's outputs dropped, an output put in front)
+    /// starts the scans from the front again.
+    held: usize,
     /// The lanes a scan of `poll` found held (reused so a poll allocates nothing).
     blocked: Vec<Lane>,
 }
@@ -195,6 +202,7 @@ impl Outbox {
     /// needs to be durable first.
     pub(super) fn close_now(&mut self, conn: ConnId, code: u16, reason: String) {
         self.unqueue(conn);
+        self.held = 0;
         self.queue.push_front(Entry {
             gate: 0,
             lane: None,
@@ -245,6 +253,7 @@ impl Outbox {
     /// issued acknowledges no more than was issued).
     pub(super) fn acked(&mut self, seq: u64) {
         self.acked = self.acked.max(seq.min(self.issued));
+        self.held = 0;
         // An acknowledged lane persist gates nothing any more.
         let acked = self.acked;
         self.last_in_lane.retain(|_, s| *s > acked);
@@ -253,6 +262,7 @@ impl Outbox {
     /// Drop every frame, ping and close still queued for a connection that is gone (behind a
     /// persist, say): none of them may reach the shell for a connection it no longer has.
     pub(super) fn unqueue(&mut self, conn: ConnId) {
+        self.held = 0;
         self.queue.retain(|e| {
             !matches!(
                 &e.item,
@@ -293,6 +303,9 @@ impl Outbox {
             (Queued::Out(_), true) => 0,
             (_, false) => self.scan()?,
         };
+        // What leaves is never one of the held (the scan starts after them), so they stay
+        // where they are.
+        debug_assert!(at >= self.held, "a held output left");
         let entry = self.queue.remove(at)?;
         Some(match entry.item {
             Queued::Out(o) => {
@@ -326,14 +339,18 @@ impl Outbox {
     /// from the front, a persist may always leave; a lane output may leave if it is ready and
     /// neither a lane-less output nor one of its lane waits before it.
     fn scan(&mut self) -> Option<usize> {
-        self.blocked.clear();
-        for (i, e) in self.queue.iter().enumerate() {
+        if self.held == 0 {
+            self.blocked.clear();
+        }
+        for (i, e) in self.queue.iter().enumerate().skip(self.held) {
             if e.item.is_persist() {
+                self.held = i;
                 return Some(i);
             }
             let Some(lane) = e.lane else {
                 // Held lane-less (the front one held, or one behind a held output): nothing
                 // after it but a persist may leave.
+                self.held = i;
                 return if self.queued_persists == 0 {
                     None
                 } else {
@@ -346,10 +363,14 @@ impl Outbox {
             };
             match self.blocked.binary_search(&lane) {
                 Ok(_) => {}
-                Err(_) if e.gate <= self.acked => return Some(i),
+                Err(_) if e.gate <= self.acked => {
+                    self.held = i;
+                    return Some(i);
+                }
                 Err(at) => self.blocked.insert(at, lane),
             }
         }
+        self.held = self.queue.len();
         None
     }
 }
@@ -831,5 +852,57 @@ mod tests {
             drain(&mut out),
             vec![sent(A, "a held").unwrap(), sent(A, "a ready").unwrap()]
         );
+    }
+
+    /// The scan resumes after the frames it found held: what comes later still leaves in
+    /// order, and whatever frees or moves the held ones starts it from the front again.
+    #[test]
+    fn a_scan_resumes_past_held_frames_until_they_may_move() {
+        let mut out = Outbox::default();
+        out.persist_in(lane(LA), vec![record("a")]);
+        for t in ["a 1", "a 2", "a 3"] {
+            out.send_in(lane(LA), A, frame(t));
+        }
+        out.send_in(lane(LB), B, frame("b 1"));
+        assert_eq!(out.poll().as_ref().and_then(persist_seq), Some(1));
+        assert_eq!(out.poll(), sent(B, "b 1"));
+        assert_eq!(out.held, 3, "the held frames are not scanned again");
+        out.send_in(lane(LA), A, frame("a 4"));
+        out.send_in(lane(LB), B, frame("b 2"));
+        assert_eq!(out.poll(), sent(B, "b 2"));
+        assert_eq!(out.poll(), None);
+        assert_eq!(out.held, 4);
+        // A lane-less persist queued behind them still leaves at once.
+        out.persist(vec![record("global")]);
+        out.send(B, frame("answer"));
+        assert_eq!(out.poll().as_ref().and_then(persist_seq), Some(2));
+        assert_eq!(out.poll(), None);
+        out.acked(1);
+        assert_eq!(
+            drain(&mut out),
+            vec![
+                sent(A, "a 1").unwrap(),
+                sent(A, "a 2").unwrap(),
+                sent(A, "a 3").unwrap(),
+                sent(A, "a 4").unwrap()
+            ],
+            "the answer waits for persist 2"
+        );
+        out.acked(2);
+        assert_eq!(drain(&mut out), vec![sent(B, "answer").unwrap()]);
+
+        // A connection's frames dropped, or a close put in front: scanned from the front.
+        let mut out = Outbox::default();
+        out.persist_in(lane(LA), vec![record("a")]);
+        out.send_in(lane(LA), A, frame("a held"));
+        out.send_in(lane(LB), B, frame("b first"));
+        out.send_in(lane(LB), B, frame("b second"));
+        assert_eq!(out.poll().as_ref().and_then(persist_seq), Some(1));
+        assert_eq!(out.poll(), sent(B, "b first"));
+        out.close_now(A, 4001, "dead".into());
+        assert_eq!(out.held, 0);
+        assert!(matches!(out.poll(), Some(Output::Close { conn: A, .. })));
+        assert_eq!(out.poll(), sent(B, "b second"));
+        assert_eq!(out.poll(), None);
     }
 }

@@ -669,8 +669,16 @@ impl Device {
         event: EngineEvent,
         now: crate::Time,
     ) {
+        // A chunk comes only for a running turn and ends none: every log the flush would look
+        // at still waits for its turn's end, so it is not looked at (with many sessions
+        // streaming, that look at each of them per chunk was most of a chunk's cost).
+        let chunk = matches!(event, EngineEvent::Text(_) | EngineEvent::Thought(_));
         self.engine_event(session, turn, event, now);
-        self.after_input();
+        if chunk {
+            self.after_chunk();
+        } else {
+            self.after_input();
+        }
     }
 
     fn engine_event(&mut self, session: &str, turn: &str, event: EngineEvent, now: crate::Time) {
