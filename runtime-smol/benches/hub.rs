@@ -15,7 +15,6 @@ use serde_json::json;
 #[path = "../tests/common/mod.rs"]
 mod common;
 
-use common::editor::Editor;
 use common::Home;
 
 const ROUNDS: usize = 400;
@@ -76,7 +75,7 @@ fn main() {
 
 /// One editor's `ROUNDS` round trips, after `WARMUP`.
 fn round_trips(home: &Home) -> Vec<Duration> {
-    let mut e = Editor::start(home);
+    let mut e = home.editor();
     e.initialize();
     let session = e.new_session(&home.work.join("proj"));
     let mut took = Vec::with_capacity(ROUNDS);

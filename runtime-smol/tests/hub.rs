@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 
 mod common;
 
-use common::editor::Editor;
+use common::editor::chunks;
 use common::{linked, new_session, Home, T};
 
 /// A peer on the hub: one JSON-RPC message a line.
@@ -217,40 +217,13 @@ fn one_connection_past_hub_max_connections_is_refused_by_its_key() {
 /// Text chunks of `session/update`s among `frames`.
 /// The editor prompts `text` as request `id` in `session`: the turn ends (`end_turn`) and its
 /// chunks say `says`.
-fn prompt_ends(editor: &mut Editor, id: i64, session: &str, text: &str, says: &str) {
-    let prompt = json!([{ "type": "text", "text": text }]);
-    let seen = editor.call(
-        id,
-        "session/prompt",
-        json!({ "sessionId": session, "prompt": prompt }),
-    );
-    assert_eq!(
-        seen.last().unwrap()["result"]["stopReason"],
-        "end_turn",
-        "{seen:?}"
-    );
-    assert!(
-        editor_chunks(&seen).iter().any(|c| c.contains(says)),
-        "{seen:?}"
-    );
-}
-
-fn editor_chunks(frames: &[Value]) -> Vec<String> {
-    frames
-        .iter()
-        .filter(|f| f["method"] == "session/update")
-        .filter_map(|f| f["params"]["update"]["content"]["text"].as_str())
-        .map(str::to_string)
-        .collect()
-}
-
 #[test]
 fn an_editor_through_serve_stdio_works_in_the_services_sessions_and_the_web_sees_its_prompt() {
     use lembas::instance::Event;
     use lembas_core::client::ClientEvent;
     smol::block_on(async {
         let (instance, home, _device, _) = linked(Home::new()).await;
-        let mut editor = Editor::start(&home);
+        let mut editor = home.editor();
         let init = editor.initialize();
         assert!(init["_meta"]["lembas"]["limits"].is_null(), "{init}");
         let session = editor.new_session(&home.work.join("proj"));
@@ -264,8 +237,7 @@ fn an_editor_through_serve_stdio_works_in_the_services_sessions_and_the_web_sees
         .unwrap();
         assert_eq!(status["exists"], true, "{status}");
         // A prompt from the editor streams to the editor and to the web, which holds it now.
-        prompt_ends(
-            &mut editor,
+        editor.prompt_says(
             2,
             &session,
             "say hello from the editor",
@@ -338,23 +310,17 @@ fn a_service_started_under_a_live_editor_takes_the_store_over_and_the_editor_goe
         let home = Home::new();
         assert!(home.login(&instance.url()).status.success());
         // No service yet: `serve --stdio` keeps the editor's session in the store itself.
-        let mut editor = Editor::start(&home);
+        let mut editor = home.editor();
         editor.initialize();
         let proj = home.work.join("proj");
         let session = editor.new_session(&proj);
-        prompt_ends(&mut editor, 2, &session, "say first answer", "first answer");
+        editor.prompt_says(2, &session, "say first answer", "first answer");
         // The service starts while the editor stays: it asks for the store, and gets it.
         let _device = home.link();
         common::ready(&instance).await;
         announced(&instance, &session).await;
         // The same editor, the same session, now through the service's hub.
-        prompt_ends(
-            &mut editor,
-            3,
-            &session,
-            "say second answer",
-            "second answer",
-        );
+        editor.prompt_says(3, &session, "say second answer", "second answer");
         let listed = editor.result(4, "session/list", json!({ "cwd": proj }));
         assert!(
             listed["sessions"]
@@ -398,14 +364,10 @@ fn a_service_asking_for_the_store_waits_for_the_editors_running_turn() {
         let instance = common::instance().await;
         let home = Home::new();
         assert!(home.login(&instance.url()).status.success());
-        let mut editor = Editor::start(&home);
+        let mut editor = home.editor();
         editor.initialize();
         let session = editor.new_session(&home.work.join("proj"));
-        editor.send(
-            &json!({ "jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": {
-            "sessionId": session,
-            "prompt": [{ "type": "text", "text": "say started\nsleep 1500\nsay ended" }] } }),
-        );
+        editor.send_prompt(2, &session, "say started\nsleep 1500\nsay ended");
         // Its first chunk: the turn runs.
         loop {
             if editor.recv()["method"] == "session/update" {
@@ -423,22 +385,14 @@ fn a_service_asking_for_the_store_waits_for_the_editors_running_turn() {
             std::thread::sleep(Duration::from_millis(20));
         }
         // The turn is not cut: it ends on the editor's side, whole.
-        let mut seen = Vec::new();
-        loop {
-            let m = editor.recv();
-            let done = m["id"] == json!(2);
-            seen.push(m);
-            if done {
-                break;
-            }
-        }
+        let seen = editor.until_answer(2);
         assert_eq!(
             seen.last().unwrap()["result"]["stopReason"],
             "end_turn",
             "{seen:?}"
         );
         assert!(
-            editor_chunks(&seen).iter().any(|c| c.contains("ended")),
+            chunks(&seen).iter().any(|c| c.contains("ended")),
             "{seen:?}"
         );
         // Then the service takes over, with the whole turn, and the editor is on it now, in
@@ -464,22 +418,13 @@ fn a_service_asking_for_the_store_waits_for_the_editors_running_turn() {
 fn the_service_killed_under_a_relayed_editor_loses_no_acknowledged_turn() {
     smol::block_on(async {
         let (instance, home, mut device, _) = linked(Home::new()).await;
-        let mut editor = Editor::start(&home);
+        let mut editor = home.editor();
         editor.initialize();
         let proj = home.work.join("proj");
         let session = editor.new_session(&proj);
-        let done = editor.call(
-            2,
-            "session/prompt",
-            json!({ "sessionId": session,
-                    "prompt": [{ "type": "text", "text": "say finished before" }] }),
-        );
+        let done = editor.prompt(2, &session, "say finished before");
         assert_eq!(done.last().unwrap()["result"]["stopReason"], "end_turn");
-        editor.send(
-            &json!({ "jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": {
-            "sessionId": session,
-            "prompt": [{ "type": "text", "text": "say started\nsleep 600000\nsay never" }] } }),
-        );
+        editor.send_prompt(3, &session, "say started\nsleep 600000\nsay never");
         // Its first chunk: the device has taken the turn.
         loop {
             if editor.recv()["method"] == "session/update" {
@@ -489,7 +434,7 @@ fn the_service_killed_under_a_relayed_editor_loses_no_acknowledged_turn() {
         device.sigkill();
         // Whatever is left on the editor's side is whole lines, then the end.
         let mut rest = String::new();
-        std::io::Read::read_to_string(&mut editor.stdout, &mut rest).unwrap();
+        std::io::Read::read_to_string(editor.stdout.as_mut().unwrap(), &mut rest).unwrap();
         for line in rest.lines() {
             serde_json::from_str::<Value>(line).unwrap_or_else(|e| panic!("{e}: {line}"));
         }
@@ -594,7 +539,7 @@ fn a_session_made_on_the_web_is_listed_and_loaded_in_the_editor_with_its_history
             })
             .await;
         assert!(answered.is_some(), "no answer: {seen:?}");
-        let mut editor = Editor::start(&home);
+        let mut editor = home.editor();
         let init = editor.initialize();
         assert_eq!(init["agentCapabilities"]["loadSession"], true, "{init}");
         let listed = editor.result(1, "session/list", json!({ "cwd": proj }));
@@ -621,9 +566,7 @@ fn a_session_made_on_the_web_is_listed_and_loaded_in_the_editor_with_its_history
             "{seen:?}"
         );
         assert!(
-            editor_chunks(&seen)
-                .iter()
-                .any(|c| c.contains("made on the web")),
+            chunks(&seen).iter().any(|c| c.contains("made on the web")),
             "{seen:?}"
         );
         assert!(
@@ -640,7 +583,7 @@ fn an_editors_session_is_announced_to_the_web_held_terminal_and_left_when_the_ed
     use lembas_core::client::ClientEvent;
     smol::block_on(async {
         let (instance, home, _device, _) = linked(Home::new()).await;
-        let mut editor = Editor::start(&home);
+        let mut editor = home.editor();
         editor.initialize();
         let proj = home.work.join("proj");
         let session = editor.new_session(&proj);

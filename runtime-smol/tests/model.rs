@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use lembas::instance::{ChatReply, ChatStream, Event, InstanceOptions, TestInstance};
 use lembas_core::client::ClientEvent;
 use lembas_core::wire::event::lembas::LembasEvent;
-use serde_json::{json, Value};
+use serde_json::json;
 
 mod common;
 
@@ -178,7 +178,7 @@ fn a_link_cut_during_a_stream_is_reattached_and_the_turn_finishes_once() {
 /// them, and a session on one streams its answer.
 #[test]
 fn serve_stdio_runs_turns_on_the_instances_models() {
-    use std::io::{BufRead, BufReader, Write};
+    use common::editor::{chunks, Editor};
     smol::block_on(async {
         let instance = TestInstance::start(InstanceOptions {
             token: TOKEN.into(),
@@ -190,63 +190,28 @@ fn serve_stdio_runs_turns_on_the_instances_models() {
         .unwrap();
         let home = model_home();
         assert!(home.login(&instance.url()).status.success());
-        let mut child = home
-            .cmd(&["serve", "--stdio"])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut stdin = child.stdin.take().unwrap();
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut send = |v: Value| writeln!(stdin, "{v}").unwrap();
-        // Every line up to and with the answer to `id`.
-        let mut until = |id: u64| {
-            let mut seen = Vec::new();
-            loop {
-                let mut line = String::new();
-                assert!(stdout.read_line(&mut line).unwrap() > 0, "stdout ended");
-                let v: Value = serde_json::from_str(&line).unwrap();
-                let done = v["id"] == id && v.get("method").is_none();
-                seen.push(v);
-                if done {
-                    return seen;
-                }
-            }
-        };
+        let mut editor = Editor::spawn(home.cmd(&["serve", "--stdio"]), None);
         // All at once, as an editor does: nothing waits for the list but the device.
-        send(json!({"jsonrpc":"2.0","id":0,"method":"initialize",
+        editor.send(&json!({"jsonrpc":"2.0","id":0,"method":"initialize",
                     "params":{"protocolVersion":1,"clientCapabilities":{}}}));
-        send(
-            json!({"jsonrpc":"2.0","id":1,"method":"session/new","params":{
+        editor.send(
+            &json!({"jsonrpc":"2.0","id":1,"method":"session/new","params":{
             "cwd": home.work.join("proj"), "mcpServers": [],
             "_meta": { "lembas_model": MODEL }}}),
         );
-        let answer = until(1).pop().unwrap();
+        let answer = editor.until_answer(1).pop().unwrap();
         let session = answer["result"]["sessionId"]
             .as_str()
             .unwrap_or_else(|| panic!("the first session/new did not take {MODEL}: {answer}"))
             .to_string();
-        let id = 2;
-        send(
-            json!({"jsonrpc":"2.0","id":id,"method":"session/prompt","params":{
-            "sessionId": session, "prompt": text("hi")}}),
-        );
-        let seen = until(id);
+        let seen = editor.prompt(2, &session, "hi");
         assert_eq!(
             seen.last().unwrap()["result"]["stopReason"],
             "end_turn",
             "{seen:?}"
         );
-        let said: String = seen
-            .iter()
-            .filter(|v| v["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
-            .filter_map(|v| v["params"]["update"]["content"]["text"].as_str())
-            .collect();
-        assert_eq!(said, "from the model");
+        assert_eq!(chunks(&seen).concat(), "from the model");
         assert_eq!(instance.chat_requests().len(), 1);
-        let _ = child.kill();
-        let _ = child.wait();
     });
 }
 

@@ -1,124 +1,24 @@
 //! `lembas serve --stdio`, the built binary, driven over real pipes.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
 
 use serde_json::{json, Value};
 
+#[path = "common/editor.rs"]
+mod editor;
 #[path = "common/scripted.rs"]
 mod scripted;
 
-struct Editor {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    stdout: BufReader<ChildStdout>,
-    _home: Option<tempfile::TempDir>,
-}
-
-fn lembas(home: &std::path::Path, args: &[&str]) -> Command {
-    scripted::use_scripted_engine(home);
-    let mut c = Command::new(env!("CARGO_BIN_EXE_lembas"));
-    c.args(args)
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", home)
-        .env("XDG_CONFIG_HOME", home.join("config"))
-        .env("XDG_STATE_HOME", home.join("state"));
-    c
-}
-
-impl Editor {
-    fn start(extra: &[&str]) -> Editor {
-        Editor::start_with_config(None, extra)
-    }
-
-    /// [`Editor::start`] with this `config.yaml`.
-    fn start_with_config(config: Option<&str>, extra: &[&str]) -> Editor {
-        let home = tempfile::tempdir().unwrap();
-        if let Some(text) = config {
-            let dir = home.path().join("config/lembas");
-            std::fs::create_dir_all(&dir).unwrap();
-            std::fs::write(dir.join("config.yaml"), text).unwrap();
-        }
-        let mut e = Editor::start_in(home.path(), extra);
-        e._home = Some(home);
-        e
-    }
-
-    /// [`Editor::start`] in a HOME the test keeps (a `config.yaml` in it, a second process).
-    fn start_in(home: &std::path::Path, extra: &[&str]) -> Editor {
-        let mut args = vec!["serve", "--stdio", "--seed", "7"];
-        args.extend_from_slice(extra);
-        let mut child = lembas(home, &args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        Editor {
-            stdin: child.stdin.take(),
-            stdout: BufReader::new(child.stdout.take().unwrap()),
-            child,
-            _home: None,
-        }
-    }
-
-    fn send(&mut self, v: &Value) {
-        let stdin = self.stdin.as_mut().unwrap();
-        writeln!(stdin, "{v}").unwrap();
-        stdin.flush().unwrap();
-    }
-
-    fn read(&mut self) -> Value {
-        let mut line = String::new();
-        assert!(
-            self.stdout.read_line(&mut line).unwrap() > 0,
-            "stdout ended"
-        );
-        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON on stdout ({e}): {line}"))
-    }
-
-    /// Read until the response to `id`, returning everything read.
-    fn until_response(&mut self, id: u64) -> Vec<Value> {
-        let mut seen = Vec::new();
-        loop {
-            let v = self.read();
-            let done = v["id"] == json!(id) && v.get("method").is_none();
-            seen.push(v);
-            if done {
-                return seen;
-            }
-        }
-    }
-
-    fn close_and_wait(mut self) -> (i32, Duration) {
-        drop(self.stdin.take());
-        let start = Instant::now();
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return (status.code().unwrap_or(-1), start.elapsed());
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(10),
-                "no exit after EOF"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-}
+use editor::{chunks, lembas_in, prompt_frame, Editor};
 
 /// A session in `cwd`, prompted with a turn that runs until it is cancelled.
 fn endless_turn(e: &mut Editor, cwd: &std::path::Path) {
-    e.send(&initialize());
-    e.until_response(0);
-    e.send(&new_session(1, cwd.to_str().unwrap()));
-    let s = e.until_response(1);
-    let session = s.last().unwrap()["result"]["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    e.send(&prompt(2, &session, "say started\nsleep 600000\nsay never"));
+    e.initialize();
+    let session = e.new_session(cwd);
+    e.send_prompt(2, &session, "say started\nsleep 600000\nsay never");
 }
 
 fn initialize() -> Value {
@@ -126,36 +26,15 @@ fn initialize() -> Value {
            "params":{"protocolVersion":1,"clientCapabilities":{}}})
 }
 
-fn new_session(id: u64, cwd: &str) -> Value {
+fn new_session(id: i64, cwd: &str) -> Value {
     json!({"jsonrpc":"2.0","id":id,"method":"session/new","params":{"cwd":cwd,"mcpServers":[]}})
-}
-
-fn prompt(id: u64, session: &str, text: &str) -> Value {
-    json!({"jsonrpc":"2.0","id":id,"method":"session/prompt",
-           "params":{"sessionId":session,"prompt":[{"type":"text","text":text}]}})
-}
-
-fn chunks(frames: &[Value]) -> Vec<String> {
-    frames
-        .iter()
-        .filter(|f| f["method"] == "session/update")
-        .filter(|f| f["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
-        .map(|f| {
-            f["params"]["update"]["content"]["text"]
-                .as_str()
-                .unwrap()
-                .to_string()
-        })
-        .collect()
 }
 
 #[test]
 fn initialize_new_session_and_a_streamed_prompt() {
     let cwd = tempfile::tempdir().unwrap();
     let mut e = Editor::start(&[]);
-    e.send(&initialize());
-    let init = e.until_response(0);
-    let result = &init.last().unwrap()["result"];
+    let result = &e.initialize();
     // An editor's session surface: its sessions can be listed and loaded again.
     assert_eq!(result["agentCapabilities"]["loadSession"], json!(true));
     assert_eq!(
@@ -163,28 +42,22 @@ fn initialize_new_session_and_a_streamed_prompt() {
         json!({})
     );
     assert_eq!(result["_meta"]["lembas"]["limits"], Value::Null);
-    e.send(&new_session(1, cwd.path().to_str().unwrap()));
-    let s = e.until_response(1);
-    let session = s.last().unwrap()["result"]["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    e.send(&prompt(2, &session, "say hello\nsleep 30\nsay world"));
-    let frames = e.until_response(2);
+    let session = e.new_session(cwd.path());
+    let frames = e.prompt(2, &session, "say hello\nsleep 30\nsay world");
     assert_eq!(chunks(&frames), vec!["hello", "world"]);
     assert_eq!(frames.last().unwrap()["result"]["stopReason"], "end_turn");
     // Plain ACP: no `_lembas` notification reaches an editor.
     assert!(frames
         .iter()
         .all(|f| !f["method"].as_str().unwrap_or("").starts_with("_lembas/")));
-    let (code, _) = e.close_and_wait();
+    let (code, _) = e.close_and_time();
     assert_eq!(code, 0);
 }
 
 /// Everything the process writes for `input`, fed in pieces of `piece` bytes.
 fn transcript(input: &[u8], piece: usize) -> Vec<u8> {
     let home = tempfile::tempdir().unwrap();
-    let mut child = lembas(home.path(), &["serve", "--stdio", "--seed", "7"])
+    let mut child = lembas_in(home.path(), &["serve", "--stdio", "--seed", "7"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -240,22 +113,16 @@ fn the_same_input_whole_or_byte_by_byte_gives_the_same_frames() {
     let cwd = cwd.path().to_str().unwrap();
     // Learn the session id seed 7 makes, then script a whole conversation with it.
     let mut e = Editor::start(&[]);
-    e.send(&initialize());
-    e.until_response(0);
-    e.send(&new_session(1, cwd));
-    let s = e.until_response(1);
-    let session = s.last().unwrap()["result"]["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    e.close_and_wait();
+    e.initialize();
+    let session = e.new_session(Path::new(cwd));
+    e.close_and_time();
 
     let mut input = Vec::new();
     for v in [
         initialize(),
         new_session(1, cwd),
-        prompt(2, &session, "say one\nthink two\ntool three"),
-        prompt(3, &session, "plain words"),
+        prompt_frame(2, &session, "say one\nthink two\ntool three"),
+        prompt_frame(3, &session, "plain words"),
         json!({"jsonrpc":"2.0","id":4,"method":"session/nope"}),
     ] {
         input.extend_from_slice(format!("{v}\r\n").as_bytes());
@@ -293,7 +160,7 @@ fn a_line_over_the_limit_is_refused_naming_it_and_the_process_goes_on() {
         );
         stdin.write_all(long.as_bytes()).unwrap();
     }
-    let err = e.read();
+    let err = e.recv();
     assert_eq!(err["id"], Value::Null, "{err}");
     assert_eq!(err["error"]["code"], -32600, "{err}");
     assert!(
@@ -301,10 +168,8 @@ fn a_line_over_the_limit_is_refused_naming_it_and_the_process_goes_on() {
         "{err}"
     );
     assert_eq!(err["error"]["data"]["limit"], 1024);
-    e.send(&initialize());
-    let init = e.until_response(0);
-    assert!(init.last().unwrap()["result"].is_object());
-    assert_eq!(e.close_and_wait().0, 0);
+    assert!(e.initialize().is_object());
+    assert_eq!(e.close_and_time().0, 0);
 }
 
 #[test]
@@ -322,7 +187,7 @@ fn a_line_over_the_default_frame_limit_is_refused_too() {
         }
         stdin.write_all(b"\n").unwrap();
     }
-    let err = e.read();
+    let err = e.recv();
     assert_eq!(err["id"], Value::Null);
     assert!(
         err["error"]["message"]
@@ -331,9 +196,8 @@ fn a_line_over_the_default_frame_limit_is_refused_too() {
             .contains(&limit.to_string()),
         "{err}"
     );
-    e.send(&initialize());
-    assert!(e.until_response(0).last().unwrap()["result"].is_object());
-    assert_eq!(e.close_and_wait().0, 0);
+    assert!(e.initialize().is_object());
+    assert_eq!(e.close_and_time().0, 0);
 }
 
 #[test]
@@ -343,12 +207,12 @@ fn eof_mid_turn_cancels_it_and_exits_cleanly() {
     endless_turn(&mut e, cwd.path());
     // The first chunk shows the turn runs (the session's command set may come before it).
     loop {
-        let v = e.read();
+        let v = e.recv();
         if v["params"]["update"]["sessionUpdate"] == "agent_message_chunk" {
             break;
         }
     }
-    let (code, took) = e.close_and_wait();
+    let (code, took) = e.close_and_time();
     assert_eq!(code, 0);
     assert!(took < Duration::from_secs(5), "took {took:?}");
 }
@@ -360,7 +224,7 @@ fn eof_before_the_turn_starts_cancels_it_too_and_exits() {
     let cwd = tempfile::tempdir().unwrap();
     let mut e = Editor::start(&[]);
     endless_turn(&mut e, cwd.path());
-    let (code, took) = e.close_and_wait();
+    let (code, took) = e.close_and_time();
     assert_eq!(code, 0);
     assert!(took < Duration::from_secs(5), "took {took:?}");
 }
@@ -380,23 +244,22 @@ fn past_max_live_session_new_is_refused_where_the_store_is_anothers() {
     let _held =
         lembas::store::RedbStore::open(&home.path().join("state/lembas/lembas.redb")).unwrap();
     let mut e = Editor::start_in(home.path(), &[]);
-    e.send(&initialize());
-    let init = e.until_response(0);
-    let caps = &init.last().unwrap()["result"]["_meta"]["lembas"]["capabilities"];
+    let init = e.initialize();
+    let caps = &init["_meta"]["lembas"]["capabilities"];
     assert!(
         !caps.as_array().unwrap().iter().any(|c| c == "sessions"),
         "{caps}"
     );
     for id in 1..=2 {
         e.send(&new_session(id, cwd));
-        let answer = e.until_response(id);
+        let answer = e.until_answer(id);
         assert!(
             answer.last().unwrap()["result"]["sessionId"].is_string(),
             "{answer:?}"
         );
     }
     e.send(&new_session(3, cwd));
-    let answer = e.until_response(3);
+    let answer = e.until_answer(3);
     let error = &answer.last().unwrap()["error"];
     assert_eq!(error["code"], json!(-32602), "{answer:?}");
     let message = error["message"].as_str().unwrap();
@@ -405,7 +268,7 @@ fn past_max_live_session_new_is_refused_where_the_store_is_anothers() {
             && message.contains("without a store"),
         "{message}"
     );
-    let (code, _) = e.close_and_wait();
+    let (code, _) = e.close_and_time();
     assert_eq!(code, 0);
 }
 
@@ -417,32 +280,25 @@ fn without_a_service_the_editors_sessions_are_kept_in_the_store() {
     let cwd = cwd.path().to_str().unwrap();
     let home = tempfile::tempdir().unwrap();
     let mut e = Editor::start_in(home.path(), &[]);
-    e.send(&initialize());
-    e.until_response(0);
-    e.send(&new_session(1, cwd));
-    let answer = e.until_response(1);
-    let session = answer.last().unwrap()["result"]["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    e.initialize();
+    let session = e.new_session(Path::new(cwd));
     e.send(
         &json!({"jsonrpc":"2.0","id":2,"method":"_lembas/session/title",
         "params":{"sessionId": session, "title": "kept"}}),
     );
-    e.until_response(2);
-    assert_eq!(e.close_and_wait().0, 0);
+    e.until_answer(2);
+    assert_eq!(e.close_and_time().0, 0);
     let mut e = Editor::start_in(home.path(), &[]);
-    e.send(&initialize());
-    e.until_response(0);
+    e.initialize();
     e.send(
         &json!({"jsonrpc":"2.0","id":1,"method":"_lembas/session/status",
         "params":{"sessionId": session}}),
     );
-    let status = e.until_response(1);
+    let status = e.until_answer(1);
     let status = &status.last().unwrap()["result"];
     assert_eq!(status["exists"], true, "{status}");
     assert_eq!(status["title"], "kept", "{status}");
-    assert_eq!(e.close_and_wait().0, 0);
+    assert_eq!(e.close_and_time().0, 0);
 }
 
 /// `serve --stdio` lists exactly what works on it: no `terminal` or `shell` (terminals open over
@@ -461,12 +317,9 @@ fn initialize_lists_what_works_on_stdio_and_nothing_else() {
     )
     .unwrap();
     let mut e = Editor::start_in(home.path(), &[]);
-    e.send(&initialize());
-    let init = e.until_response(0);
-    let caps: Vec<String> = serde_json::from_value(
-        init.last().unwrap()["result"]["_meta"]["lembas"]["capabilities"].clone(),
-    )
-    .unwrap();
+    let init = e.initialize();
+    let caps: Vec<String> =
+        serde_json::from_value(init["_meta"]["lembas"]["capabilities"].clone()).unwrap();
     for absent in ["terminal", "shell", "directories"] {
         assert!(!caps.iter().any(|c| c == absent), "{absent} in {caps:?}");
     }
@@ -478,10 +331,10 @@ fn initialize_lists_what_works_on_stdio_and_nothing_else() {
     }
     // What is not listed does not work here.
     e.send(&json!({"jsonrpc":"2.0","id":1,"method":"_lembas/terminal/open","params":{}}));
-    let open = e.until_response(1);
+    let open = e.until_answer(1);
     assert_eq!(open.last().unwrap()["error"]["code"], -32602, "{open:?}");
     e.send(&json!({"jsonrpc":"2.0","id":3,"method":"_lembas/directories","params":{"path": w.to_string()}}));
-    let listed = e.until_response(3);
+    let listed = e.until_answer(3);
     let error = &listed.last().unwrap()["error"];
     assert_eq!(error["code"], -32602, "{listed:?}");
     assert!(
@@ -497,7 +350,7 @@ fn initialize_lists_what_works_on_stdio_and_nothing_else() {
         &json!({"jsonrpc":"2.0","id":4,"method":"_lembas/files/search",
         "params":{"cwd": w.to_string(), "query": "note"}}),
     );
-    let found = e.until_response(4);
+    let found = e.until_answer(4);
     let result = &found.last().unwrap()["result"];
     assert_eq!(
         result["files"],
@@ -506,7 +359,7 @@ fn initialize_lists_what_works_on_stdio_and_nothing_else() {
     );
     // That a session of this process is known to the next one in the same HOME:
     // `without_a_service_the_editors_sessions_are_kept_in_the_store`.
-    let (code, _) = e.close_and_wait();
+    let (code, _) = e.close_and_time();
     assert_eq!(code, 0);
 }
 
@@ -520,19 +373,13 @@ fn a_prompt_whose_attachment_cannot_be_written_is_refused_with_the_reason() {
     std::fs::create_dir_all(&state).unwrap();
     std::fs::write(state.join("attachments"), b"in the way").unwrap();
     let mut e = Editor::start_in(home.path(), &[]);
-    e.send(&initialize());
-    e.until_response(0);
-    e.send(&new_session(1, cwd.path().to_str().unwrap()));
-    let s = e.until_response(1);
-    let session = s.last().unwrap()["result"]["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    e.initialize();
+    let session = e.new_session(cwd.path());
     e.send(&json!({"jsonrpc":"2.0","id":2,"method":"session/prompt",
         "params":{"sessionId":session,"prompt":[
             {"type":"text","text":"say hello"},
             {"type":"image","mimeType":"image/png","data":"aGk=","uri":"file:///tmp/shot.png"}]}}));
-    let frames = e.until_response(2);
+    let frames = e.until_answer(2);
     let error = &frames.last().unwrap()["error"];
     assert_eq!(error["code"], -32603, "{frames:?}");
     let message = error["message"].as_str().unwrap();
@@ -543,6 +390,6 @@ fn a_prompt_whose_attachment_cannot_be_written_is_refused_with_the_reason() {
     );
     // The turn never started: nothing streamed.
     assert!(chunks(&frames).is_empty(), "{frames:?}");
-    let (code, _) = e.close_and_wait();
+    let (code, _) = e.close_and_time();
     assert_eq!(code, 0);
 }

@@ -120,6 +120,13 @@ impl Home {
         )
     }
 
+    /// An editor on `lembas serve --stdio -v` here (relayed to the hub when a service runs),
+    /// its log in this HOME.
+    pub fn editor(&self) -> editor::Editor {
+        let log = self.path().join(format!("serve-{}.log", rand_suffix()));
+        editor::Editor::spawn(self.cmd(&["serve", "--stdio", "-v"]), Some(log))
+    }
+
     /// Start `lembas link` (logged in already).
     pub fn link(&self) -> Device {
         let log = self.path().join(format!("link-{}.log", rand_suffix()));
