@@ -19,8 +19,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+mod common;
 #[path = "../tests/common/scripted.rs"]
 mod scripted;
+
+use common::rss_kib;
 
 const CHUNKS: usize = 100_000;
 const CHUNK_BYTES: usize = 8192;
@@ -167,14 +170,6 @@ struct Figures {
     chunks: usize,
     /// From the prompt to its answer.
     took: Duration,
-}
-
-fn rss_kib(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
 }
 
 /// Samples a process's RSS every few milliseconds, keeping the highest.

@@ -21,8 +21,11 @@ use lembas_core::store::{history_record, Record, SessionRecord, Table};
 use lembas_core::wire::session::HistoryTurn;
 use serde_json::{json, Value};
 
+mod common;
 #[path = "../tests/common/scripted.rs"]
 mod scripted;
+
+use common::rss_kib;
 
 const TURNS: usize = 1000;
 const CHUNKS: usize = 16;
@@ -229,15 +232,6 @@ fn write_store_of(
     store.commit(&records).expect("the store is written");
 }
 
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
-}
-
 struct Editor {
     child: Child,
     stdin: ChildStdin,
@@ -305,7 +299,7 @@ impl Editor {
 
     fn settled_rss_kib(&self) -> u64 {
         std::thread::sleep(Duration::from_millis(300));
-        rss_kib(self.child.id())
+        rss_kib(self.child.id()).expect("the process's VmRSS")
     }
 }
 

@@ -42,6 +42,9 @@ use lembas_core::scripted::ScriptedEngine;
 use lembas_core::{DeviceConfig, Time};
 use serde_json::{json, Value};
 
+use common::{rss_of, threads_of};
+
+mod common;
 #[path = "../tests/common/scripted.rs"]
 mod scripted;
 
@@ -84,29 +87,6 @@ fn main() {
 
 const SESSIONS: usize = 100_000;
 const SESSION_BATCH: usize = 1_000;
-
-/// A process's threads now.
-fn threads_of(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("Threads:"))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0)
-}
-
-/// A process's resident memory now and its peak, in KiB.
-fn rss_of(pid: u32) -> (u64, u64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find(|l| l.starts_with(name))
-            .map(|l| l.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap())
-            .unwrap_or(0)
-    };
-    (field("VmRSS:"), field("VmHWM:"))
-}
 
 fn mb(kib: u64) -> f64 {
     kib as f64 / 1024.0
@@ -644,15 +624,7 @@ fn rss() {
         let home = tempfile::tempdir().unwrap();
         let mut child = linked_device(&instance, home.path()).await;
         smol::Timer::after(Duration::from_secs(2)).await;
-        let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
-        let field = |name: &str| {
-            status
-                .lines()
-                .find(|l| l.starts_with(name))
-                .map(|l| l.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap())
-                .unwrap_or(0)
-        };
-        let (rss, hwm) = (field("VmRSS:"), field("VmHWM:"));
+        let (rss, hwm) = rss_of(child.id());
         println!(
             "idle lembas link (linked, 2 s after initialize): RSS {:.1} MB (peak {:.1} MB); \
              target <= 20 MB",
