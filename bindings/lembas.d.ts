@@ -159,6 +159,9 @@ export type DeviceInput =
   /** What a `/review` would read (`check_changes`' answer); `error`: git could not tell. */
   | { type: "changes_checked"; request: number; changes: Changes }
   | { type: "changes_checked"; request: number; error: string }
+  /** What the shell did with a turn's files (`undo_files`' answer). */
+  | { type: "files_undone"; request: number; undone: FilesUndone }
+  | { type: "files_undone"; request: number; error: string }
   | { type: "session_loaded"; request: number; entries: StoreEntry[] }
   | { type: "session_load_failed"; request: number; error: string }
   | { type: "history_read"; request: number; entries: StoreEntry[] }
@@ -262,6 +265,12 @@ export type Effect =
    * error refuses the prompt with it. (A `DeviceDriver` hands it to `onEffect`: a throw or a
    * rejected promise is the error, and without `onEffect` it counts as written.) */
   | { kind: "write_attachment"; request: number; sessionId: string; fileName: string; base64: string }
+  /** `/undo`: put back the files turn `turnId` changed, as the shell kept them when its tools
+   * wrote, each only while it is still what the turn left and inside `project` and `roots`
+   * (empty: no bound besides the project); a file the turn created is removed. Answer with
+   * `handle({ type: "files_undone", request, undone | error })`. A page's engine writes no
+   * files: it answers `{ restored: [] }`. */
+  | { kind: "undo_files"; request: number; sessionId: string; turnId: string; project: string; roots: string[] }
   /** Remove a deleted session's attachment directory. Nothing to answer: the session is gone. */
   | { kind: "remove_attachments"; sessionId: string }
   /** Run a turn on the engine; report with `engine(sessionId, turnId, event)`. */
@@ -300,6 +309,13 @@ export type DialFailure =
   | { type: "unsupported"; message: string };
 
 export type PathResolution = { path: string } | { error: string };
+
+/** What the shell did with a turn's files (`undo_files`' answer): the files put back (relative
+ * to the project), and those left as they are, with why. */
+export interface FilesUndone {
+  restored: string[];
+  kept?: { path: string; why: string }[];
+}
 
 /** What a shell's index found under a root (`search_files`' answer). */
 export interface FoundFiles {

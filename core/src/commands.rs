@@ -41,9 +41,11 @@ pub enum BuiltinKind {
     Plan,
     /// `/compact`: the session's earlier turns are folded into a summary (an action).
     Compact,
+    /// `/undo`: the session's last turn is undone, its files put back (an action).
+    Undo,
 }
 
-/// The built-ins this device serves, in the spec's order (`undo`: not yet).
+/// The built-ins this device serves, in the spec's order.
 pub const BUILTINS: &[Builtin] = &[
     Builtin {
         name: "compact",
@@ -56,6 +58,13 @@ pub const BUILTINS: &[Builtin] = &[
         description: "Plan before changing anything: switch to plan mode, or plan the task given",
         hint: Some("[task]"),
         kind: BuiltinKind::Plan,
+    },
+    Builtin {
+        name: "undo",
+        description: "Undo the last turn: its messages leave the conversation, and the files it \
+                      changed are put back",
+        hint: None,
+        kind: BuiltinKind::Undo,
     },
     Builtin {
         name: "review",
@@ -107,9 +116,9 @@ pub const TERMINAL_ONLY: &[&str] = &[
     "keys", "config", "status", "cost", "rewind", "memory", "agents", "tools",
 ];
 
-/// The spec's built-ins this device does not serve yet: not listed (an `/undo` is plain text
-/// here), and still no file may take their names.
-pub const NOT_YET: &[&str] = &["undo"];
+/// The spec's built-ins this device does not serve yet (none now): not listed (their `/name`
+/// is plain text here), and still no file may take their names.
+pub const NOT_YET: &[&str] = &[];
 
 /// Bounds on the command files read (`commands:` in config.yaml), each named where it cuts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -529,6 +538,7 @@ mod tests {
             [
                 "compact",
                 "plan",
+                "undo",
                 "review",
                 "changelog",
                 "init",

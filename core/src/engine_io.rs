@@ -70,6 +70,8 @@ pub enum IoCall {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ToolRequest {
     pub session_id: String,
+    /// The turn whose model called it: what a change is kept under for `/undo`.
+    pub turn_id: String,
     /// The session's directory (absolute).
     pub project: String,
     /// The device's `remote.roots` for a session under the limits; empty for one that is not.

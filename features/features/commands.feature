@@ -1,7 +1,6 @@
 Feature: The session's commands: _lembas/commands, available_commands_update and /name prompts
   Spec, "available_commands_update" and "session/prompt": a session's command set is the
-  built-ins (`compact`, `plan`, `undo`, `review`, `changelog`, `init`, `continue`; this device
-  serves all but `undo` yet, which is not listed, so `/undo` is plain text),
+  built-ins (`compact`, `plan`, `undo`, `review`, `changelog`, `init`, `continue`),
   then custom commands (`<project>/.agent/commands/<name>.md`, then the person's
   `~/.config/lembas/commands/<name>.md`), then skills (`<project>/.agent/skills/<name>/SKILL.md`,
   then the person's). A file named like a built-in or a terminal-only command is not a command;
@@ -9,8 +8,8 @@ Feature: The session's commands: _lembas/commands, available_commands_update and
   The set is sent after `session/new`, when a session is opened from the store or taken up by a
   new link, and after a turn that changed it. A prompt starting with `/name` of the set is that
   command: a prompt command sends its text (shown as typed), `/plan` alone is an action that
-  answers `mode` (`/compact`: compact.feature), `/review` with nothing to review (git, in the
-  session's project) answers `message` and sends nothing; an unknown `/name` is plain text. A command's own text is never `@`-expanded;
+  answers `mode` (`/compact`: compact.feature; `/undo`: undo.feature), `/review` with nothing to
+  review (git, in the session's project) answers `message` and sends nothing; an unknown `/name` is plain text. A command's own text is never `@`-expanded;
   its `mode` is lowered to `remote.max_mode`, its `model` holds for that prompt only.
 
   Scenario: The set is the built-ins, then custom commands, then skills
@@ -19,7 +18,7 @@ Feature: The session's commands: _lembas/commands, available_commands_update and
     And the person has the command file "commands/standup.md" reading "Summarize my day"
     And the project has the command file "skills/ship/SKILL.md" reading "---|name: ship|description: Ship a release|---|Tag and push"
     When the client asks for the session's commands
-    Then the commands answered are "compact, plan, review, changelog, init, continue, fix, standup, ship"
+    Then the commands answered are "compact, plan, undo, review, changelog, init, continue, fix, standup, ship"
     And the command "review" is answered as "builtin" described "Review the changes: those not committed yet, or this branch against another"
     And the command "fix" is answered as "custom" described "Fix the bug: $ARGUMENTS"
     And the command "standup" is answered as "custom" described "Summarize my day"
@@ -33,7 +32,7 @@ Feature: The session's commands: _lembas/commands, available_commands_update and
     And the project has the command file "commands/fix.md" reading "The project's fix"
     And the person has the command file "commands/fix.md" reading "The person's fix"
     When the client asks for the session's commands
-    Then the commands answered are "compact, plan, review, changelog, init, continue, fix"
+    Then the commands answered are "compact, plan, undo, review, changelog, init, continue, fix"
     And the command "review" is answered as "builtin" described "Review the changes: those not committed yet, or this branch against another"
     And the command "fix" is answered as "custom" described "The project's fix"
     And the answer says what was left out: "named like a built-in or a terminal command"
@@ -52,7 +51,7 @@ Feature: The session's commands: _lembas/commands, available_commands_update and
     And the project has the command file "commands/fix.md" reading "Fix"
     And the project has the command file "commands/more.md" reading "More"
     When the client asks for the session's commands
-    Then the commands answered are "compact, plan, review, changelog, init, continue"
+    Then the commands answered are "compact, plan, undo, review, changelog, init, continue"
     And the answer says what was left out: "over commands.max_file_bytes (40 bytes)"
     And the answer says what was left out: "2 command files past the first 1 (commands.max_files) were not read"
 
@@ -62,13 +61,13 @@ Feature: The session's commands: _lembas/commands, available_commands_update and
     And "/home/dev/work/app/.agent/commands/leak.md" on the device is a symlink to "/home/dev/.ssh/id_rsa"
     And the device's disk holds "/home/dev/.ssh/id_rsa" and "/etc/passwd" and "/home/dev/work/other/x"
     When the client asks for the session's commands
-    Then the commands answered are "compact, plan, review, changelog, init, continue"
+    Then the commands answered are "compact, plan, undo, review, changelog, init, continue"
 
   Scenario: _lembas/commands takes a cwd inside the roots, as session/new does
     Given a client with a session on the device
     And the project has the command file "commands/fix.md" reading "Fix"
     When the client asks for the commands of "/home/dev/work/app"
-    Then the commands answered are "compact, plan, review, changelog, init, continue, fix"
+    Then the commands answered are "compact, plan, undo, review, changelog, init, continue, fix"
 
   Scenario: _lembas/commands refuses a cwd outside the roots
     Given a client with a session on the device
@@ -89,7 +88,7 @@ Feature: The session's commands: _lembas/commands, available_commands_update and
     When a command file "commands/fix.md" appears in the project reading "Fix"
     And the client prompts "say done" as turn "t2"
     Then the client was sent the session's commands 2 times
-    And the last commands sent are "compact, plan, review, changelog, init, continue, fix"
+    And the last commands sent are "compact, plan, undo, review, changelog, init, continue, fix"
 
   Scenario: The set is sent again to a session opened from the store
     Given a client with a session on the device
@@ -188,14 +187,12 @@ Feature: The session's commands: _lembas/commands, available_commands_update and
     Then the engine was last given "say the steps" for turn "t1"
     And the engine started turn "t1" in the mode "plan"
 
-  Scenario: An unknown /name, a path, and a not-yet built-in are plain text
+  Scenario: An unknown /name and a path are plain text
     Given a client with a session on the device
     When the client prompts "/nosuch thing" as turn "t1"
     And the client prompts "/etc/hosts is wrong" as turn "t2"
-    And the client prompts "/undo" as turn "t3"
     Then the engine was last given "/nosuch thing" for turn "t1"
     And the engine was last given "/etc/hosts is wrong" for turn "t2"
-    And the engine was last given "/undo" for turn "t3"
     And in the answer of turn "t1", "_meta.lembas.command" is absent
 
   Scenario: A command's mode is lowered to max_mode, and its model holds for its prompt only

@@ -70,6 +70,7 @@ fn main() {
     let settings = ToolSettings {
         protected: vec![Protected::Name(".git".into())],
         shell: "/bin/sh".into(),
+        undo: None,
     };
     let limits = CommandLimits::default();
     let roots = vec![root.to_str().unwrap().to_string()];

@@ -29,6 +29,7 @@ fn main() {
     let settings = ToolSettings {
         protected: vec![Protected::Name(".git".into())],
         shell: "/bin/sh".into(),
+        undo: None,
     };
     let r = root.to_str().unwrap();
     let ms = |start: Instant| start.elapsed().as_secs_f64() * 1000.0;

@@ -546,7 +546,8 @@ impl Bench {
                         | Effect::OpenTerminal { .. }
                         | Effect::TerminalInput { .. }
                         | Effect::ResizeTerminal { .. }
-                        | Effect::CloseTerminal { .. },
+                        | Effect::CloseTerminal { .. }
+                        | Effect::UndoFiles { .. },
                     )) => panic!("a stdio turn bench asks for no {other:?}"),
                 }
                 continue;

@@ -69,6 +69,11 @@ pub enum Input {
         request: u64,
         changes: Result<lembas_core::review::Changes, String>,
     },
+    /// A turn's files were put back (`Effect::UndoFiles`).
+    FilesUndone {
+        request: u64,
+        undone: Result<lembas_core::device::FilesUndone, String>,
+    },
     /// A session set aside was read back from the store (`Effect::LoadSession`).
     SessionLoaded {
         request: u64,

@@ -137,6 +137,7 @@ mod tests {
         let settings = ToolSettings {
             protected: Vec::new(),
             shell: "/bin/sh".into(),
+            undo: None,
         };
         let p = project.to_str().unwrap();
         let read = read_commands(&settings, Some(&config), p, &[], 64, 50).unwrap();

@@ -1,6 +1,7 @@
 //! `config.yaml`: the `remote:` block (what a client on the link may do on this device), the
 //! `trusted:` list, the `sessions:` block (`max_live`, `event_log_bytes`, `event_log_events`,
-//! `history_bytes`, `max_history_turns`; read at start-up), the `mentions:` block
+//! `history_bytes`, `max_history_turns`, and `undo_max_bytes`, `undo_turns`: what the tools
+//! keep for `/undo`; read at start-up), the `mentions:` block
 //! (`max_file_bytes`, `max_listing_entries`, `max_per_prompt`: the bounds on a prompt's `@path`
 //! mentions; read at start-up), the `files:` block (`max_indexed_files`, `max_recent`: the `@`
 //! picker's index and memory; read at start-up), the `commands:` block (`max_files`,
@@ -122,6 +123,10 @@ struct SessionsBlock {
     history_bytes: Option<Spanned<usize>>,
     #[serde(default)]
     max_history_turns: Option<Spanned<usize>>,
+    #[serde(default)]
+    undo_max_bytes: Option<Spanned<usize>>,
+    #[serde(default)]
+    undo_turns: Option<Spanned<usize>>,
 }
 
 /// The `mentions:` block: the bounds on a prompt's `@path` mentions.
@@ -225,6 +230,9 @@ pub struct Config {
     /// `tools`: what the model's tools may not touch, and the shell commands run through.
     /// Read at start-up.
     pub tools: ToolsConfig,
+    /// `sessions.undo_max_bytes` and `sessions.undo_turns`: what `write` and `edit` keep for
+    /// `/undo`. Read at start-up.
+    pub undo: crate::tools::UndoLimits,
     /// `hub`: the bounds of the service's local socket. Read at start-up.
     pub hub: HubLimits,
     /// Where it came from (`None`: no file, the defaults).
@@ -249,6 +257,7 @@ impl Default for Config {
             engine: EngineChoice::model(),
             personalization: None,
             tools: ToolsConfig::default(),
+            undo: crate::tools::UndoLimits::default(),
             hub: HubLimits::default(),
             file: None,
         }
@@ -402,6 +411,18 @@ pub fn parse(text: &str, path: &Path, home: Option<&Path>) -> Result<Config, Con
             "sessions.max_history_turns",
             block.max_history_turns,
             &mut config.max_history_turns,
+        )?;
+        let mut undo_bytes = config.undo.max_bytes as usize;
+        at_least_one(
+            "sessions.undo_max_bytes",
+            block.undo_max_bytes,
+            &mut undo_bytes,
+        )?;
+        config.undo.max_bytes = undo_bytes as u64;
+        at_least_one(
+            "sessions.undo_turns",
+            block.undo_turns,
+            &mut config.undo.turns,
         )?;
         if let Some(v) = block.history_bytes {
             let min = lembas_core::config::MIN_HISTORY_BYTES;
@@ -587,7 +608,8 @@ mod tests {
                     max_mode: manual\n  approval_timeout: 12\n  terminal: true\n  \
                     terminal_integration: false\n  max_directory_entries: 7\ntrusted:\n  - ~/work/proj\nsessions:\n  \
                     max_live: 50\n  event_log_bytes: 4096\n  event_log_events: 9\n  \
-                    history_bytes: 8192\n  max_history_turns: 10\n";
+                    history_bytes: 8192\n  max_history_turns: 10\n  undo_max_bytes: 1000\n  \
+                    undo_turns: 2\n";
         let c = parse(text, Path::new("/x/config.yaml"), Some(dir.path())).unwrap();
         let real = std::fs::canonicalize(&work).unwrap();
         assert!(c.remote.enabled);
@@ -601,6 +623,11 @@ mod tests {
         assert_eq!(c.max_live_sessions, 50);
         assert_eq!((c.event_log_bytes, c.event_log_events), (4096, 9));
         assert_eq!((c.history_bytes, c.max_history_turns), (8192, 10));
+        let undo = crate::tools::UndoLimits {
+            max_bytes: 1000,
+            turns: 2,
+        };
+        assert_eq!(c.undo, undo);
         let e = parse(
             "sessions:\n  history_bytes: 100\n",
             Path::new("/x/c.yaml"),

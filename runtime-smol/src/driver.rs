@@ -703,6 +703,10 @@ impl Driver {
                 .host
                 .device_mut()
                 .handle_changes_checked(request, changes, now),
+            Input::FilesUndone { request, undone } => self
+                .host
+                .device_mut()
+                .handle_files_undone(request, undone, now),
             Input::MentionsRead { request, read } => {
                 self.host
                     .device_mut()
@@ -1094,6 +1098,24 @@ impl Driver {
                     move |changes| Input::ChangesChecked { request, changes },
                 );
             }
+            Effect::UndoFiles {
+                request,
+                session_id,
+                turn_id,
+                project,
+                roots,
+            } => {
+                let tools = self.tools.clone();
+                self.off_thread(
+                    move || match &tools.undo {
+                        Some(journal) => {
+                            journal.undo(&tools, &session_id, &turn_id, &project, &roots)
+                        }
+                        None => Err("this device has no state directory to keep them in".into()),
+                    },
+                    move |undone| Input::FilesUndone { request, undone },
+                );
+            }
             Effect::LoadSession {
                 request,
                 session_id,
@@ -1180,6 +1202,13 @@ impl Driver {
                     if let Err(e) = r {
                         log::error!("could not remove the attachments of {session_id}: {e}");
                     }
+                    let tools = self.tools.clone();
+                    blocking::unblock(move || {
+                        if let Some(journal) = &tools.undo {
+                            journal.forget_session(&session_id);
+                        }
+                    })
+                    .await;
                 }
             }
             Effect::OpenTerminal {

@@ -239,6 +239,7 @@ mod tests {
                 Protected::Name("secret".into()),
             ],
             shell: "/bin/sh".into(),
+            undo: None,
         }
     }
 

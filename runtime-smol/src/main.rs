@@ -318,7 +318,10 @@ fn run(command: Command, seed: Option<u64>) -> Result<(), String> {
             driver.serve_hub(lembas::hub::listen(&dirs.hub_socket())?, config.hub);
             // Served: an editor's process that handed the store over finds it now.
             drop(request);
-            driver.set_tools(ToolSettings::new(&config.tools, &dirs, home.as_deref()));
+            driver.set_tools(
+                ToolSettings::new(&config.tools, &dirs, home.as_deref())
+                    .with_undo_limits(config.undo),
+            );
             driver.set_max_indexed_files(config.max_indexed_files);
             let engine = config
                 .engine
@@ -409,7 +412,10 @@ fn run(command: Command, seed: Option<u64>) -> Result<(), String> {
                 // A `lembas link` started later asks for the store: it gets it, and the editor.
                 driver.yield_store_when_asked(dirs.store_file());
             }
-            driver.set_tools(ToolSettings::new(&config.tools, &dirs, home.as_deref()));
+            driver.set_tools(
+                ToolSettings::new(&config.tools, &dirs, home.as_deref())
+                    .with_undo_limits(config.undo),
+            );
             driver.set_max_indexed_files(config.max_indexed_files);
             // Logged in: the engine's requests go to that instance, whose models (and the
             // account's personalization) are fetched while the editor starts; else each request

@@ -171,6 +171,7 @@ mod tests {
         let settings = ToolSettings {
             protected: vec![Protected::Name(".git".into())],
             shell: "/bin/sh".into(),
+            undo: None,
         };
         let project = project.to_str().unwrap();
         let asked = [

@@ -136,6 +136,7 @@ fn build(rng: &mut Rng) -> World {
             Protected::Path(vault.to_str().unwrap().into()),
         ],
         shell: PathBuf::from("/bin/sh"),
+        undo: None,
     };
     let mut world = World {
         _dir: dir,
@@ -277,6 +278,7 @@ fn run(seed: u64, verbose: bool) {
         let before = world.forbidden();
         let request = ToolRequest {
             session_id: "ses_p".into(),
+            turn_id: "t".into(),
             project: world.project.to_str().unwrap().into(),
             roots: world
                 .roots

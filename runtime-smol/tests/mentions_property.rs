@@ -255,6 +255,7 @@ fn drain(d: &mut Device, w: &World, seen: &mut Seen) {
     let settings = ToolSettings {
         protected: vec![Protected::Name(".git".into())],
         shell: "/bin/sh".into(),
+        undo: None,
     };
     while let Some(out) = d.poll_output() {
         match out {

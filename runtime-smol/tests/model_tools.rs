@@ -355,3 +355,43 @@ fn a_plan_approved_in_auto_on_a_device_whose_max_mode_is_edit_goes_on_in_edit() 
         );
     });
 }
+
+#[test]
+fn undo_puts_back_the_file_a_turn_edited_and_removes_the_one_it_wrote() {
+    smol::block_on(async {
+        let (instance, home, _device, id) = session_in(
+            "edit",
+            "edit",
+            vec![
+                ChatReply::tools(&[(
+                    "edit",
+                    json!({ "path": "a.txt", "old_string": "world", "new_string": "there" }),
+                )]),
+                ChatReply::tools(&[("write", json!({ "path": "new.txt", "content": "made" }))]),
+                ChatReply::text(&["changed them"]),
+            ],
+        )
+        .await;
+        let (edited, made) = (proj(&home).join("a.txt"), proj(&home).join("new.txt"));
+        std::fs::write(&edited, "hello world\n").unwrap();
+        prompt(&instance, &id, "change them", "t1").await;
+        let (outcome, _) = answered(&instance, "t1").await;
+        assert_eq!(outcome.unwrap()["stopReason"], "end_turn");
+        assert_eq!(std::fs::read_to_string(&edited).unwrap(), "hello there\n");
+        assert_eq!(std::fs::read_to_string(&made).unwrap(), "made");
+
+        prompt(&instance, &id, "/undo", "t2").await;
+        let (outcome, _) = answered(&instance, "t2").await;
+        let answer = outcome.unwrap();
+        assert_eq!(
+            answer["_meta"]["lembas"]["undone"],
+            json!({ "prompt": "change them", "files": ["a.txt", "new.txt"] }),
+            "{answer}"
+        );
+        assert_eq!(std::fs::read_to_string(&edited).unwrap(), "hello world\n");
+        assert!(!made.exists(), "the file the turn wrote is removed");
+        // Nothing reached the model for the undo: it asked the instance three times, all
+        // for turn t1.
+        assert_eq!(instance.chat_requests().len(), 3);
+    });
+}

@@ -77,6 +77,7 @@ fn command_files_on_disk_make_the_set_and_run_as_prompts() {
         let expected = [
             "compact",
             "plan",
+            "undo",
             "review",
             "changelog",
             "init",

@@ -55,6 +55,7 @@ fn fixture() -> Fixture {
     let settings = ToolSettings {
         protected: vec![Protected::Name(".git".into())],
         shell: PathBuf::from("/bin/sh"),
+        undo: None,
     };
     Fixture {
         _dir: dir,
@@ -68,6 +69,7 @@ impl Fixture {
     fn request(&self, op: ToolOp) -> ToolRequest {
         ToolRequest {
             session_id: "ses_1".into(),
+            turn_id: "t1".into(),
             project: self.project.to_str().unwrap().into(),
             roots: Vec::new(),
             op,

@@ -251,6 +251,11 @@ impl DeviceLoop {
                 Err("this device runs in a web page, which has no disk to search".into()),
                 now,
             ),
+            // Nor files a tool changed: a page's engine has none to write, so nothing was kept
+            // to put back.
+            Effect::UndoFiles { request, .. } => {
+                device.handle_files_undone(request, Ok(Default::default()), now)
+            }
             // For JS's `onEffect` (attachments, terminals), named one by one so that a new
             // effect is decided here rather than passed on unnoticed.
             e @ (Effect::WriteAttachment { .. }

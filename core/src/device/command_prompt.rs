@@ -40,6 +40,8 @@ pub(super) enum AsCommand {
     PlanAction,
     /// `/compact`: the action, with what to keep in mind (the text after the name).
     Compact { command: CommandUse, focus: String },
+    /// `/undo`: the action (undo.rs).
+    Undo { command: CommandUse },
     /// A name to look up among the session's files.
     LookUp { name: String, args: String },
 }
@@ -70,6 +72,9 @@ pub(super) fn classify(text: &str) -> AsCommand {
                 text: commands::builtin_text(name, template, args),
                 command: used(name),
                 target: ReviewTarget::of_args(args),
+            },
+            BuiltinKind::Undo => AsCommand::Undo {
+                command: used(name),
             },
             BuiltinKind::Prompt(template) => AsCommand::Send {
                 text: commands::builtin_text(name, template, args),

@@ -13,7 +13,8 @@ use serde::ser::{Error as _, SerializeMap};
 use serde::{Deserialize, Serialize, Serializer};
 
 use super::{
-    ConnId, ConnKind, Device, DialFailure, FoundFiles, Listing, Misuse, ShellInfo, Unreadable,
+    ConnId, ConnKind, Device, DialFailure, FilesUndone, FoundFiles, Listing, Misuse, ShellInfo,
+    Unreadable,
 };
 use crate::config::{ConfigError, Model, Remote};
 use crate::engine::EngineEvent;
@@ -73,6 +74,11 @@ pub enum Input {
     ChangesChecked {
         request: u64,
         changes: Result<crate::review::Changes, String>,
+    },
+    /// `files_undone {request, undone | error}`: the answer to an `undo_files` effect.
+    FilesUndone {
+        request: u64,
+        undone: Result<FilesUndone, String>,
     },
     /// `session_loaded {request, entries}`: the answer to a `load_session` effect.
     SessionLoaded { request: u64, entries: Vec<Entry> },
@@ -199,6 +205,10 @@ impl Device {
                 self.handle_changes_checked(request, changes, now);
                 Handled::Done
             }
+            Input::FilesUndone { request, undone } => {
+                self.handle_files_undone(request, undone, now);
+                Handled::Done
+            }
             Input::SessionLoaded { request, entries } => {
                 Handled::Unreadable(self.handle_session_loaded(request, entries, now))
             }
@@ -267,6 +277,7 @@ struct Fields {
     found: Option<FoundFiles>,
     commands: Option<crate::commands::CommandsRead>,
     changes: Option<crate::review::Changes>,
+    undone: Option<FilesUndone>,
     session_id: Option<String>,
     turn_id: Option<String>,
     event: Option<EngineEvent>,
@@ -295,6 +306,7 @@ enum Tag {
     FilesFound,
     CommandsRead,
     ChangesChecked,
+    FilesUndone,
     SessionLoaded,
     SessionLoadFailed,
     HistoryRead,
@@ -309,7 +321,7 @@ enum Tag {
 }
 
 impl Fields {
-    fn given(&self) -> [(&'static str, bool); 24] {
+    fn given(&self) -> [(&'static str, bool); 25] {
         [
             ("kind", self.kind.is_some()),
             ("failure", self.failure.is_some()),
@@ -326,6 +338,7 @@ impl Fields {
             ("found", self.found.is_some()),
             ("commands", self.commands.is_some()),
             ("changes", self.changes.is_some()),
+            ("undone", self.undone.is_some()),
             ("sessionId", self.session_id.is_some()),
             ("turnId", self.turn_id.is_some()),
             ("event", self.event.is_some()),
@@ -363,6 +376,7 @@ fn pick(f: Fields) -> Result<Input, Misfit> {
         Tag::FilesFound => &["request", "found", "error"],
         Tag::CommandsRead => &["request", "commands", "error"],
         Tag::ChangesChecked => &["request", "changes", "error"],
+        Tag::FilesUndone => &["request", "undone", "error"],
         Tag::SessionLoaded => &["request", "entries"],
         Tag::HistoryRead => &["request", "entries", "error"],
         Tag::SessionLoadFailed | Tag::AttachmentWritten => &["request", "error"],
@@ -425,6 +439,10 @@ fn pick(f: Fields) -> Result<Input, Misfit> {
         Tag::ChangesChecked => Input::ChangesChecked {
             request: need(f.request, "request")?,
             changes: either(f.changes, f.error, "changes or error (exactly one)")?,
+        },
+        Tag::FilesUndone => Input::FilesUndone {
+            request: need(f.request, "request")?,
+            undone: either(f.undone, f.error, "undone or error (exactly one)")?,
         },
         Tag::SessionLoaded => Input::SessionLoaded {
             request: need(f.request, "request")?,
@@ -500,6 +518,7 @@ impl Input {
             Input::FilesFound { .. } => "files_found",
             Input::CommandsRead { .. } => "commands_read",
             Input::ChangesChecked { .. } => "changes_checked",
+            Input::FilesUndone { .. } => "files_undone",
             Input::SessionLoaded { .. } => "session_loaded",
             Input::SessionLoadFailed { .. } => "session_load_failed",
             Input::HistoryRead { .. } => "history_read",
@@ -576,6 +595,13 @@ impl Serialize for Input {
                 m.serialize_entry("request", request)?;
                 match changes {
                     Ok(changes) => m.serialize_entry("changes", changes)?,
+                    Err(error) => m.serialize_entry("error", error)?,
+                }
+            }
+            Input::FilesUndone { request, undone } => {
+                m.serialize_entry("request", request)?;
+                match undone {
+                    Ok(undone) => m.serialize_entry("undone", undone)?,
                     Err(error) => m.serialize_entry("error", error)?,
                 }
             }
@@ -814,6 +840,20 @@ mod tests {
                 request: 8,
                 found: Err(s("gone")),
             },
+            Input::FilesUndone {
+                request: 10,
+                undone: Ok(FilesUndone {
+                    restored: vec![s("/w/app/a.rs")],
+                    kept: vec![crate::device::FileKept {
+                        path: s("/w/app/b.rs"),
+                        why: s("changed since the turn"),
+                    }],
+                }),
+            },
+            Input::FilesUndone {
+                request: 10,
+                undone: Err(s("no disk")),
+            },
             Input::CommandsRead {
                 request: 9,
                 read: Ok(crate::commands::CommandsRead {
@@ -940,6 +980,7 @@ mod tests {
             Input::FilesFound { .. } => 22,
             Input::CommandsRead { .. } => 23,
             Input::ChangesChecked { .. } => 24,
+            Input::FilesUndone { .. } => 25,
         }
     }
 
@@ -947,7 +988,7 @@ mod tests {
     fn every_input_writes_the_shape_it_is_read_from() {
         let inputs = every_input();
         let seen: std::collections::BTreeSet<usize> = inputs.iter().map(variant).collect();
-        assert_eq!(seen.len(), 25, "a variant has no sample: {seen:?}");
+        assert_eq!(seen.len(), 26, "a variant has no sample: {seen:?}");
         for input in inputs {
             let text = serde_json::to_string(&input).unwrap();
             let back: Input = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{text}: {e}"));

@@ -90,6 +90,15 @@ impl Ledger {
         self.slots.get(turn).and_then(|s| s.history)
     }
 
+    /// The turn whose prompt is the newest history entry the model is still given, with it.
+    pub fn last_given(&self) -> Option<(String, u64)> {
+        self.order
+            .iter()
+            .filter_map(|id| Some((id, self.slots.get(id)?.history?)))
+            .max_by_key(|(_, index)| *index)
+            .map(|(id, index)| (id.to_string(), index))
+    }
+
     /// Turn `turn`'s prompt is history entry `index`.
     pub fn set_history(&mut self, turn: &str, index: u64) {
         if let Some(slot) = self.slots.get_mut(turn) {

@@ -58,6 +58,7 @@ mod terminals;
 mod timers;
 pub(crate) mod turn_table;
 mod turns;
+mod undo;
 
 use std::collections::BTreeMap;
 
@@ -77,6 +78,7 @@ pub use reconfigure::{CLOSE_SETTINGS_CHANGED, SETTINGS_CHANGED};
 pub use restore::{Unreadable, RESTARTED};
 pub use terminals::ShellInfo;
 pub use timers::Timer;
+pub use undo::{FileKept, FilesUndone};
 
 use crate::config::{ConfigError, DeviceConfig};
 use crate::engine::EngineCommand;
@@ -268,6 +270,18 @@ pub enum Effect {
     /// Hang the terminal up (SIGHUP to its shell's process group). Its exit is still reported
     /// (ignored when its link is gone).
     CloseTerminal { terminal_id: String },
+    /// `/undo`: put back the files turn `turn_id` of the session changed, as the shell kept
+    /// them when its tools wrote (undo.rs): each only while it is still what the turn left,
+    /// and, its symlinks followed, inside `project` and inside `roots` when there are any; a
+    /// file the turn created is removed. The shell then forgets what it kept of that turn.
+    /// Answer with `handle_files_undone`.
+    UndoFiles {
+        request: u64,
+        session_id: String,
+        turn_id: String,
+        project: String,
+        roots: Vec<String>,
+    },
 }
 
 /// Where a turn stands in its session's ledger.
@@ -385,6 +399,8 @@ pub struct Device {
     change_checks: asked::Asked<review_check::PendingCheck>,
     /// File searches asked of the shell, until their answers (files_search.rs).
     searches: asked::Asked<files_search::PendingSearch>,
+    /// `/undo`s waiting for the shell to put files back (undo.rs).
+    undos: asked::Asked<undo::PendingUndo>,
     /// The files used lately, for the `@` picker (frecency.rs).
     frecency: frecency::Frecency,
     next_steer: u64,
@@ -423,6 +439,7 @@ impl Device {
             mention_reads: Default::default(),
             history_reads: Default::default(),
             searches: Default::default(),
+            undos: Default::default(),
             command_reads: Default::default(),
             change_checks: Default::default(),
             frecency: Default::default(),

@@ -40,6 +40,8 @@ pub(crate) struct Queued {
     /// A `/review` that waits to know there is something to review: it starts only once
     /// that is known (review_check.rs).
     pub review: Option<ReviewGate>,
+    /// An `/undo` (undo.rs).
+    pub undo: bool,
 }
 
 /// Where a `/review`'s look for changes stands. It is asked for only once the turn is next
@@ -82,6 +84,8 @@ pub(crate) struct Running {
     pub command: Option<CommandUse>,
     /// A compaction: what it says is the summary, shown to no one as it streams.
     pub compact: Option<Compacting>,
+    /// An `/undo`: it ends when the shell has put the files back (undo.rs).
+    pub undo: bool,
     /// The answer and the reasoning so far, as the history keeps them (their first
     /// `sessions.max_answer_bytes` each), and the bytes streamed past that.
     pub text: Kept,
@@ -98,6 +102,7 @@ impl Running {
             notices: Vec::new(),
             command: None,
             compact: None,
+            undo: false,
             text: Kept::default(),
             reasoning: Kept::default(),
             tools: Vec::new(),
@@ -266,6 +271,7 @@ impl TurnTable {
             command: None,
             compact: None,
             review: None,
+            undo: false,
         });
         accepted
     }
@@ -328,6 +334,13 @@ impl TurnTable {
     pub fn is_compaction(&mut self, via: Compacting) {
         if let Some(q) = self.queue.back_mut() {
             q.compact = Some(via);
+        }
+    }
+
+    /// The turn just accepted is an `/undo`.
+    pub fn is_undo(&mut self) {
+        if let Some(q) = self.queue.back_mut() {
+            q.undo = true;
         }
     }
 
@@ -459,6 +472,7 @@ impl TurnTable {
             notices,
             command,
             compact,
+            undo,
             ..
         } = self.queue.pop_front()?;
         self.ledger.set(&start.turn_id, TurnState::Running);
@@ -467,6 +481,7 @@ impl TurnTable {
         running.notices = notices;
         running.command = command;
         running.compact = compact;
+        running.undo = undo;
         self.running = Some(running);
         Some((start, order))
     }

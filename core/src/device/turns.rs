@@ -298,6 +298,7 @@ impl Device {
         s.durable.context.merge(&context);
         s.durable.touched = now;
         let mut review = None;
+        let mut undo = false;
         let (text, command, plan, look_up, compact) = match classify(&prepared.text) {
             AsCommand::PlanAction => {
                 let session = s.durable.id.clone();
@@ -320,6 +321,10 @@ impl Device {
             }
             AsCommand::Compact { command, focus } => {
                 (compaction::text(&focus), Some(command), false, None, true)
+            }
+            AsCommand::Undo { command } => {
+                undo = true;
+                (prepared.text, Some(command), false, None, false)
             }
             AsCommand::LookUp { name, args } => {
                 let invoked = Invoked {
@@ -363,6 +368,9 @@ impl Device {
         }
         if compact {
             s.turns.is_compaction(Compacting::Prompt);
+        }
+        if undo {
+            s.turns.is_undo();
         }
         if look_up.is_some() {
             s.turns.await_command(command_read);
@@ -542,6 +550,13 @@ impl Device {
             )
         });
         start.summary = s.durable.compaction.as_ref().map(|c| c.summary.clone());
+        if s.turns.running().is_some_and(|r| r.undo) {
+            self.announce_start_changes(session, max, lowered, adopted);
+            let record = turn_record(session, &turn_id, order, StoredTurnState::Running, now);
+            self.out.persist_in(Lane::of(session), vec![record]);
+            self.start_undo(session, turn_id);
+            return;
+        }
         let compacting = s.turns.running().and_then(|r| r.compact);
         if let Some(via) = compacting {
             self.announce_start_changes(session, max, lowered, adopted);

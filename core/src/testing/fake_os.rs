@@ -48,6 +48,10 @@ pub struct FakeOs {
     /// When set, a path containing "missing" fails to resolve (the fuzzer's grammar names such
     /// paths).
     pub missing_paths_fail: bool,
+    /// `/undo`: what the shell says it did with each turn's files (by turn id; none said:
+    /// nothing was kept), and the turns it was asked to undo, in order.
+    pub undo_files: BTreeMap<String, Result<crate::device::FilesUndone, String>>,
+    pub undone: Vec<(String, String)>,
     /// Attachments written: (session, file name, size).
     pub attachments: Vec<(String, String, usize)>,
     /// The bytes of every attachment written (file name → bytes), for a test to read back.
@@ -211,6 +215,20 @@ impl FakeOs {
                 } else {
                     answer(device, Input::HistoryRead { request, read }, now);
                 }
+            }
+            Effect::UndoFiles {
+                request,
+                session_id,
+                turn_id,
+                ..
+            } => {
+                let undone = self
+                    .undo_files
+                    .get(&turn_id)
+                    .cloned()
+                    .unwrap_or_else(|| Ok(Default::default()));
+                self.undone.push((session_id, turn_id));
+                answer(device, Input::FilesUndone { request, undone }, now);
             }
             Effect::WriteAttachment {
                 request,

@@ -49,6 +49,7 @@ mod stdio;
 mod terminals;
 mod tools;
 mod turns;
+mod undo;
 mod versions;
 
 use serde_json::Value;

@@ -19,6 +19,7 @@ pub mod run;
 mod search;
 mod settings;
 pub(crate) mod text_file;
+mod undo;
 mod walk;
 mod write;
 
@@ -29,6 +30,7 @@ use lembas_core::engine_io::{IoReply, ToolOp, ToolRequest};
 
 pub use resolve::{confine, confine_in, real_path, Confined};
 pub use settings::{ToolSettings, DEFAULT_PROTECTED};
+pub use undo::{UndoJournal, UndoLimits};
 
 /// Perform a tool call that works on files (every op but `run`), on the calling thread.
 /// `cancel` set: a walk or a long read stops where it is (its call was aborted).
@@ -61,19 +63,44 @@ pub fn perform(settings: &ToolSettings, request: &ToolRequest, cancel: &AtomicBo
             path,
             text,
             max_bytes,
-        } => {
-            confine(settings, request, path).and_then(|c| write::write(&c, path, text, *max_bytes))
-        }
+        } => confine(settings, request, path).and_then(|c| {
+            kept_for_undo(settings, request, &c, || {
+                write::write(&c, path, text, *max_bytes)
+            })
+        }),
         ToolOp::Edit {
             path,
             old,
             new,
             max_bytes,
-        } => confine(settings, request, path)
-            .and_then(|c| edit::edit(&c, path, old, new, *max_bytes)),
+        } => confine(settings, request, path).and_then(|c| {
+            kept_for_undo(settings, request, &c, || {
+                edit::edit(&c, path, old, new, *max_bytes)
+            })
+        }),
         ToolOp::Run { .. } => Err("a command is run by `tools::run`, not here".to_string()),
     };
     outcome.unwrap_or_else(|reason| IoReply::Failed { reason })
+}
+
+/// A change of the file at `place`, with what `/undo` needs kept around it (tools/undo.rs):
+/// the file before the turn first changed it, and what the change left.
+fn kept_for_undo(
+    settings: &ToolSettings,
+    request: &ToolRequest,
+    place: &Confined,
+    change: impl FnOnce() -> Result<IoReply, String>,
+) -> Result<IoReply, String> {
+    let Some(journal) = &settings.undo else {
+        return change();
+    };
+    let (session, turn) = (&request.session_id, &request.turn_id);
+    journal.before_change(session, turn, &place.path);
+    let changed = change();
+    if changed.is_ok() {
+        journal.after_change(session, turn, &place.path);
+    }
+    changed
 }
 
 /// Sets its flag when dropped: a call's task holds one, so aborting the call (dropping the

@@ -28,6 +28,8 @@ pub struct ToolSettings {
     pub protected: Vec<Protected>,
     /// The shell a command runs through (`shell -c command`).
     pub shell: PathBuf,
+    /// What `write` and `edit` keep for `/undo` (`None`: nothing, with no state directory).
+    pub undo: Option<super::UndoJournal>,
 }
 
 impl ToolSettings {
@@ -73,7 +75,21 @@ impl ToolSettings {
                     .filter(|s| s.is_absolute())
             })
             .unwrap_or_else(|| PathBuf::from("/bin/sh"));
-        ToolSettings { protected, shell }
+        let undo = super::UndoJournal::new(dirs.state.join("undo"), Default::default());
+        ToolSettings {
+            protected,
+            shell,
+            undo: Some(undo),
+        }
+    }
+
+    /// The same, keeping for `/undo` within `limits` (`sessions.undo_max_bytes`,
+    /// `sessions.undo_turns`).
+    pub fn with_undo_limits(mut self, limits: super::UndoLimits) -> ToolSettings {
+        if let Some(undo) = &mut self.undo {
+            undo.limits = limits;
+        }
+        self
     }
 
     /// The defaults, for this user and device as the environment says (`HOME`, `XDG_*`):
@@ -88,6 +104,7 @@ impl ToolSettings {
             Err(_) => ToolSettings {
                 protected: vec![Protected::Name(".git".into())],
                 shell: PathBuf::from("/bin/sh"),
+                undo: None,
             },
         }
     }

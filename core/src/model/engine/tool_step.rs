@@ -502,6 +502,7 @@ impl ModelEngine {
         };
         let request = ToolRequest {
             session_id: session.to_string(),
+            turn_id: t.start.turn_id.clone(),
             project: t.start.cwd.clone(),
             roots: t.start.roots.clone(),
             op,

@@ -409,7 +409,8 @@ impl Run {
             | Effect::ReadHistory { .. }
             | Effect::WriteAttachment { .. }
             | Effect::ResizeTerminal { .. }
-            | Effect::RemoveAttachments { .. } => {}
+            | Effect::RemoveAttachments { .. }
+            | Effect::UndoFiles { .. } => {}
         }
         // The network's effects (a dial, a stop) are the fuzzer's own, noted above.
         let _network = self.os.perform(&mut self.device, effect, self.now);

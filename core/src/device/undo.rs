@@ -1,0 +1,207 @@
+//! `/undo`: an action (nothing is sent to the model) that undoes the session's last turn the
+//! model is still given (not reverted, not folded into a compaction's summary). Its messages
+//! are reverted as `_lembas/session/rewind` reverts them (rewind.rs), and the shell puts back
+//! the files that turn's tools changed (`Effect::UndoFiles`): it kept each file's content from
+//! before the turn as the tool wrote it, within `sessions.undo_max_bytes` a turn, for the last
+//! `sessions.undo_turns` turns of a session, and puts a file back only while it is still what
+//! the turn left (a file created by the turn is removed). What it could not put back is said
+//! in a `notice`. The prompt is answered `_meta.lembas.undone = { prompt, files }`, or
+//! `undone: null` with nothing to undo.
+//!
+//! Like a compaction, an `/undo` runs in the session's turn order: sent while a turn runs, it
+//! waits for it, and undoes it.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+
+use super::outbox::Lane;
+use super::{Device, Effect};
+use crate::engine::StopReason;
+use crate::store::done_record;
+use crate::time::Time;
+use crate::turn::Answer;
+use crate::wire::event::lembas::{LembasEvent, NoticeEvent, TaskEvent, TaskState};
+use crate::wire::session::HistoryTurn;
+
+/// What the shell did for an `Effect::UndoFiles`: the files it put back (removed, for one the
+/// turn created), relative to the project, and those it left as they are, with why.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FilesUndone {
+    pub restored: Vec<String>,
+    #[serde(default)]
+    pub kept: Vec<FileKept>,
+}
+
+/// A file the undo left as it is, and why (changed since the turn, over the bytes kept, outside
+/// the project now).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileKept {
+    pub path: String,
+    pub why: String,
+}
+
+/// An `/undo` waiting for the shell to put the files back.
+#[derive(Debug)]
+pub(super) struct PendingUndo {
+    session: String,
+    /// The `/undo` prompt's own turn.
+    turn_id: String,
+    /// The undone turn, and its prompt as the person sees it.
+    undone: String,
+    prompt: String,
+}
+
+impl Device {
+    /// An `/undo` turn starts (`pump`): the last turn the model is given is reverted and the
+    /// shell asked to put its files back; with none, it ends at once with `undone: null`.
+    pub(super) fn start_undo(&mut self, session: &str, turn_id: String) {
+        let now = self.clock.now().0;
+        let roots = self.config.remote.roots.clone();
+        self.broadcast_event(
+            session,
+            LembasEvent::Task(TaskEvent {
+                state: TaskState::Start,
+                turn_id: turn_id.clone(),
+            }),
+        );
+        let Some(s) = self.sessions.get_mut(session) else {
+            return;
+        };
+        let folded = s.durable.compaction.as_ref().map_or(0, |c| c.folded);
+        let last = s
+            .turns
+            .ledger()
+            .last_given()
+            .filter(|(_, index)| *index >= folded);
+        let Some((undone, index)) = last else {
+            self.undo_finished(session, &turn_id, None);
+            self.pump(session);
+            return;
+        };
+        // The prompt as the model's context keeps it; a turn whose prompt the window let go
+        // (one answer past `sessions.max_context_bytes`) is named by its id instead.
+        let prompt = match s.recent.since(index).and_then(|t| t.first()) {
+            Some(HistoryTurn::User { text, .. }) => text.clone(),
+            _ => format!("(turn {undone})"),
+        };
+        let project = s.durable.cwd.clone();
+        let roots = if s.capped { roots } else { Vec::new() };
+        let (_, records) = s.revert_from(index, now);
+        self.out.persist_in(Lane::of(session), records);
+        let request = self.undos.ask(PendingUndo {
+            session: session.to_string(),
+            turn_id,
+            undone: undone.clone(),
+            prompt,
+        });
+        self.out.effect(Effect::UndoFiles {
+            request,
+            session_id: session.to_string(),
+            turn_id: undone,
+            project,
+            roots,
+        });
+    }
+
+    /// The shell put back what it could of a turn's files (`Effect::UndoFiles`), or could
+    /// not (`Err`: the reason, said in a `notice`; the messages stay reverted).
+    pub fn handle_files_undone(
+        &mut self,
+        request: u64,
+        undone: Result<FilesUndone, String>,
+        now: Time,
+    ) {
+        self.clock.advance(now);
+        if let Some(p) = self.undos.answered(request) {
+            let said = Some((p.undone, p.prompt, undone));
+            self.undo_finished(&p.session, &p.turn_id, said);
+            self.pump(&p.session);
+        }
+        self.after_input();
+    }
+
+    /// The `/undo` turn `turn_id` ends: `undone` is the turn it undid, that turn's prompt and
+    /// what the shell did with its files (`None`: nothing to undo).
+    fn undo_finished(
+        &mut self,
+        session: &str,
+        turn_id: &str,
+        undone: Option<(String, String, Result<FilesUndone, String>)>,
+    ) {
+        let now = self.clock.now().0;
+        let Some(s) = self.sessions.get_mut(session) else {
+            return;
+        };
+        if !s.turns.running().is_some_and(|r| r.turn_id == turn_id) {
+            return;
+        }
+        let Some(finished) = s.turns.finish(Ok(StopReason::EndTurn)) else {
+            return;
+        };
+        let mut notice = None;
+        let said = match undone {
+            None => Value::Null,
+            Some((turn, prompt, files)) => {
+                let restored = match files {
+                    Ok(files) => {
+                        notice = not_put_back(&turn, &files.kept);
+                        files.restored
+                    }
+                    Err(why) => {
+                        notice = Some(format!(
+                            "the files turn `{turn}` changed could not be put back: {why}"
+                        ));
+                        Vec::new()
+                    }
+                };
+                json!({ "prompt": prompt, "files": restored })
+            }
+        };
+        let mut extra = Map::new();
+        extra.insert("command".into(), json!("undo"));
+        extra.insert("undone".into(), said);
+        let answer = Answer::stopped(StopReason::EndTurn, extra);
+        s.turns.settle(turn_id, answer.clone());
+        let records = vec![
+            done_record(session, turn_id, finished.order, &answer, now, None),
+            s.record(),
+        ];
+        self.out.persist_in(Lane::of(session), records);
+        if let Some(text) = notice {
+            self.broadcast_event(session, LembasEvent::Notice(NoticeEvent { text }));
+        }
+        for (conn, id) in finished.waiting {
+            if self.conns.contains_key(&conn) {
+                let frame = answer.frame(&id, turn_id);
+                self.out.send_in(Lane::of(session), conn, frame);
+            }
+        }
+        self.broadcast_event(
+            session,
+            LembasEvent::Task(TaskEvent {
+                state: TaskState::End,
+                turn_id: turn_id.to_string(),
+            }),
+        );
+    }
+}
+
+/// The notice naming the files an undo left as they are, and why; none when it left none.
+fn not_put_back(turn: &str, kept: &[FileKept]) -> Option<String> {
+    if kept.is_empty() {
+        return None;
+    }
+    let files: Vec<String> = kept
+        .iter()
+        .map(|k| format!("`{}` ({})", k.path, k.why))
+        .collect();
+    Some(format!(
+        "undoing turn `{turn}` left {} file{} as {} now: {}",
+        kept.len(),
+        if kept.len() == 1 { "" } else { "s" },
+        if kept.len() == 1 { "it is" } else { "they are" },
+        files.join(", ")
+    ))
+}
