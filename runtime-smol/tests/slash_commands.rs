@@ -93,7 +93,7 @@ fn command_files_on_disk_make_the_set_and_run_as_prompts() {
             .await
             .unwrap();
         assert_eq!(names(&listed["commands"]), expected, "{listed}");
-        let fix = &listed["commands"][6];
+        let fix = &listed["commands"][7];
         assert_eq!(fix["description"], "Fix a bug");
         assert_eq!(fix["input"]["hint"], "<what>");
         assert_eq!(fix["_meta"]["lembas"]["kind"], "custom");
@@ -129,7 +129,7 @@ fn command_files_on_disk_make_the_set_and_run_as_prompts() {
         let (outcome, _) = prompt(&instance, &id, "make a command", "t3").await;
         outcome.unwrap();
         let mut again = expected.to_vec();
-        again.insert(6, "deploy");
+        again.insert(7, "deploy");
         assert_eq!(next_update(&instance).await, again);
     });
 }

@@ -134,7 +134,7 @@ impl Device {
         let Some(s) = self.sessions.get_mut(session) else {
             return;
         };
-        if !s.turns.running().is_some_and(|r| r.turn_id == turn_id) {
+        if s.turns.running().is_none_or(|r| r.turn_id != turn_id) {
             return;
         }
         let Some(finished) = s.turns.finish(Ok(StopReason::EndTurn)) else {
