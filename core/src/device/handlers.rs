@@ -217,13 +217,19 @@ fn cancel(d: &mut Device, _conn: ConnId, params: Option<&RawValue>) {
 }
 
 fn terminal_input(d: &mut Device, conn: ConnId, params: Option<&RawValue>) {
-    d.terminal_input(conn, params);
+    if let Ok(p) = jsonrpc::parse_params("_lembas/terminal/input", params) {
+        d.terminal_input(conn, p);
+    }
 }
 
 fn terminal_resize(d: &mut Device, conn: ConnId, params: Option<&RawValue>) {
-    d.terminal_resize(conn, params);
+    if let Ok(p) = jsonrpc::parse_params("_lembas/terminal/resize", params) {
+        d.terminal_resize(conn, p);
+    }
 }
 
 fn terminal_close(d: &mut Device, conn: ConnId, params: Option<&RawValue>) {
-    d.terminal_close(conn, params);
+    if let Ok(p) = jsonrpc::parse_params("_lembas/terminal/close", params) {
+        d.terminal_close(conn, p);
+    }
 }

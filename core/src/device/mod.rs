@@ -560,7 +560,7 @@ impl Device {
             self.shared_lost(&session);
         }
         self.cards.forget_connection(conn);
-        self.close_terminals_of(conn);
+        self.terminals.close_of(conn, &mut self.out);
         self.deletes.unconfirm(conn);
         Some(c)
     }
@@ -596,7 +596,8 @@ impl Device {
         self.prune_stale_ledgers(now);
         let confirm_ms = self.config.sessions.delete_confirm_ms;
         self.deletes.confirm(now, confirm_ms, &mut self.out);
-        self.flush_terminals(now);
+        let batch_ms = self.config.terminals.batch_ms;
+        self.terminals.flush(now, batch_ms, &mut self.out);
         self.link.redial_if_due(now, &mut self.out);
         self.after_input();
     }

@@ -52,7 +52,8 @@ impl Device {
             _ => t.set_or_stop(Timer::Heartbeat, self.link.heartbeat_deadline()),
         }
         t.set_or_stop(Timer::CardExpiry, self.cards.deadline());
-        t.set_or_stop(Timer::TerminalFlush, self.terminals_deadline());
+        let batch_ms = self.config.terminals.batch_ms;
+        t.set_or_stop(Timer::TerminalFlush, self.terminals.deadline(batch_ms));
         let confirm_ms = self.config.sessions.delete_confirm_ms;
         t.set_or_stop(Timer::ConfirmDeletes, self.deletes.deadline(confirm_ms));
         t.set(Timer::PruneLedgers, self.next_prune);
