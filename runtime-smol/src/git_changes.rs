@@ -91,7 +91,7 @@ struct Ran {
 /// Run git in `dir` with `args`, hardened as the module says. Its output is not kept: only
 /// whether there was any (a huge status is not held in memory).
 fn run(dir: &Path, args: &[&str]) -> Result<Ran, String> {
-    let mut child = Command::new("git")
+    let child = Command::new("git")
         .arg("-C")
         .arg(dir)
         .args([
@@ -110,6 +110,22 @@ fn run(dir: &Path, args: &[&str]) -> Result<Ran, String> {
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| format!("git could not be run: {e}"))?;
+    finish(child, args.first().copied().unwrap_or(""))
+}
+
+/// Wait for a git run, reading its standard error on a thread of its own while its standard
+/// output is drained: read one after the other, a git that fills the stderr pipe (a warning a
+/// directory, in a large tree) would wait for it to be read while this waits for stdout's end.
+fn finish(mut child: std::process::Child, command: &str) -> Result<Ran, String> {
+    let err = child.stderr.take();
+    let stderr = std::thread::spawn(move || {
+        let mut said = Vec::new();
+        if let Some(mut err) = err {
+            let _ = (&mut err).take(4096).read_to_end(&mut said);
+            let _ = std::io::copy(&mut err, &mut std::io::sink());
+        }
+        String::from_utf8_lossy(&said).into_owned()
+    });
     let mut first = [0u8; 1];
     let printed = child.stdout.take().is_some_and(|mut out| {
         let printed = matches!(out.read(&mut first), Ok(1));
@@ -117,10 +133,7 @@ fn run(dir: &Path, args: &[&str]) -> Result<Ran, String> {
         let _ = std::io::copy(&mut out, &mut std::io::sink());
         printed
     });
-    let mut said = String::new();
-    if let Some(err) = child.stderr.take() {
-        let _ = err.take(4096).read_to_string(&mut said);
-    }
+    let said = stderr.join().unwrap_or_default();
     let status = child
         .wait()
         .map_err(|e| format!("git could not be waited for: {e}"))?;
@@ -130,7 +143,7 @@ fn run(dir: &Path, args: &[&str]) -> Result<Ran, String> {
         code: status.code(),
         printed,
         said: if said.is_empty() {
-            format!("git {} failed ({status})", args.first().unwrap_or(&""))
+            format!("git {command} failed ({status})")
         } else {
             said
         },
@@ -153,6 +166,34 @@ mod tests {
             .expect("git runs")
             .success();
         assert!(ok, "git {args:?}");
+    }
+
+    /// A git that writes more to stderr than a pipe holds before it ends its stdout is waited
+    /// for, not deadlocked: both are read at once.
+    #[test]
+    fn a_run_that_floods_stderr_before_stdout_ends_is_read_whole() {
+        let child = Command::new("sh")
+            .args([
+                "-c",
+                "head -c 300000 /dev/zero | tr '\\0' w >&2; echo ' M changed'",
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("sh runs");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(finish(child, "status")));
+        let ran = rx
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("finish did not return: stdout and stderr were read one after the other")
+            .expect("it ran");
+        assert!(ran.success && ran.printed);
+        assert!(
+            ran.said.starts_with("www") && ran.said.len() == 4096,
+            "{}",
+            ran.said.len()
+        );
     }
 
     fn settings() -> ToolSettings {
