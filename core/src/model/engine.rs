@@ -404,9 +404,9 @@ impl ModelEngine {
         };
         let budget = t.model.context_length.unwrap_or(self.config.context_tokens);
         let dropped = prompt::fit_tool_results(&mut t.messages, budget);
-        // A compaction only writes its summary: it acts on nothing.
-        let tools =
-            (self.config.tools.enabled && !t.start.compact).then_some(&self.tool_definitions);
+        let tools = no_tools(&self.config.tools, &t.start)
+            .is_none()
+            .then_some(&self.tool_definitions);
         let body = chat::body_of(&t.model.id, &t.messages, t.start.effort.as_deref(), tools);
         t.phase = Phase::Asked {
             call: id,
@@ -777,6 +777,22 @@ impl Phase {
             // A person deciding, or a tool at work (a command keeps its own timeout).
             Phase::Reading | Phase::Backoff { .. } | Phase::Tools(_) => None,
         }
+    }
+}
+
+/// Why a turn is offered no tools, worded as the refusal of a call the model makes anyway;
+/// `None` when it is offered them. One rule decides both the offer and the refusal.
+fn no_tools(config: &ToolsConfig, start: &TurnStart) -> Option<&'static str> {
+    if start.compact {
+        // A compaction only writes its summary: it acts on nothing.
+        Some(
+            "the call was refused: a compaction only writes the summary of the \
+             conversation, and uses no tools; answer with the summary alone",
+        )
+    } else if !config.enabled {
+        Some("tools are off on this device (engine.tools.enabled)")
+    } else {
+        None
     }
 }
 

@@ -12,7 +12,7 @@
 
 use serde_json::Value;
 
-use super::{ModelEngine, Phase};
+use super::{no_tools, ModelEngine, Phase};
 use crate::config::Mode;
 use crate::engine::{
     Ask, Card, Decision, EngineEvent, PermissionDecision, PlanDecision, Question, QuestionAnswer,
@@ -290,15 +290,9 @@ impl ModelEngine {
                      file can be written in parts with edit)",
                     c.max_argument_bytes
                 ))
-            } else if t.start.compact {
-                // Offered none, it called one anyway: a summary acts on nothing.
-                Err(
-                    "the call was refused: a compaction only writes the summary of the \
-                     conversation, and uses no tools; answer with the summary alone"
-                        .into(),
-                )
-            } else if !c.enabled {
-                Err("tools are off on this device (engine.tools.enabled)".into())
+            } else if let Some(refused) = no_tools(c, &t.start) {
+                // Offered none, it called one anyway.
+                Err(refused.into())
             } else {
                 tools::parse(&d.name, &d.arguments, c)
             };
