@@ -94,12 +94,7 @@ impl Device {
             if let Some((turn_id, order, waiting)) = s.turns.answer_next(answer.clone()) {
                 let record = store::done_record(&p.session, &turn_id, order, &answer, now, None);
                 self.out.persist_in(Lane::of(&p.session), vec![record]);
-                for (conn, id) in waiting {
-                    if self.conns.contains_key(&conn) {
-                        self.out
-                            .send_in(Lane::of(&p.session), conn, answer.frame(&id, &turn_id));
-                    }
-                }
+                self.answer_waiting(&p.session, &turn_id, &answer, waiting);
             }
         }
         self.pump(&p.session);

@@ -249,6 +249,23 @@ pub(super) fn prior_turns(
 }
 
 impl Device {
+    /// Answer the prompt requests `waiting` for turn `turn_id` with `answer`, on the
+    /// connections still open, in the session's lane: after the persist recording it.
+    pub(super) fn answer_waiting(
+        &mut self,
+        session: &str,
+        turn_id: &str,
+        answer: &Answer,
+        waiting: Vec<super::turn_table::Waiter>,
+    ) {
+        for (conn, id) in waiting {
+            if self.conns.contains_key(&conn) {
+                self.out
+                    .send_in(Lane::of(session), conn, answer.frame(&id, turn_id));
+            }
+        }
+    }
+
     /// `session/prompt`. A known turn id never runs again: a finished turn's answer comes at
     /// once, an unfinished one's when it ends.
     pub(super) fn prompt(
@@ -891,12 +908,7 @@ impl Device {
         self.out.persist_in(Lane::of(session), records);
         self.drop_turn_cards(session, &r.turn_id);
         self.broadcast_event(session, end);
-        for (conn, id) in waiting {
-            if self.conns.contains_key(&conn) {
-                let frame = answer.frame(&id, &r.turn_id);
-                self.out.send_in(Lane::of(session), conn, frame);
-            }
-        }
+        self.answer_waiting(session, &r.turn_id, &answer, waiting);
         self.broadcast_event(
             session,
             LembasEvent::Task(TaskEvent {

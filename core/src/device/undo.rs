@@ -172,12 +172,7 @@ impl Device {
         if let Some(text) = notice {
             self.broadcast_event(session, LembasEvent::Notice(NoticeEvent { text }));
         }
-        for (conn, id) in finished.waiting {
-            if self.conns.contains_key(&conn) {
-                let frame = answer.frame(&id, turn_id);
-                self.out.send_in(Lane::of(session), conn, frame);
-            }
-        }
+        self.answer_waiting(session, turn_id, &answer, finished.waiting);
         self.broadcast_event(
             session,
             LembasEvent::Task(TaskEvent {
