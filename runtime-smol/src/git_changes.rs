@@ -7,6 +7,10 @@
 //! A cloned repository's `.git/config` is not trusted: git runs with its filesystem monitor off
 //! (`core.fsmonitor` runs a command of the repository's choosing), with no external diff or
 //! text conversion, no optional locks and no prompt; it reads and changes nothing else.
+//! `git status` hashes a file whose stat data changed through the clean filter its
+//! `.gitattributes` names, a command the config defines: every filter driver the config names
+//! is turned off for the run (git has no switch for all of them), and submodules are looked at
+//! only for their recorded commit, so no git runs inside one with a config of its own.
 
 use std::io::Read;
 use std::path::Path;
@@ -26,51 +30,46 @@ pub fn check_changes(
 ) -> Result<Changes, String> {
     let place = confine_in(settings, project, roots, ".")?;
     let dir = &place.path;
-    let inside = run(dir, &["rev-parse", "--is-inside-work-tree"])?;
+    let off = filters_off(dir)?;
+    let run = |args: &[&str]| run(dir, &off, args);
+    let inside = run(&["rev-parse", "--is-inside-work-tree"])?;
     if !inside.success {
         return Ok(Changes::NoRepository);
     }
     let Some(branch) = branch else {
-        let status = run(
-            dir,
-            &[
-                "status",
-                "--porcelain",
-                "--untracked-files=normal",
-                "--",
-                ".",
-            ],
-        )?;
+        let status = run(&[
+            "status",
+            "--porcelain",
+            "--untracked-files=normal",
+            "--ignore-submodules=dirty",
+            "--",
+            ".",
+        ])?;
         return match status.success {
             true if status.printed => Ok(Changes::Found),
             true => Ok(Changes::None),
             false => Err(status.said),
         };
     };
-    let known = run(
-        dir,
-        &[
-            "rev-parse",
-            "--verify",
-            "--quiet",
-            &format!("{branch}^{{commit}}"),
-        ],
-    )?;
+    let known = run(&[
+        "rev-parse",
+        "--verify",
+        "--quiet",
+        &format!("{branch}^{{commit}}"),
+    ])?;
     if !known.success {
         return Ok(Changes::UnknownBranch);
     }
-    let diff = run(
-        dir,
-        &[
-            "diff",
-            "--quiet",
-            "--no-ext-diff",
-            "--no-textconv",
-            &format!("{branch}...HEAD"),
-            "--",
-            ".",
-        ],
-    )?;
+    let diff = run(&[
+        "diff",
+        "--quiet",
+        "--no-ext-diff",
+        "--no-textconv",
+        "--ignore-submodules=dirty",
+        &format!("{branch}...HEAD"),
+        "--",
+        ".",
+    ])?;
     match diff.code {
         Some(0) => Ok(Changes::None),
         Some(1) => Ok(Changes::Found),
@@ -88,11 +87,80 @@ struct Ran {
     said: String,
 }
 
-/// Run git in `dir` with `args`, hardened as the module says. Its output is not kept: only
-/// whether there was any (a huge status is not held in memory).
-fn run(dir: &Path, args: &[&str]) -> Result<Ran, String> {
-    let child = Command::new("git")
-        .arg("-C")
+/// The most filter drivers a config may name for a review to look: past it, git is not run
+/// (each is three arguments, and no real repository comes near).
+const MAX_FILTER_DRIVERS: usize = 64;
+/// The most bytes of filter settings' names read from git's config: 64 drivers' few settings
+/// with long names fit many times over.
+const MAX_FILTER_NAMES_BYTES: u64 = 64 * 1024;
+
+/// The `-c` arguments that turn off every filter driver git's config names as seen from `dir`
+/// (the repository's own config, the files it includes, the person's): no clean command, no
+/// long-running process, not required (a required filter with no command stops git).
+/// Reading the config runs nothing.
+fn filters_off(dir: &Path) -> Result<Vec<String>, String> {
+    let mut child = hardened(dir)
+        .args(["config", "-z", "--name-only", "--get-regexp", r"^filter\."])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("git could not be run: {e}"))?;
+    let mut names = Vec::new();
+    if let Some(out) = child.stdout.take() {
+        let _ = out.take(MAX_FILTER_NAMES_BYTES + 1).read_to_end(&mut names);
+    }
+    if names.len() as u64 > MAX_FILTER_NAMES_BYTES {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(format!(
+            "the repository's config names filter drivers in more than {MAX_FILTER_NAMES_BYTES} \
+             bytes, more than a review turns off before running git"
+        ));
+    }
+    let status = child
+        .wait()
+        .map_err(|e| format!("git could not be waited for: {e}"))?;
+    // 1: no filter is named.
+    if !status.success() && status.code() != Some(1) {
+        return Err(format!("git config could not be read ({status})"));
+    }
+    let mut drivers: Vec<&[u8]> = names
+        .split(|&b| b == 0)
+        .filter_map(|key| key.strip_prefix(b"filter."))
+        .filter_map(|rest| {
+            rest.iter()
+                .rposition(|&b| b == b'.')
+                .map(|dot| &rest[..dot])
+        })
+        .collect();
+    drivers.sort_unstable();
+    drivers.dedup();
+    if drivers.len() > MAX_FILTER_DRIVERS {
+        return Err(format!(
+            "the repository's config names {} filter drivers, more than the {MAX_FILTER_DRIVERS} \
+             a review turns off before running git",
+            drivers.len()
+        ));
+    }
+    let mut off = Vec::with_capacity(drivers.len() * 6);
+    for name in drivers {
+        // `-c` takes `key=value` split at the first `=`: such a name cannot be turned off.
+        let name = std::str::from_utf8(name)
+            .ok()
+            .filter(|n| !n.contains(['=', '\n']))
+            .ok_or("the repository's config names a filter driver git cannot be told to skip")?;
+        for setting in ["clean=", "process=", "required=false"] {
+            off.push("-c".into());
+            off.push(format!("filter.{name}.{setting}"));
+        }
+    }
+    Ok(off)
+}
+
+/// git in `dir`, hardened as the module says, with nothing to read on its standard input.
+fn hardened(dir: &Path) -> Command {
+    let mut git = Command::new("git");
+    git.arg("-C")
         .arg(dir)
         .args([
             "-c",
@@ -102,10 +170,18 @@ fn run(dir: &Path, args: &[&str]) -> Result<Ran, String> {
             "--no-optional-locks",
             "--no-pager",
         ])
-        .args(args)
         .env("GIT_TERMINAL_PROMPT", "0")
         .env("GIT_OPTIONAL_LOCKS", "0")
-        .stdin(Stdio::null())
+        .stdin(Stdio::null());
+    git
+}
+
+/// Run git in `dir` with the settings `off` and `args`. Its output is not kept: only whether
+/// there was any (a huge status is not held in memory).
+fn run(dir: &Path, off: &[String], args: &[&str]) -> Result<Ran, String> {
+    let child = hardened(dir)
+        .args(off)
+        .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -237,5 +313,98 @@ mod tests {
             None,
         );
         assert!(refused.is_err(), "{refused:?}");
+    }
+
+    /// A repository whose config defines the filters its `.gitattributes` names (a required
+    /// clean command, a long-running process) runs neither when a review looks at
+    /// a file whose stat data changed, where plain `git status` runs them; and a submodule's
+    /// own filter is not run either.
+    #[test]
+    fn a_repositorys_filters_and_its_submodules_run_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().canonicalize().unwrap();
+        let ran = |name: &str| root.join(name).exists();
+        let sub = root.join("sub-origin");
+        std::fs::create_dir_all(&sub).unwrap();
+        git(&sub, &["init", "-q", "-b", "main"]);
+        std::fs::write(sub.join("f"), "x\n").unwrap();
+        std::fs::write(sub.join(".gitattributes"), "* filter=in.sub\n").unwrap();
+        git(&sub, &["add", "."]);
+        git(&sub, &["commit", "-q", "-m", "s"]);
+
+        let repo = root.join("repo");
+        std::fs::create_dir_all(&repo).unwrap();
+        git(&repo, &["init", "-q", "-b", "main"]);
+        std::fs::write(repo.join("a"), "a\n").unwrap();
+        std::fs::write(repo.join("b"), "b\n").unwrap();
+        std::fs::write(
+            repo.join(".gitattributes"),
+            "a filter=e.vil\nb filter=pro\n",
+        )
+        .unwrap();
+        let origin = sub.to_str().unwrap();
+        git(
+            &repo,
+            &[
+                "-c",
+                "protocol.file.allow=always",
+                "submodule",
+                "-q",
+                "add",
+                origin,
+                "sub",
+            ],
+        );
+        git(&repo, &["add", "."]);
+        git(&repo, &["commit", "-q", "-m", "a"]);
+        // Defined after the commit, as a cloned repository's config would be.
+        let touch = |name: &str| format!("touch '{}'; cat", root.join(name).display());
+        let process = format!("sh -c \"touch '{}'\"", root.join("process").display());
+        git(&repo, &["config", "filter.e.vil.clean", &touch("clean")]);
+        git(&repo, &["config", "filter.e.vil.required", "true"]);
+        git(&repo, &["config", "filter.pro.process", &process]);
+        git(
+            &repo.join("sub"),
+            &["config", "filter.in.sub.clean", &touch("submodule")],
+        );
+        let stale = |when: &str| {
+            for file in ["a", "b", "sub/f"] {
+                let ok = Command::new("touch")
+                    .args(["-d", when])
+                    .arg(repo.join(file))
+                    .status()
+                    .unwrap()
+                    .success();
+                assert!(ok);
+            }
+        };
+
+        stale("2020-01-01");
+        let check = check_changes(&settings(), repo.to_str().unwrap(), &[], None);
+        assert_eq!(check, Ok(Changes::None));
+        for name in ["clean", "process", "submodule"] {
+            assert!(!ran(name), "the {name} filter ran");
+        }
+
+        // The same repository runs them under plain `git status`: the test sees what it
+        // claims to. The process, which does not speak git's protocol, stops that git; without
+        // it, git goes on to the submodule.
+        let plain = |when: &str| {
+            stale(when);
+            let _ = Command::new("git")
+                .arg("-C")
+                .arg(&repo)
+                .args(["--no-optional-locks", "status", "--porcelain"])
+                .output()
+                .unwrap();
+        };
+        plain("2020-01-02");
+        assert!(
+            ran("clean") && ran("process"),
+            "plain git status ran no filter"
+        );
+        git(&repo, &["config", "--unset", "filter.pro.process"]);
+        plain("2020-01-03");
+        assert!(ran("submodule"), "plain git status ran no submodule filter");
     }
 }
