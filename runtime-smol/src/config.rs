@@ -5,8 +5,9 @@
 //! (`max_file_bytes`, `max_listing_entries`, `max_per_prompt`: the bounds on a prompt's `@path`
 //! mentions; read at start-up), the `files:` block (`max_indexed_files`, `max_recent`: the `@`
 //! picker's index and memory; read at start-up), the `commands:` block (`max_files`,
-//! `max_file_bytes`, `max_description_chars`: the bounds on a session's command files; read at
-//! start-up), the `link:` block
+//! `max_file_bytes`, `max_description_chars`: the bounds on a session's command files, and
+//! `review_git_timeout_ms`: how long `/review`'s look in git may take; read at start-up), the
+//! `link:` block
 //! (when a quiet link is pinged and a silent one given up; read at start-up) and `engine:`
 //! (`model`, the default, `scripted` for tests, or a block of the model engine's settings; read
 //! at start-up), and the device's own personalization: `personality`, `personality_custom` and
@@ -161,6 +162,8 @@ struct CommandsBlock {
     max_file_bytes: Option<Spanned<usize>>,
     #[serde(default)]
     max_description_chars: Option<Spanned<usize>>,
+    #[serde(default)]
+    review_git_timeout_ms: Option<Spanned<usize>>,
 }
 
 /// The `link:` block: the link's heartbeat.
@@ -220,6 +223,9 @@ pub struct Config {
     pub files: lembas_core::config::FileLimits,
     /// `commands.max_files`, `max_file_bytes` and `max_description_chars`. Read at start-up.
     pub commands: lembas_core::commands::CommandLimits,
+    /// `commands.review_git_timeout_ms`: how long `/review`'s look in git may take before git
+    /// is stopped and the review goes with a notice. Read at start-up.
+    pub review_git_timeout_ms: usize,
     /// `link.ping_after_ms` and `link.dead_after_ms`.
     pub liveness: Liveness,
     /// `engine`: what answers prompts.
@@ -253,6 +259,7 @@ impl Default for Config {
             max_indexed_files: crate::file_index::DEFAULT_MAX_FILES,
             files: lembas_core::config::FileLimits::default(),
             commands: lembas_core::commands::CommandLimits::default(),
+            review_git_timeout_ms: crate::git_changes::DEFAULT_TIMEOUT_MS,
             liveness: Liveness::default(),
             engine: EngineChoice::model(),
             personalization: None,
@@ -484,6 +491,11 @@ pub fn parse(text: &str, path: &Path, home: Option<&Path>) -> Result<Config, Con
             "commands.max_description_chars",
             block.max_description_chars,
             &mut c.max_description_chars,
+        )?;
+        at_least_one(
+            "commands.review_git_timeout_ms",
+            block.review_git_timeout_ms,
+            &mut config.review_git_timeout_ms,
         )?;
     }
     if let Some(block) = file.link {
@@ -801,7 +813,8 @@ mod tests {
         let c = parse("files:\n  max_indexed_files: 9\n  max_recent: 3\n", p, None).unwrap();
         assert_eq!((c.max_indexed_files, c.files.max_recent), (9, 3));
         let c = parse(
-            "commands:\n  max_files: 3\n  max_file_bytes: 10\n  max_description_chars: 20\n",
+            "commands:\n  max_files: 3\n  max_file_bytes: 10\n  max_description_chars: 20\n  \
+             review_git_timeout_ms: 500\n",
             p,
             None,
         )
@@ -811,6 +824,9 @@ mod tests {
             (k.max_files, k.max_file_bytes, k.max_description_chars),
             (3, 10, 20)
         );
+        assert_eq!(c.review_git_timeout_ms, 500);
+        let e = parse("commands:\n  review_git_timeout_ms: 0\n", p, None).unwrap_err();
+        assert!(e.0.contains("key `commands.review_git_timeout_ms`"), "{e}");
         let e = parse("commands:\n  max_files: 0\n", p, None).unwrap_err();
         assert!(e.0.contains("key `commands.max_files`"), "{e}");
         let e = parse("files:\n  max_recent: 0\n", p, None).unwrap_err();

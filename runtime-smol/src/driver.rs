@@ -102,6 +102,8 @@ pub struct Driver {
     attachments: PathBuf,
     /// What the model's tools may not touch, and the shell commands run through.
     tools: Arc<ToolSettings>,
+    /// How long `/review`'s look in git may take (`commands.review_git_timeout_ms`).
+    review_git_timeout: std::time::Duration,
     /// The person's configuration directory, whose `commands/` and `skills/` hold their own
     /// commands (`None`: no home to find it in).
     config_dir: Option<PathBuf>,
@@ -174,6 +176,9 @@ impl Driver {
             writing: false,
             attachments,
             tools,
+            review_git_timeout: std::time::Duration::from_millis(
+                crate::git_changes::DEFAULT_TIMEOUT_MS as u64,
+            ),
             config_dir: crate::dirs::Dirs::from_env().ok().map(|d| d.config),
             file_indexes: Arc::new(crate::file_index::FileIndexes::new(
                 crate::file_index::DEFAULT_MAX_FILES,
@@ -204,14 +209,20 @@ impl Driver {
         self.io.set_tools(self.tools.clone());
     }
 
-    /// Perform the model's tools as `tools` says (config's `tools:` block; before
-    /// [`Driver::run`]).
     /// Index at most `max` entries of a root for `_lembas/files/search` (`files:` in the
     /// config; before [`Driver::run`]).
     pub fn set_max_indexed_files(&mut self, max: usize) {
         self.file_indexes = Arc::new(crate::file_index::FileIndexes::new(max));
     }
 
+    /// Stop `/review`'s look in git after `ms` (`commands.review_git_timeout_ms`; before
+    /// [`Driver::run`]).
+    pub fn set_review_git_timeout(&mut self, ms: usize) {
+        self.review_git_timeout = std::time::Duration::from_millis(ms as u64);
+    }
+
+    /// Perform the model's tools as `tools` says (config's `tools:` block; before
+    /// [`Driver::run`]).
     pub fn set_tools(&mut self, tools: ToolSettings) {
         self.tools = Arc::new(tools);
         self.io.set_tools(self.tools.clone());
@@ -1086,6 +1097,7 @@ impl Driver {
                 branch,
             } => {
                 let tools = self.tools.clone();
+                let timeout = self.review_git_timeout;
                 self.off_thread(
                     move || {
                         crate::git_changes::check_changes(
@@ -1093,6 +1105,7 @@ impl Driver {
                             &project,
                             &roots,
                             branch.as_deref(),
+                            timeout,
                         )
                     },
                     move |changes| Input::ChangesChecked { request, changes },

@@ -11,27 +11,42 @@
 //! `.gitattributes` names, a command the config defines: every filter driver the config names
 //! is turned off for the run (git has no switch for all of them), and submodules are looked at
 //! only for their recorded commit, so no git runs inside one with a config of its own.
+//!
+//! A git that takes longer than `commands.review_git_timeout_ms` (a huge tree on a cold disk, a
+//! network file system that hangs) is stopped with all it started, and the review goes with a
+//! notice saying so: a `/review` never waits for good.
 
 use std::io::Read;
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::time::Duration;
+
+use rustix::process::{Pid, Signal, WaitId, WaitIdOptions};
 
 use lembas_core::review::Changes;
 
 use crate::tools::{confine_in, ToolSettings};
 
+/// `commands.review_git_timeout_ms`'s default: `git status` of a 100,000-file tree takes
+/// about a second here with a warm cache; ten leave room for a cold one.
+pub const DEFAULT_TIMEOUT_MS: usize = 10_000;
+
 /// Look in `project` (confined to `roots`, empty: the project alone) for what a review of
-/// `branch...HEAD` (none: the changes not committed yet) would read.
+/// `branch...HEAD` (none: the changes not committed yet) would read, each git run stopped
+/// after `timeout`.
 pub fn check_changes(
     settings: &ToolSettings,
     project: &str,
     roots: &[String],
     branch: Option<&str>,
+    timeout: Duration,
 ) -> Result<Changes, String> {
     let place = confine_in(settings, project, roots, ".")?;
     let dir = &place.path;
     let off = filters_off(dir)?;
-    let run = |args: &[&str]| run(dir, &off, args);
+    let run = |args: &[&str]| run(dir, &off, args, timeout);
     let inside = run(&["rev-parse", "--is-inside-work-tree"])?;
     if !inside.success {
         return Ok(Changes::NoRepository);
@@ -78,6 +93,7 @@ pub fn check_changes(
 }
 
 /// How a git command ended.
+#[derive(Debug)]
 struct Ran {
     success: bool,
     code: Option<i32>,
@@ -178,21 +194,33 @@ fn hardened(dir: &Path) -> Command {
 
 /// Run git in `dir` with the settings `off` and `args`. Its output is not kept: only whether
 /// there was any (a huge status is not held in memory).
-fn run(dir: &Path, off: &[String], args: &[&str]) -> Result<Ran, String> {
+fn run(dir: &Path, off: &[String], args: &[&str], timeout: Duration) -> Result<Ran, String> {
     let child = hardened(dir)
         .args(off)
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
+        // Its own group: stopped, what it started stops with it.
+        .process_group(0)
         .spawn()
         .map_err(|e| format!("git could not be run: {e}"))?;
-    finish(child, args.first().copied().unwrap_or(""))
+    finish(child, args.first().copied().unwrap_or(""), timeout)
 }
 
 /// Wait for a git run, reading its standard error on a thread of its own while its standard
 /// output is drained: read one after the other, a git that fills the stderr pipe (a warning a
 /// directory, in a large tree) would wait for it to be read while this waits for stdout's end.
-fn finish(mut child: std::process::Child, command: &str) -> Result<Ran, String> {
+/// Past `timeout`, the child's process group (it leads one) is killed.
+fn finish(mut child: std::process::Child, command: &str, timeout: Duration) -> Result<Ran, String> {
+    let pid = Pid::from_raw(child.id() as i32);
+    let (exited, watch) = mpsc::channel::<()>();
+    let watchdog = std::thread::spawn(move || {
+        let late = matches!(watch.recv_timeout(timeout), Err(RecvTimeoutError::Timeout));
+        if let Some(pid) = pid.filter(|_| late) {
+            let _ = rustix::process::kill_process_group(pid, Signal::KILL);
+        }
+        late
+    });
     let err = child.stderr.take();
     let stderr = std::thread::spawn(move || {
         let mut said = Vec::new();
@@ -210,9 +238,26 @@ fn finish(mut child: std::process::Child, command: &str) -> Result<Ran, String> 
         printed
     });
     let said = stderr.join().unwrap_or_default();
+    // Waited for without reaping: until it is reaped its group's id is no other group's, so
+    // the watchdog's kill cannot reach anyone else.
+    if let Some(pid) = pid {
+        let _ = rustix::process::waitid(
+            WaitId::Pid(pid),
+            WaitIdOptions::EXITED | WaitIdOptions::NOWAIT,
+        );
+    }
+    let _ = exited.send(());
+    let late = watchdog.join().unwrap_or(false);
     let status = child
         .wait()
         .map_err(|e| format!("git could not be waited for: {e}"))?;
+    if late {
+        return Err(format!(
+            "git {command} took longer than commands.review_git_timeout_ms ({} ms) and was \
+             stopped",
+            timeout.as_millis()
+        ));
+    }
     let said = said.lines().next().unwrap_or("").trim().to_string();
     Ok(Ran {
         success: status.success(),
@@ -259,7 +304,7 @@ mod tests {
             .spawn()
             .expect("sh runs");
         let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || tx.send(finish(child, "status")));
+        std::thread::spawn(move || tx.send(finish(child, "status", Duration::from_secs(60))));
         let ran = rx
             .recv_timeout(std::time::Duration::from_secs(60))
             .expect("finish did not return: stdout and stderr were read one after the other")
@@ -269,6 +314,32 @@ mod tests {
             ran.said.starts_with("www") && ran.said.len() == 4096,
             "{}",
             ran.said.len()
+        );
+    }
+
+    const WAIT: Duration = Duration::from_secs(60);
+
+    /// A git that hangs, with a child of its own holding its output open, is stopped with that
+    /// child after the timeout, and the check says which bound stopped it.
+    #[test]
+    fn a_run_past_its_timeout_is_stopped_with_what_it_started() {
+        let child = Command::new("sh")
+            .args(["-c", "sleep 600 & sleep 600"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .expect("sh runs");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(finish(child, "status", Duration::from_millis(200))));
+        let ran = rx
+            .recv_timeout(WAIT)
+            .expect("finish did not return: the timeout stopped nothing, or not the whole group");
+        let said = ran.expect_err("a run past its timeout is refused");
+        assert!(
+            said.contains("commands.review_git_timeout_ms (200 ms)"),
+            "{said}"
         );
     }
 
@@ -284,7 +355,7 @@ mod tests {
         std::fs::create_dir_all(repo.join("app")).unwrap();
         let project = repo.join("app");
         let p = project.to_str().unwrap();
-        let check = |branch| check_changes(&settings(), p, &[], branch);
+        let check = |branch| check_changes(&settings(), p, &[], branch, WAIT);
         assert_eq!(check(None), Ok(Changes::NoRepository));
         git(&repo, &["init", "-q", "-b", "main"]);
         std::fs::write(project.join("a.txt"), "a\n").unwrap();
@@ -311,6 +382,7 @@ mod tests {
             p,
             &[elsewhere.to_str().unwrap().to_string()],
             None,
+            WAIT,
         );
         assert!(refused.is_err(), "{refused:?}");
     }
@@ -380,7 +452,7 @@ mod tests {
         };
 
         stale("2020-01-01");
-        let check = check_changes(&settings(), repo.to_str().unwrap(), &[], None);
+        let check = check_changes(&settings(), repo.to_str().unwrap(), &[], None, WAIT);
         assert_eq!(check, Ok(Changes::None));
         for name in ["clean", "process", "submodule"] {
             assert!(!ran(name), "the {name} filter ran");

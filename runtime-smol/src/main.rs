@@ -322,6 +322,7 @@ fn run(command: Command, seed: Option<u64>) -> Result<(), String> {
                 ToolSettings::new(&config.tools, &dirs, home.as_deref())
                     .with_undo_limits(config.undo),
             );
+            driver.set_review_git_timeout(config.review_git_timeout_ms);
             driver.set_max_indexed_files(config.max_indexed_files);
             let engine = config
                 .engine
@@ -416,6 +417,7 @@ fn run(command: Command, seed: Option<u64>) -> Result<(), String> {
                 ToolSettings::new(&config.tools, &dirs, home.as_deref())
                     .with_undo_limits(config.undo),
             );
+            driver.set_review_git_timeout(config.review_git_timeout_ms);
             driver.set_max_indexed_files(config.max_indexed_files);
             // Logged in: the engine's requests go to that instance, whose models (and the
             // account's personalization) are fetched while the editor starts; else each request
