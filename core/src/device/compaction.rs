@@ -15,7 +15,7 @@ use serde_json::{json, Map, Value};
 
 use super::outbox::Lane;
 use super::sessions::Session;
-use super::turn_table::{Compacting, Finished};
+use super::turn_table::{Admission, Compacting, Finished};
 use super::{ConnId, Device};
 use crate::engine::{EngineCommand, StopReason, TurnStart};
 use crate::jsonrpc::{self, code, Id, RpcError};
@@ -112,8 +112,11 @@ impl Device {
         }
         let turn_id = format!("compact_{}", rng.token(16));
         let start = start_of(s, turn_id.clone(), "");
-        let (order, forgotten) = s.turns.accept(start, Vec::new(), (conn, id.clone()));
-        s.turns.is_compaction(Compacting::Method);
+        let admission = Admission {
+            compact: Some(Compacting::Method),
+            ..Admission::default()
+        };
+        let (order, forgotten) = s.turns.admit(start, admission, (conn, id.clone()));
         let session = s.durable.id.clone();
         let mut records = vec![turn_record(
             &session,

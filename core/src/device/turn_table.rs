@@ -8,13 +8,14 @@ use std::collections::{HashMap, VecDeque};
 
 use serde_json::{json, Map, Value};
 
+use super::chunks::Chunk;
 use super::ledger::{Fixed, Ledger, TurnState};
 use super::ConnId;
-use crate::engine::{StopReason, TurnStart};
+use crate::engine::{StopReason, ToolStatus, TurnStart};
 use crate::jsonrpc::{code, Id};
 use crate::review::ReviewTarget;
 use crate::turn::Answer;
-use crate::wire::session::ToolRecord;
+use crate::wire::session::{HistoryTurn, ToolRecord};
 
 /// A prompt request waiting for a turn's answer: where it came from and its id.
 pub(crate) type Waiter = (ConnId, Id);
@@ -41,6 +42,24 @@ pub(crate) struct Queued {
     /// that is known (review_check.rs).
     pub review: Option<ReviewGate>,
     /// An `/undo` (undo.rs).
+    pub undo: bool,
+}
+
+/// What a new turn is, and what it waits for besides the turn before it: all of it given when
+/// the turn is accepted ([`TurnTable::admit`]).
+#[derive(Debug, Default)]
+pub(crate) struct Admission {
+    /// The `WriteAttachment` requests for its attachments.
+    pub writing: Vec<u64>,
+    /// The `ReadMentions` request for its `@path` mentions.
+    pub reading: Option<u64>,
+    /// The `ReadCommands` request that tells whether its `/name` is a command.
+    pub looking_up: Option<u64>,
+    /// A `/review`: what to look at for changes once it is next to run.
+    pub review: Option<ReviewTarget>,
+    /// The command it is, if known already.
+    pub command: Option<CommandUse>,
+    pub compact: Option<Compacting>,
     pub undo: bool,
 }
 
@@ -106,6 +125,67 @@ impl Running {
             text: Kept::default(),
             reasoning: Kept::default(),
             tools: Vec::new(),
+        }
+    }
+
+    /// A chunk of the answer or of its reasoning, kept as the history keeps it (the first `max`
+    /// bytes of each): whether it is shown as it streams. A compaction's answer is its summary,
+    /// said whole once it is done, and its reasoning is not kept.
+    pub(super) fn streamed(&mut self, chunk: Chunk, text: &str, max: usize) -> bool {
+        match (chunk, self.compact.is_some()) {
+            (Chunk::Message, compacting) => {
+                self.text.push(text, max);
+                !compacting
+            }
+            (Chunk::Thought, true) => false,
+            (Chunk::Thought, false) => {
+                self.reasoning.push(text, max);
+                true
+            }
+        }
+    }
+
+    /// The engine called a tool: it is kept for the history, its output not known yet.
+    pub fn tool_called(&mut self, id: &str, title: &str, args: &Value) {
+        self.tools.push(ToolRecord {
+            id: id.to_string(),
+            name: title.to_string(),
+            args: args.clone(),
+            output: None,
+            is_error: None,
+        });
+    }
+
+    /// A tool call's progress: its output, when one came, replaces what was kept; a failure
+    /// marks it an error. A call never announced is ignored.
+    pub fn tool_updated(&mut self, id: &str, status: ToolStatus, output: Option<&String>) {
+        let Some(t) = self.tools.iter_mut().find(|t| t.id == id) else {
+            return;
+        };
+        if let Some(output) = output {
+            t.output = Some(output.clone());
+        }
+        if status == ToolStatus::Failed {
+            t.is_error = Some(true);
+        }
+    }
+
+    /// The steered messages the engine took in (`ids`), in the order they were sent; the
+    /// others still wait.
+    pub fn take_steered(&mut self, ids: &[u64]) -> Vec<Steered> {
+        let (taken, left) = std::mem::take(&mut self.steer)
+            .into_iter()
+            .partition(|m| ids.contains(&m.id));
+        self.steer = left;
+        taken
+    }
+
+    /// What the history keeps of the turn's answer (each stream's first `max` bytes).
+    pub fn into_history(self, max: usize) -> HistoryTurn {
+        HistoryTurn::Assistant {
+            text: self.text.into_history(max),
+            reasoning: self.reasoning.into_history(max),
+            tools: self.tools,
         }
     }
 
@@ -176,6 +256,15 @@ pub(crate) struct Steered {
     pub id: u64,
     pub text: String,
     pub message_id: Option<String>,
+}
+
+/// Why a steered message was not taken.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Unsteered {
+    /// Nothing runs, or what runs is being stopped.
+    NothingRuns,
+    /// `max` messages already wait for the running turn.
+    Full,
 }
 
 /// What the ledger knows of a prompt's turn id.
@@ -250,38 +339,39 @@ impl TurnTable {
         self.queue.iter().map(|q| q.start.turn_id.as_str())
     }
 
-    /// Queue a new turn (its id not [`Seen`] before), waiting for the attachment writes
-    /// `writing`; `waiter` gets its answer. Returns its order in the ledger and the finished
+    /// Queue a new turn (its id not [`Seen`] before) as `admission` says it is and what it
+    /// waits for; `waiter` gets its answer. Returns its order in the ledger and the finished
     /// turn ids forgotten to make room.
-    pub fn accept(
+    pub fn admit(
         &mut self,
         start: TurnStart,
-        writing: Vec<u64>,
+        admission: Admission,
         waiter: Waiter,
     ) -> (u64, Vec<String>) {
         let turn = start.turn_id.clone();
         let accepted = self.ledger.accept(&turn);
         self.waiters.insert(turn, vec![waiter]);
+        let Admission {
+            writing,
+            reading,
+            looking_up,
+            review,
+            command,
+            compact,
+            undo,
+        } = admission;
         self.queue.push_back(Queued {
             start,
             writing,
-            reading: None,
+            reading,
             notices: Vec::new(),
-            looking_up: None,
-            command: None,
-            compact: None,
-            review: None,
-            undo: false,
+            looking_up,
+            command,
+            compact,
+            review: review.map(ReviewGate::Due),
+            undo,
         });
         accepted
-    }
-
-    /// The turn just accepted is a `/review` that waits to know there is something to review
-    /// in `target`.
-    pub fn await_review(&mut self, target: ReviewTarget) {
-        if let Some(q) = self.queue.back_mut() {
-            q.review = Some(ReviewGate::Due(target));
-        }
     }
 
     /// When nothing runs and the next turn waits only for its review's look for changes,
@@ -330,20 +420,6 @@ impl TurnTable {
         Some((turn, order, waiting))
     }
 
-    /// The turn just accepted is a compaction.
-    pub fn is_compaction(&mut self, via: Compacting) {
-        if let Some(q) = self.queue.back_mut() {
-            q.compact = Some(via);
-        }
-    }
-
-    /// The turn just accepted is an `/undo`.
-    pub fn is_undo(&mut self) {
-        if let Some(q) = self.queue.back_mut() {
-            q.undo = true;
-        }
-    }
-
     /// A finished turn's answer is `answer` after all (a compaction's, once its summary is
     /// known), for a duplicate of its prompt too.
     pub fn settle(&mut self, turn: &str, answer: Answer) {
@@ -357,20 +433,6 @@ impl TurnTable {
         let accepted = self.ledger.accept(turn);
         self.ledger.set(turn, TurnState::Done(answer));
         accepted
-    }
-
-    /// The turn just accepted is the command `command`.
-    pub fn is_command(&mut self, command: CommandUse) {
-        if let Some(q) = self.queue.back_mut() {
-            q.command = Some(command);
-        }
-    }
-
-    /// The turn just accepted waits for its `/name` to be looked up (`request`) too.
-    pub fn await_command(&mut self, request: u64) {
-        if let Some(q) = self.queue.back_mut() {
-            q.looking_up = Some(request);
-        }
     }
 
     /// A turn's `/name` was looked up (`request`): `found`, the command's text and use, or
@@ -395,13 +457,6 @@ impl TurnTable {
         }
         q.notices.extend(notices);
         true
-    }
-
-    /// The turn just accepted waits for its mentions to be read (`request`) too.
-    pub fn await_mentions(&mut self, request: u64) {
-        if let Some(q) = self.queue.back_mut() {
-            q.reading = Some(request);
-        }
     }
 
     /// A turn's mentions were read (`request`): it is given the attachments made of them,
@@ -498,6 +553,27 @@ impl TurnTable {
     /// The running turn, unless it is being stopped.
     pub fn steerable(&mut self) -> Option<&mut Running> {
         self.running.as_mut().filter(|r| !r.cancelling)
+    }
+
+    /// A message (`id`, the device's number for it) for the running turn at its next step,
+    /// while fewer than `max` wait for it: the turn's id and how many wait now.
+    pub fn steer(
+        &mut self,
+        id: u64,
+        text: String,
+        message_id: Option<String>,
+        max: usize,
+    ) -> Result<(String, usize), Unsteered> {
+        let r = self.steerable().ok_or(Unsteered::NothingRuns)?;
+        if r.steer.len() >= max {
+            return Err(Unsteered::Full);
+        }
+        r.steer.push(Steered {
+            id,
+            text,
+            message_id,
+        });
+        Ok((r.turn_id.clone(), r.steer.len()))
     }
 
     /// Stop the running turn: its id, the first time only.
@@ -608,11 +684,25 @@ mod tests {
         (ConnId(n), Id::number(n))
     }
 
+    fn writes(writing: Vec<u64>) -> Admission {
+        Admission {
+            writing,
+            ..Admission::default()
+        }
+    }
+
+    fn reviewing(target: ReviewTarget) -> Admission {
+        Admission {
+            review: Some(target),
+            ..Admission::default()
+        }
+    }
+
     #[test]
     fn a_retried_prompt_never_runs_twice() {
         let mut t = TurnTable::new(10);
         assert_eq!(t.seen("a", waiter(1)), Seen::New);
-        t.accept(start("a"), Vec::new(), waiter(1));
+        t.admit(start("a"), Admission::default(), waiter(1));
         // Retried while queued, then while running: it waits, and is queued once.
         assert_eq!(t.seen("a", waiter(2)), Seen::Waiting);
         assert_eq!(t.queued(), 1);
@@ -629,7 +719,7 @@ mod tests {
     #[test]
     fn a_finished_turn_answers_every_waiter_and_no_one_twice() {
         let mut t = TurnTable::new(10);
-        t.accept(start("a"), Vec::new(), waiter(1));
+        t.admit(start("a"), Admission::default(), waiter(1));
         t.seen("a", waiter(2));
         t.start_next();
         t.seen("a", waiter(3));
@@ -646,7 +736,7 @@ mod tests {
     #[test]
     fn a_gone_connection_is_not_answered() {
         let mut t = TurnTable::new(10);
-        t.accept(start("a"), Vec::new(), waiter(1));
+        t.admit(start("a"), Admission::default(), waiter(1));
         t.seen("a", waiter(2));
         t.forget_connection(ConnId(1));
         t.start_next();
@@ -659,8 +749,8 @@ mod tests {
     #[test]
     fn turns_run_one_at_a_time_in_order() {
         let mut t = TurnTable::new(10);
-        t.accept(start("a"), Vec::new(), waiter(1));
-        t.accept(start("b"), Vec::new(), waiter(2));
+        t.admit(start("a"), Admission::default(), waiter(1));
+        t.admit(start("b"), Admission::default(), waiter(2));
         assert_eq!(
             t.start_next().map(|(s, o)| (s.turn_id, o)),
             Some(("a".into(), 0))
@@ -677,8 +767,8 @@ mod tests {
     #[test]
     fn a_turn_waits_for_its_attachments_and_the_next_waits_for_it() {
         let mut t = TurnTable::new(10);
-        t.accept(start("a"), vec![7, 8], waiter(1));
-        t.accept(start("b"), Vec::new(), waiter(2));
+        t.admit(start("a"), writes(vec![7, 8]), waiter(1));
+        t.admit(start("b"), Admission::default(), waiter(2));
         assert!(t.start_next().is_none());
         assert!(t.written(7));
         assert!(!t.written(7), "answered once");
@@ -690,7 +780,7 @@ mod tests {
     #[test]
     fn a_failed_attachment_refuses_its_turn_and_forgets_its_id() {
         let mut t = TurnTable::new(10);
-        t.accept(start("a"), vec![7], waiter(1));
+        t.admit(start("a"), writes(vec![7]), waiter(1));
         t.seen("a", waiter(2));
         assert_eq!(t.refuse_unwritten(7), Some(vec![waiter(1), waiter(2)]));
         assert_eq!(t.refuse_unwritten(7), None);
@@ -702,11 +792,10 @@ mod tests {
     #[test]
     fn a_review_looks_for_changes_only_when_next_to_run_and_then_runs_or_is_answered() {
         let mut t = TurnTable::new(10);
-        t.accept(start("a"), Vec::new(), waiter(1));
-        t.accept(start("r"), Vec::new(), waiter(2));
-        t.await_review(ReviewTarget::Head);
-        t.accept(start("s"), Vec::new(), waiter(3));
-        t.await_review(ReviewTarget::Branch("main".into()));
+        t.admit(start("a"), Admission::default(), waiter(1));
+        t.admit(start("r"), reviewing(ReviewTarget::Head), waiter(2));
+        let main = reviewing(ReviewTarget::Branch("main".into()));
+        t.admit(start("s"), main, waiter(3));
         assert_eq!(t.ask_review(7), None, "a is first");
         assert_eq!(t.start_next().map(|(s, _)| s.turn_id), Some("a".into()));
         assert_eq!(
@@ -748,7 +837,7 @@ mod tests {
     #[test]
     fn a_cancelled_turn_answers_cancelled_with_what_it_never_took_in() {
         let mut t = TurnTable::new(10);
-        t.accept(start("a"), Vec::new(), waiter(1));
+        t.admit(start("a"), Admission::default(), waiter(1));
         t.start_next();
         t.steerable().expect("runs").steer.push(Steered {
             id: 0,
@@ -767,7 +856,7 @@ mod tests {
     #[test]
     fn a_failed_turn_keeps_a_failed_answer() {
         let mut t = TurnTable::new(10);
-        t.accept(start("a"), Vec::new(), waiter(1));
+        t.admit(start("a"), Admission::default(), waiter(1));
         t.start_next();
         let done = t.finish(Err("boom".into())).unwrap();
         assert!(
@@ -779,7 +868,7 @@ mod tests {
     #[test]
     fn a_late_report_about_another_turn_finds_nothing_running() {
         let mut t = TurnTable::new(10);
-        t.accept(start("a"), Vec::new(), waiter(1));
+        t.admit(start("a"), Admission::default(), waiter(1));
         t.start_next();
         assert!(t.running_mut("b").is_none());
         assert!(t.running_mut("a").is_some());
@@ -789,11 +878,148 @@ mod tests {
     fn only_an_idle_tables_ledger_is_forgotten() {
         let mut t = TurnTable::new(10);
         assert!(!t.forget_ledger(10), "nothing to forget");
-        t.accept(start("a"), Vec::new(), waiter(1));
+        t.admit(start("a"), Admission::default(), waiter(1));
         assert!(!t.forget_ledger(10), "a waits to run");
         t.start_next();
         t.finish(Ok(StopReason::EndTurn));
         assert!(t.forget_ledger(10));
         assert!(t.ledger().get("a").is_none());
+    }
+
+    #[test]
+    fn a_cancel_stops_the_running_turn_only_and_the_queued_one_runs_next() {
+        let mut t = TurnTable::new(10);
+        assert_eq!(t.cancel(), None, "nothing runs");
+        t.admit(start("a"), Admission::default(), waiter(1));
+        assert_eq!(t.cancel(), None, "a queued turn is not stopped");
+        t.start_next();
+        t.admit(start("b"), Admission::default(), waiter(2));
+        assert_eq!(t.cancel(), Some("a".into()));
+        let done = t.finish(Ok(StopReason::EndTurn)).expect("a ran");
+        assert_eq!(
+            done.answer,
+            Answer::stopped(StopReason::Cancelled, Map::new())
+        );
+        // b was queued behind it: it runs, and a stop of a was not one of b.
+        assert_eq!(t.start_next().map(|(s, _)| s.turn_id), Some("b".into()));
+        let done = t.finish(Ok(StopReason::EndTurn)).expect("b ran");
+        assert_eq!(
+            done.answer,
+            Answer::stopped(StopReason::EndTurn, Map::new())
+        );
+    }
+
+    #[test]
+    fn an_admitted_turn_waits_for_each_of_its_reads_and_runs_as_what_it_is() {
+        let mut t = TurnTable::new(10);
+        let command = CommandUse {
+            name: "fix".into(),
+            shown: "/fix".into(),
+            model: None,
+        };
+        let admission = Admission {
+            writing: vec![1],
+            reading: Some(2),
+            looking_up: Some(3),
+            command: Some(command.clone()),
+            compact: Some(Compacting::Prompt),
+            undo: true,
+            ..Admission::default()
+        };
+        t.admit(start("a"), admission, waiter(1));
+        assert!(t.written(1));
+        assert!(t.start_next().is_none(), "its mentions are not read");
+        assert!(t.reading(2).is_some());
+        assert!(t.mentions_read(2, Vec::new(), Vec::new(), vec!["m".into()]));
+        assert!(t.start_next().is_none(), "its /name is not looked up");
+        assert!(!t.command_looked_up(4, None, Vec::new()), "another request");
+        assert!(t.command_looked_up(3, None, vec!["c".into()]));
+        t.start_next().expect("a starts");
+        let r = t.running().expect("a runs");
+        assert_eq!(r.command, Some(command));
+        assert_eq!(r.compact, Some(Compacting::Prompt));
+        assert!(r.undo);
+        assert_eq!(r.notices, vec!["m".to_string(), "c".to_string()]);
+    }
+
+    #[test]
+    fn steered_messages_wait_for_a_running_turn_within_the_limit() {
+        let mut t = TurnTable::new(10);
+        assert_eq!(t.steer(0, "x".into(), None, 2), Err(Unsteered::NothingRuns));
+        t.admit(start("a"), Admission::default(), waiter(1));
+        assert_eq!(
+            t.steer(0, "x".into(), None, 2),
+            Err(Unsteered::NothingRuns),
+            "a is only queued"
+        );
+        t.start_next();
+        assert_eq!(t.steer(0, "one".into(), None, 2), Ok(("a".into(), 1)));
+        let two = t.steer(1, "two".into(), Some("m2".into()), 2);
+        assert_eq!(two, Ok(("a".into(), 2)));
+        assert_eq!(t.steer(2, "three".into(), None, 2), Err(Unsteered::Full));
+        let r = t.running_mut("a").expect("a runs");
+        let taken = r.take_steered(&[1, 7]);
+        assert_eq!(taken.len(), 1);
+        assert_eq!(
+            (taken[0].text.as_str(), taken[0].message_id.as_deref()),
+            ("two", Some("m2"))
+        );
+        assert_eq!(r.steer.len(), 1, "one still waits");
+        assert!(r.take_steered(&[1]).is_empty(), "taken once");
+        assert_eq!(t.steer(3, "four".into(), None, 2), Ok(("a".into(), 2)));
+        t.cancel();
+        assert_eq!(t.steer(4, "x".into(), None, 2), Err(Unsteered::NothingRuns));
+    }
+
+    #[test]
+    fn a_running_turn_keeps_what_the_history_keeps_of_it() {
+        let mut t = TurnTable::new(10);
+        t.admit(start("a"), Admission::default(), waiter(1));
+        t.start_next();
+        let r = t.running_mut("a").expect("a runs");
+        assert!(r.streamed(Chunk::Message, "hello", 8));
+        assert!(r.streamed(Chunk::Message, " world", 8));
+        assert!(r.streamed(Chunk::Thought, "hm", 8));
+        r.tool_called("t1", "read", &json!({ "path": "a" }));
+        r.tool_called("t2", "write", &json!({}));
+        r.tool_updated("t1", ToolStatus::Completed, Some(&"text".to_string()));
+        r.tool_updated("t2", ToolStatus::Failed, None);
+        r.tool_updated("t3", ToolStatus::Failed, None);
+        let done = t.finish(Ok(StopReason::EndTurn)).expect("a ran");
+        let HistoryTurn::Assistant {
+            text,
+            reasoning,
+            tools,
+        } = done.running.into_history(8)
+        else {
+            panic!("an answer is the assistant's");
+        };
+        assert!(text.starts_with("hello wo\n\n[3 more bytes"), "{text}");
+        assert_eq!(reasoning, "hm");
+        assert_eq!(tools.len(), 2, "t3 was never called");
+        assert_eq!(
+            (tools[0].output.as_deref(), tools[0].is_error),
+            (Some("text"), None)
+        );
+        assert_eq!(
+            (tools[1].output.as_deref(), tools[1].is_error),
+            (None, Some(true))
+        );
+    }
+
+    #[test]
+    fn a_compactions_text_is_kept_unshown_and_its_reasoning_dropped() {
+        let mut t = TurnTable::new(10);
+        let admission = Admission {
+            compact: Some(Compacting::Method),
+            ..Admission::default()
+        };
+        t.admit(start("c"), admission, waiter(1));
+        t.start_next();
+        let r = t.running_mut("c").expect("c runs");
+        assert!(!r.streamed(Chunk::Message, "summary", 100));
+        assert!(!r.streamed(Chunk::Thought, "hm", 100));
+        assert_eq!(r.text.text, "summary");
+        assert!(r.reasoning.text.is_empty());
     }
 }

@@ -10,7 +10,7 @@ use super::compaction;
 use super::ledger::TurnState;
 use super::outbox::Lane;
 use super::sessions::plan_update;
-use super::turn_table::{Compacting, Finished, Seen, Steered};
+use super::turn_table::{Admission, Compacting, Finished, Seen, Unsteered};
 use super::{ConnId, Device, Effect};
 use crate::config::SessionLimits;
 use crate::engine::{
@@ -30,7 +30,6 @@ use crate::wire::event::lembas::{
 use crate::wire::event::update::{SessionUpdate, ToolCall, ToolCallContent, ToolCallUpdate};
 use crate::wire::session::{
     AttachmentMeta, ContentBlock, HistoryTurn, PromptParams, SessionIdParams, SteerParams,
-    ToolRecord,
 };
 
 /// A client's turn id: something a person's message id can be, and bounded.
@@ -314,34 +313,47 @@ impl Device {
         let prepared = prepare(p.prompt, limits, rng, now)?;
         s.durable.context.merge(&context);
         s.durable.touched = now;
-        let mut review = None;
-        let mut undo = false;
-        let (text, command, plan, look_up, compact) = match classify(&prepared.text) {
+        let mentions = prepared.mentions;
+        let mut admission = Admission {
+            writing: (0..prepared.attachments.len() as u64)
+                .map(|i| first_write + i)
+                .collect(),
+            reading: (!mentions.is_empty()).then_some(mention_read),
+            ..Admission::default()
+        };
+        let (text, plan, look_up) = match classify(&prepared.text) {
             AsCommand::PlanAction => {
                 let session = s.durable.id.clone();
                 let answer = self.plan_action(&session, &turn_id);
                 return Ok(Some(answer.frame(id, &turn_id)));
             }
-            AsCommand::Text => (prepared.text, None, false, None, false),
+            AsCommand::Text => (prepared.text, false, None),
             AsCommand::Send {
                 text,
                 command,
                 plan,
-            } => (text, Some(command), plan, None, false),
+            } => {
+                admission.command = Some(command);
+                (text, plan, None)
+            }
             AsCommand::Review {
                 text,
                 command,
                 target,
             } => {
-                review = target;
-                (text, Some(command), false, None, false)
+                admission.command = Some(command);
+                admission.review = target;
+                (text, false, None)
             }
             AsCommand::Compact { command, focus } => {
-                (compaction::text(&focus), Some(command), false, None, true)
+                admission.command = Some(command);
+                admission.compact = Some(Compacting::Prompt);
+                (compaction::text(&focus), false, None)
             }
             AsCommand::Undo { command } => {
-                undo = true;
-                (prepared.text, Some(command), false, None, false)
+                admission.command = Some(command);
+                admission.undo = true;
+                (prepared.text, false, None)
             }
             AsCommand::LookUp { name, args } => {
                 let invoked = Invoked {
@@ -350,7 +362,8 @@ impl Device {
                     args,
                     typed: prepared.text.clone(),
                 };
-                (prepared.text, None, false, Some(invoked), false)
+                admission.looking_up = Some(command_read);
+                (prepared.text, false, Some(invoked))
             }
         };
         let start = TurnStart {
@@ -372,29 +385,8 @@ impl Device {
             summary: None,
             compact: false,
         };
-        let writing: Vec<u64> = (0..prepared.attachments.len() as u64)
-            .map(|i| first_write + i)
-            .collect();
-        let (order, forgotten) = s.turns.accept(start, writing.clone(), (conn, id.clone()));
-        let mentions = prepared.mentions;
-        if !mentions.is_empty() {
-            s.turns.await_mentions(mention_read);
-        }
-        if let Some(command) = command {
-            s.turns.is_command(command);
-        }
-        if compact {
-            s.turns.is_compaction(Compacting::Prompt);
-        }
-        if undo {
-            s.turns.is_undo();
-        }
-        if look_up.is_some() {
-            s.turns.await_command(command_read);
-        }
-        if let Some(target) = review {
-            s.turns.await_review(target);
-        }
+        let writing = admission.writing.clone();
+        let (order, forgotten) = s.turns.admit(start, admission, (conn, id.clone()));
         let (cwd, capped) = (s.durable.cwd.clone(), s.capped);
         let project = cwd.clone();
         let mut records = vec![turn_record(
@@ -662,23 +654,19 @@ impl Device {
         let id = self.next_steer;
         let s = self.attach(conn, &p.session_id)?;
         let session = s.durable.id.clone();
-        let Some(r) = s.turns.steerable() else {
-            return Err(RpcError::invalid_params(format!(
-                "nothing runs in session `{session}`: send it as a prompt instead"
-            )));
+        let (turn_id, queued) = match s.turns.steer(id, p.text.clone(), p.message_id, max) {
+            Ok(steered) => steered,
+            Err(Unsteered::NothingRuns) => {
+                return Err(RpcError::invalid_params(format!(
+                    "nothing runs in session `{session}`: send it as a prompt instead"
+                )))
+            }
+            Err(Unsteered::Full) => {
+                return Err(RpcError::invalid_params(format!(
+                    "{max} steered messages already wait for this turn, the limit (max_steer)"
+                )))
+            }
         };
-        if r.steer.len() >= max {
-            return Err(RpcError::invalid_params(format!(
-                "{max} steered messages already wait for this turn, the limit (max_steer)"
-            )));
-        }
-        r.steer.push(Steered {
-            id,
-            text: p.text.clone(),
-            message_id: p.message_id,
-        });
-        let queued = r.steer.len();
-        let turn_id = r.turn_id.clone();
         self.next_steer += 1;
         self.out.engine_in(
             Lane::of(&session),
@@ -725,16 +713,15 @@ impl Device {
             return;
         };
         match event {
-            // A compaction's text is its summary, said whole once it is done.
-            EngineEvent::Text(text) if r.compact.is_some() => r.text.push(&text, max_answer),
-            EngineEvent::Thought(_) if r.compact.is_some() => {}
             EngineEvent::Text(text) => {
-                r.text.push(&text, max_answer);
-                self.broadcast_chunk(session, Chunk::Message, &text);
+                if r.streamed(Chunk::Message, &text, max_answer) {
+                    self.broadcast_chunk(session, Chunk::Message, &text);
+                }
             }
             EngineEvent::Thought(text) => {
-                r.reasoning.push(&text, max_answer);
-                self.broadcast_chunk(session, Chunk::Thought, &text);
+                if r.streamed(Chunk::Thought, &text, max_answer) {
+                    self.broadcast_chunk(session, Chunk::Thought, &text);
+                }
             }
             EngineEvent::ToolCall {
                 id,
@@ -742,13 +729,7 @@ impl Device {
                 kind,
                 raw_input,
             } => {
-                r.tools.push(ToolRecord {
-                    id: id.clone(),
-                    name: title.clone(),
-                    args: raw_input.clone(),
-                    output: None,
-                    is_error: None,
-                });
+                r.tool_called(&id, &title, &raw_input);
                 self.broadcast_update(
                     session,
                     SessionUpdate::ToolCall(ToolCall {
@@ -774,14 +755,7 @@ impl Device {
                 output,
                 diff,
             } => {
-                if let Some(t) = r.tools.iter_mut().find(|t| t.id == id) {
-                    if output.is_some() {
-                        t.output.clone_from(&output);
-                    }
-                    if status == ToolStatus::Failed {
-                        t.is_error = Some(true);
-                    }
-                }
+                r.tool_updated(&id, status, output.as_ref());
                 let update = ToolCallUpdate {
                     content: output
                         .iter()
@@ -804,9 +778,7 @@ impl Device {
                 }
             }
             EngineEvent::Steered { ids } => {
-                let (taken, left): (Vec<Steered>, Vec<Steered>) =
-                    r.steer.drain(..).partition(|m| ids.contains(&m.id));
-                r.steer = left;
+                let taken = r.take_steered(&ids);
                 if taken.is_empty() {
                     return;
                 }
@@ -869,51 +841,42 @@ impl Device {
                 message: message.clone(),
             }),
         };
-        let Some(Finished {
-            running: r,
-            answer,
-            order,
-            waiting,
-        }) = s.turns.finish(outcome)
-        else {
+        let Some(finished) = s.turns.finish(outcome) else {
             return;
         };
         s.durable.touched = now;
-        if let Some(via) = r.compact {
-            let finished = Finished {
-                running: r,
-                answer,
-                order,
-                waiting,
-            };
+        if let Some(via) = finished.running.compact {
             self.compaction_finished(session, via, finished, end);
             self.pump(session);
             return;
         }
-        let assistant = HistoryTurn::Assistant {
-            text: r.text.into_history(max_answer),
-            reasoning: r.reasoning.into_history(max_answer),
-            tools: r.tools,
-        };
+        let Finished {
+            running: r,
+            answer,
+            order,
+            waiting,
+        } = finished;
+        let turn_id = r.turn_id.clone();
+        let assistant = r.into_history(max_answer);
         let failed = matches!(answer, Answer::Failed { .. });
         let index = s.recent.push(&assistant, failed, &limits) as usize;
-        let prompt = s.turns.ledger().history_of(&r.turn_id);
+        let prompt = s.turns.ledger().history_of(&turn_id);
         let records = vec![
-            done_record(session, &r.turn_id, order, &answer, now, prompt),
+            done_record(session, &turn_id, order, &answer, now, prompt),
             history_record(session, index, &assistant),
             s.record(),
         ];
         // All the session's own, and so are the answers announcing it: they wait for it and
         // for the session's frames before them, not for another session's commit.
         self.out.persist_in(Lane::of(session), records);
-        self.drop_turn_cards(session, &r.turn_id);
+        self.drop_turn_cards(session, &turn_id);
         self.broadcast_event(session, end);
-        self.answer_waiting(session, &r.turn_id, &answer, waiting);
+        self.answer_waiting(session, &turn_id, &answer, waiting);
         self.broadcast_event(
             session,
             LembasEvent::Task(TaskEvent {
                 state: TaskState::End,
-                turn_id: r.turn_id,
+                turn_id,
             }),
         );
         // The turn may have written a command file or made a skill.

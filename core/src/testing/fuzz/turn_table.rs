@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use arbitrary::{Arbitrary, Unstructured};
 
 use crate::config::Mode;
-use crate::device::turn_table::{Seen, TurnTable};
+use crate::device::turn_table::{Admission, Seen, TurnTable};
 use crate::device::ConnId;
 use crate::engine::{StopReason, TurnStart};
 use crate::jsonrpc::Id;
@@ -182,8 +182,11 @@ fn step(table: &mut TurnTable, m: &mut Model, op: Op) {
                             m.next_write
                         })
                         .collect();
-                    let (_, forgotten) =
-                        table.accept(start(&turn), writes.iter().copied().collect(), waiter);
+                    let admission = Admission {
+                        writing: writes.iter().copied().collect(),
+                        ..Admission::default()
+                    };
+                    let (_, forgotten) = table.admit(start(&turn), admission, waiter);
                     for id in forgotten {
                         assert!(
                             m.done.remove(&id).is_some(),
