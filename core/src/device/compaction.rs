@@ -19,7 +19,7 @@ use super::turn_table::{Admission, Compacting, Finished};
 use super::{ConnId, Device};
 use crate::engine::{EngineCommand, StopReason, TurnStart};
 use crate::jsonrpc::{self, code, Id, RpcError};
-use crate::store::{self, done_record, turn_record, Compaction, Record, StoredTurnState, Table};
+use crate::store::{done_record, Compaction};
 use crate::turn::Answer;
 use crate::wire::event::lembas::{CompactedEvent, LembasEvent, NoticeEvent, TaskEvent, TaskState};
 use crate::wire::session::SessionIdParams;
@@ -50,19 +50,8 @@ pub(super) fn text(focus: &str) -> String {
 /// to fold).
 fn start_of(s: &Session, turn_id: String, focus: &str) -> TurnStart {
     TurnStart {
-        session_id: s.durable.id.clone(),
-        turn_id,
-        text: text(focus),
-        attachments: Vec::new(),
-        context: s.durable.context.clone(),
-        mode: s.durable.mode,
-        model: s.durable.model.clone(),
-        effort: s.durable.effort.clone(),
-        cwd: s.durable.cwd.clone(),
-        roots: Vec::new(),
-        history: Vec::new(),
-        summary: None,
         compact: true,
+        ..s.turn_start(turn_id, text(focus), Vec::new())
     }
 }
 
@@ -118,17 +107,7 @@ impl Device {
         };
         let (order, forgotten) = s.turns.admit(start, admission, (conn, id.clone()));
         let session = s.durable.id.clone();
-        let mut records = vec![turn_record(
-            &session,
-            &turn_id,
-            order,
-            StoredTurnState::Queued,
-            now,
-        )];
-        records.extend(forgotten.iter().map(|t| Record::Delete {
-            table: Table::Turns,
-            key: store::turn_key(&session, t),
-        }));
+        let records = super::turns::queued_records(&session, &turn_id, order, &forgotten, now);
         self.out.persist_in(Lane::of(&session), records);
         self.pump(&session);
         Ok(())

@@ -56,6 +56,7 @@ mod sessions;
 mod shared;
 mod terminals;
 mod timers;
+mod turn_start;
 pub(crate) mod turn_table;
 mod turns;
 mod undo;

@@ -7,30 +7,26 @@ use serde_json::{json, Value};
 use super::chunks::Chunk;
 use super::command_prompt::{classify, AsCommand, Invoked};
 use super::compaction;
-use super::ledger::TurnState;
 use super::outbox::Lane;
 use super::sessions::plan_update;
+use super::turn_start::{StartRules, Started, Starting};
 use super::turn_table::{Admission, Compacting, Finished, Seen, Unsteered};
 use super::{ConnId, Device, Effect};
 use crate::config::SessionLimits;
-use crate::engine::{
-    Attachment, EngineCommand, EngineEvent, PriorTurn, StopReason, ToolStatus, TurnStart,
-};
+use crate::engine::{Attachment, EngineCommand, EngineEvent, PriorTurn, StopReason, ToolStatus};
 use crate::jsonrpc::{code, Id, RpcError};
 use crate::mentions::Mention;
 use crate::rng::Rng;
 use crate::store::{
-    self, done_record, history_record, turn_record, turn_record_at, Record, StoredTurnState, Table,
+    self, done_record, history_record, turn_record, Record, StoredTurnState, Table,
 };
 use crate::turn::Answer;
 use crate::wire::event::lembas::{
-    DoneEvent, ErrorEvent, LembasEvent, NoticeEvent, PlanEvent, PromptEvent, SteeredEvent,
-    StepEvent, TaskEvent, TaskState, ToolEndEvent, ToolStartEvent, UsageEvent,
+    DoneEvent, ErrorEvent, LembasEvent, NoticeEvent, PlanEvent, SteeredEvent, StepEvent, TaskEvent,
+    TaskState, ToolEndEvent, ToolStartEvent, UsageEvent,
 };
 use crate::wire::event::update::{SessionUpdate, ToolCall, ToolCallContent, ToolCallUpdate};
-use crate::wire::session::{
-    AttachmentMeta, ContentBlock, HistoryTurn, PromptParams, SessionIdParams, SteerParams,
-};
+use crate::wire::session::{ContentBlock, HistoryTurn, PromptParams, SessionIdParams, SteerParams};
 
 /// A client's turn id: something a person's message id can be, and bounded.
 const MAX_TURN_ID: usize = 200;
@@ -247,6 +243,92 @@ pub(super) fn prior_turns(
     prior
 }
 
+/// A prompt's turn as its text makes it (command_prompt.rs classifies the text).
+struct Classified {
+    /// What the turn is given.
+    text: String,
+    /// Its session goes to plan mode first.
+    plan: bool,
+    /// The `/name` to look up before it may run.
+    look_up: Option<Invoked>,
+    admission: Admission,
+}
+
+/// What the prompt `typed` in `session` becomes: a turn admitted as `admission` says and as
+/// its text makes it (a `/name` looked up as `command_read`), or `None` for an action answered
+/// at once (`/plan`, plan_action).
+fn classified(
+    typed: String,
+    session: &str,
+    mut admission: Admission,
+    command_read: u64,
+) -> Option<Classified> {
+    let (text, plan, look_up) = match classify(&typed) {
+        AsCommand::PlanAction => return None,
+        AsCommand::Text => (typed, false, None),
+        AsCommand::Send {
+            text,
+            command,
+            plan,
+        } => {
+            admission.command = Some(command);
+            (text, plan, None)
+        }
+        AsCommand::Review {
+            text,
+            command,
+            target,
+        } => {
+            admission.command = Some(command);
+            admission.review = target;
+            (text, false, None)
+        }
+        AsCommand::Compact { command, focus } => {
+            admission.command = Some(command);
+            admission.compact = Some(Compacting::Prompt);
+            (compaction::text(&focus), false, None)
+        }
+        AsCommand::Undo { command } => {
+            admission.command = Some(command);
+            admission.undo = true;
+            (typed, false, None)
+        }
+        AsCommand::LookUp { name, args } => {
+            let invoked = Invoked {
+                session: session.to_string(),
+                name,
+                args,
+                typed: typed.clone(),
+            };
+            admission.looking_up = Some(command_read);
+            (typed, false, Some(invoked))
+        }
+    };
+    Some(Classified {
+        text,
+        plan,
+        look_up,
+        admission,
+    })
+}
+
+/// The records of a turn just queued (at `order`) in `session`: it is queued, and the
+/// finished turns its ledger `forgot` to make room are gone.
+pub(super) fn queued_records(
+    session: &str,
+    turn_id: &str,
+    order: u64,
+    forgot: &[String],
+    now: u64,
+) -> Vec<Record> {
+    let queued = turn_record(session, turn_id, order, StoredTurnState::Queued, now);
+    let forgotten = forgot.iter().map(|t| Record::Delete {
+        table: Table::Turns,
+        key: store::turn_key(session, t),
+    });
+    std::iter::once(queued).chain(forgotten).collect()
+}
+
 impl Device {
     /// Answer the prompt requests `waiting` for turn `turn_id` with `answer`, on the
     /// connections still open, in the session's lane: after the persist recording it.
@@ -314,92 +396,31 @@ impl Device {
         s.durable.context.merge(&context);
         s.durable.touched = now;
         let mentions = prepared.mentions;
-        let mut admission = Admission {
+        let admission = Admission {
             writing: (0..prepared.attachments.len() as u64)
                 .map(|i| first_write + i)
                 .collect(),
             reading: (!mentions.is_empty()).then_some(mention_read),
             ..Admission::default()
         };
-        let (text, plan, look_up) = match classify(&prepared.text) {
-            AsCommand::PlanAction => {
-                let session = s.durable.id.clone();
-                let answer = self.plan_action(&session, &turn_id);
-                return Ok(Some(answer.frame(id, &turn_id)));
-            }
-            AsCommand::Text => (prepared.text, false, None),
-            AsCommand::Send {
-                text,
-                command,
-                plan,
-            } => {
-                admission.command = Some(command);
-                (text, plan, None)
-            }
-            AsCommand::Review {
-                text,
-                command,
-                target,
-            } => {
-                admission.command = Some(command);
-                admission.review = target;
-                (text, false, None)
-            }
-            AsCommand::Compact { command, focus } => {
-                admission.command = Some(command);
-                admission.compact = Some(Compacting::Prompt);
-                (compaction::text(&focus), false, None)
-            }
-            AsCommand::Undo { command } => {
-                admission.command = Some(command);
-                admission.undo = true;
-                (prepared.text, false, None)
-            }
-            AsCommand::LookUp { name, args } => {
-                let invoked = Invoked {
-                    session: s.durable.id.clone(),
-                    name,
-                    args,
-                    typed: prepared.text.clone(),
-                };
-                admission.looking_up = Some(command_read);
-                (prepared.text, false, Some(invoked))
-            }
-        };
-        let start = TurnStart {
-            session_id: s.durable.id.clone(),
-            turn_id: turn_id.clone(),
+        let Some(Classified {
             text,
-            attachments: prepared
-                .attachments
-                .iter()
-                .map(|(a, _)| a.clone())
-                .collect(),
-            context: s.durable.context.clone(),
-            mode: s.durable.mode,
-            model: s.durable.model.clone(),
-            effort: s.durable.effort.clone(),
-            cwd: s.durable.cwd.clone(),
-            roots: Vec::new(),
-            history: Vec::new(),
-            summary: None,
-            compact: false,
+            plan,
+            look_up,
+            admission,
+        }) = classified(prepared.text, &s.durable.id, admission, command_read)
+        else {
+            let session = s.durable.id.clone();
+            let answer = self.plan_action(&session, &turn_id);
+            return Ok(Some(answer.frame(id, &turn_id)));
         };
+        let attachments = prepared.attachments.iter().map(|(a, _)| a.clone());
+        let start = s.turn_start(turn_id.clone(), text, attachments.collect());
         let writing = admission.writing.clone();
         let (order, forgotten) = s.turns.admit(start, admission, (conn, id.clone()));
         let (cwd, capped) = (s.durable.cwd.clone(), s.capped);
         let project = cwd.clone();
-        let mut records = vec![turn_record(
-            &s.durable.id,
-            &turn_id,
-            order,
-            StoredTurnState::Queued,
-            now,
-        )];
-        records.extend(forgotten.iter().map(|t| Record::Delete {
-            table: Table::Turns,
-            key: store::turn_key(&s.durable.id, t),
-        }));
+        let mut records = queued_records(&s.durable.id, &turn_id, order, &forgotten, now);
         records.push(s.record());
         let session = s.durable.id.clone();
         // Every record is this session's: only its own frames wait for it.
@@ -488,115 +509,48 @@ impl Device {
         self.pump(&session);
     }
 
-    /// Start the next waiting turn when nothing runs.
+    /// Start the next waiting turn when nothing runs (turn_start.rs makes it ready), and pass
+    /// it to who runs it.
     pub(super) fn pump(&mut self, session: &str) {
         // A `/review` next in line looks for changes first (it starts once answered).
         self.ask_review(session);
-        let now = self.clock.now().0;
         let max = self.config.remote.max_mode;
-        let roots = &self.config.remote.roots;
-        let default_model = self
-            .config
-            .models
-            .first()
-            .map(|m| (m.id.clone(), m.instance));
-        let limits = self.config.sessions;
-        let max_context = limits.max_context_turns;
-        let max_context_bytes = limits.max_context_bytes;
+        let rules = StartRules {
+            max_mode: max,
+            roots: &self.config.remote.roots,
+            default_model: self
+                .config
+                .models
+                .first()
+                .map(|m| (m.id.clone(), m.instance)),
+            limits: self.config.sessions,
+            now: self.clock.now().0,
+        };
         let Some(s) = self.sessions.get_mut(session) else {
             return;
         };
-        let Some((mut start, order)) = s.turns.start_next() else {
+        let Some(started) = s.start_next(&rules) else {
             return;
         };
-        let notices = s
-            .turns
-            .running_mut(&start.turn_id)
-            .map(|r| std::mem::take(&mut r.notices))
-            .unwrap_or_default();
-        // The turn runs at the session's mode as it is now, lowered to `remote.max_mode` as it
-        // is now: a lowered max_mode reaches every open session's next turn.
-        let lowered = (s.capped && s.durable.mode > max).then(|| {
-            s.durable.mode = max;
-            s.record()
-        });
-        start.mode = s.durable.mode;
-        // A session made while the device had no models yet (an editor's, opened while the
-        // list was on its way) runs on the default, the first, once there is one, and keeps
-        // it: what `session/new` would have chosen. One that named a model never gets another.
-        let adopted = match (&s.durable.model, default_model) {
-            (None, Some((id, instance))) => {
-                s.durable.model = Some(id);
-                s.durable.instance = instance;
-                Some(s.record())
-            }
-            _ => None,
-        };
-        start.model.clone_from(&s.durable.model);
-        // A command's prompt: shown as typed; its model answers this prompt only.
-        let command = s.turns.running().and_then(|r| r.command.clone());
-        if let Some(model) = command.as_ref().and_then(|c| c.model.clone()) {
-            start.model = Some(model);
-        }
-        let shown = command.map_or_else(|| start.text.clone(), |c| c.shown);
-        // Roots as they are now, like the mode: the limits apply as they are at the start.
-        start.roots = if s.capped { roots.clone() } else { Vec::new() };
-        let turn_id = start.turn_id.clone();
-        let attachments: Vec<AttachmentMeta> = start
-            .attachments
-            .iter()
-            .map(|a| AttachmentMeta {
-                name: a.name.clone(),
-                mime_type: a.mime_type.clone(),
-                size: a.size,
-            })
-            .collect();
-        let ledger = s.turns.ledger();
-        start.history = prior_turns(s.recent.turns(), max_context, max_context_bytes, |turn| {
-            matches!(
-                ledger.get(turn),
-                Some(TurnState::Done(Answer::Failed { .. }))
-            )
-        });
-        start.summary = s.durable.compaction.as_ref().map(|c| c.summary.clone());
-        if s.turns.running().is_some_and(|r| r.undo) {
-            self.announce_start_changes(session, max, lowered, adopted);
-            let record = turn_record(session, &turn_id, order, StoredTurnState::Running, now);
-            self.out.persist_in(Lane::of(session), vec![record]);
-            self.start_undo(session, turn_id);
-            return;
-        }
-        let compacting = s.turns.running().and_then(|r| r.compact);
-        if let Some(via) = compacting {
-            self.announce_start_changes(session, max, lowered, adopted);
-            let record = turn_record(session, &turn_id, order, StoredTurnState::Running, now);
-            self.out.persist_in(Lane::of(session), vec![record]);
-            self.start_compaction(session, start, via);
-            return;
-        }
-        let user = HistoryTurn::User {
-            text: shown.clone(),
-            turn_id: Some(turn_id.clone()),
-            attachments: attachments.clone(),
-        };
-        let index = s.recent.push(&user, false, &limits);
-        s.turns.ledger_mut().set_history(&turn_id, index);
-        let running = StoredTurnState::Running;
-        let records = vec![
-            turn_record_at(session, &turn_id, order, running, now, Some(index)),
-            history_record(session, index as usize, &user),
-        ];
-        let prompt_event = LembasEvent::Prompt(PromptEvent {
-            attachments,
-            text: shown,
-            turn_id: turn_id.clone(),
-        });
+        let Started {
+            start,
+            lowered,
+            adopted,
+            records,
+            kind,
+        } = started;
         self.announce_start_changes(session, max, lowered, adopted);
         // The turn's own state: only the session's frames and commands wait for it.
         self.out.persist_in(Lane::of(session), records);
+        let (event, notices) = match kind {
+            Starting::Undo => return self.start_undo(session, start.turn_id),
+            Starting::Compaction(via) => return self.start_compaction(session, start, via),
+            Starting::Prompt { event, notices } => (event, notices),
+        };
+        let turn_id = start.turn_id.clone();
         self.out
             .engine_in(Lane::of(session), EngineCommand::Start(Box::new(start)));
-        self.broadcast_event(session, prompt_event);
+        self.broadcast_event(session, LembasEvent::Prompt(event));
         self.broadcast_event(
             session,
             LembasEvent::Task(TaskEvent {
@@ -997,5 +951,67 @@ mod tests {
             err.message
         );
         assert!(err.message.contains("max_block_bytes"), "{}", err.message);
+    }
+
+    #[test]
+    fn a_prompts_text_decides_how_its_turn_is_admitted() {
+        let given = || Admission {
+            writing: vec![4],
+            reading: Some(5),
+            ..Admission::default()
+        };
+        let of = |typed: &str| classified(typed.into(), "s", given(), 9);
+        assert!(of("/plan").is_none(), "an action answered at once");
+        let plain = of("hello").expect("a turn");
+        assert_eq!(plain.text, "hello");
+        assert!(!plain.plan && plain.look_up.is_none());
+        let a = &plain.admission;
+        assert_eq!((a.writing.clone(), a.reading), (vec![4], Some(5)));
+        assert!(a.command.is_none() && a.compact.is_none() && !a.undo && a.looking_up.is_none());
+        let plan = of("/plan fix it").expect("a turn");
+        assert_eq!((plan.text.as_str(), plan.plan), ("fix it", true));
+        assert_eq!(
+            plan.admission.command.map(|c| c.shown),
+            Some("/plan fix it".into())
+        );
+        let compact = of("/compact").expect("a turn");
+        assert_eq!(compact.admission.compact, Some(Compacting::Prompt));
+        assert!(of("/undo").expect("a turn").admission.undo);
+        let looked = of("/mine some args").expect("a turn");
+        assert_eq!(looked.admission.looking_up, Some(9));
+        assert!(looked.admission.command.is_none(), "known once it is read");
+        let invoked = looked.look_up.expect("looked up");
+        assert_eq!(
+            (
+                invoked.session.as_str(),
+                invoked.name.as_str(),
+                invoked.args.as_str()
+            ),
+            ("s", "mine", "some args")
+        );
+        assert_eq!(
+            looked.text, "/mine some args",
+            "given as typed until it is read"
+        );
+    }
+
+    #[test]
+    fn a_queued_turns_records_forget_what_its_ledger_let_go() {
+        let records = queued_records("s", "t", 3, &["old".to_string()], 7);
+        assert_eq!(records.len(), 2);
+        assert!(matches!(
+            &records[0],
+            Record::Put {
+                table: Table::Turns,
+                ..
+            }
+        ));
+        assert_eq!(
+            records[1],
+            Record::Delete {
+                table: Table::Turns,
+                key: store::turn_key("s", "old"),
+            }
+        );
     }
 }
