@@ -110,6 +110,17 @@ impl Connection {
         }
     }
 
+    /// `initialize` is answered: the client said `said` of itself, and the connection takes
+    /// any request now. A link's sessions editors share are announced to it at the end of the
+    /// input (shared.rs), after the answer.
+    pub fn initialized(&mut self, said: ClientSaid) {
+        self.said = said;
+        self.phase = Phase::Ready;
+        if self.kind == ConnKind::Link {
+            self.announce_due = true;
+        }
+    }
+
     /// Whether `_lembas/event` and the other `_lembas` notifications go to this client.
     pub fn gets_events(&self) -> bool {
         self.phase == Phase::Ready && self.said.lembas
@@ -135,5 +146,39 @@ impl Connection {
     /// Remember a request the device sends on this connection under `id`.
     pub fn expect_answer(&mut self, id: Id, method: &'static str) {
         self.pending.insert(id, Pending { method });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn initialize_readies_a_connection_and_only_a_link_is_due_its_announcement() {
+        let said = ClientSaid {
+            lembas: true,
+            protocol: 2,
+            show: false,
+        };
+        for kind in [
+            ConnKind::Link,
+            ConnKind::Stdio,
+            ConnKind::Terminal,
+            ConnKind::Hub,
+        ] {
+            let mut c = Connection::new(kind);
+            assert!(
+                !c.may_receive("session/update"),
+                "nothing before initialize"
+            );
+            c.initialized(said);
+            assert_eq!(c.phase, Phase::Ready);
+            assert_eq!(c.said, said);
+            assert!(
+                c.may_receive("session/update") && c.gets_cards(),
+                "{kind:?}"
+            );
+            assert_eq!(c.announce_due, kind == ConnKind::Link, "{kind:?}");
+        }
     }
 }

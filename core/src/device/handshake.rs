@@ -22,16 +22,7 @@ impl Device {
     }
 
     pub(super) fn send_hello(&mut self, conn: ConnId) {
-        let hello = Hello {
-            protocol: PROTOCOL,
-            version: self.config.version.clone(),
-            harness_spec: Some(HARNESS_SPEC.into()),
-            device: DeviceInfo {
-                host: self.config.host.clone(),
-                platform: self.config.platform.clone(),
-            },
-            limits: self.limits(),
-        };
+        let hello = hello(&self.config);
         self.out
             .send(conn, jsonrpc::encode_notification("_lembas/hello", &hello));
     }
@@ -41,7 +32,6 @@ impl Device {
         conn: ConnId,
         params: Option<&RawValue>,
     ) -> Result<Box<RawValue>, RpcError> {
-        let config = &self.config;
         // Dispatch routes only a frame of an open connection here.
         let Some(c) = self.conns.get_mut(&conn) else {
             return Err(RpcError::new(
@@ -55,58 +45,73 @@ impl Device {
             ));
         }
         let params: InitializeParams = jsonrpc::parse_params("initialize", params)?;
-        let kind = c.kind;
-        let limits = (kind == ConnKind::Link).then(|| limits(config));
-        // An editor's connection (stdio, the hub) gets ACP's session surface (session_acp.rs).
-        let local = matches!(kind, ConnKind::Stdio | ConnKind::Hub);
-        let offered = || Some(Offered {});
-        let connection = match kind {
-            ConnKind::Link => config.connection.clone(),
-            ConnKind::Stdio | ConnKind::Terminal | ConnKind::Hub => None,
-        };
-        let result = InitializeResult {
-            protocol_version: ACP_PROTOCOL_VERSION,
-            agent_capabilities: AgentCapabilities {
-                load_session: local,
-                session_capabilities: local.then(|| SessionCapabilities {
-                    list: offered(),
-                    resume: offered(),
-                    close: offered(),
-                    delete: offered(),
-                }),
-                prompt_capabilities: PromptCapabilities {
-                    image: true,
-                    audio: false,
-                    embedded_context: true,
-                },
-                mcp_capabilities: McpCapabilities {
-                    http: false,
-                    sse: false,
-                },
-            },
-            auth_methods: Vec::new(),
-            agent_info: AgentInfo {
-                name: AGENT_NAME.into(),
-                version: config.version.clone(),
-            },
-            meta: Some(AgentMeta {
-                lembas: AgentLembas {
-                    protocol: PROTOCOL,
-                    harness_spec: HARNESS_SPEC.into(),
-                    limits,
-                    connection,
-                    capabilities: capabilities(config, kind).map(str::to_string).collect(),
-                },
-            }),
-        };
-        c.said = params.client_said();
-        c.phase = Phase::Ready;
-        if kind == ConnKind::Link {
+        let result = initialize_result(&self.config, c.kind);
+        c.initialized(params.client_said());
+        if c.kind == ConnKind::Link {
             self.link.initialized();
-            // The sessions editors hold, after this answer (shared.rs).
-            c.announce_due = true;
         }
         Ok(to_raw(&result))
+    }
+}
+
+/// The `_lembas/hello` a new link is sent under `config`.
+fn hello(config: &DeviceConfig) -> Hello {
+    Hello {
+        protocol: PROTOCOL,
+        version: config.version.clone(),
+        harness_spec: Some(HARNESS_SPEC.into()),
+        device: DeviceInfo {
+            host: config.host.clone(),
+            platform: config.platform.clone(),
+        },
+        limits: limits(config),
+    }
+}
+
+/// What `initialize` answers on a connection of `kind` under `config`.
+fn initialize_result(config: &DeviceConfig, kind: ConnKind) -> InitializeResult {
+    let limits = (kind == ConnKind::Link).then(|| limits(config));
+    // An editor's connection (stdio, the hub) gets ACP's session surface (session_acp.rs).
+    let local = matches!(kind, ConnKind::Stdio | ConnKind::Hub);
+    let offered = || Some(Offered {});
+    let connection = match kind {
+        ConnKind::Link => config.connection.clone(),
+        ConnKind::Stdio | ConnKind::Terminal | ConnKind::Hub => None,
+    };
+    InitializeResult {
+        protocol_version: ACP_PROTOCOL_VERSION,
+        agent_capabilities: AgentCapabilities {
+            load_session: local,
+            session_capabilities: local.then(|| SessionCapabilities {
+                list: offered(),
+                resume: offered(),
+                close: offered(),
+                delete: offered(),
+            }),
+            prompt_capabilities: PromptCapabilities {
+                image: true,
+                audio: false,
+                embedded_context: true,
+            },
+            mcp_capabilities: McpCapabilities {
+                http: false,
+                sse: false,
+            },
+        },
+        auth_methods: Vec::new(),
+        agent_info: AgentInfo {
+            name: AGENT_NAME.into(),
+            version: config.version.clone(),
+        },
+        meta: Some(AgentMeta {
+            lembas: AgentLembas {
+                protocol: PROTOCOL,
+                harness_spec: HARNESS_SPEC.into(),
+                limits,
+                connection,
+                capabilities: capabilities(config, kind).map(str::to_string).collect(),
+            },
+        }),
     }
 }
 
@@ -144,4 +149,51 @@ pub(super) fn capabilities(
 /// Our own result types always serialize (see `jsonrpc::to_frame`).
 pub(super) fn to_raw<T: serde::Serialize>(value: &T) -> Box<RawValue> {
     serde_json::value::to_raw_value(value).expect("the core's results always serialize")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Mode;
+
+    fn config() -> DeviceConfig {
+        let mut config = DeviceConfig::default();
+        config.remote.enabled = true;
+        config.remote.roots = vec!["/work".into()];
+        config.remote.max_mode = Mode::Plan;
+        config.connection = Some("home".into());
+        config
+    }
+
+    #[test]
+    fn a_link_is_told_the_limits_and_its_connection_and_an_editor_the_session_surface() {
+        let config = config();
+        let link = initialize_result(&config, ConnKind::Link);
+        let lembas = &link.meta.as_ref().expect("a lembas meta").lembas;
+        let told = lembas.limits.as_ref().expect("a link is told the limits");
+        assert_eq!(
+            (told.max_mode, &told.roots),
+            (Mode::Plan, &config.remote.roots)
+        );
+        assert_eq!(lembas.connection.as_deref(), Some("home"));
+        assert!(!link.agent_capabilities.load_session);
+        assert!(link.agent_capabilities.session_capabilities.is_none());
+        for kind in [ConnKind::Stdio, ConnKind::Hub] {
+            let local = initialize_result(&config, kind);
+            let lembas = &local.meta.as_ref().expect("a lembas meta").lembas;
+            assert!(
+                lembas.limits.is_none() && lembas.connection.is_none(),
+                "{kind:?}"
+            );
+            assert!(local.agent_capabilities.load_session, "{kind:?}");
+            assert!(
+                local.agent_capabilities.session_capabilities.is_some(),
+                "{kind:?}"
+            );
+        }
+        let terminal = initialize_result(&config, ConnKind::Terminal);
+        assert!(!terminal.agent_capabilities.load_session);
+        // The hello says the same limits as a link's `initialize`.
+        assert_eq!(&hello(&config).limits, told);
+    }
 }

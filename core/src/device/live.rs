@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::connection::Phase;
+use super::connection::{Connection, Phase};
 use super::restore::{Grouped, Unreadable};
 use super::sessions::Session;
 use super::{ConnId, ConnKind, Device, Effect};
@@ -117,16 +117,42 @@ impl Recency {
     }
 }
 
-impl Device {
-    /// Whether a session may leave memory now: nothing of it lives only here.
-    fn evictable(&self, s: &Session) -> bool {
-        s.turns.idle()
-            && !s.turns.has_waiters()
-            && s.holders
-                .iter()
-                .all(|c| self.conns.get(c).is_none_or(|c| c.kind == ConnKind::Link))
-    }
+/// The session a request's params name (`sessionId`), if they name one.
+fn named_session(params: Option<&RawValue>) -> Option<Cow<'_, str>> {
+    let names: Names = serde_json::from_str(params?.get()).ok()?;
+    names.session_id
+}
 
+/// The refusal of a new session in memory: `live` are, the limit is `max`, and none can be set
+/// aside (`has_store`: each works or is held; without a store, none ever is).
+fn no_room(live: usize, max: usize, has_store: bool) -> RpcError {
+    let why = if has_store {
+        "every one of them has a turn running or waiting, or is held by an editor or a terminal"
+    } else {
+        "and without a store none can be set aside"
+    };
+    RpcError::invalid_params(format!(
+        "this device has {live} sessions in memory, the limit of {max} (sessions.max_live), \
+         {why}"
+    ))
+    .with_data(serde_json::json!({ "limit": max }))
+}
+
+impl Session {
+    /// Whether it may leave memory now: nothing of it lives only here (no turn running or
+    /// waiting, no prompt waiting for an answer, no holder but the link, which attaches again
+    /// by naming it). `conns`: the open connections.
+    fn evictable(&self, conns: &BTreeMap<ConnId, Connection>) -> bool {
+        self.turns.idle()
+            && !self.turns.has_waiters()
+            && self
+                .holders
+                .iter()
+                .all(|c| conns.get(c).is_none_or(|c| c.kind == ConnKind::Link))
+    }
+}
+
+impl Device {
     /// Room for one more session in memory: at the bound, the least recently used idle one is
     /// set aside. The refusal names the limit and its value.
     pub(super) fn make_room(&mut self) -> Result<(), RpcError> {
@@ -135,20 +161,10 @@ impl Device {
             let victim = self
                 .config
                 .has_store
-                .then(|| self.sessions.least_recent(|s| self.evictable(s)));
+                .then(|| self.sessions.least_recent(|s| s.evictable(&self.conns)));
             let Some(id) = victim.flatten() else {
-                let why = if self.config.has_store {
-                    "every one of them has a turn running or waiting, or is held by an editor \
-                     or a terminal"
-                } else {
-                    "and without a store none can be set aside"
-                };
-                return Err(RpcError::invalid_params(format!(
-                    "this device has {} sessions in memory, the limit of {max} \
-                     (sessions.max_live), {why}",
-                    self.sessions.live_len()
-                ))
-                .with_data(serde_json::json!({ "limit": max })));
+                let live = self.sessions.live_len();
+                return Err(no_room(live, max, self.config.has_store));
             };
             // The rest of its log and its exact next seq go to the store first.
             self.seal_event_log(&id);
@@ -172,10 +188,7 @@ impl Device {
         else {
             return false;
         };
-        let Some(Names {
-            session_id: Some(session),
-        }) = params.and_then(|p| serde_json::from_str::<Names>(p.get()).ok())
-        else {
+        let Some(session) = named_session(params) else {
             return false;
         };
         if !self.sessions.loads.contains(&session) && !self.sessions.is_set_aside(&session) {
@@ -242,17 +255,7 @@ impl Device {
                 }
             }
         }
-        for (conn, frame) in parked {
-            let Some(c) = self.conns.get_mut(&conn) else {
-                continue;
-            };
-            c.gate = None;
-            match &refused {
-                Some(e) => self.refuse_parked(conn, &frame, e),
-                None => self.run_frame(conn, &frame, None),
-            }
-            self.release_held(conn);
-        }
+        self.unpark(parked, refused.as_ref());
         bad
     }
 
@@ -274,12 +277,22 @@ impl Device {
             jsonrpc::code::INTERNAL_ERROR,
             format!("session `{session}` could not be read back from the store: {why}"),
         );
+        self.unpark(parked, Some(&e));
+    }
+
+    /// The requests that waited for a session's read run now, in arrival order, or are
+    /// answered `refused`; the frames each connection held behind its request go on after it.
+    /// A connection gone meanwhile is skipped.
+    fn unpark(&mut self, parked: Parked, refused: Option<&RpcError>) {
         for (conn, frame) in parked {
             let Some(c) = self.conns.get_mut(&conn) else {
                 continue;
             };
             c.gate = None;
-            self.refuse_parked(conn, &frame, &e);
+            match refused {
+                Some(e) => self.refuse_parked(conn, &frame, e),
+                None => self.run_frame(conn, &frame, None),
+            }
             self.release_held(conn);
         }
     }
@@ -341,6 +354,51 @@ pub(super) mod tests {
         // Back in memory, it is the most recent.
         recency.mark(&mut b);
         assert_eq!(order(&recency), ["c", "a", "b"]);
+    }
+
+    #[test]
+    fn only_an_idle_session_held_by_no_editor_or_terminal_may_leave_memory() {
+        let mut conns = BTreeMap::new();
+        conns.insert(ConnId(1), Connection::new(ConnKind::Link));
+        conns.insert(ConnId(2), Connection::new(ConnKind::Stdio));
+        let mut s = session("a");
+        assert!(s.evictable(&conns));
+        s.holders.insert(ConnId(1));
+        assert!(s.evictable(&conns), "the link attaches again by naming it");
+        s.holders.insert(ConnId(3));
+        assert!(s.evictable(&conns), "a holder gone holds nothing");
+        s.holders.insert(ConnId(2));
+        assert!(!s.evictable(&conns), "an editor holds it");
+        s.holders.remove(&ConnId(2));
+        let start = s.turn_start("t".into(), "hi".into(), Vec::new());
+        let waiter = (ConnId(1), crate::jsonrpc::Id::number(1));
+        s.turns.admit(start, Default::default(), waiter);
+        assert!(!s.evictable(&conns), "a turn waits to run");
+    }
+
+    #[test]
+    fn no_room_names_the_limit_its_value_and_why_none_was_set_aside() {
+        let e = no_room(4, 4, true);
+        assert_eq!(e.code, crate::jsonrpc::code::INVALID_PARAMS);
+        assert_eq!(
+            e.message,
+            "this device has 4 sessions in memory, the limit of 4 (sessions.max_live), every \
+             one of them has a turn running or waiting, or is held by an editor or a terminal"
+        );
+        assert_eq!(e.data, Some(serde_json::json!({ "limit": 4 })));
+        assert!(no_room(2, 2, false)
+            .message
+            .ends_with("(sessions.max_live), and without a store none can be set aside"));
+    }
+
+    #[test]
+    fn a_request_names_its_session_by_session_id() {
+        let raw = |text: &str| RawValue::from_string(text.to_string()).unwrap();
+        let named = raw(r#"{"sessionId":"ses_a","other":1}"#);
+        assert_eq!(named_session(Some(&named)).as_deref(), Some("ses_a"));
+        assert_eq!(named_session(Some(&raw(r#"{"cwd":"/w"}"#))), None);
+        assert_eq!(named_session(Some(&raw("[1]"))), None);
+        assert_eq!(named_session(None), None);
     }
 
     #[test]
