@@ -41,6 +41,8 @@ pub(crate) struct Link {
     liveness: Option<Liveness>,
     /// The link's connection and its heartbeat, while it is up (and liveness is on).
     beat: Option<(ConnId, Heartbeat)>,
+    /// What its handshake says changed: it restarts once nothing holds it (reconfigure.rs).
+    restart_due: bool,
 }
 
 impl Link {
@@ -50,6 +52,7 @@ impl Link {
             backoff,
             liveness,
             beat: None,
+            restart_due: false,
         }
     }
 
@@ -151,6 +154,35 @@ impl Link {
             message: message.clone(),
         };
         out.effect(Effect::Stop { message });
+    }
+
+    /// What a link's hello and `initialize` say changed (new settings, a new model list): the
+    /// link restarts, so a new handshake says it, once nothing holds it.
+    pub fn settings_changed(&mut self) {
+        self.restart_due = true;
+    }
+
+    /// Whether a restart for new settings waits for the link to be let go.
+    pub fn restart_due(&self) -> bool {
+        self.restart_due
+    }
+
+    /// A restart for new settings is due and nothing `held` it (a turn, a terminal on the link,
+    /// a request waiting for its session): it is no longer due, and whether the link is up to
+    /// be restarted (its connection closed, then [`Link::redial_now`]). A link not up is left
+    /// alone: its next dial's hello carries the new settings anyway.
+    pub fn take_restart(&mut self, held: bool) -> bool {
+        if !self.restart_due || held {
+            return false;
+        }
+        self.restart_due = false;
+        matches!(self.state, LinkState::Up { .. })
+    }
+
+    /// Dial again at once, with no backoff: the link went down on purpose, not for a failure.
+    pub fn redial_now(&mut self, out: &mut Outbox) {
+        self.state = LinkState::Dialing { attempt: 0 };
+        out.effect(Effect::Dial);
     }
 
     /// Dial again if the wait after a drop or a failure is over.
@@ -257,5 +289,25 @@ mod tests {
         };
         // The third attempt's ceiling is 4 s.
         assert!((2_000..=4_000).contains(&at.0), "{at:?}");
+    }
+
+    #[test]
+    fn a_restart_for_new_settings_waits_for_nothing_to_hold_it_and_happens_once() {
+        let mut l = link();
+        assert!(!l.take_restart(false), "none due");
+        l.settings_changed();
+        l.state = LinkState::Up { attempt: 2 };
+        assert!(!l.take_restart(true), "held");
+        assert!(l.restart_due());
+        assert!(l.take_restart(false));
+        assert!(!l.restart_due() && !l.take_restart(false), "once");
+        let mut out = Outbox::default();
+        l.redial_now(&mut out);
+        assert_eq!(asked(&mut out), vec![Effect::Dial]);
+        assert_eq!(l.state, LinkState::Dialing { attempt: 0 }, "no backoff");
+        // Not up: nothing to restart, and nothing left due (the next hello says it).
+        l.settings_changed();
+        assert!(!l.take_restart(false));
+        assert!(!l.restart_due());
     }
 }

@@ -409,8 +409,6 @@ pub struct Device {
     next_prune: Time,
     /// The ids of the requests the device sends: never repeated, across restarts too.
     request_ids: connection::RequestIds,
-    /// New settings wait for the sessions to go idle to restart the link (reconfigure.rs).
-    relink_pending: bool,
     /// Every deadline, refreshed as each input ends (timers.rs).
     timers: timers::Timers,
     /// Sessions whose event log has entries the store lacks (event_log.rs).
@@ -447,7 +445,6 @@ impl Device {
             next_steer: 0,
             next_prune: now,
             request_ids: Default::default(),
-            relink_pending: false,
             timers: Default::default(),
             unflushed_logs: Vec::new(),
             chunk_params: String::new(),

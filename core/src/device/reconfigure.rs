@@ -7,9 +7,8 @@
 //! link. A turn in progress, or a remote terminal open on the link, is never cut for it. The
 //! instance's model list is taken the same way ([`Device::set_models`]).
 
-use super::link::LinkState;
-use super::{ConnKind, Device, Effect};
-use crate::config::{ConfigError, Model, Remote};
+use super::{ConnKind, Device};
+use crate::config::{ConfigError, DeviceConfig, Model, Remote};
 use crate::time::Time;
 use crate::wire::handshake::Limits;
 
@@ -32,12 +31,7 @@ impl Device {
         let mut next = self.config.clone();
         next.remote = remote;
         next.validate()?;
-        let before = self.announced();
-        self.config = next;
-        if self.announced() != before {
-            self.relink_pending = true;
-        }
-        self.after_input();
+        self.change_config(|config| *config = next);
         Ok(true)
     }
 
@@ -52,13 +46,19 @@ impl Device {
         if models == self.config.models {
             return false;
         }
+        self.change_config(|config| config.models = models);
+        true
+    }
+
+    /// Change the settings: when what a link's hello and `initialize` say changed, the link
+    /// restarts once nothing holds it.
+    fn change_config(&mut self, change: impl FnOnce(&mut DeviceConfig)) {
         let before = self.announced();
-        self.config.models = models;
+        change(&mut self.config);
         if self.announced() != before {
-            self.relink_pending = true;
+            self.link.settings_changed();
         }
         self.after_input();
-        true
     }
 
     /// What a link's hello and `initialize` say that the settings decide.
@@ -71,14 +71,15 @@ impl Device {
 
     /// Whether a link restart for new settings waits for the sessions to go idle.
     pub fn relink_pending(&self) -> bool {
-        self.relink_pending
+        self.link.restart_due()
     }
 
     /// Restart the link for new settings if one is pending, no turn runs or waits, and no
     /// terminal is open on the link. Part of the step that ends every input
     /// (`Device::after_input`), so whichever input ends the last of them lets the restart go.
     pub(super) fn relink_if_idle(&mut self) {
-        if !self.relink_pending {
+        // Looked at after every input: the sessions are looked at only while one is due.
+        if !self.link.restart_due() {
             return;
         }
         let link = self
@@ -90,14 +91,9 @@ impl Device {
         let busy = self.sessions.values().any(|s| !s.turns.idle())
             || self.terminals().any(|(_, c)| Some(c) == link)
             || self.conns.values().any(|c| c.gate.is_some());
-        if busy {
+        if !self.link.take_restart(busy) {
             return;
         }
-        self.relink_pending = false;
-        let LinkState::Up { .. } = self.link.state else {
-            // Not linked: the next dial's hello carries the new settings anyway.
-            return;
-        };
         if let Some(conn) = link {
             // Behind what is already queued for it, so every answer sent before still leaves.
             self.out
@@ -105,9 +101,7 @@ impl Device {
             // The device lets go of a connection it closes (the shell reports no close for it).
             self.let_go(conn);
         }
-        // At once, with no backoff: the link went down on purpose, not for a failure.
-        self.link.state = LinkState::Dialing { attempt: 0 };
-        self.out.effect(Effect::Dial);
+        self.link.redial_now(&mut self.out);
     }
 }
 
@@ -118,7 +112,7 @@ mod tests {
     use super::*;
     use crate::client::ClientEvent;
     use crate::config::{DeviceConfig, Mode};
-    use crate::device::Output;
+    use crate::device::{Effect, Output};
     use crate::testing::{Dir, Pair};
 
     fn remote(max_mode: Mode) -> Remote {
