@@ -24,6 +24,10 @@ use lembas_core::rng::Rng;
 
 #[path = "../../core/tests/property/mod.rs"]
 mod property;
+#[path = "common/tree.rs"]
+mod tree;
+
+use tree::{join, pick, Tree};
 
 /// What every forbidden file holds; nothing allowed holds it, nor any name or text a call sends.
 const TOKEN: &str = "ZQXJ-forbidden";
@@ -111,22 +115,15 @@ fn build(rng: &mut Rng) -> World {
     ] {
         std::fs::create_dir_all(d).unwrap();
     }
-    let mut dirs = vec![String::new(), "vault".into(), ".git".into()];
-    for _ in 0..rng.below(5) + 2 {
-        let parent = dirs[rng.below(dirs.len() as u64) as usize].clone();
-        let name = join(
-            &parent,
-            DIR_NAMES[rng.below(DIR_NAMES.len() as u64) as usize],
-        );
-        std::fs::create_dir_all(project.join(&name)).unwrap();
-        if !dirs.contains(&name) {
-            dirs.push(name);
-        }
-    }
+    let made = vec![String::new(), "vault".into(), ".git".into()];
+    let mut tree = Tree::new(project.clone(), made);
+    let count = rng.below(5) + 2;
+    tree.grow(rng, count, DIR_NAMES, None);
+    let dirs = tree.names;
     let roots = match rng.below(5) {
         0 => vec![root.clone()],
         1 => vec![project.clone()],
-        2 => vec![project.join(&dirs[rng.below(dirs.len() as u64) as usize])],
+        2 => vec![project.join(pick(rng, &dirs))],
         3 => vec![outside.clone()],
         _ => Vec::new(),
     };
@@ -152,22 +149,19 @@ fn build(rng: &mut Rng) -> World {
     world.write_file(&outside.join("deep/key.png"), rng);
     let mut files = vec![".git/config".to_string()];
     for _ in 0..rng.below(8) + 3 {
-        let parent = &dirs[rng.below(dirs.len() as u64) as usize];
-        let name = join(
-            parent,
-            FILE_NAMES[rng.below(FILE_NAMES.len() as u64) as usize],
-        );
+        let parent = pick(rng, &dirs);
+        let name = join(parent, pick::<&str>(rng, FILE_NAMES));
         world.write_file(&project.join(&name), rng);
         files.push(name);
     }
     let mut links: Vec<String> = Vec::new();
     for i in 0..rng.below(8) + 3 {
-        let parent = dirs[rng.below(dirs.len() as u64) as usize].clone();
+        let parent = pick(rng, &dirs).clone();
         let name = join(&parent, &format!("link{i}"));
         let up = "../".repeat(parent.split('/').filter(|p| !p.is_empty()).count() + 1);
         let inside = |rng: &mut Rng| {
             let all: Vec<&String> = files.iter().chain(dirs.iter()).collect();
-            all[rng.below(all.len() as u64) as usize].clone()
+            pick(rng, &all).to_string()
         };
         let target = match rng.below(9) {
             0 => format!("{up}project/{}", inside(rng)),
@@ -177,10 +171,7 @@ fn build(rng: &mut Rng) -> World {
             4 => format!("{up}outside/new-{i}.txt"),
             5 => format!("{up}project/nope-{i}/x"),
             6 if !links.is_empty() => {
-                format!(
-                    "{up}project/{}",
-                    links[rng.below(links.len() as u64) as usize]
-                )
+                format!("{up}project/{}", pick(rng, &links))
             }
             7 => format!("{up}project/{name}"),
             _ => format!("{up}project/.git"),
@@ -198,17 +189,9 @@ fn build(rng: &mut Rng) -> World {
     world
 }
 
-fn join(parent: &str, name: &str) -> String {
-    if parent.is_empty() {
-        name.to_string()
-    } else {
-        format!("{parent}/{name}")
-    }
-}
-
 /// A path to one of the world's names, or outside it, written some way a model might.
 fn path(world: &World, rng: &mut Rng) -> String {
-    let name = world.names[rng.below(world.names.len() as u64) as usize].clone();
+    let name = pick(rng, &world.names).clone();
     let mut path = match rng.below(14) {
         0 => format!("./{name}"),
         1 => format!("{}/{name}", world.project.display()),

@@ -23,6 +23,10 @@ use serde_json::{json, Value};
 
 #[path = "../../core/tests/property/mod.rs"]
 mod property;
+#[path = "common/tree.rs"]
+mod tree;
+
+use tree::{pick, Tree, LOOP_SELF};
 
 /// What every name outside the root holds: no answer may hold it.
 const TOKEN: &str = "ZQXJ-outside";
@@ -34,10 +38,6 @@ fn no_directories_answer_lists_anything_outside_the_roots() {
     if let Some(seed) = property::seeds(&[], 60, |seed| run(seed, false)) {
         run(seed, true);
     }
-}
-
-fn pick<'a, T>(rng: &mut Rng, items: &'a [T]) -> &'a T {
-    &items[rng.below(items.len() as u64) as usize]
 }
 
 /// One seed's tree: the root, the directory outside, and the relative paths made in the root.
@@ -57,19 +57,9 @@ fn world(rng: &mut Rng) -> World {
     for sub in ["", "deep/er"] {
         std::fs::create_dir_all(outside.join(format!("{TOKEN}-dir")).join(sub)).unwrap();
     }
-    let mut names: Vec<String> = vec![String::new()];
-    for _ in 0..(3 + rng.below(8)) {
-        let parent = pick(rng, &names).clone();
-        let name = *pick(rng, DIR_NAMES);
-        let rel = if parent.is_empty() {
-            name.to_string()
-        } else {
-            format!("{parent}/{name}")
-        };
-        if std::fs::create_dir_all(root.join(&rel)).is_ok() && !names.contains(&rel) {
-            names.push(rel);
-        }
-    }
+    let mut tree = Tree::new(root, vec![String::new()]);
+    let dirs = 3 + rng.below(8);
+    tree.grow(rng, dirs, DIR_NAMES, None);
     let targets = [
         outside.to_str().unwrap().to_string(),
         format!("{}/{TOKEN}-dir", outside.display()),
@@ -79,36 +69,15 @@ fn world(rng: &mut Rng) -> World {
         "..".to_string(),
         ".".to_string(),
         "nowhere".to_string(),
-        "loop-self".to_string(),
+        LOOP_SELF.to_string(),
     ];
-    for i in 0..(2 + rng.below(6)) {
-        let parent = pick(rng, &names).clone();
-        let link = format!("link{i}");
-        let rel = if parent.is_empty() {
-            link.clone()
-        } else {
-            format!("{parent}/{link}")
-        };
-        let target = if rng.below(3) == 0 {
-            // Inside, absolute.
-            root.join(pick(rng, &names)).to_str().unwrap().to_string()
-        } else {
-            let t = pick(rng, &targets).clone();
-            if t == "loop-self" {
-                link.clone()
-            } else {
-                t
-            }
-        };
-        if std::os::unix::fs::symlink(&target, root.join(&rel)).is_ok() {
-            names.push(rel);
-        }
-    }
+    let links = 2 + rng.below(6);
+    tree.link(rng, links, &targets, true);
     World {
         _dir: dir,
-        root,
+        root: tree.base,
         outside,
-        names,
+        names: tree.names,
     }
 }
 

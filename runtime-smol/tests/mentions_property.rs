@@ -35,6 +35,10 @@ use serde_json::{json, Value};
 
 #[path = "../../core/tests/property/mod.rs"]
 mod property;
+#[path = "common/tree.rs"]
+mod tree;
+
+use tree::{pick, Tree, LOOP_SELF};
 
 /// What every file outside the project holds (a protected one too).
 const SECRET: &str = "SECRET-7f3a";
@@ -60,10 +64,6 @@ fn no_mention_nor_search_reads_or_lists_outside_its_confinement() {
     }
 }
 
-fn pick<'a, T>(rng: &mut Rng, items: &'a [T]) -> &'a T {
-    &items[rng.below(items.len() as u64) as usize]
-}
-
 struct World {
     _dir: tempfile::TempDir,
     root: PathBuf,
@@ -87,27 +87,10 @@ fn world(rng: &mut Rng) -> World {
     std::fs::write(sibling.join("notes.md"), SECRET).unwrap();
     std::fs::write(outside.join(format!("{TOKEN}.txt")), SECRET).unwrap();
     std::fs::write(base.join(format!("{TOKEN}-beside")), SECRET).unwrap();
-    let mut names: Vec<String> = vec![String::new()];
-    for i in 0..(4 + rng.below(8)) {
-        let parent = pick(rng, &names).clone();
-        let name = *pick(rng, NAMES);
-        let rel = if parent.is_empty() {
-            name.to_string()
-        } else {
-            format!("{parent}/{name}")
-        };
-        if rng.below(2) == 0 {
-            if std::fs::create_dir_all(project.join(&rel)).is_ok() && !names.contains(&rel) {
-                names.push(rel);
-            }
-        } else {
-            let file = format!("{rel}.{i}.md");
-            let lines: String = (1..=5).map(|n| format!("inside {n}\n")).collect();
-            if std::fs::write(project.join(&file), lines).is_ok() {
-                names.push(file);
-            }
-        }
-    }
+    let mut tree = Tree::new(project, vec![String::new()]);
+    let entries = 4 + rng.below(8);
+    let lines: String = (1..=5).map(|n| format!("inside {n}\n")).collect();
+    tree.grow(rng, entries, NAMES, Some(&lines));
     let targets = [
         outside.to_str().unwrap().to_string(),
         format!("{}/{TOKEN}.txt", outside.display()),
@@ -121,35 +104,21 @@ fn world(rng: &mut Rng) -> World {
         ".".to_string(),
         ".git/config".to_string(),
         "nowhere".to_string(),
-        "loop-self".to_string(),
+        LOOP_SELF.to_string(),
     ];
-    for i in 0..(2 + rng.below(6)) {
-        let link = format!("link{i}");
-        let target = if rng.below(3) == 0 {
-            project
-                .join(pick(rng, &names))
-                .to_str()
-                .unwrap()
-                .to_string()
-        } else {
-            let t = pick(rng, &targets).clone();
-            if t == "loop-self" {
-                link.clone()
-            } else {
-                t
-            }
-        };
-        if std::os::unix::fs::symlink(&target, project.join(&link)).is_ok() {
-            names.push(link);
-        }
-    }
+    let links = 2 + rng.below(6);
+    tree.link(rng, links, &targets, false);
+    let Tree {
+        base: project,
+        names,
+    } = tree;
     // The session's command files: one of its own, and symlinks leading where the others do.
     let commands = project.join(".agent/commands");
     std::fs::create_dir_all(&commands).unwrap();
     std::fs::write(commands.join("fix.md"), "Fix $ARGUMENTS").unwrap();
     for i in 0..(1 + rng.below(4)) {
         let target = pick(rng, &targets);
-        let target = if target.starts_with('/') || target == "loop-self" {
+        let target = if target.starts_with('/') || target == LOOP_SELF {
             target.clone()
         } else {
             format!("../../{target}")
