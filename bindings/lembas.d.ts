@@ -541,9 +541,7 @@ export type ClientEvent =
    * gap follow as usual; the missed ones that could be fetched came before it. */
   | { kind: "gap"; sessionId: string; since: number }
   /** A notification from the device (`session/update`: a turn's text, tool calls, plans, …).
-   * One about a session carries its seq, `params._meta.lembas.seq` (see `SessionSeq`), but
-   * `available_commands_update`, which is the command set as it is now, sent afresh on each
-   * link. */
+   * One about a session carries its seq, `params._meta.lembas.seq` (see `SessionSeq`). */
   | { kind: "notification"; method: string; params: unknown }
   /** A request from the device: a card (`session/request_permission`, a question, a plan),
    * answered with `respond(id, outcome)`. Its `params._meta.lembas.seq` is its first offer's,

@@ -270,7 +270,10 @@ fn a_restart_keeps_the_most_recent_sessions_in_memory_and_reads_the_others_back(
     assert_eq!(p.device.live_session_count(), 2);
     prompt(&mut p, &a, "hello", "t1");
     p.settle().unwrap();
-    assert_eq!(p.os.loads, vec![a.clone()]);
+    // Read back: by the prompt, or before it by the client catching up on the new link on
+    // every session it heard of (each was told its command set, an event with a seq).
+    assert!(p.os.loads.contains(&a), "{:?}", p.os.loads);
+    assert_eq!(p.device.live_session_count(), 2);
     let got = p.answers("t1");
     assert_eq!(got.len(), 2, "{got:?}");
     assert_eq!(got[0], got[1]);
@@ -297,7 +300,8 @@ fn a_session_read_back_passes_the_limits_of_the_moment() {
                     "_meta": { "lembas": { "turnId": "t2" } } }),
         )
         .unwrap_err();
-    assert_eq!(p.os.loads, vec![s.clone()]);
+    // Read back (by the client catching up on the new link too, see above), then judged.
+    assert!(p.os.loads.contains(&s), "{:?}", p.os.loads);
     assert_eq!(e.code, code::INVALID_PARAMS);
     assert!(
         e.message.contains("cannot be used over the link now")

@@ -1,9 +1,8 @@
 Feature: A session's event log, for a client that missed events (beyond the spec)
   Our extension (capability `events`, issue 16), not the spec's: every event the device sends
-  about a session carries `_meta.lembas.seq`, one more than the last (but the command set,
-  `available_commands_update`, a snapshot sent afresh to each connection that takes the session
-  up, which is neither numbered nor kept). The device keeps the
-  session's recent events, bounded by `sessions.event_log_events` and `event_log_bytes`, and
+  about a session carries `_meta.lembas.seq`, one more than the last, the command set
+  (`available_commands_update`) too. The device keeps the session's recent events, bounded by
+  `sessions.event_log_events` and `event_log_bytes`, and
   `_lembas/session/events { sessionId, since, limit? }` answers those after `since`, oldest
   first, with `next` and `truncated` (the log no longer reaches back to `since`).
 
@@ -50,3 +49,13 @@ Feature: A session's event log, for a client that missed events (beyond the spec
     Given a client with a session on the device
     When the client asks the events of session "ses_nope" since 0
     Then the call is answered with the error -32602, saying "no session `ses_nope`"
+
+  Scenario: The command set a turn changed is the session's next event, and kept in its log
+    Given a client with a session on the device
+    When the client notes the last seq it heard
+    And a command file "commands/fix.md" appears in the project reading "Fix"
+    And the client prompts "say done" as turn "t1"
+    Then the last command set on the link carries the seq after the session's event before it
+    When the client asks the session's events since the noted seq
+    Then the events answered follow the noted seq one by one
+    And the last event answered is the command set "compact, plan, undo, review, changelog, init, continue, fix"

@@ -94,15 +94,28 @@ fn transcript(input: &[u8], piece: usize) -> Vec<u8> {
     out
 }
 
-/// A transcript's lines in order, and apart from them, sorted, its `available_commands_update`s:
-/// each follows a read of the command files done off the device's thread, so where it falls
-/// among the other frames is timing, not framing.
+/// A transcript's lines in order, their seqs put aside, and apart from them, sorted, its
+/// `available_commands_update`s: each follows a read of the command files done off the
+/// device's thread, so where it falls among the other frames, and so which seq it and the
+/// frames after it take, is timing, not framing. The seqs (one session's) must rise in the
+/// order the lines were written (not one by one: an editor hears no `_lembas/event`).
 fn commands_apart(out: &[u8]) -> (Vec<String>, Vec<String>) {
+    let mut seqs = Vec::new();
     let (mut commands, frames): (Vec<String>, Vec<String>) = String::from_utf8_lossy(out)
         .lines()
         .filter(|l| !l.is_empty())
-        .map(str::to_owned)
+        .map(|l| {
+            let mut v: Value = serde_json::from_str(l).unwrap();
+            let seq = &mut v["params"]["_meta"]["lembas"]["seq"];
+            if let Some(n) = seq.as_u64() {
+                seqs.push(n);
+                *seq = json!("put aside");
+            }
+            v.to_string()
+        })
         .partition(|l| l.contains(r#""sessionUpdate":"available_commands_update""#));
+    assert!(seqs.len() > 3, "{seqs:?}");
+    assert!(seqs.windows(2).all(|w| w[1] > w[0]), "{seqs:?}");
     commands.sort();
     (frames, commands)
 }

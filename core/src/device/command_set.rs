@@ -15,6 +15,7 @@ use super::outbox::Lane;
 use super::{ConnId, Device, Effect};
 use crate::commands::{self, CommandSet, CommandsRead};
 use crate::jsonrpc::{self, Id, RpcError};
+use crate::wire::event::seq::SeqMeta;
 use crate::wire::event::update::{AvailableCommands, SessionUpdate, UpdateParams};
 
 #[derive(Debug, Deserialize)]
@@ -213,38 +214,53 @@ impl Device {
         }
     }
 
-    /// An `available_commands_update` of `session` to `to`, or to every holder that hears of
-    /// sets. Without a seq and not kept in the session's log: it is the set as it is now, not a
-    /// step of the session's stream, and a connection that takes the session up (a client
-    /// reattaching too) is sent it afresh.
+    /// An `available_commands_update` of `session` to `to`, a holder that has just taken it
+    /// up, or to every holder that hears of sets. An event of the session like any other
+    /// (issue 16): the session's next seq, kept in its log, so a client cut off before it
+    /// fetches it with what else it missed.
     fn send_commands(&mut self, session: &str, to: Option<ConnId>, set: &CommandSet) {
         let Some(s) = self.sessions.get_mut(session) else {
             return;
         };
         s.commands_told = Some(set.fingerprint());
-        let params = serde_json::to_string(&UpdateParams {
-            meta: None,
-            session_id: session.to_owned(),
-            update: SessionUpdate::AvailableCommandsUpdate(AvailableCommands {
-                available_commands: set.listed(),
-            }),
-        })
-        .expect("updates serialize");
-        let Some(s) = self.sessions.get(session) else {
+        let recipients: Vec<ConnId> = s
+            .holders
+            .iter()
+            .filter(|c| to.is_none_or(|to| to == **c))
+            .filter(|c| {
+                self.conns
+                    .get(c)
+                    .is_some_and(|c| hears_commands(c, &self.config))
+            })
+            .copied()
+            .collect();
+        // Told to one connection that has gone (or let go) since: nothing to say.
+        if to.is_some() && recipients.is_empty() {
+            return;
+        }
+        let Some(seq) = self.next_seq(session) else {
             return;
         };
+        let params = commands_params(session, SeqMeta::some(seq), set);
         let frame = notification_frame("session/update", &params);
         let lane = Lane::of(session);
-        for conn in &s.holders {
-            let hears = self
-                .conns
-                .get(conn)
-                .is_some_and(|c| hears_commands(c, &self.config));
-            if hears && to.is_none_or(|to| to == *conn) {
-                self.out.send_in(lane, *conn, frame.clone());
-            }
+        for conn in recipients {
+            self.out.send_in(lane, conn, frame.clone());
         }
+        self.log_event(session, seq, "session/update", &params);
     }
+}
+
+/// The params of an `available_commands_update` of `session` listing `set`.
+fn commands_params(session: &str, meta: Option<SeqMeta>, set: &CommandSet) -> String {
+    serde_json::to_string(&UpdateParams {
+        meta,
+        session_id: session.to_owned(),
+        update: SessionUpdate::AvailableCommandsUpdate(AvailableCommands {
+            available_commands: set.listed(),
+        }),
+    })
+    .expect("updates serialize")
 }
 
 /// A set that could not be read is the built-ins alone: what the device can run now.

@@ -87,12 +87,7 @@ fn asks_of(w: &mut LinkWorld, s: String, since: u64) {
 
 #[then("every event of the session on the link carries a seq one more than the last")]
 fn seqs_follow(w: &mut LinkWorld) {
-    // The command set is a snapshot sent afresh to whoever takes the session up, not a step
-    // of its stream: it has no seq.
-    let frames: Vec<Value> = session_frames(w)
-        .into_iter()
-        .filter(|f| f["params"]["update"]["sessionUpdate"] != "available_commands_update")
-        .collect();
+    let frames = session_frames(w);
     assert!(frames.len() > 4, "{frames:?}");
     let seqs: Vec<u64> = frames
         .iter()
@@ -128,4 +123,50 @@ fn whole_text(w: &mut LinkWorld, text: String) {
 #[then(regex = r"^(\d+) events are answered$")]
 fn count_answered(w: &mut LinkWorld, n: usize) {
     assert_eq!(answered(w).len(), n);
+}
+
+fn is_commands(params: &Value) -> bool {
+    params["update"]["sessionUpdate"] == "available_commands_update"
+}
+
+fn command_names(params: &Value) -> Vec<String> {
+    params["update"]["availableCommands"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no commands: {params}"))
+        .iter()
+        .map(|c| c["name"].as_str().expect("a name").to_string())
+        .collect()
+}
+
+#[then("the last command set on the link carries the seq after the session's event before it")]
+fn commands_seq(w: &mut LinkWorld) {
+    let frames = session_frames(w);
+    let at = frames
+        .iter()
+        .rposition(|f| is_commands(&f["params"]))
+        .expect("the link carried an available_commands_update");
+    let before = frames[..at]
+        .iter()
+        .filter_map(|f| seq_of(&f["params"]))
+        .next_back()
+        .expect("an event of the session before it");
+    assert_eq!(
+        seq_of(&frames[at]["params"]),
+        Some(before + 1),
+        "{}",
+        frames[at]
+    );
+}
+
+#[then(regex = r#"^the last event answered is the command set "([^"]*)"$"#)]
+fn last_answered_commands(w: &mut LinkWorld, list: String) {
+    let events = answered(w);
+    let last = events.last().expect("nothing answered");
+    assert_eq!(last["method"], "session/update", "{last}");
+    assert!(is_commands(&last["params"]), "{last}");
+    assert_eq!(
+        command_names(&last["params"]),
+        super::roots(&list),
+        "{last}"
+    );
 }
