@@ -535,10 +535,11 @@ export type ClientEvent =
   | { kind: "delete_given_up"; sessionId: string; reason: string }
   /** A card is no longer waited for (answered elsewhere, or timed out): take it down. */
   | { kind: "card_settled"; sessionId: string; toolCallId: string }
-  /** What the session sent after seq `since` (the last one handed out) could not all be
-   * fetched on the new link (the device's event log no longer reaches back, or it has none):
-   * import its `history` (`_lembas/session/history`, capability `sessions`). Events after the
-   * gap follow as usual; the missed ones that could be fetched came before it. */
+  /** What the session sent after seq `since` (the lower of the last `session/update` and the
+   * last other event handed out) could not all be fetched on the new link (the device's event
+   * log no longer reaches back, or it has none): import its `history`
+   * (`_lembas/session/history`, capability `sessions`). Events after the gap follow as usual;
+   * the missed ones that could be fetched came before it. */
   | { kind: "gap"; sessionId: string; since: number }
   /** A notification from the device (`session/update`: a turn's text, tool calls, plans, …).
    * One about a session carries its seq, `params._meta.lembas.seq` (see `SessionSeq`). */

@@ -631,8 +631,9 @@ pub struct ClientConfig {
     /// the rest is reported as a gap.
     #[serde(skip)]
     pub catch_up_pages: u32,
-    /// Live events held, over all sessions catching up, until the missed ones before them are
-    /// handed out; one past this is not held but fetched with the next page.
+    /// What the client says about sessions catching up (a prompt's answer, a reattach), held
+    /// over all of them until their missed events are handed out; one past this is said at
+    /// once. (Live events heard meanwhile are not held: the pages fetch them.)
     #[serde(skip)]
     pub held_events: usize,
 }

@@ -1,19 +1,29 @@
 //! Many seeded bursts of frames from sessions streaming at once (an editor's `session/update`
-//! chunks, a link client's update and event pairs, other frames between them, chunks big enough
-//! to reach the merged frame's bound), gathered by a connection's writer (`Burst`), with and
-//! without merging: every chunk comes out once, each session's frames in their order with
-//! rising seqs, none moved across a frame that is not a chunk; a merged frame is a run of its
-//! session's consecutive chunks of one stream with the last one's seq; and no chunk is left
-//! unmerged that could have joined its session's latest frame (the merge reaches across other
-//! sessions' frames, not only to an adjacent one).
+//! chunks, a link client's update and event pairs, other frames between them, some with a seq,
+//! chunks big enough to reach the merged frame's bound), gathered by a connection's writer
+//! (`Burst`), with and without merging: every chunk comes out once, each session's frames of
+//! each stream (`session/update`, `_lembas/event`) in their order with rising seqs, none moved
+//! across a frame that is not a chunk; a merged frame is a run of its session's consecutive
+//! chunks of one stream and kind with the last one's seq; and no chunk is left unmerged that
+//! could have joined its session's latest frame of its stream (the merge reaches across other
+//! sessions' frames and the other stream's, not only to an adjacent one).
+//!
+//! And the client's side: a client that followed the sessions from their start hears the
+//! written frames up to a cut (some twice), links again and fetches what it missed from the
+//! sessions' logs; it hands out every chunk and every other event of each stream once, in
+//! order, and tells no gap.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
+use common::lone::Lone;
+use lembas_core::client::event_json;
 use lembas_core::device::{Burst, MAX_MERGED_BYTES};
 use lembas_core::jsonrpc;
 use lembas_core::rng::Rng;
+use lembas_core::Time;
 use serde_json::{json, Value};
 
+mod common;
 mod property;
 
 /// One frame put in a burst, as the generator made it.
@@ -21,6 +31,9 @@ mod property;
 struct Made {
     /// The session's index, and for a chunk its stream and seq; `None`: not a chunk.
     chunk: Option<Chunk>,
+    /// A frame that is not a chunk but carries a seq (a tool call, a settled notice): its
+    /// session's index and seq.
+    sequenced: Option<(usize, u64)>,
     bytes: Vec<u8>,
 }
 
@@ -31,6 +44,12 @@ struct Chunk {
     /// reasoning.
     stream: usize,
     seq: u64,
+}
+
+/// A chunk stream's method: 0 for `session/update`, 1 for `_lembas/event` (the client's
+/// streams, and the runs the writer keeps).
+fn method_of(stream: usize) -> usize {
+    stream / 2
 }
 
 const SESSIONS: [&str; 4] = ["ses_a", "ses_b", "ses_\"q\"", "ses_d"];
@@ -71,17 +90,37 @@ fn generate(rng: &mut Rng) -> Vec<Made> {
     for _ in 0..rng.below(120) {
         let session = rng.below(sessions as u64) as usize;
         if rng.below(12) == 0 {
-            // A tool call of the session, or an answer: no chunk.
-            let bytes = if rng.below(2) == 0 {
-                jsonrpc::encode_notification(
-                    "session/update",
-                    &json!({ "sessionId": SESSIONS[session],
-                             "update": { "sessionUpdate": "tool_call" } }),
-                )
-            } else {
-                br#"{"jsonrpc":"2.0","id":1,"result":{}}"#.to_vec()
+            // A tool call or a settled notice of the session, each with its seq (a link
+            // client's way; an editor's tool call has one too), or an answer: no chunk.
+            let seq = seqs[session];
+            let (bytes, sequenced) = match rng.below(3) {
+                0 => (
+                    jsonrpc::encode_notification(
+                        "session/update",
+                        &json!({ "_meta": { "lembas": { "seq": seq } },
+                                 "sessionId": SESSIONS[session],
+                                 "update": { "sessionUpdate": "tool_call" } }),
+                    ),
+                    Some((session, seq)),
+                ),
+                1 if link => (
+                    jsonrpc::encode_notification(
+                        "_lembas/permission/settled",
+                        &json!({ "_meta": { "lembas": { "seq": seq } },
+                                 "sessionId": SESSIONS[session], "toolCallId": "call_1" }),
+                    ),
+                    Some((session, seq)),
+                ),
+                _ => (br#"{"jsonrpc":"2.0","id":1,"result":{}}"#.to_vec(), None),
             };
-            out.push(Made { chunk: None, bytes });
+            if sequenced.is_some() {
+                seqs[session] += 1;
+            }
+            out.push(Made {
+                chunk: None,
+                sequenced,
+                bytes,
+            });
             continue;
         }
         // Mostly small chunks, one in twenty near a third of the merged frame's bound.
@@ -106,6 +145,7 @@ fn generate(rng: &mut Rng) -> Vec<Made> {
             let bytes = chunk_frame(c, filler, rng);
             out.push(Made {
                 chunk: Some(c),
+                sequenced: None,
                 bytes,
             });
         }
@@ -200,6 +240,95 @@ fn run(seed: u64) {
         index += 1;
     }
     check(&made, &written);
+    for _ in 0..3 {
+        let cut = rng.below(written.len() as u64 + 1) as usize;
+        resume(&made, &written, cut, &mut rng);
+    }
+}
+
+/// The client's side of a cut: one that followed every session from its start (it prompted
+/// them) hears the written frames up to `cut`, now and then one twice, links again, and is
+/// answered from the sessions' logs (the frames made with a seq, in seq order). It hands out
+/// every chunk and tool call of each session's `session/update`s, and every chunk of its
+/// `_lembas/event`s, once and in order, and tells no gap.
+fn resume(made: &[Made], written: &[(Written, Vec<u8>)], cut: usize, rng: &mut Rng) {
+    let mut l = Lone::new();
+    l.link(&["events"]);
+    for (i, s) in SESSIONS.iter().enumerate() {
+        let turn = format!("t{i}");
+        let prompt = json!([{ "type": "text", "text": "go" }]);
+        l.c.prompt(s, prompt, Some(&turn), Time::ZERO).unwrap();
+    }
+    l.sent();
+    for (_, f) in &written[..cut] {
+        let v: Value = serde_json::from_slice(f).unwrap();
+        if rng.below(10) == 0 {
+            l.hear(v.clone());
+        }
+        l.hear(v);
+    }
+    l.cut();
+    let mut asks: VecDeque<Value> = l.link(&["events"]).into();
+    while let Some(ask) = asks.pop_front() {
+        if ask["method"] != "_lembas/session/events" {
+            continue;
+        }
+        let session = ask["params"]["sessionId"].as_str().unwrap();
+        let since = ask["params"]["since"].as_u64().unwrap();
+        let events: Vec<Value> = logged(made, session)
+            .filter(|(seq, _)| *seq > since)
+            .map(|(seq, v)| json!({ "seq": seq, "method": v["method"], "params": v["params"] }))
+            .collect();
+        let next = events.last().map_or(since, |e| e["seq"].as_u64().unwrap());
+        let page = json!({ "jsonrpc": "2.0", "id": ask["id"],
+                           "result": { "events": events, "next": next, "truncated": false } });
+        asks.extend(l.hear(page));
+    }
+    assert_eq!(l.gaps(), Vec::<u64>::new(), "cut after frame {cut}");
+    // What was handed out, by session and stream: the seqs each frame holds, in order.
+    let mut handed: BTreeMap<(usize, usize), Vec<u64>> = BTreeMap::new();
+    for e in l.events.iter().map(event_json) {
+        let Some(session) = SESSIONS.iter().position(|s| e["params"]["sessionId"] == *s) else {
+            continue;
+        };
+        let method = usize::from(e["method"] != "session/update");
+        let bytes = serde_json::to_vec(&json!({ "method": e["method"], "params": e["params"] }));
+        let w = read(&bytes.unwrap(), 0, false);
+        let seqs = match w.chunk {
+            Some(_) => w.holds,
+            None => vec![e["params"]["_meta"]["lembas"]["seq"].as_u64().unwrap()],
+        };
+        handed.entry((session, method)).or_default().extend(seqs);
+    }
+    for s in 0..SESSIONS.len() {
+        for method in 0..2 {
+            let whole: Vec<u64> = made
+                .iter()
+                .filter_map(|m| match (m.chunk, m.sequenced) {
+                    (Some(c), _) if c.session == s && method_of(c.stream) == method => Some(c.seq),
+                    // A tool call is handed out; a settled notice of no open card is not.
+                    (None, Some((ms, seq))) if ms == s && method == 0 => (m
+                        .bytes
+                        .starts_with(b"{\"jsonrpc\":\"2.0\",\"method\":\"session/update\""))
+                    .then_some(seq),
+                    _ => None,
+                })
+                .collect();
+            let got = handed.remove(&(s, method)).unwrap_or_default();
+            assert_eq!(
+                got, whole,
+                "session {s}, stream {method}, cut after frame {cut}: each once and in order"
+            );
+        }
+    }
+}
+
+/// A session's log: the frames made with a seq, in seq order (as made).
+fn logged<'a>(made: &'a [Made], session: &'a str) -> impl Iterator<Item = (u64, Value)> + 'a {
+    made.iter().filter_map(move |m| {
+        let seq = m.chunk.map(|c| (c.session, c.seq)).or(m.sequenced)?;
+        (SESSIONS[seq.0] == session).then(|| (seq.1, serde_json::from_slice(&m.bytes).unwrap()))
+    })
 }
 
 fn check(made: &[Made], written: &[(Written, Vec<u8>)]) {
@@ -242,30 +371,37 @@ fn check(made: &[Made], written: &[(Written, Vec<u8>)]) {
         made_others,
         "the frames that are no chunk, as they were and in order"
     );
-    // Each session's chunks: in the frames in their order (so the seqs a client sees rise),
-    // a frame holding a run of consecutive chunks of the session, all of its stream.
+    // Each session's chunks of each stream: in the frames in their order (so the seqs a
+    // client sees of the stream rise), a frame holding a run of consecutive chunks of the
+    // session and stream, all of one kind.
     for s in 0..SESSIONS.len() {
-        let mine: Vec<&Chunk> = chunks.iter().filter(|c| c.session == s).collect();
-        let mut last_frame = None;
-        for (k, c) in mine.iter().enumerate() {
-            let f = into[&(s, c.seq)];
-            let w = &written[f].0;
-            assert_eq!(w.chunk.unwrap().stream, c.stream, "one stream a frame");
-            if let Some(prev) = last_frame {
-                assert!(
-                    f >= prev,
-                    "session {s}'s chunk {} went before its elder",
-                    c.seq
-                );
-                if f == prev {
-                    assert_eq!(
-                        mine[k - 1].seq + 1,
-                        c.seq,
-                        "a frame holds consecutive chunks"
+        for method in 0..2 {
+            let mine: Vec<&Chunk> = chunks
+                .iter()
+                .filter(|c| c.session == s && method_of(c.stream) == method)
+                .collect();
+            let at = |seq: u64| mine.iter().position(|c| c.seq == seq).unwrap();
+            let mut last: Option<(usize, u64)> = None;
+            for (k, c) in mine.iter().enumerate() {
+                let f = into[&(s, c.seq)];
+                let w = &written[f].0;
+                let wc = w.chunk.unwrap();
+                assert_eq!(wc.stream, c.stream, "one kind a frame");
+                if let Some((prev, prev_seq)) = last.filter(|(prev, _)| *prev != f) {
+                    assert!(
+                        f > prev && wc.seq > prev_seq,
+                        "session {s}'s chunk {} went before its elder of its stream",
+                        c.seq
                     );
                 }
+                assert!(
+                    w.holds.windows(2).all(|h| at(h[1]) == at(h[0]) + 1),
+                    "a frame holds consecutive chunks of its stream: {:?}",
+                    w.holds
+                );
+                assert!(at(w.holds[0]) <= k && k <= at(wc.seq));
+                last = Some((f, wc.seq));
             }
-            last_frame = Some(f);
         }
     }
     // No chunk passes a frame that is no chunk: made before it, written before it, and after.
@@ -288,8 +424,8 @@ fn check(made: &[Made], written: &[(Written, Vec<u8>)]) {
         );
     }
     // Merging is whole: in a merging burst, a chunk frame that follows its session's latest
-    // frame, a chunk frame of its stream, with no frame that is no chunk between, was merged
-    // unless that would pass the bound.
+    // frame of its stream, a chunk frame of its kind, with no frame that is no chunk between,
+    // was merged unless that would pass the bound.
     for (j, (w, _)) in written.iter().enumerate() {
         let Some(c) = w.chunk.filter(|_| w.merging) else {
             continue;
@@ -299,7 +435,11 @@ fn check(made: &[Made], written: &[(Written, Vec<u8>)]) {
             .enumerate()
             .rev()
             .take_while(|(_, (p, _))| p.burst == w.burst)
-            .find(|(_, (p, _))| p.chunk.is_none_or(|pc| pc.session == c.session));
+            .find(|(_, (p, _))| {
+                p.chunk.is_none_or(|pc| {
+                    pc.session == c.session && method_of(pc.stream) == method_of(c.stream)
+                })
+            });
         let Some((i, (p, _))) = prior else {
             continue;
         };

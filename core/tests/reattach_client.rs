@@ -6,6 +6,7 @@
 mod common;
 
 use common::lone::Lone;
+use lembas_core::client::event_json;
 use lembas_core::ClientConfig;
 use serde_json::{json, Value};
 
@@ -17,17 +18,40 @@ fn chunk_params(seq: u64, text: &str) -> Value {
                         "content": { "type": "text", "text": text } } })
 }
 
-/// A chunk the device sends live.
+fn event_params(seq: u64, text: &str) -> Value {
+    json!({ "_meta": { "lembas": { "seq": seq } }, "sessionId": S,
+            "event": { "type": "text", "text": text } })
+}
+
+/// A chunk the device sends live as an update.
 fn chunk(seq: u64, text: &str) -> Value {
     json!({ "jsonrpc": "2.0", "method": "session/update", "params": chunk_params(seq, text) })
 }
 
-/// The answer to events request `ask` with these chunks.
-fn page(ask: &Value, chunks: &[(u64, &str)], next: u64, truncated: bool) -> Value {
+/// A chunk the device sends live as an event.
+fn event(seq: u64, text: &str) -> Value {
+    json!({ "jsonrpc": "2.0", "method": "_lembas/event", "params": event_params(seq, text) })
+}
+
+/// The `n`th chunk (from 1) as a link client hears it: an update and an event, seqs `2n - 1`
+/// and `2n`.
+fn pair(n: u64, text: &str) -> [Value; 2] {
+    [chunk(2 * n - 1, text), event(2 * n, text)]
+}
+
+/// The answer to events request `ask` with chunks `(n, text)`, each as its update and event.
+fn page(ask: &Value, chunks: &[(u64, &str)], truncated: bool) -> Value {
     let events: Vec<Value> = chunks
         .iter()
-        .map(|(seq, t)| json!({ "seq": seq, "method": "session/update", "params": chunk_params(*seq, t) }))
+        .flat_map(|(n, t)| {
+            [
+                json!({ "seq": 2 * n - 1, "method": "session/update",
+                        "params": chunk_params(2 * n - 1, t) }),
+                json!({ "seq": 2 * n, "method": "_lembas/event", "params": event_params(2 * n, t) }),
+            ]
+        })
         .collect();
+    let next = chunks.last().map_or(0, |(n, _)| 2 * n);
     json!({ "jsonrpc": "2.0", "id": ask["id"],
             "result": { "events": events, "next": next, "truncated": truncated } })
 }
@@ -43,7 +67,32 @@ fn asked(sent: &[Value], since: u64) -> Value {
     asks[0].clone()
 }
 
-/// Linked with `events`, `a` and `b` heard (seqs 1 and 2), then cut.
+fn hear_all(l: &mut Lone, frames: impl IntoIterator<Item = Value>) {
+    for f in frames {
+        l.hear(f);
+    }
+}
+
+/// The text of the `_lembas/event` chunks handed out.
+fn event_text(l: &Lone) -> String {
+    l.events
+        .iter()
+        .map(event_json)
+        .filter_map(|e| e["params"]["event"]["text"].as_str().map(String::from))
+        .collect()
+}
+
+/// Both streams' texts: `(updates, events)`.
+fn texts(l: &Lone) -> (String, String) {
+    (l.text(), event_text(l))
+}
+
+fn both(text: &str) -> (String, String) {
+    (text.to_string(), text.to_string())
+}
+
+/// Linked with `events`, chunks `a` and `b` heard (seqs 1 to 4), then cut: the updates'
+/// last seq, 3, is the lower.
 fn heard_two_then_cut(tweak: impl FnOnce(&mut ClientConfig)) -> Lone {
     let mut l = Lone::with(tweak);
     let sent = l.link(&["events"]);
@@ -51,30 +100,33 @@ fn heard_two_then_cut(tweak: impl FnOnce(&mut ClientConfig)) -> Lone {
         sent.iter().all(|f| f["method"] != "_lembas/session/events"),
         "nothing followed yet: {sent:?}"
     );
-    l.hear(chunk(1, "a"));
-    l.hear(chunk(2, "b"));
-    l.hear(chunk(2, "b"));
-    assert_eq!(l.text(), "ab", "a duplicate frame is dropped");
+    hear_all(&mut l, pair(1, "a"));
+    hear_all(&mut l, pair(2, "b"));
+    l.hear(chunk(3, "b"));
+    assert_eq!(texts(&l), both("ab"), "a duplicate frame is dropped");
     l.cut();
     l
 }
 
 #[test]
-fn live_events_heard_while_catching_up_follow_the_missed_ones() {
+fn live_events_heard_while_catching_up_come_with_the_pages() {
     let mut l = heard_two_then_cut(|_| {});
-    let ask = asked(&l.link(&["events"]), 2);
+    let ask = asked(&l.link(&["events"]), 3);
     // Live ones, and a repeat of one handed out already, before the answer.
-    l.hear(chunk(5, "e"));
-    l.hear(chunk(2, "b"));
-    assert_eq!(l.text(), "ab", "held until the missed ones are in");
-    let more = l.hear(page(&ask, &[(3, "c"), (4, "d"), (5, "e")], 5, false));
-    assert!(more.is_empty(), "reached the live ones: no more pages");
-    assert_eq!(l.text(), "abcde");
-    l.hear(chunk(5, "e"));
-    l.hear(chunk(6, "f"));
+    hear_all(&mut l, pair(5, "e"));
+    l.hear(chunk(3, "b"));
+    assert_eq!(texts(&l), both("ab"), "left to the pages");
+    let more = l.hear(page(&ask, &[(3, "c"), (4, "d"), (5, "e")], false));
+    assert!(
+        more.is_empty(),
+        "reached the newest live one: no more pages"
+    );
+    assert_eq!(texts(&l), both("abcde"));
+    hear_all(&mut l, pair(5, "e"));
+    hear_all(&mut l, pair(6, "f"));
     assert_eq!(
-        l.text(),
-        "abcdef",
+        texts(&l),
+        both("abcdef"),
         "seen ones dropped, new ones straight out"
     );
     assert_eq!(l.gaps(), Vec::<u64>::new());
@@ -83,47 +135,45 @@ fn live_events_heard_while_catching_up_follow_the_missed_ones() {
 #[test]
 fn pages_go_on_until_one_is_empty_and_no_further_than_the_bound() {
     let mut l = heard_two_then_cut(|c| c.catch_up_pages = 2);
-    let ask = asked(&l.link(&["events"]), 2);
-    let ask = asked(&l.hear(page(&ask, &[(3, "c")], 3, false)), 3);
+    let ask = asked(&l.link(&["events"]), 3);
+    let ask = asked(&l.hear(page(&ask, &[(3, "c")], false)), 6);
     // The bound: what is left is a gap, after what was had.
-    let more = l.hear(page(&ask, &[(4, "d")], 4, false));
+    let more = l.hear(page(&ask, &[(4, "d")], false));
     assert!(more.is_empty(), "{more:?}");
-    assert_eq!(l.text(), "abcd");
-    assert_eq!(l.gaps(), vec![4]);
-    l.hear(chunk(9, "i"));
-    assert_eq!(l.text(), "abcdi", "followed live after the gap");
+    assert_eq!(texts(&l), both("abcd"));
+    assert_eq!(l.gaps(), vec![8]);
+    hear_all(&mut l, pair(9, "i"));
+    assert_eq!(texts(&l), both("abcdi"), "followed live after the gap");
 
     // An empty page is the end: no gap.
     let mut l = heard_two_then_cut(|_| {});
-    let ask = asked(&l.link(&["events"]), 2);
-    let ask = asked(&l.hear(page(&ask, &[(3, "c")], 3, false)), 3);
-    assert!(l.hear(page(&ask, &[], 3, false)).is_empty());
-    assert_eq!((l.text().as_str(), l.gaps()), ("abc", vec![]));
+    let ask = asked(&l.link(&["events"]), 3);
+    let ask = asked(&l.hear(page(&ask, &[(3, "c")], false)), 6);
+    assert!(l.hear(page(&ask, &[], false)).is_empty());
+    assert_eq!((texts(&l), l.gaps()), (both("abc"), vec![]));
 }
 
 #[test]
-fn live_events_past_the_held_bound_are_fetched_instead() {
-    let mut l = heard_two_then_cut(|c| c.held_events = 1);
-    let ask = asked(&l.link(&["events"]), 2);
-    l.hear(chunk(5, "e"));
-    l.hear(chunk(6, "f"));
-    // 5 was held, 6 was not: the page reaching 5 is not enough.
-    let ask = asked(&l.hear(page(&ask, &[(3, "c"), (4, "d")], 4, false)), 4);
-    assert!(l
-        .hear(page(&ask, &[(5, "e"), (6, "f")], 6, false))
-        .is_empty());
-    assert_eq!(l.text(), "abcdef");
+fn pages_go_on_until_they_reach_the_newest_seq_heard_live() {
+    let mut l = heard_two_then_cut(|_| {});
+    let ask = asked(&l.link(&["events"]), 3);
+    hear_all(&mut l, pair(5, "e"));
+    hear_all(&mut l, pair(6, "f"));
+    // 12 was heard: the page reaching 8 is not enough.
+    let ask = asked(&l.hear(page(&ask, &[(3, "c"), (4, "d")], false)), 8);
+    assert!(l.hear(page(&ask, &[(5, "e"), (6, "f")], false)).is_empty());
+    assert_eq!(texts(&l), both("abcdef"));
     assert_eq!(l.gaps(), Vec::<u64>::new());
 }
 
 #[test]
 fn a_log_that_no_longer_reaches_back_is_a_gap_then_the_newest() {
     let mut l = heard_two_then_cut(|_| {});
-    let ask = asked(&l.link(&["events"]), 2);
-    let ask = asked(&l.hear(page(&ask, &[(8, "h"), (9, "i")], 9, true)), 9);
-    assert!(l.hear(page(&ask, &[], 9, false)).is_empty());
-    assert_eq!(l.gaps(), vec![2]);
-    assert_eq!(l.text(), "abhi");
+    let ask = asked(&l.link(&["events"]), 3);
+    let ask = asked(&l.hear(page(&ask, &[(8, "h"), (9, "i")], true)), 18);
+    assert!(l.hear(page(&ask, &[], false)).is_empty());
+    assert_eq!(l.gaps(), vec![3]);
+    assert_eq!(texts(&l), both("abhi"));
 }
 
 #[test]
@@ -131,13 +181,13 @@ fn a_device_without_events_or_a_refused_page_is_a_gap() {
     let mut l = heard_two_then_cut(|_| {});
     let sent = l.link(&[]);
     assert!(sent.iter().all(|f| f["method"] != "_lembas/session/events"));
-    assert_eq!(l.gaps(), vec![2]);
+    assert_eq!(l.gaps(), vec![3]);
     // Still followed: the next link with `events` asks from where it was.
     l.cut();
-    let ask = asked(&l.link(&["events"]), 2);
+    let ask = asked(&l.link(&["events"]), 3);
     l.hear(json!({ "jsonrpc": "2.0", "id": ask["id"],
                    "error": { "code": -32602, "message": "no such session" } }));
-    assert_eq!(l.gaps(), vec![2, 2]);
+    assert_eq!(l.gaps(), vec![3, 3]);
 }
 
 #[test]
@@ -159,15 +209,65 @@ fn the_session_heard_of_longest_ago_is_forgotten_past_the_bound() {
 }
 
 #[test]
-fn a_cut_mid_catch_up_keeps_what_was_held_for_the_next_link() {
+fn a_cut_mid_catch_up_asks_again_for_all_it_heard() {
     let mut l = heard_two_then_cut(|_| {});
-    asked(&l.link(&["events"]), 2);
-    l.hear(chunk(5, "e"));
+    asked(&l.link(&["events"]), 3);
+    hear_all(&mut l, pair(5, "e"));
     l.cut();
-    assert_eq!(l.text(), "ab", "5 still waits for 3 and 4");
+    assert_eq!(texts(&l), both("ab"), "5 waits for 3 and 4");
+    let ask = asked(&l.link(&["events"]), 3);
+    let ask = asked(&l.hear(page(&ask, &[(3, "c"), (4, "d")], false)), 8);
+    assert!(l.hear(page(&ask, &[(5, "e")], false)).is_empty());
+    assert_eq!(texts(&l), both("abcde"));
+}
+
+/// A connection behind its pause mark merges each stream's run (device/coalesce.rs): `u3 e4
+/// u5 e6` goes out as `u(3+5) e(4+6)`. Cut between the two, the client resumes from its
+/// events' last seq, not the merged update's, and drops what each stream has seen.
+#[test]
+fn a_merged_update_cut_before_its_event_resumes_from_the_lower_stream() {
+    let mut l = Lone::new();
+    l.link(&["events"]);
+    hear_all(&mut l, pair(1, "a"));
+    l.hear(chunk(5, "bc"));
+    assert_eq!(texts(&l), (String::from("abc"), String::from("a")));
+    l.cut();
     let ask = asked(&l.link(&["events"]), 2);
-    assert!(l
-        .hear(page(&ask, &[(3, "c"), (4, "d")], 4, false))
-        .is_empty());
-    assert_eq!(l.text(), "abcde");
+    let ask = asked(&l.hear(page(&ask, &[(2, "b"), (3, "c")], false)), 6);
+    assert!(l.hear(page(&ask, &[], false)).is_empty());
+    assert_eq!(
+        texts(&l),
+        both("abc"),
+        "the updates' 3 and 5 seen, the events' 4 and 6 not"
+    );
+    // Each stream drops what it has seen, whatever the other's last.
+    l.hear(chunk(5, "bc"));
+    l.hear(event(6, "c"));
+    l.hear(event(4, "b"));
+    hear_all(&mut l, pair(4, "d"));
+    assert_eq!(texts(&l), both("abcd"));
+}
+
+/// A frame that is not a chunk is never merged and no chunk passes it: every seq below it has
+/// come, so it lifts both streams, and `since` does not lag behind a quiet one.
+#[test]
+fn a_frame_that_is_no_chunk_lifts_both_streams() {
+    let mut l = Lone::new();
+    l.link(&["events"]);
+    hear_all(&mut l, pair(1, "a"));
+    l.hear(chunk(3, "b"));
+    l.hear(
+        json!({ "jsonrpc": "2.0", "method": "_lembas/permission/settled",
+                   "params": { "_meta": { "lembas": { "seq": 4 } }, "sessionId": S,
+                               "toolCallId": "call_1" } }),
+    );
+    l.cut();
+    asked(&l.link(&["events"]), 4);
+    // An update chunk alone does not: the event of its seq + 1 may still come.
+    let mut l = Lone::new();
+    l.link(&["events"]);
+    hear_all(&mut l, pair(1, "a"));
+    l.hear(chunk(3, "b"));
+    l.cut();
+    asked(&l.link(&["events"]), 2);
 }

@@ -6,7 +6,12 @@
 //!
 //! The UI here is the simplest a web UI could be: it appends every `agent_message_chunk` it is
 //! handed to the turn the chunk names, and on a `Gap` (or a turn imported on reattach) takes
-//! the session's turns from `history` instead.
+//! the session's turns from `history` instead. The `_lembas/event` texts it is handed, the
+//! same chunks in the other stream, are held to the same.
+//!
+//! And the same with the link's writer behind its pause mark (a small mark, chunks said in
+//! runs with no pause between): each session's runs of chunks merge per stream
+//! (device/coalesce.rs), and the client's per-stream seqs still lose and double nothing.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -31,24 +36,41 @@ fn chunk(turn: &str, i: usize) -> String {
     format!("{turn}.{i};")
 }
 
-/// A script saying `chunks` chunks, a random pause after each.
-fn script(turn: &str, chunks: usize, rng: &mut Rng) -> String {
+/// A script saying `chunks` chunks, a random pause after each (with `runs`, mostly none: the
+/// chunks come in runs a writer behind merges).
+fn script(turn: &str, chunks: usize, runs: bool, rng: &mut Rng) -> String {
     (0..chunks)
-        .map(|i| format!("say {}\nsleep {}", chunk(turn, i), rng.below(120)))
+        .map(|i| {
+            let pause = if runs && rng.below(3) > 0 {
+                0
+            } else {
+                rng.below(120)
+            };
+            format!("say {}\nsleep {pause}", chunk(turn, i))
+        })
         .collect::<Vec<_>>()
         .join("\n")
 }
 
-/// Each turn's chunk numbers as the UI was handed them, in order.
-fn live_view(p: &Pair) -> BTreeMap<String, Vec<usize>> {
+/// Each turn's chunk numbers as the UI was handed them, in order: of the `session/update`
+/// chunks, or with `events` of the `_lembas/event` texts.
+fn live_view(p: &Pair, events: bool) -> BTreeMap<String, Vec<usize>> {
     let mut view: BTreeMap<String, Vec<usize>> = BTreeMap::new();
     for e in p.client_events.iter().map(event_json) {
-        if e["method"] != "session/update"
-            || e["params"]["update"]["sessionUpdate"] != "agent_message_chunk"
-        {
-            continue;
-        }
-        let text = e["params"]["update"]["content"]["text"].as_str().unwrap();
+        let text = if events {
+            if e["method"] != "_lembas/event" || e["params"]["event"]["type"] != "text" {
+                continue;
+            }
+            &e["params"]["event"]["text"]
+        } else {
+            if e["method"] != "session/update"
+                || e["params"]["update"]["sessionUpdate"] != "agent_message_chunk"
+            {
+                continue;
+            }
+            &e["params"]["update"]["content"]["text"]
+        };
+        let text = text.as_str().unwrap();
         for piece in text.split_terminator(';') {
             let (turn, i) = piece.split_once('.').expect("a chunk names its turn");
             view.entry(turn.to_string())
@@ -84,7 +106,14 @@ fn answers(turns: &[Value]) -> BTreeMap<String, String> {
     out
 }
 
-fn run(seed: u64, verbose: bool) -> Tally {
+/// How the link's writer goes: every frame as it comes, or behind its pause mark.
+#[derive(Clone, Copy, PartialEq)]
+enum Writer {
+    Plain,
+    Behind,
+}
+
+fn run(seed: u64, verbose: bool, writer: Writer) -> Tally {
     let mut rng = Rng::new(seed.wrapping_mul(0x9e37_79b9));
     let mut d = DeviceConfig::default();
     d.remote.enabled = true;
@@ -99,6 +128,11 @@ fn run(seed: u64, verbose: bool) -> Tally {
     let mut c = ClientConfig::default();
     c.seed = seed.wrapping_add(1);
     let mut p = Pair::new(d, c, Faults::none(), seed);
+    let runs = writer == Writer::Behind;
+    if runs {
+        // Merging from the first byte queued, or only past a few frames.
+        p.link_merge_at = Some(rng.below(3) as usize * 400);
+    }
     p.start().unwrap();
     let sessions = [p.new_session(ROOT), p.new_session(ROOT)];
     p.faults = Faults {
@@ -106,7 +140,9 @@ fn run(seed: u64, verbose: bool) -> Tally {
         duplicate_permille: rng.below(80) as u32,
         // A link carries its frames in order: a delay is the same for all.
         max_delay_ms: 0,
-        cut_permille: rng.below(8) as u32,
+        // Behind its mark, more cuts: one amid a burst, between a session's merged update and
+        // its merged event, is what the client's per-stream seqs are for.
+        cut_permille: rng.below(if runs { 40 } else { 8 }) as u32,
         drop_only_to_device: true,
     };
     let mut sent: BTreeMap<String, Sent> = BTreeMap::new();
@@ -116,7 +152,7 @@ fn run(seed: u64, verbose: bool) -> Tally {
                 let session = rng.below(2) as usize;
                 let turn = format!("t{step}");
                 let chunks = 1 + rng.below(12) as usize;
-                let text = script(&turn, chunks, &mut rng);
+                let text = script(&turn, chunks, runs, &mut rng);
                 if p.client.is_ready() {
                     p.prompt_text(&sessions[session], &turn, &text);
                     sent.insert(turn, Sent { session, chunks });
@@ -140,7 +176,8 @@ fn run(seed: u64, verbose: bool) -> Tally {
     p.settle().unwrap();
     assert!(p.client.is_ready(), "seed {seed}: linked again");
 
-    let live = live_view(&p);
+    let live = live_view(&p, false);
+    let live_events = live_view(&p, true);
     let mut gapped = BTreeSet::new();
     // Turns imported on reattach: whether history had their answer.
     let mut imported = BTreeMap::new();
@@ -196,11 +233,14 @@ fn run(seed: u64, verbose: bool) -> Tally {
         let session = &sessions[x.session];
         let whole: Vec<usize> = (0..x.chunks).collect();
         let seen = live.get(turn).cloned().unwrap_or_default();
-        // Live, whatever happened: in order, and never twice.
-        assert!(
-            seen.windows(2).all(|w| w[0] < w[1]),
-            "seed {seed}: {turn} was handed out of order or twice: {seen:?}"
-        );
+        let seen_events = live_events.get(turn).cloned().unwrap_or_default();
+        // Live, whatever happened: in order, and never twice, in either stream.
+        for seen in [&seen, &seen_events] {
+            assert!(
+                seen.windows(2).all(|w| w[0] < w[1]),
+                "seed {seed}: {turn} was handed out of order or twice: {seen:?}"
+            );
+        }
         assert!(
             ended.contains_key(turn) || imported.contains_key(turn),
             "seed {seed}: {turn} never reached its end in the UI"
@@ -214,8 +254,19 @@ fn run(seed: u64, verbose: bool) -> Tally {
                 tally.from_history += 1;
                 numbers(turn, text)
             }
-            _ => seen,
+            _ => seen.clone(),
         };
+        if !gapped.contains(session) {
+            // No gap told: both streams, fetched or live, say the same, and all of the turn
+            // (all it said, cut short), whether or not the UI took it from history too.
+            assert_eq!(
+                seen_events, seen,
+                "seed {seed}: {turn}'s two streams differ"
+            );
+            if !cut_short {
+                assert_eq!(seen, whole, "seed {seed}: {turn} is not whole live");
+            }
+        }
         if cut_short {
             tally.cut_short += 1;
             // What it said before the restart, all of it unless the client told a gap (then
@@ -231,6 +282,13 @@ fn run(seed: u64, verbose: bool) -> Tally {
     }
     tally.gaps = gapped.len();
     tally.short_log = usize::from(short_log);
+    // Frames the client heard holding more than one chunk.
+    tally.merged = p
+        .frames_to_client()
+        .iter()
+        .filter_map(|f| f["params"]["update"]["content"]["text"].as_str())
+        .filter(|t| t.matches(';').count() > 1)
+        .count();
     tally
 }
 
@@ -241,6 +299,7 @@ struct Tally {
     from_history: usize,
     gaps: usize,
     short_log: usize,
+    merged: usize,
 }
 
 /// Seeds that once failed: the client did not follow a session it prompted until it heard
@@ -252,24 +311,36 @@ const KNOWN: [u64; 2] = [16695619090558418261, 9833136402283605995];
 /// `LEMBAS_PROPERTY_SEED_OFFSET`, `LEMBAS_PROPERTY_SEED`).
 #[test]
 fn every_turn_reaches_the_ui_whole_or_is_recovered_from_history() {
+    seeds(&KNOWN, Writer::Plain);
+}
+
+/// The same with the link's writer behind its pause mark: chunks merged per stream.
+#[test]
+fn every_turn_reaches_the_ui_whole_with_the_links_chunks_merged() {
+    seeds(&[], Writer::Behind);
+}
+
+fn seeds(known: &[u64], writer: Writer) {
     let mut total = Tally::default();
     let mut runs = 0;
-    let replay = property::seeds(&KNOWN, 100, |seed| {
-        let t = run(seed, false);
+    let replay = property::seeds(known, 100, |seed| {
+        let t = run(seed, false, writer);
         runs += 1;
         total.whole += t.whole;
         total.cut_short += t.cut_short;
         total.from_history += t.from_history;
         total.gaps += t.gaps;
         total.short_log += t.short_log;
+        total.merged += t.merged;
     });
     if let Some(seed) = replay {
-        run(seed, true);
+        run(seed, true, writer);
         return;
     }
     eprintln!("{runs} runs: {total:?}");
     if runs >= 50 {
-        // Every way a turn reaches the UI was tried.
+        // Every way a turn reaches the UI was tried; behind its mark, the writer merged.
         assert!(total.whole > 0 && total.gaps > 0 && total.from_history > 0);
+        assert_eq!(total.merged > 0, writer == Writer::Behind, "{total:?}");
     }
 }

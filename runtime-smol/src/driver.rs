@@ -592,6 +592,7 @@ impl Driver {
                         log::info!("linked to the instance");
                         let (out_tx, out_rx) = channel::unbounded();
                         let out = self.outbox(out_tx, &out_rx, ConnKind::Link);
+                        let outbound = out.gauge.clone();
                         self.conns.insert(
                             conn,
                             Conn {
@@ -605,6 +606,7 @@ impl Driver {
                             self.tx.clone(),
                             self.inbound(),
                             out_rx,
+                            outbound,
                         );
                         self.tasks.push(reader);
                         self.writers.retain(|t| !t.is_finished());

@@ -643,7 +643,7 @@ async fn run_client(rx: Receiver<Internal>, events: Sender<Event>, liveness: Opt
                     move |b, _| Internal::Frame(g, b),
                     move || Some(Internal::Heard(g)),
                     move |_| Internal::Closed(g),
-                    out_rx,
+                    out_rx.into(),
                 );
                 link = Some(Link {
                     gen: g,

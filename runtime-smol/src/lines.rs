@@ -142,7 +142,7 @@ impl Reading<'_> {
 /// written at once (one write for a burst of streamed chunks, whichever sessions they come
 /// from, not one a line), then flushed when the queue runs dry. While `gauge` (the
 /// connection's) is past its pause mark, a text chunk is merged into its session's latest
-/// chunk frame in the burst ([`Burst`]): the reader is behind, and the frames' envelopes are
+/// chunk frame of its stream in the burst ([`Burst`]): the reader is behind, and the frames' envelopes are
 /// most of what it has to read. The frames' gauge tokens are held until their write. Ends
 /// when the queue is closed (everything before the close written) or a write fails.
 pub async fn write_lines<W: AsyncWrite + Unpin>(

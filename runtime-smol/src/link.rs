@@ -16,7 +16,7 @@ use async_tungstenite::tungstenite::{Error as WsError, Message};
 use async_tungstenite::WebSocketStream;
 use futures_lite::{future, AsyncRead, AsyncWrite, StreamExt};
 use futures_util::SinkExt;
-use lembas_core::device::{ConnId, DialFailure};
+use lembas_core::device::{Burst, ConnId, DialFailure};
 use lembas_core::discovery::{self, DiscoveryError};
 use lembas_core::model::models::{self, ModelList};
 use smol::channel::{Receiver, Sender};
@@ -401,13 +401,15 @@ pub fn tls_connector(ca: Option<&[u8]>) -> Result<futures_rustls::TlsConnector, 
 }
 
 /// Carry one socket for the driver: a reader task feeding it, a writer task draining `out`.
-/// The reader stops reading while `inbound`'s mark of what it read waits for the driver.
+/// The reader stops reading while `inbound`'s mark of what it read waits for the driver; the
+/// writer merges chunks while `outbound` (the connection's queue) is past its pause mark.
 pub fn spawn_socket<S>(
     ws: WebSocketStream<S>,
     conn: ConnId,
     tx: Sender<Input>,
     inbound: Arc<Gauge>,
     out: Receiver<Outgoing>,
+    outbound: Arc<Gauge>,
 ) -> (Task<()>, Task<()>)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -419,8 +421,46 @@ where
         move |bytes, held| Input::Frame { conn, bytes, held },
         move || Some(Input::Heard { conn }),
         move |code| Input::Closed { conn, code },
-        out,
+        Outbound {
+            rx: out,
+            behind: Some(outbound),
+        },
     )
+}
+
+/// What a socket's writer writes: the frames queued on `rx`, and with `behind` (the queue's
+/// gauge) a text chunk merged into its session's latest chunk frame of its stream in a burst
+/// while the queue is past its pause mark ([`Burst`]; the reader is behind, and the frames'
+/// envelopes are most of what it has to read).
+pub struct Outbound {
+    pub rx: Receiver<Outgoing>,
+    pub behind: Option<Arc<Gauge>>,
+}
+
+impl From<Receiver<Outgoing>> for Outbound {
+    /// Every frame as it came.
+    fn from(rx: Receiver<Outgoing>) -> Outbound {
+        Outbound { rx, behind: None }
+    }
+}
+
+/// Feed a burst's frames to `sink` (a frame that is not UTF-8 is no text message: dropped, as
+/// the core never writes one). Returns whether the socket took them.
+async fn feed<Si>(sink: &mut Si, burst: &mut Burst) -> bool
+where
+    Si: futures_util::Sink<Message> + Unpin,
+    Si::Error: std::fmt::Display,
+{
+    for frame in burst.drain() {
+        let Ok(text) = String::from_utf8(frame) else {
+            continue;
+        };
+        if let Err(e) = sink.feed(Message::text(text)).await {
+            log::debug!("socket write: {e}");
+            return false;
+        }
+    }
+    true
 }
 
 /// How long a socket's reader outlives its writer: time for the peer's answer to our close
@@ -434,7 +474,8 @@ const CLOSE_WRITE_BOUND: Duration = Duration::from_secs(10);
 
 /// Carry one socket: each message becomes `frame(bytes, held)` on `tx`, a ping or pong `heard()`
 /// (when it gives something: proof the link is alive), its end `closed(code)`; what arrives
-/// on `out` is written. Pings are answered by tungstenite as it reads. `held` counts the
+/// on `out` is written (merged while it is behind: [`Outbound`]). Pings are answered by
+/// tungstenite as it reads. `held` counts the
 /// message in `inbound` until it is dropped (handled): past `inbound`'s mark the reader reads
 /// no more, so a peer faster than its consumer blocks instead of growing `tx`'s queue. A
 /// consumer that keeps no bound drops `held` at once.
@@ -445,7 +486,7 @@ pub fn carry<S, T>(
     frame: impl Fn(Vec<u8>, Sent) -> T + Send + 'static,
     heard: impl Fn() -> Option<T> + Send + 'static,
     closed: impl FnOnce(Option<u16>) -> T + Send + 'static,
-    out: Receiver<Outgoing>,
+    out: Outbound,
 ) -> (Task<()>, Task<()>)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -508,26 +549,27 @@ where
     });
     let writer = smol::spawn(async move {
         let _alive = writer_alive;
+        let Outbound { rx: out, behind } = out;
         // What is queued goes out as one burst: each frame fed, one flush (socket write) when
         // the queue runs dry or every 64 KiB. The frames' gauge tokens are held until then.
         let mut held = Vec::new();
+        let mut burst = Burst::default();
+        // Whether the queue was past its mark when the last burst was written, that burst still
+        // counted (as `lines::write_lines` keeps it).
+        let mut late = false;
         while let Ok(first) = out.recv().await {
+            late |= behind.as_ref().is_some_and(|g| g.paused());
             let mut next = Some(first);
-            let mut fed = 0usize;
             while let Some(o) = next.take() {
                 match o {
                     Outgoing::Frame(frame, sent) => {
                         held.extend(sent);
-                        let Ok(text) = String::from_utf8(frame) else {
-                            continue;
-                        };
-                        fed += text.len();
-                        if let Err(e) = sink.feed(Message::text(text)).await {
-                            log::debug!("socket write: {e}");
-                            return;
-                        }
+                        burst.push(frame, late);
                     }
                     Outgoing::Ping => {
+                        if !feed(&mut sink, &mut burst).await {
+                            return;
+                        }
                         if let Err(e) = sink.feed(Message::Ping(Default::default())).await {
                             log::debug!("socket write: {e}");
                             return;
@@ -536,13 +578,15 @@ where
                     Outgoing::Close { code, reason } => {
                         future::or(
                             async {
-                                let _ = SinkExt::flush(&mut sink).await;
-                                let _ = sink
-                                    .close(Some(CloseFrame {
-                                        code: CloseCode::from(code),
-                                        reason: reason.into(),
-                                    }))
-                                    .await;
+                                if feed(&mut sink, &mut burst).await {
+                                    let _ = SinkExt::flush(&mut sink).await;
+                                    let _ = sink
+                                        .close(Some(CloseFrame {
+                                            code: CloseCode::from(code),
+                                            reason: reason.into(),
+                                        }))
+                                        .await;
+                                }
                             },
                             async {
                                 smol::Timer::after(CLOSE_WRITE_BOUND).await;
@@ -552,15 +596,19 @@ where
                         return;
                     }
                 }
-                if fed >= 64 * 1024 {
+                if burst.bytes() >= 64 * 1024 {
                     break;
                 }
                 next = out.try_recv().ok();
+            }
+            if !feed(&mut sink, &mut burst).await {
+                return;
             }
             if let Err(e) = SinkExt::flush(&mut sink).await {
                 log::debug!("socket write: {e}");
                 return;
             }
+            late = behind.as_ref().is_some_and(|g| g.paused());
             held.clear();
         }
         let _ = sink.close(None).await;
@@ -600,7 +648,7 @@ mod tests {
                 |_, _| None,
                 || None,
                 Some,
-                out_rx,
+                out_rx.into(),
             );
             let start = std::time::Instant::now();
             out_tx
@@ -655,7 +703,7 @@ mod tests {
                 |bytes, held| Ok((bytes, held)),
                 || None,
                 Err,
-                out_rx,
+                out_rx.into(),
             );
             // The driver is busy: nothing is taken while the peer writes all it has.
             smol::Timer::after(Duration::from_millis(500)).await;

@@ -210,7 +210,7 @@ fn carry(
         // The relay answers pings itself (tungstenite does); it keeps no heartbeat.
         || None,
         move |_| closed(gen),
-        out_rx,
+        out_rx.into(),
     );
     End {
         gen,

@@ -114,9 +114,10 @@ pub enum ClientEvent {
         session_id: String,
         tool_call_id: String,
     },
-    /// What `session_id` sent after seq `since` could not all be had on this link (the
-    /// device's log no longer reaches back, or it has none): import its `history`. Events
-    /// after the gap follow as usual.
+    /// What `session_id` sent after seq `since` (the lower of its streams' last seqs handed
+    /// out: client/resume.rs) could not all be had on this link (the device's log no longer
+    /// reaches back, or it has none): import its `history`. Events after the gap follow as
+    /// usual.
     Gap { session_id: String, since: u64 },
     /// A `session/update`, typed (with the `typed-events` feature). Its JS shape is still the notification's
     /// (`{"kind": "notification", "method": "session/update", "params": {...}}`).

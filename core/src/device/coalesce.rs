@@ -1,23 +1,35 @@
 //! Chunk coalescing under backpressure: while a connection's queue is past its pause mark, a
 //! text chunk frame of a burst (the frames written at once) is merged into its session's
-//! latest frame in that burst when that frame is a chunk frame of the same kind and stream:
-//! one frame, the texts in order, the later seq. Nothing is dropped and the frames of the
-//! connection say the same; only their count falls (and the bytes of the frames' envelopes,
-//! which dominate small chunks).
+//! latest frame *of its stream* in that burst (`session/update`s one stream, `_lembas/event`s
+//! the other) when that frame is a chunk frame of the same kind: one frame, the texts in order,
+//! the later seq. Nothing is dropped and the frames of the connection say the same; only their
+//! count falls (and the bytes of the frames' envelopes, which dominate small chunks).
 //!
-//! Frames of other sessions may lie between the two: a session's chunk then leaves ahead of
-//! them, as the device's outbox already lets one session's frames pass another's. What keeps
-//! each session's order is that a chunk merges only into its session's *latest* frame, and any
-//! frame that is not a chunk frame (an answer, a tool call, whoever it is for) ends every
-//! session's run. So with sessions streaming at once the burst still merges, where merging
-//! only adjacent frames merged almost nothing.
+//! Frames of other sessions and of the session's other stream may lie between the two: the
+//! chunk then leaves ahead of them. What keeps each session's order within a stream is that a
+//! chunk merges only into its session's latest frame of that stream, and any frame that is not
+//! a chunk frame (an answer, a tool call, a settled notice, whoever it is for) ends every run.
+//! So with sessions streaming at once, and a link client hearing each chunk twice, the burst
+//! still merges, where merging only adjacent frames merged almost nothing.
 //!
-//! A link client hears each chunk twice, as a `session/update` and an `_lembas/event` of
-//! consecutive seqs; merging two updates across the event between them would hand the client
-//! the later seq first, and a client cut right after it would resume past the event it has
-//! not seen. The event is the session's latest frame there, and of another stream, so those
-//! frames stay as they are, and what merges is a run of one stream (an editor's
-//! `session/update`s, say).
+//! The client (client/resume.rs) keeps its last seq per stream, resumes from the lower, and
+//! drops a frame at or below its own stream's last. A link's chunks come as an update and an
+//! event of consecutive seqs; `u1 e2 u3 e4` goes out as `U(u1+u3, seq 3) E(e2+e4, seq 4)`.
+//! The cuts, the client's lasts (update, event) before them both 0:
+//! - before `U`: nothing heard, `since` 0: the log gives 1 to 4, each handed out once.
+//! - after `U`: lasts (3, 0), `since` 0: `u1`, `u3` dropped as seen, `e2`, `e4` handed out.
+//!   (With one last seq the client would be at 3 and resume past `e2`, never heard: the
+//!   reason merging across streams waited for the client's per-stream rule.)
+//! - after `E`: lasts (3, 4), `since` 3: `e4` dropped.
+//! - `U` or `E` again (a duplicate): at or below its stream's last, dropped.
+//! - a frame that is not a chunk, of seq `s`: no chunk made before it is written after it, so
+//!   every seq below `s` came before it; the client lifts both lasts to `s`, and `since` does
+//!   not lag behind a stream that is quiet a while (merged frames never straddle it).
+//! - a new link: the answer to `_lembas/session/events` ends every run too, so a live frame
+//!   after it holds only chunks made after the page; one before it, only chunks the pages
+//!   hold. The client hands out no live frame of a session catching up, and ends the catch-up
+//!   on a page reaching the newest seq it heard live: a merged frame is never handed out
+//!   beside a page holding part of it.
 //!
 //! The frames are those `chunks.rs` writes (the generic path writes the same bytes), so a
 //! frame of that exact shape is recognized by its bytes; anything else is left alone.
@@ -216,9 +228,12 @@ impl ChunkRun {
         self.frame
     }
 
-    /// The session's id as the frame spells it (quoted, escaped), for a chunk frame.
-    fn session(&self) -> Option<&[u8]> {
-        self.parts.as_ref().map(|p| &self.frame[p.session.clone()])
+    /// The session's id as the frame spells it (quoted, escaped), and whether the frame is a
+    /// `session/update` (its stream), for a chunk frame.
+    fn stream(&self) -> Option<(&[u8], bool)> {
+        self.parts
+            .as_ref()
+            .map(|p| (&self.frame[p.session.clone()], p.update))
     }
 }
 
@@ -227,37 +242,37 @@ impl ChunkRun {
 #[derive(Default)]
 pub struct Burst {
     frames: Vec<ChunkRun>,
-    /// Where each session's latest frame is in `frames`, when that frame is a chunk frame and
-    /// no frame that is not one came after it: by the hash of the session's id (two sessions
-    /// that collide only merge less: [`ChunkRun::merge`] checks the session).
+    /// Where each session's latest frame of each stream is in `frames`, when that frame is a
+    /// chunk frame and no frame that is not one came after it: by the hash of the session's id
+    /// and the stream (two that collide only merge less: [`ChunkRun::merge`] checks both).
     open: BTreeMap<u64, usize>,
     bytes: usize,
 }
 
 impl Burst {
     /// Add `frame`; with `merge` (the connection is behind), a chunk frame is merged into its
-    /// session's latest frame if that one takes it.
+    /// session's latest frame of its stream if that one takes it.
     pub fn push(&mut self, frame: Vec<u8>, merge: bool) {
         let run = if merge {
             ChunkRun::new(frame)
         } else {
             ChunkRun::plain(frame)
         };
-        let Some(session) = run.session().map(fnv1a) else {
+        let Some(key) = run.stream().map(|(s, update)| fnv1a(s) ^ u64::from(update)) else {
             // Its session is not known: every session's run ends here.
             self.open.clear();
             self.bytes += run.bytes();
             self.frames.push(run);
             return;
         };
-        if let Some(&at) = self.open.get(&session) {
+        if let Some(&at) = self.open.get(&key) {
             let before = self.frames[at].bytes();
             if self.frames[at].merge_run(&run) {
                 self.bytes += self.frames[at].bytes() - before;
                 return;
             }
         }
-        self.open.insert(session, self.frames.len());
+        self.open.insert(key, self.frames.len());
         self.bytes += run.bytes();
         self.frames.push(run);
     }
@@ -487,18 +502,40 @@ mod tests {
         );
     }
 
-    /// A link client's update and event pairs: each session's latest frame is of the other
-    /// stream, so nothing merges and no seq is handed out before an elder one.
+    /// A link client's update and event pairs: each session's chunks merge per stream, the
+    /// update run where its first update was, the event run where its first event was; a
+    /// frame that is no chunk (a settled notice of another session here) ends every run.
     #[test]
-    fn a_burst_leaves_a_links_update_and_event_pairs_alone() {
+    fn a_burst_merges_a_links_update_and_event_pairs_per_stream() {
+        let settled = jsonrpc::encode_notification(
+            "_lembas/permission/settled",
+            &json!({ "_meta": { "lembas": { "seq": 9 } }, "sessionId": "ses_b",
+                     "toolCallId": "call_1" }),
+        );
         let mut frames = Vec::new();
         for seq in [1, 3] {
             for s in ["ses_a", "ses_b"] {
-                frames.push(update(s, seq, "agent_message_chunk", "t"));
-                frames.push(event(s, seq + 1, "text", "t"));
+                frames.push(update(s, seq, "agent_message_chunk", &format!("u{seq}")));
+                frames.push(event(s, seq + 1, "text", &format!("e{}", seq + 1)));
             }
         }
-        assert_eq!(burst(&frames), frames);
+        frames.push(settled.clone());
+        frames.push(update("ses_a", 5, "agent_message_chunk", "u5"));
+        frames.push(event("ses_a", 6, "text", "e6"));
+        let m = |s, seq, t| update(s, seq, "agent_message_chunk", t);
+        let e = |s, seq, t| event(s, seq, "text", t);
+        assert_eq!(
+            burst(&frames),
+            vec![
+                m("ses_a", 3, "u1u3"),
+                e("ses_a", 4, "e2e4"),
+                m("ses_b", 3, "u1u3"),
+                e("ses_b", 4, "e2e4"),
+                settled,
+                m("ses_a", 5, "u5"),
+                e("ses_a", 6, "e6"),
+            ]
+        );
         let mut b = Burst::default();
         b.push(update("s", 1, "agent_message_chunk", "t"), false);
         b.push(update("s", 2, "agent_message_chunk", "t"), false);

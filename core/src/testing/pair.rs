@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::client::{Client, ClientEvent, ClientOutput};
 use crate::config::{ClientConfig, DeviceConfig};
-use crate::device::{ConnId, ConnKind, Device, DialFailure, Effect};
+use crate::device::{Burst, ConnId, ConnKind, Device, DialFailure, Effect};
 use crate::engine::{Decision, Engine, EngineCommand, Report, TurnStart};
 use crate::engine_io::{IoCall, IoId, IoReply};
 use crate::host::{self, ShellOutput};
@@ -108,6 +108,12 @@ pub struct Pair {
     pub device_closes: Vec<(u16, String)>,
     /// Frames the device wrote on each stdio connection.
     pub stdio_out: BTreeMap<ConnId, Vec<Vec<u8>>>,
+    /// The link's writer as a shell's behind its pause mark (device/coalesce.rs): with
+    /// `Some(mark)`, what the device writes to the link at one instant goes out as one burst,
+    /// each chunk merged into its session's latest frame of its stream once `mark` bytes of the
+    /// burst are queued. `None`: every frame as it comes.
+    pub link_merge_at: Option<usize>,
+    link_burst: Burst,
     pub dials: usize,
     /// Pings sent on the link: by the device, by the client.
     pub pings: (usize, usize),
@@ -151,6 +157,8 @@ impl Pair {
             client_closes: Vec::new(),
             device_closes: Vec::new(),
             stdio_out: BTreeMap::new(),
+            link_merge_at: None,
+            link_burst: Burst::default(),
             dials: 0,
             pings: (0, 0),
             black_hole: false,
@@ -227,6 +235,7 @@ impl Pair {
         tweak(&mut self.device_config);
         if self.link.take().is_some() {
             self.in_flight.clear();
+            self.link_burst.drain().for_each(drop);
             self.client.handle_link_down(self.now);
         }
         self.stdio_out.clear();
@@ -256,6 +265,7 @@ impl Pair {
         if let Some(conn) = self.link.take() {
             self.conns.peer_closed(conn);
             self.in_flight.clear();
+            self.link_burst.drain().for_each(drop);
             self.device
                 .handle_closed(conn, None, self.now)
                 .expect("the pair tracks the link");
@@ -269,6 +279,7 @@ impl Pair {
         if let Some(conn) = self.link.take() {
             self.conns.peer_closed(conn);
             self.in_flight.clear();
+            self.link_burst.drain().for_each(drop);
             self.device
                 .handle_closed(conn, Some(code), self.now)
                 .expect("the pair tracks the link");
@@ -282,6 +293,7 @@ impl Pair {
     pub fn black_hole(&mut self) {
         self.black_hole = true;
         self.in_flight.clear();
+        self.link_burst.drain().for_each(drop);
     }
 
     /// Hand the client raw bytes as if the device had sent them (a fake device of another
@@ -426,6 +438,10 @@ impl Pair {
                 self.route_device(out);
                 continue;
             }
+            if !self.link_burst.is_empty() {
+                self.write_link_burst();
+                continue;
+            }
             if let Some(out) = self.client.poll_output() {
                 self.route_client(out);
                 continue;
@@ -485,6 +501,7 @@ impl Pair {
             let conn = self.link.take().expect("checked above");
             self.conns.peer_closed(conn);
             self.in_flight.clear();
+            self.link_burst.drain().for_each(drop);
             self.device
                 .handle_closed(conn, None, self.now)
                 .expect("the pair tracks the link");
@@ -515,6 +532,23 @@ impl Pair {
         }
     }
 
+    /// The device is quiet for now: the burst gathered for the link goes out, frame by frame,
+    /// each one due now reaching the client before the next is sent: a cut among them loses
+    /// the rest, and the client has heard those before it.
+    fn write_link_burst(&mut self) {
+        let frames: Vec<Vec<u8>> = self.link_burst.drain().collect();
+        for frame in frames {
+            self.put_in_flight(Dir::ToClient, frame);
+            while let Some(i) = self
+                .next_due()
+                .filter(|&i| self.in_flight[i].dir == Dir::ToClient)
+            {
+                let f = self.in_flight.remove(i);
+                self.deliver(f);
+            }
+        }
+    }
+
     fn roll(&mut self, permille: u32) -> bool {
         permille > 0 && self.rng.below(1000) < u64::from(permille)
     }
@@ -526,7 +560,13 @@ impl Pair {
                 let kind = self.conns.written(conn, &"a frame");
                 self.talk.said(conn, kind, &frame);
                 if Some(conn) == self.link {
-                    self.put_in_flight(Dir::ToClient, frame);
+                    match self.link_merge_at {
+                        Some(mark) => {
+                            let behind = self.link_burst.bytes() >= mark;
+                            self.link_burst.push(frame, behind);
+                        }
+                        None => self.put_in_flight(Dir::ToClient, frame),
+                    }
                 } else if let Some(lines) = self.stdio_out.get_mut(&conn) {
                     lines.push(frame);
                 }
@@ -543,6 +583,15 @@ impl Pair {
                     self.device_closes.push((code, reason));
                     // The close frame follows what the device sent before it on the same
                     // stream: those frames still reach the client, in order.
+                    for frame in self.link_burst.drain() {
+                        self.seq += 1;
+                        self.in_flight.push(InFlight {
+                            at: self.now,
+                            seq: self.seq,
+                            dir: Dir::ToClient,
+                            frame,
+                        });
+                    }
                     let mut sent: Vec<InFlight> = std::mem::take(&mut self.in_flight)
                         .into_iter()
                         .filter(|f| f.dir == Dir::ToClient)
@@ -647,6 +696,7 @@ impl Pair {
                 if let Some(conn) = self.link.take() {
                     self.conns.peer_closed(conn);
                     self.in_flight.clear();
+                    self.link_burst.drain().for_each(drop);
                     self.device
                         .handle_closed(conn, Some(code), self.now)
                         .expect("the pair tracks the link");
@@ -672,6 +722,7 @@ impl Pair {
             if self.link == Some(conn) {
                 self.link = None;
                 self.in_flight.clear();
+                self.link_burst.drain().for_each(drop);
                 self.client.handle_link_down(self.now);
             }
             self.conns.peer_closed(conn);
