@@ -542,7 +542,9 @@ export type ClientEvent =
    * the missed ones that could be fetched came before it. */
   | { kind: "gap"; sessionId: string; since: number }
   /** A notification from the device (`session/update`: a turn's text, tool calls, plans, …).
-   * One about a session carries its seq, `params._meta.lembas.seq` (see `SessionSeq`). */
+   * One about a session carries its seq, `params._meta.lembas.seq` (see `SessionSeq`), but
+   * the `available_commands_update` that follows a `_lembas/session/announce` (the session is
+   * not the client's: part of the announce). */
   | { kind: "notification"; method: string; params: unknown }
   /** A request from the device: a card (`session/request_permission`, a question, a plan),
    * answered with `respond(id, outcome)`. Its `params._meta.lembas.seq` is its first offer's,

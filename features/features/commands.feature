@@ -6,7 +6,8 @@ Feature: The session's commands: _lembas/commands, available_commands_update and
   then the person's). A file named like a built-in or a terminal-only command is not a command;
   a description from a file is its first line, control characters removed, its length capped.
   The set is sent after `session/new`, when a session is opened from the store or taken up by a
-  new link, and after a turn that changed it. A prompt starting with `/name` of the set is that
+  new link, when a terminal's session is shared (with its announce, to a link that may use it),
+  and after a turn that changed it. A prompt starting with `/name` of the set is that
   command: a prompt command sends its text (shown as typed), `/plan` alone is an action that
   answers `mode` (`/compact`: compact.feature; `/undo`: undo.feature), `/review` with nothing to
   review (git, in the session's project) answers `message` and sends nothing; an unknown `/name` is plain text. A command's own text is never `@`-expanded;
@@ -95,6 +96,24 @@ Feature: The session's commands: _lembas/commands, available_commands_update and
     When the device restarts from its store
     And the client prompts "say again" as turn "t1"
     Then the client was sent the session's commands 2 times
+
+  Scenario: A terminal's session shared to the web is sent with its set, as part of the announce
+    Given a device whose remote work is on over "/home/dev/work"
+    And a client with a session on the device
+    And the project has the command file "commands/fix.md" reading "Fix"
+    And a local process on the hub, initialized, with a session in "/home/dev/work/app"
+    Then the link carried 1 "_lembas/session/announce"
+    And the link carried the command set of the editor's session once, without a seq: "compact, plan, undo, review, changelog, init, continue, fix"
+    When the link is cut and comes back 1 time
+    Then the link carried 2 "_lembas/session/announce"
+    And the link carried the command set of the editor's session 2 times, without a seq: "compact, plan, undo, review, changelog, init, continue, fix"
+
+  Scenario: A shared session outside the roots is announced without its set
+    Given a device whose remote work is on over "/home/dev/work"
+    And a client with a session on the device
+    And a local process on the hub, initialized, with a session in "/srv/editor"
+    Then the link carried 1 "_lembas/session/announce"
+    And the link carried no command set of the editor's session
 
   Scenario: A custom command sends its text with the arguments, shown as typed
     Given a client with a session on the device

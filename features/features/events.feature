@@ -1,8 +1,9 @@
 Feature: A session's event log, for a client that missed events (beyond the spec)
   Our extension (capability `events`, issue 16), not the spec's: every event the device sends
   about a session carries `_meta.lembas.seq`, one more than the last, the command set
-  (`available_commands_update`) too. The device keeps the session's recent events, bounded by
-  `sessions.event_log_events` and `event_log_bytes`, and
+  (`available_commands_update`) too, but the one that is part of an announce to a link not
+  holding the session (commands.feature). The device keeps the session's recent events,
+  bounded by `sessions.event_log_events` and `event_log_bytes`, and
   `_lembas/session/events { sessionId, since, limit? }` answers those after `since`, oldest
   first, with `next` and `truncated` (the log no longer reaches back to `since`).
 

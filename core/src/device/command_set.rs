@@ -41,6 +41,8 @@ pub(crate) enum Purpose {
     Method { conn: ConnId, id: Id },
     /// Tell `to` the set (a session made, opened from the store, or taken up by `to`).
     Tell { session: String, to: ConnId },
+    /// Tell the link `to` the set of a terminal's session just announced to it.
+    Announced { session: String, to: ConnId },
     /// A turn ended: tell the holders if the set changed.
     AfterTurn { session: String },
     /// A prompt's `/name` not among the built-ins: the turn waits for the set to know it.
@@ -84,9 +86,9 @@ impl Device {
         // A read about a session waits only for that session's writes.
         let lane = match &purpose {
             Purpose::Method { .. } => None,
-            Purpose::Tell { session, .. } | Purpose::AfterTurn { session } => {
-                Some(Lane::of(session))
-            }
+            Purpose::Tell { session, .. }
+            | Purpose::Announced { session, .. }
+            | Purpose::AfterTurn { session } => Some(Lane::of(session)),
             Purpose::Prompt(invoked) => Some(Lane::of(&invoked.session)),
         };
         let request = self.command_reads.ask(PendingCommands {
@@ -123,6 +125,28 @@ impl Device {
             to: conn,
         };
         self.read_commands(root, capped, purpose);
+    }
+
+    /// Spec: the set is sent "when a terminal's session is shared". `session` was just
+    /// announced to `link`, which does not hold it: tell it the set once read, if it hears of
+    /// sets and could take the session up (inside the roots; the read is held to them).
+    pub(super) fn tell_announced(&mut self, session: &str, link: ConnId) {
+        let hears = self
+            .conns
+            .get(&link)
+            .is_some_and(|c| hears_commands(c, &self.config));
+        let Some(s) = self.sessions.get(session).filter(|_| hears) else {
+            return;
+        };
+        let root = s.durable.cwd.clone();
+        if super::limits::check_directory(&self.config.remote, &root).is_err() {
+            return;
+        }
+        let purpose = Purpose::Announced {
+            session: session.to_owned(),
+            to: link,
+        };
+        self.read_commands(root, true, purpose);
     }
 
     /// A turn of `session` ended: read its set again, to tell its holders if it changed.
@@ -197,6 +221,10 @@ impl Device {
                 let set = or_builtins(judged);
                 self.send_commands(&session, Some(to), &set);
             }
+            Purpose::Announced { session, to } => {
+                let set = or_builtins(judged);
+                self.send_announced(&session, to, &set);
+            }
             Purpose::AfterTurn { session } => {
                 let set = or_builtins(judged);
                 let changed = self
@@ -248,6 +276,29 @@ impl Device {
             self.out.send_in(lane, conn, frame.clone());
         }
         self.log_event(session, seq, "session/update", &params);
+    }
+
+    /// The set of `session` to `link`, to which it was announced. Part of the announcement, as
+    /// the announce is: no seq, not kept in the session's log. A seq would have the web's
+    /// client follow the session and, on its next link, fetch its events, taking up a session
+    /// the person never opened there.
+    fn send_announced(&mut self, session: &str, link: ConnId, set: &CommandSet) {
+        let Some(s) = self.sessions.get(session) else {
+            return;
+        };
+        // Left since (the web heard so), or taken up by the link, which was told it then.
+        if !self.editor_holds(s) || s.holders.contains(&link) {
+            return;
+        }
+        let hears = self
+            .conns
+            .get(&link)
+            .is_some_and(|c| hears_commands(c, &self.config));
+        if hears {
+            let params = commands_params(session, None, set);
+            let frame = notification_frame("session/update", &params);
+            self.out.send_in(Lane::of(session), link, frame);
+        }
     }
 }
 

@@ -1,9 +1,10 @@
 //! Sessions an editor shares with the web (the spec's terminal-shared sessions): while a local
 //! connection (an editor on stdio or the hub, a terminal) holds a session, the link's client
 //! hears `_lembas/session/announce` (when the first one comes to hold it, and again on every
-//! link's `initialize`), `_lembas/session/status` says `held: "terminal"`, and
-//! `_lembas/session/left` follows when the last one lets go (`session/close`, or its
-//! connection ended). Capability `sessions`: a device without a store announces nothing.
+//! link's `initialize`), followed by its command set (command_set.rs); `_lembas/session/status`
+//! says `held: "terminal"`, and `_lembas/session/left` follows when the last one lets go
+//! (`session/close`, or its connection ended). Capability `sessions`: a device without a store
+//! announces nothing.
 
 use serde::Serialize;
 
@@ -96,6 +97,7 @@ impl Device {
         let frame = Self::announce_frame(s);
         for link in self.announce_to() {
             self.out.send(link, frame.clone());
+            self.tell_announced(session, link);
         }
     }
 
@@ -142,14 +144,15 @@ impl Device {
         if !self.announce_to().contains(&link) {
             return;
         }
-        let frames: Vec<Vec<u8>> = self
+        let announced: Vec<(String, Vec<u8>)> = self
             .sessions
             .values()
             .filter(|s| self.editor_holds(s))
-            .map(Self::announce_frame)
+            .map(|s| (s.durable.id.clone(), Self::announce_frame(s)))
             .collect();
-        for frame in frames {
+        for (session, frame) in announced {
             self.out.send(link, frame);
+            self.tell_announced(&session, link);
         }
     }
 

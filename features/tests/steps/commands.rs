@@ -164,6 +164,47 @@ fn sent_n(w: &mut LinkWorld, times: String) {
     assert_eq!(got.len(), n, "{got:?}");
 }
 
+/// Every `available_commands_update` the link's client was sent about the editor's session.
+fn editor_session_sets(w: &LinkWorld) -> Vec<Value> {
+    let s = w
+        .local_session
+        .clone()
+        .expect("a step before must open the editor's session");
+    w.built()
+        .frames_to_client()
+        .into_iter()
+        .filter(|f| {
+            f["params"]["sessionId"] == s.as_str()
+                && f["params"]["update"]["sessionUpdate"] == "available_commands_update"
+        })
+        .collect()
+}
+
+#[then(
+    regex = r#"^the link carried the command set of the editor's session (once|\d+ times), without a seq: "([^"]*)"$"#
+)]
+fn editor_set_sent(w: &mut LinkWorld, times: String, list: String) {
+    let n: usize = match times.as_str() {
+        "once" => 1,
+        t => t.trim_end_matches(" times").parse().expect("a count"),
+    };
+    let sets = editor_session_sets(w);
+    assert_eq!(sets.len(), n, "{sets:?}");
+    for f in &sets {
+        assert!(f["params"].get("_meta").is_none(), "a seq: {f}");
+        let listed = f["params"]["update"]["availableCommands"]
+            .as_array()
+            .unwrap();
+        assert_eq!(names(listed), roots(&list), "{f}");
+    }
+}
+
+#[then("the link carried no command set of the editor's session")]
+fn editor_set_not_sent(w: &mut LinkWorld) {
+    let sets = editor_session_sets(w);
+    assert!(sets.is_empty(), "{sets:?}");
+}
+
 #[then(regex = r#"^the last commands sent are "([^"]*)"$"#)]
 fn last_sent(w: &mut LinkWorld, list: String) {
     let got = updates(w);
