@@ -856,6 +856,10 @@ impl Driver {
                 continue;
             }
             self.blocked = blocked;
+            // The step's frames go to their writers together (see `Outbox`).
+            for c in self.conns.values_mut() {
+                c.out.hand_over();
+            }
             if !self.flush() {
                 return;
             }
@@ -928,7 +932,7 @@ impl Driver {
     }
 
     fn write(&mut self, conn: ConnId, frame: Vec<u8>) {
-        let Some(c) = self.conns.get(&conn) else {
+        let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
         log::trace!("-> {}", String::from_utf8_lossy(&frame));
@@ -965,7 +969,7 @@ impl Driver {
                 }
             }
             ShellOutput::Ping { conn } => {
-                if let Some(c) = self.conns.get(&conn) {
+                if let Some(c) = self.conns.get_mut(&conn) {
                     log::debug!("the link is quiet: ping");
                     c.out.ping();
                 }
