@@ -5,6 +5,7 @@
 
 use lembas_core::config::DeviceConfig;
 use lembas_core::jsonrpc::code;
+use lembas_core::store::Table;
 use lembas_core::testing::Pair;
 use serde_json::{json, Value};
 
@@ -240,6 +241,36 @@ fn seqs_never_repeat_across_a_restart_mid_turn_and_a_seq_from_before_it_is_trunc
     let answer = events(&mut p, &s, first_after - 1);
     assert_eq!(answer["truncated"], false, "{answer}");
     assert_eq!(said(answer["events"].as_array().unwrap()), "two");
+}
+
+/// How many blocks of event log the device's store holds.
+fn stored_blocks(p: &Pair) -> usize {
+    p.os.store
+        .entries()
+        .iter()
+        .filter(|e| e.table == Table::Events)
+        .count()
+}
+
+#[test]
+fn without_a_lasting_store_the_log_is_kept_in_memory_only() {
+    let script = "say before\nchunks 30 20\nsay after";
+    // With a store, the turn's end writes its log.
+    let (mut p, s) = linked(|_| {});
+    prompt(&mut p, &s, "t1", script);
+    p.settle().unwrap();
+    assert!(stored_blocks(&p) > 0);
+    // Without one (`serve --stdio` beside a service), nothing would read it back: it is
+    // not written, and `events` answers from memory all the same.
+    let (mut p, s) = linked(|d| d.has_store = false);
+    prompt(&mut p, &s, "t1", script);
+    p.settle().unwrap();
+    assert_eq!(stored_blocks(&p), 0);
+    let answer = events(&mut p, &s, 0);
+    let got = answer["events"].as_array().unwrap().clone();
+    assert!(said(&got).starts_with("before"), "{answer}");
+    assert!(said(&got).ends_with("after"), "{answer}");
+    assert!(p.device.at_rest());
 }
 
 #[test]
