@@ -9,8 +9,9 @@ use super::command_prompt::{classify, AsCommand, Invoked};
 use super::compaction;
 use super::outbox::Lane;
 use super::sessions::plan_update;
+use super::sessions::Session;
 use super::turn_start::{StartRules, Started, Starting};
-use super::turn_table::{Admission, Compacting, Finished, Seen, Unsteered};
+use super::turn_table::{Admission, Compacting, Finished, Running, Seen, Unsteered};
 use super::{ConnId, Device, Effect};
 use crate::config::SessionLimits;
 use crate::engine::{Attachment, EngineCommand, EngineEvent, PriorTurn, StopReason, ToolStatus};
@@ -327,6 +328,32 @@ pub(super) fn queued_records(
         key: store::turn_key(session, t),
     });
     std::iter::once(queued).chain(forgotten).collect()
+}
+
+impl Session {
+    /// A finished turn's answer (`running` ended with `answer`, at `order` in the ledger): what
+    /// it said goes into the history (a failed one's gives the model nothing). Its records:
+    /// the turn done, its history entry, and the session as it is now.
+    pub(super) fn record_answer(
+        &mut self,
+        running: Running,
+        answer: &Answer,
+        order: u64,
+        now: u64,
+        limits: &SessionLimits,
+    ) -> Vec<Record> {
+        let session = self.durable.id.clone();
+        let turn_id = running.turn_id.clone();
+        let assistant = running.into_history(limits.max_answer_bytes);
+        let failed = matches!(answer, Answer::Failed { .. });
+        let index = self.recent.push(&assistant, failed, limits) as usize;
+        let prompt = self.turns.ledger().history_of(&turn_id);
+        vec![
+            done_record(&session, &turn_id, order, answer, now, prompt),
+            history_record(&session, index, &assistant),
+            self.record(),
+        ]
+    }
 }
 
 impl Device {
@@ -783,7 +810,6 @@ impl Device {
     fn finish(&mut self, session: &str, outcome: Result<StopReason, String>) {
         let now = self.clock.now().0;
         let limits = self.config.sessions;
-        let max_answer = limits.max_answer_bytes;
         let Some(s) = self.sessions.get_mut(session) else {
             return;
         };
@@ -805,21 +831,13 @@ impl Device {
             return;
         }
         let Finished {
-            running: r,
+            running,
             answer,
             order,
             waiting,
         } = finished;
-        let turn_id = r.turn_id.clone();
-        let assistant = r.into_history(max_answer);
-        let failed = matches!(answer, Answer::Failed { .. });
-        let index = s.recent.push(&assistant, failed, &limits) as usize;
-        let prompt = s.turns.ledger().history_of(&turn_id);
-        let records = vec![
-            done_record(session, &turn_id, order, &answer, now, prompt),
-            history_record(session, index, &assistant),
-            s.record(),
-        ];
+        let turn_id = running.turn_id.clone();
+        let records = s.record_answer(running, &answer, order, now, &limits);
         // All the session's own, and so are the answers announcing it: they wait for it and
         // for the session's frames before them, not for another session's commit.
         self.out.persist_in(Lane::of(session), records);
@@ -1013,5 +1031,33 @@ mod tests {
                 key: store::turn_key("s", "old"),
             }
         );
+    }
+
+    #[test]
+    fn a_finished_turns_answer_goes_into_the_history_with_its_records() {
+        let mut s = crate::device::live::tests::session("s");
+        let waiter = (ConnId(1), Id::number(1));
+        let start = s.turn_start("t".into(), "hi".into(), Vec::new());
+        s.turns.admit(start, Admission::default(), waiter);
+        s.turns.start_next();
+        let running = s.turns.running_mut("t").expect("t runs");
+        running.text.push("the answer", 100);
+        let done = s.turns.finish(Ok(StopReason::EndTurn)).expect("t ran");
+        let next = s.recent.next_index();
+        let limits = SessionLimits::default();
+        let records = s.record_answer(done.running, &done.answer, done.order, 9, &limits);
+        assert_eq!(s.recent.next_index(), next + 1);
+        let Record::Put { value, .. } = &records[1] else {
+            panic!("a history entry: {records:?}");
+        };
+        assert!(value.contains("\"the answer\""), "{value}");
+        let tables: Vec<Table> = records
+            .iter()
+            .map(|r| match r {
+                Record::Put { table, .. } => *table,
+                other => panic!("only puts: {other:?}"),
+            })
+            .collect();
+        assert_eq!(tables, [Table::Turns, Table::History, Table::Sessions]);
     }
 }
