@@ -148,6 +148,10 @@ impl Run {
 #[derive(Debug, Default)]
 pub struct ScriptedEngine {
     runs: BTreeMap<(String, String), Run>,
+    /// The run that took the last step: the next poll looks at the runs after it first, so
+    /// turns running at once take turns, as a model's streams do, rather than the first in
+    /// order streaming whole before the next starts.
+    last: Option<(String, String)>,
     out: VecDeque<Report>,
     /// The latest time given: a run ready by then makes its next step when polled.
     now: Time,
@@ -428,12 +432,17 @@ impl Engine for ScriptedEngine {
             // Nothing made yet: a ready run takes its next step (which reports something,
             // sleeps, waits on a card, or ends).
             let now = self.now;
+            let after_last = |key: &(String, String)| self.last.as_ref().is_none_or(|l| key > l);
+            let ready = |(key, run): &(&(String, String), &Run)| run.ready(now) && !paused(&key.0);
             let key = self
                 .runs
                 .iter()
-                .find(|((session, _), run)| run.ready(now) && !paused(session))
+                .filter(|(key, _)| after_last(key))
+                .chain(self.runs.iter().filter(|(key, _)| !after_last(key)))
+                .find(ready)
                 .map(|(key, _)| key.clone())?;
             self.advance(&key, now);
+            self.last = Some(key);
         }
     }
 
@@ -619,6 +628,21 @@ mod tests {
         assert_eq!(said, ["0000000001xx", "0000000002xx", "end", "done"]);
         assert_eq!(numbered_chunk(12345, 3), "345");
         assert_eq!(engine.poll_timeout(), None, "nothing left to wake for");
+    }
+
+    /// Turns streaming at once take turns a chunk each, as a model's streams do, rather than
+    /// the first in order streaming whole before the next one starts.
+    #[test]
+    fn turns_streaming_at_once_take_turns() {
+        let mut engine = ScriptedEngine::new();
+        for session in ["a", "b", "c"] {
+            engine.start(&turn(session, "chunks 2 8"), Time(0));
+        }
+        let order: Vec<String> = std::iter::from_fn(|| engine.poll_event())
+            .filter(|(_, _, e)| matches!(e, EngineEvent::Text(_)))
+            .map(|(s, _, _)| s)
+            .collect();
+        assert_eq!(order, ["a", "b", "c", "a", "b", "c"]);
     }
 
     #[test]
