@@ -32,6 +32,7 @@ use serde_json::{json, Value};
 
 use super::turns::Purpose;
 use super::{Client, ClientEvent};
+use crate::device::{MERGED_EVENTS, MERGED_UPDATES};
 use crate::jsonrpc::RpcError;
 use crate::methods::{self, Kind};
 
@@ -104,17 +105,14 @@ fn stream(method: &str) -> usize {
     usize::from(method != "session/update")
 }
 
-/// Whether the device may merge it with its stream's neighbours: a text or thought chunk (the
-/// kinds device/coalesce.rs merges; one it would not, an image chunk say, only lifts less).
+/// Whether the device may merge it with its stream's neighbours: a kind device/coalesce.rs
+/// merges (one it would not, an image chunk say, only lifts less).
 fn chunk(method: &str, params: &Value) -> bool {
-    let kind = match method {
-        "session/update" => &params["update"]["sessionUpdate"],
-        _ => &params["event"]["type"],
+    let (kind, merged) = match method {
+        "session/update" => (&params["update"]["sessionUpdate"], &MERGED_UPDATES),
+        _ => (&params["event"]["type"], &MERGED_EVENTS),
     };
-    matches!(
-        kind.as_str(),
-        Some("agent_message_chunk" | "agent_thought_chunk" | "text" | "reasoning")
-    )
+    kind.as_str().is_some_and(|k| merged.contains(&k))
 }
 
 impl Client {

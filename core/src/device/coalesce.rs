@@ -37,6 +37,11 @@
 use std::collections::BTreeMap;
 use std::ops::Range;
 
+/// The `session/update` kinds merged, and the `_lembas/event` types: the client's resume
+/// (client/resume.rs) reads the same lists to know which frames may have been merged.
+pub const MERGED_UPDATES: [&str; 2] = ["agent_message_chunk", "agent_thought_chunk"];
+pub const MERGED_EVENTS: [&str; 2] = ["text", "reasoning"];
+
 /// The most bytes a merged frame grows to: a peer's frame limit is never approached, and a
 /// writer's burst stays a burst of several frames.
 pub const MAX_MERGED_BYTES: usize = 64 * 1024;
@@ -45,6 +50,10 @@ const UPDATE_HEAD: &[u8] =
     br#"{"jsonrpc":"2.0","method":"session/update","params":{"_meta":{"lembas":{"seq":"#;
 const EVENT_HEAD: &[u8] =
     br#"{"jsonrpc":"2.0","method":"_lembas/event","params":{"_meta":{"lembas":{"seq":"#;
+
+fn is_merged(kinds: &[&str], kind: &[u8]) -> bool {
+    kinds.iter().any(|k| k.as_bytes() == kind)
+}
 
 /// Where the parts of a chunk frame are.
 struct Parts {
@@ -121,8 +130,7 @@ fn parse(frame: &[u8]) -> Option<Parts> {
         let kind = c.name()?;
         c.literal(br#""}}}"#)?;
         c.end()?;
-        let chunk = [&b"agent_message_chunk"[..], b"agent_thought_chunk"];
-        chunk.contains(&&frame[kind.clone()]).then_some(Parts {
+        is_merged(&MERGED_UPDATES, &frame[kind.clone()]).then_some(Parts {
             update: true,
             seq,
             session,
@@ -140,15 +148,13 @@ fn parse(frame: &[u8]) -> Option<Parts> {
         let session = c.string()?;
         c.literal(b"}}")?;
         c.end()?;
-        [&b"text"[..], b"reasoning"]
-            .contains(&&frame[kind.clone()])
-            .then_some(Parts {
-                update: false,
-                seq,
-                session,
-                text,
-                kind,
-            })
+        is_merged(&MERGED_EVENTS, &frame[kind.clone()]).then_some(Parts {
+            update: false,
+            seq,
+            session,
+            text,
+            kind,
+        })
     }
 }
 

@@ -67,7 +67,7 @@ use serde::Serialize;
 
 pub use crate::liveness::CLOSE_DEAD_LINK;
 pub use crate::turn::Answer;
-pub use coalesce::{Burst, ChunkRun, MAX_MERGED_BYTES};
+pub use coalesce::{Burst, ChunkRun, MAX_MERGED_BYTES, MERGED_EVENTS, MERGED_UPDATES};
 pub use connection::{ConnId, ConnKind};
 pub use directories::{ListedDir, Listing};
 pub use files_search::{FoundFile, FoundFiles};

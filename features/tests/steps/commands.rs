@@ -134,16 +134,23 @@ fn left_out(w: &mut LinkWorld, words: String) {
     assert!(said.iter().any(|s| s.contains(&words)), "{said:?}");
 }
 
-/// Every `available_commands_update` the link's client was sent about the session.
-fn updates(w: &LinkWorld) -> Vec<Vec<String>> {
-    let s = session(w);
+/// Every `available_commands_update` the link's client was sent about `session`.
+fn command_updates(w: &LinkWorld, session: &str) -> Vec<Value> {
     w.built()
         .frames_to_client()
         .into_iter()
         .filter(|f| {
-            f["params"]["sessionId"] == s.as_str()
+            f["params"]["sessionId"] == session
                 && f["params"]["update"]["sessionUpdate"] == "available_commands_update"
         })
+        .collect()
+}
+
+/// The command names of every `available_commands_update` the link's client was sent about
+/// the session.
+fn updates(w: &LinkWorld) -> Vec<Vec<String>> {
+    command_updates(w, &session(w))
+        .iter()
         .map(|f| {
             names(
                 f["params"]["update"]["availableCommands"]
@@ -154,14 +161,18 @@ fn updates(w: &LinkWorld) -> Vec<Vec<String>> {
         .collect()
 }
 
-#[then(regex = r"^the client was sent the session's commands (once|\d+ times)$")]
-fn sent_n(w: &mut LinkWorld, times: String) {
-    let n: usize = match times.as_str() {
+/// "once" or "<n> times".
+fn count(times: &str) -> usize {
+    match times {
         "once" => 1,
         t => t.trim_end_matches(" times").parse().expect("a count"),
-    };
+    }
+}
+
+#[then(regex = r"^the client was sent the session's commands (once|\d+ times)$")]
+fn sent_n(w: &mut LinkWorld, times: String) {
     let got = updates(w);
-    assert_eq!(got.len(), n, "{got:?}");
+    assert_eq!(got.len(), count(&times), "{got:?}");
 }
 
 /// Every `available_commands_update` the link's client was sent about the editor's session.
@@ -170,26 +181,15 @@ fn editor_session_sets(w: &LinkWorld) -> Vec<Value> {
         .local_session
         .clone()
         .expect("a step before must open the editor's session");
-    w.built()
-        .frames_to_client()
-        .into_iter()
-        .filter(|f| {
-            f["params"]["sessionId"] == s.as_str()
-                && f["params"]["update"]["sessionUpdate"] == "available_commands_update"
-        })
-        .collect()
+    command_updates(w, &s)
 }
 
 #[then(
     regex = r#"^the link carried the command set of the editor's session (once|\d+ times), without a seq: "([^"]*)"$"#
 )]
 fn editor_set_sent(w: &mut LinkWorld, times: String, list: String) {
-    let n: usize = match times.as_str() {
-        "once" => 1,
-        t => t.trim_end_matches(" times").parse().expect("a count"),
-    };
     let sets = editor_session_sets(w);
-    assert_eq!(sets.len(), n, "{sets:?}");
+    assert_eq!(sets.len(), count(&times), "{sets:?}");
     for f in &sets {
         assert!(f["params"].get("_meta").is_none(), "a seq: {f}");
         let listed = f["params"]["update"]["availableCommands"]
