@@ -552,7 +552,9 @@ impl Device {
         let shared = self.held_by_local(conn, kind);
         let c = self.conns.remove(&conn)?;
         self.link.let_go(conn);
-        self.forget_connection(conn);
+        // It hears nothing more, and waits for nothing.
+        self.resolving.forget_connection(conn);
+        self.sessions.forget_connection(conn);
         self.forget_history_reads(conn);
         for session in shared {
             self.shared_lost(&session);

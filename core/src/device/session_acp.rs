@@ -218,7 +218,7 @@ impl Device {
     fn load_result(&self, conn: ConnId, session: &str, cut: Option<(bool, u64)>) -> Value {
         let kind = self.conns[&conn].kind;
         let s = self.sessions.get(session).expect("attached just now");
-        let mut result = self.session_result(s, kind);
+        let mut result = s.result(self.max_mode(kind));
         if let Some(o) = result.as_object_mut() {
             // ACP's answer to a load names no session: the request did.
             o.remove("sessionId");

@@ -6,6 +6,7 @@
 
 use std::collections::HashMap;
 
+use super::connection::ConnId;
 use super::ledger::Fixed;
 use super::live::{Loads, Recency};
 use super::sessions::{Session, Sessions};
@@ -169,6 +170,14 @@ impl SessionSet {
             .cloned()
     }
 
+    /// A connection went away: it hears no session's updates, and waits for no turn.
+    pub fn forget_connection(&mut self, conn: ConnId) {
+        for s in self.live.values_mut() {
+            s.holders.remove(&conn);
+            s.turns.forget_connection(conn);
+        }
+    }
+
     /// Remove a session wherever it is (deleted, or gone from the store).
     pub fn remove(&mut self, id: &str) -> Removed {
         if let Some(s) = self.take_live(id) {
@@ -241,5 +250,19 @@ mod tests {
             None,
             "no longer in the order of use"
         );
+    }
+
+    #[test]
+    fn a_connection_gone_is_no_holder_of_any_session() {
+        let mut set = set(&["a", "b"]);
+        for id in ["a", "b"] {
+            let s = set.get_mut(id).unwrap();
+            s.holders.insert(ConnId(1));
+            s.holders.insert(ConnId(2));
+        }
+        set.forget_connection(ConnId(1));
+        for s in set.values() {
+            assert_eq!(s.holders.iter().copied().collect::<Vec<_>>(), [ConnId(2)]);
+        }
     }
 }

@@ -8,10 +8,10 @@ use serde_json::{json, Value};
 use super::connection::Phase;
 use super::event_log::notification_frame;
 use super::limits::admit_over_link;
-use super::outbox::Lane;
+use super::outbox::{Lane, Outbox};
 use super::turn_table::TurnTable;
 use super::{ConnId, ConnKind, Device};
-use crate::config::Mode;
+use crate::config::{Mode, SessionLimits};
 use crate::engine::Context;
 use crate::jsonrpc::{self, Id, RpcError};
 use crate::paths;
@@ -82,6 +82,206 @@ impl Session {
     pub fn busy(&self) -> bool {
         self.turns.running().is_some()
     }
+
+    /// A session `session/new` made (`p`), named `id`, at `now`: open, held by the connection
+    /// that asked, capped and given when that is on the link; its event log sealed and empty
+    /// (`seq_base`, the first seq of this start).
+    pub fn created(
+        p: PendingNew,
+        id: String,
+        on_link: bool,
+        now: u64,
+        seq_base: u64,
+        ledger_turns: usize,
+    ) -> Session {
+        let (model, instance) = p.model.map_or((None, false), |(m, i)| (Some(m), i));
+        let mut session = Session::new(
+            SessionRecord {
+                id,
+                cwd: p.cwd,
+                root: p.root,
+                title: None,
+                mode: p.mode,
+                model,
+                effort: p.effort,
+                instance,
+                touched: now,
+                plan: None,
+                given: on_link,
+                context: p.context,
+                seq_next: seq_base,
+                compaction: None,
+            },
+            ledger_turns,
+        );
+        session.events = super::event_log::EventLog::new(seq_base);
+        session.open = true;
+        session.holders.insert(p.conn);
+        session.capped = on_link;
+        session
+    }
+
+    /// The answer to a `session/new` (and a load's, less its id): its modes (those up to
+    /// `max_mode`, what the connection may use), model and effort.
+    pub fn result(&self, max_mode: Mode) -> Value {
+        let modes = Modes {
+            current_mode_id: self.durable.mode.as_str(),
+            available_modes: Mode::ALL
+                .into_iter()
+                .filter(|m| *m <= max_mode)
+                .map(|m| ModeInfo {
+                    id: m.as_str(),
+                    name: m.as_str(),
+                })
+                .collect(),
+        };
+        let d = &self.durable;
+        json!({
+            "sessionId": d.id,
+            "modes": modes,
+            "_meta": { "lembas": {
+                "model": d.model, "mode": d.mode, "effort": d.effort, "instance": d.instance,
+            } },
+        })
+    }
+
+    /// Taken up for `conn`: open (it was only in the store when `from_store`), and `conn`
+    /// hears its updates (`newly` when it did not before).
+    pub fn take_up(&mut self, conn: ConnId) -> TakenUp {
+        let from_store = !self.open;
+        self.open = true;
+        let newly = self.holders.insert(conn);
+        TakenUp { from_store, newly }
+    }
+
+    /// Used from the link: remote work, its modes lowered from now on, and given (a client on
+    /// the link may delete it later; the mark lasts). The record to store when it was not
+    /// given before.
+    pub fn used_from_link(&mut self) -> Option<Record> {
+        self.capped = true;
+        if self.durable.given {
+            return None;
+        }
+        self.durable.given = true;
+        Some(self.record())
+    }
+
+    /// Spec, `plan`: sent "after a session is opened from the store when it has a plan", to
+    /// the connection that opened it, so its plan card is drawn without waiting for a change.
+    /// It is an event of the session like any other: the frame takes its next seq and is kept
+    /// in its log (`true` beside it: the log has entries the store lacks, and had none).
+    pub fn reopened_plan(
+        &mut self,
+        out: &mut Outbox,
+        limits: &SessionLimits,
+    ) -> Option<(Vec<u8>, bool)> {
+        let plan = self.durable.plan.clone()?;
+        let seq = self.take_seq(out, Lane::of(&self.durable.id));
+        let params = serde_json::to_string(&UpdateParams {
+            meta: SeqMeta::some(seq),
+            session_id: self.durable.id.clone(),
+            update: plan_update(Some(&plan)),
+        })
+        .expect("updates serialize");
+        let frame = notification_frame("session/update", &params);
+        let unflushed = self.events.push(seq, "session/update", &params, limits);
+        Some((frame, unflushed))
+    }
+
+    /// The mode a client asks for (`requested`), lowered to `max` when the session is remote
+    /// work or the client is on the link.
+    pub fn mode_asked(&self, requested: Mode, on_link: bool, max: Mode) -> Mode {
+        if self.capped || on_link {
+            requested.capped(max)
+        } else {
+            requested
+        }
+    }
+
+    /// Its mode is now `mode`: the record that stores it.
+    pub fn switch_mode(&mut self, mode: Mode) -> Record {
+        self.durable.mode = mode;
+        self.record()
+    }
+
+    /// Named `title` at `now` (checked with [`check_title`]): the record that stores it.
+    pub fn retitle(&mut self, title: String, now: u64) -> Record {
+        self.durable.title = Some(title);
+        self.durable.touched = now;
+        self.record()
+    }
+
+    /// `conn` hears it from now on if it is open (held here); whether it did not before.
+    pub fn hold_if_open(&mut self, conn: ConnId) -> bool {
+        self.open && self.holders.insert(conn)
+    }
+
+    /// Its `_lembas/session/status` (`editor_holds`: an editor or a terminal on the device
+    /// has it open).
+    pub fn status(&self, editor_holds: bool) -> StatusResult<'_> {
+        // Spec: "terminal" while an editor or a terminal on the device has it open (shared.rs).
+        let held = if editor_holds {
+            "terminal"
+        } else if self.open {
+            "here"
+        } else {
+            "none"
+        };
+        StatusResult {
+            session_id: &self.durable.id,
+            exists: true,
+            held,
+            busy: self.busy(),
+            title: self.durable.title.as_deref(),
+            turn_id: self.turns.running().map(|r| r.turn_id.as_str()),
+            queued: self.turns.queued_ids().collect(),
+            last_turn_id: self.turns.ledger().last_done(),
+            plan: self.durable.plan.as_ref(),
+        }
+    }
+}
+
+/// What taking a session up for a connection changed ([`Session::take_up`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TakenUp {
+    /// It was in the store only, not held here.
+    pub from_store: bool,
+    /// The connection did not hear it before.
+    pub newly: bool,
+}
+
+/// The status of a session this device does not have (`exists` false) or may not show now:
+/// nothing of its content.
+fn thin_status(session: &str, exists: bool) -> StatusResult<'_> {
+    StatusResult {
+        session_id: session,
+        exists,
+        held: "none",
+        busy: false,
+        title: None,
+        turn_id: None,
+        queued: Vec::new(),
+        last_turn_id: None,
+        plan: None,
+    }
+}
+
+/// A mode a client names, or `-32602` naming the four.
+fn parse_mode(m: &str) -> Result<Mode, RpcError> {
+    Mode::parse(m).ok_or_else(|| {
+        RpcError::invalid_params(format!("mode `{m}` is not one of plan, manual, edit, auto"))
+    })
+}
+
+/// A title within `max` characters (`sessions.max_title_chars`), or the refusal naming it.
+pub(super) fn check_title(title: &str, max: usize) -> Result<(), RpcError> {
+    let chars = title.chars().count();
+    if chars > max {
+        return Err(RpcError::invalid_params(format!(
+            "title is {chars} characters, over the limit of {max} (max_title_chars)"
+        )));
+    }
+    Ok(())
 }
 
 /// A `session/new` waiting for the shell to resolve its `cwd`.
@@ -97,20 +297,60 @@ pub(crate) struct PendingNew {
     pub context: Context,
 }
 
+impl PendingNew {
+    /// A `session/new`'s params, checked lexically: its `cwd` absolute (and its root, until
+    /// the roots say otherwise), its mode one of the four (lowered to `max_mode`), its model
+    /// as `pick_model` finds it, its effort one the device knows. The first rule broken is
+    /// the refusal.
+    pub fn read(
+        conn: ConnId,
+        id: &Id,
+        params: NewSessionParams,
+        max_mode: Mode,
+        pick_model: impl FnOnce(Option<&str>, Option<&str>) -> Result<Option<(String, bool)>, RpcError>,
+    ) -> Result<PendingNew, RpcError> {
+        let cwd = paths::normalize(&params.cwd).ok_or_else(|| {
+            RpcError::invalid_params(format!(
+                "cwd `{}` is not an absolute path",
+                params.cwd.escape_debug()
+            ))
+        })?;
+        let meta = params.meta.unwrap_or_default();
+        let mode = match meta.mode.as_deref() {
+            None => Mode::Edit,
+            Some(m) => parse_mode(m)?,
+        }
+        .capped(max_mode);
+        let model = pick_model(meta.lembas_model.as_deref(), meta.model.as_deref())?;
+        super::models::check_effort(meta.effort.as_deref())?;
+        Ok(PendingNew {
+            conn,
+            id: id.clone(),
+            root: cwd.clone(),
+            cwd,
+            mode,
+            model,
+            effort: meta.effort,
+            context: meta.lembas.map(Context::from).unwrap_or_default(),
+        })
+    }
+}
+
 /// Keyed by session id; hashed with a fixed key so the dedup check is O(1) and deterministic.
 pub(crate) type Sessions = HashMap<String, Session, super::ledger::Fixed>;
 
 impl Device {
-    fn modes_for(&self, kind: ConnKind) -> Vec<Mode> {
-        let max = self.max_mode(kind);
-        Mode::ALL.into_iter().filter(|m| *m <= max).collect()
-    }
-
     pub(super) fn max_mode(&self, kind: ConnKind) -> Mode {
         match kind {
             ConnKind::Link => self.config.remote.max_mode,
             ConnKind::Stdio | ConnKind::Terminal | ConnKind::Hub => Mode::Auto,
         }
+    }
+
+    fn on_link(&self, conn: ConnId) -> bool {
+        self.conns
+            .get(&conn)
+            .is_some_and(|c| c.kind == ConnKind::Link)
     }
 
     /// `session/new`: checked lexically here; on the link the shell then resolves symlinks
@@ -123,51 +363,20 @@ impl Device {
     ) -> Result<Option<Value>, RpcError> {
         let kind = self.conns[&conn].kind;
         self.make_room()?;
-        let cwd = paths::normalize(&params.cwd).ok_or_else(|| {
-            RpcError::invalid_params(format!(
-                "cwd `{}` is not an absolute path",
-                params.cwd.escape_debug()
-            ))
+        let mut pending = PendingNew::read(conn, id, params, self.max_mode(kind), |l, m| {
+            self.pick_model(l, m)
         })?;
-        let meta = params.meta.unwrap_or_default();
-        let mode = match meta.mode.as_deref() {
-            None => Mode::Edit,
-            Some(m) => Mode::parse(m).ok_or_else(|| {
-                RpcError::invalid_params(format!(
-                    "mode `{m}` is not one of plan, manual, edit, auto"
-                ))
-            })?,
-        }
-        .capped(self.max_mode(kind));
-        let model = self.pick_model(meta.lembas_model.as_deref(), meta.model.as_deref())?;
-        super::models::check_effort(meta.effort.as_deref())?;
-        let context = meta.lembas.map(Context::from).unwrap_or_default();
-        let mut pending = PendingNew {
-            conn,
-            id: id.clone(),
-            root: cwd.clone(),
-            cwd,
-            mode,
-            model,
-            effort: meta.effort,
-            context,
-        };
         if matches!(kind, ConnKind::Stdio | ConnKind::Hub) {
             // An editor works where it is: no roots, no trust, nothing to resolve.
             return self.create_session(pending).map(Some);
         }
-        pending.root = self.check_roots(&pending.cwd)?.to_string();
+        pending.root = super::limits::check_roots(&self.config.remote, &pending.cwd)?.to_string();
         let path = pending.cwd.clone();
         let request = self
             .resolving
             .ask(super::resolving::Resolving::Session(Box::new(pending)));
         self.out.resolve_path(request, path);
         Ok(None)
-    }
-
-    /// Remote work on, some roots, and `path` inside one of them: the root, or the reason.
-    pub(super) fn check_roots(&self, path: &str) -> Result<&str, RpcError> {
-        super::limits::check_roots(&self.config.remote, path)
     }
 
     /// A `session/new`'s `cwd` resolved (resolving.rs): the session is made there, or the
@@ -211,63 +420,25 @@ impl Device {
     fn create_session(&mut self, p: PendingNew) -> Result<Value, RpcError> {
         self.make_room()?;
         let id = format!("ses_{}", self.rng.token(20));
-        let kind = self.conns[&p.conn].kind;
-        let (model, instance) = p.model.map_or((None, false), |(m, i)| (Some(m), i));
-        let mut session = Session::new(
-            SessionRecord {
-                id,
-                cwd: p.cwd,
-                root: p.root,
-                title: None,
-                mode: p.mode,
-                model,
-                effort: p.effort,
-                instance,
-                touched: self.clock.now().0,
-                plan: None,
-                given: kind == ConnKind::Link,
-                context: p.context,
-                // Its log is sealed, empty: the first seq of this start.
-                seq_next: self.seq_base(),
-                compaction: None,
-            },
+        let (conn, kind) = (p.conn, self.conns[&p.conn].kind);
+        let session = Session::created(
+            p,
+            id,
+            kind == ConnKind::Link,
+            self.clock.now().0,
+            self.seq_base(),
             self.config.sessions.ledger_turns,
         );
-        session.events = super::event_log::EventLog::new(self.seq_base());
-        session.open = true;
-        session.holders.insert(p.conn);
-        session.capped = kind == ConnKind::Link;
         let record = session.record();
-        let result = self.session_result(&session, kind);
+        let result = session.result(self.max_mode(kind));
         let id = session.durable.id.clone();
         self.sessions.insert_live(session);
         self.out.persist(vec![record]);
-        self.shared_gained(p.conn, &id);
+        self.shared_gained(conn, &id);
         // Spec: with capability `commands`, an `available_commands_update` follows the answer
         // (it is sent once the shell has read the set, after the answer on this connection).
-        self.tell_commands(&id, p.conn);
+        self.tell_commands(&id, conn);
         Ok(result)
-    }
-
-    pub(super) fn session_result(&self, s: &Session, kind: ConnKind) -> Value {
-        let modes = Modes {
-            current_mode_id: s.durable.mode.as_str(),
-            available_modes: self
-                .modes_for(kind)
-                .into_iter()
-                .map(|m| ModeInfo {
-                    id: m.as_str(),
-                    name: m.as_str(),
-                })
-                .collect(),
-        };
-        json!({
-            "sessionId": s.durable.id,
-            "modes": modes,
-            "_meta": { "lembas": {
-                "model": s.durable.model, "mode": s.durable.mode, "effort": s.durable.effort, "instance": s.durable.instance,
-            } },
-        })
     }
 
     /// The session a client names, opened again if it is only in the store, once the limits of
@@ -284,10 +455,7 @@ impl Device {
         conn: ConnId,
         session: &str,
     ) -> Result<(&mut Session, &mut Rng), RpcError> {
-        let on_link = self
-            .conns
-            .get(&conn)
-            .is_some_and(|c| c.kind == ConnKind::Link);
+        let on_link = self.on_link(conn);
         let Some(s) = self.sessions.touch(session) else {
             return Err(RpcError::invalid_params(format!(
                 "no session `{session}` on this device"
@@ -296,52 +464,32 @@ impl Device {
         if on_link {
             admit_over_link(&self.config.remote, session, &s.durable.cwd)?;
         }
-        let from_store = !s.open;
-        s.open = true;
-        let newly = s.holders.insert(conn);
-        // Spec, `plan`: sent "after a session is opened from the store when it has a plan", to
-        // the connection that opened it, so its plan card is drawn without waiting for a change.
-        // It is an event of the session like any other: a seq, and kept in its log.
-        let plan = match s.durable.plan.clone().filter(|_| from_store) {
-            Some(p) => {
-                let seq = s.take_seq(&mut self.out, Lane::of(session));
-                let params = serde_json::to_string(&UpdateParams {
-                    meta: SeqMeta::some(seq),
-                    session_id: session.to_owned(),
-                    update: plan_update(Some(&p)),
-                })
-                .expect("updates serialize");
-                let frame = notification_frame("session/update", &params);
-                let limits = &self.config.sessions;
-                if s.events.push(seq, "session/update", &params, limits) {
-                    self.unflushed_logs.push(session.to_owned());
-                }
-                Some(frame)
-            }
-            None => None,
+        let taken = s.take_up(conn);
+        let plan = match taken.from_store {
+            true => s.reopened_plan(&mut self.out, &self.config.sessions),
+            false => None,
         };
-        // Used from the link, the session is remote work: its modes are lowered from now on.
-        s.capped |= on_link;
-        // A session a client on the link was given may be deleted by it later (the mark lasts).
-        if on_link && !s.durable.given {
-            s.durable.given = true;
-            self.out.persist(vec![s.record()]);
+        if let Some((_, true)) = plan {
+            self.unflushed_logs.push(session.to_owned());
         }
-        if let Some(frame) = plan {
+        if let Some(record) = on_link.then(|| s.used_from_link()).flatten() {
+            self.out.persist(vec![record]);
+        }
+        if let Some((frame, _)) = plan {
             self.out.send(conn, frame);
         }
-        if newly {
+        if taken.newly {
             self.shared_gained(conn, session);
         }
         // Spec: the set is sent after a session is opened from the store or taken up by a new
         // connection.
-        if newly || from_store {
+        if taken.newly || taken.from_store {
             self.tell_commands(session, conn);
         }
         let Some(s) = self.sessions.get_mut(session) else {
             unreachable!("attached just now");
         };
-        if newly {
+        if taken.newly {
             self.cards
                 .offer_open(session, conn, &s.holders, reach!(self));
         }
@@ -349,21 +497,12 @@ impl Device {
     }
 
     pub(super) fn set_mode(&mut self, conn: ConnId, p: SetModeParams) -> Result<Value, RpcError> {
-        let requested = Mode::parse(&p.mode_id).ok_or_else(|| {
-            RpcError::invalid_params(format!(
-                "mode `{}` is not one of plan, manual, edit, auto",
-                p.mode_id
-            ))
-        })?;
+        let requested = parse_mode(&p.mode_id)?;
         let on_link = self.conns[&conn].kind == ConnKind::Link;
         let max = self.config.remote.max_mode;
         let now = self.clock.now().0;
         let s = self.attach(conn, &p.session_id)?;
-        let mode = if s.capped || on_link {
-            requested.capped(max)
-        } else {
-            requested
-        };
+        let mode = s.mode_asked(requested, on_link, max);
         s.durable.touched = now;
         self.change_mode(&p.session_id, mode);
         Ok(json!({}))
@@ -374,8 +513,7 @@ impl Device {
         let Some(s) = self.sessions.get_mut(session) else {
             return;
         };
-        s.durable.mode = mode;
-        let record = s.record();
+        let record = s.switch_mode(mode);
         self.announce_mode(session, mode, record);
     }
 
@@ -393,18 +531,10 @@ impl Device {
     }
 
     pub(super) fn set_title(&mut self, conn: ConnId, p: TitleParams) -> Result<Value, RpcError> {
-        let max = self.config.sessions.max_title_chars;
-        let chars = p.title.chars().count();
-        if chars > max {
-            return Err(RpcError::invalid_params(format!(
-                "title is {chars} characters, over the limit of {max} (max_title_chars)"
-            )));
-        }
+        check_title(&p.title, self.config.sessions.max_title_chars)?;
         let now = self.clock.now().0;
         let s = self.attach(conn, &p.session_id)?;
-        s.durable.title = Some(p.title.clone());
-        s.durable.touched = now;
-        let record = s.record();
+        let record = s.retitle(p.title.clone(), now);
         self.out.persist(vec![record]);
         self.broadcast_event(
             &p.session_id,
@@ -427,24 +557,12 @@ impl Device {
         p: SessionIdParams,
         admitted: bool,
     ) -> Result<Value, RpcError> {
-        let thin = |exists: bool| {
-            Ok(serde_json::to_value(StatusResult {
-                session_id: &p.session_id,
-                exists,
-                held: "none",
-                busy: false,
-                title: None,
-                turn_id: None,
-                queued: Vec::new(),
-                last_turn_id: None,
-                plan: None,
-            })
-            .expect("status serializes"))
-        };
-        let on_link = self
-            .conns
-            .get(&conn)
-            .is_some_and(|c| c.kind == ConnKind::Link);
+        let thin =
+            |exists| {
+                Ok(serde_json::to_value(thin_status(&p.session_id, exists))
+                    .expect("status serializes"))
+            };
+        let on_link = self.on_link(conn);
         let Some((s, recency)) = self.sessions.get_mut_with_recency(&p.session_id) else {
             return thin(false);
         };
@@ -453,7 +571,7 @@ impl Device {
         {
             return thin(true);
         }
-        let newly = s.open && s.holders.insert(conn);
+        let newly = s.hold_if_open(conn);
         recency.mark(s);
         if newly {
             self.cards
@@ -464,26 +582,7 @@ impl Device {
         let Some(s) = self.sessions.get(&p.session_id) else {
             return thin(false);
         };
-        // Spec: "terminal" while an editor or a terminal on the device has it open (shared.rs).
-        let held = if self.editor_holds(s) {
-            "terminal"
-        } else if s.open {
-            "here"
-        } else {
-            "none"
-        };
-        Ok(serde_json::to_value(StatusResult {
-            session_id: &s.durable.id,
-            exists: true,
-            held,
-            busy: s.busy(),
-            title: s.durable.title.as_deref(),
-            turn_id: s.turns.running().map(|r| r.turn_id.as_str()),
-            queued: s.turns.queued_ids().collect(),
-            last_turn_id: s.turns.ledger().last_done(),
-            plan: s.durable.plan.as_ref(),
-        })
-        .expect("status serializes"))
+        Ok(serde_json::to_value(s.status(self.editor_holds(s))).expect("status serializes"))
     }
 
     /// A `session/update` to every connection that holds the session, with the session's
@@ -544,15 +643,6 @@ impl Device {
             }
         }
         self.log_event(session, seq, method, &params);
-    }
-
-    /// A connection went away: it hears nothing more, and waits for nothing.
-    pub(super) fn forget_connection(&mut self, conn: ConnId) {
-        self.resolving.forget_connection(conn);
-        for s in self.sessions.values_mut() {
-            s.holders.remove(&conn);
-            s.turns.forget_connection(conn);
-        }
     }
 }
 
@@ -626,5 +716,236 @@ mod tests {
         };
         assert_eq!((table, key.as_str()), (Table::Sessions, "ses_1"));
         assert_eq!(serde_json::from_str::<SessionRecord>(&value).unwrap(), rec);
+    }
+
+    fn pending(conn: u64, model: Option<(String, bool)>) -> PendingNew {
+        PendingNew {
+            conn: ConnId(conn),
+            id: Id::number(1),
+            cwd: "/w/p".into(),
+            root: "/w".into(),
+            mode: Mode::Plan,
+            model,
+            effort: Some("low".into()),
+            context: Context::default(),
+        }
+    }
+
+    fn new_params(v: Value) -> NewSessionParams {
+        serde_json::from_value(v).expect("session/new params")
+    }
+
+    #[test]
+    fn a_new_sessions_params_are_read_and_the_first_rule_broken_refuses_it() {
+        let picked = |_: Option<&str>, _: Option<&str>| Ok(Some(("m".to_owned(), false)));
+        let read =
+            |v: Value, max| PendingNew::read(ConnId(1), &Id::number(1), new_params(v), max, picked);
+        let p = read(json!({ "cwd": "/w/./p/", "mcpServers": [] }), Mode::Auto).unwrap();
+        assert_eq!(
+            (p.cwd.as_str(), p.root.as_str(), p.mode),
+            ("/w/p", "/w/p", Mode::Edit)
+        );
+        assert_eq!(p.model, Some(("m".to_owned(), false)));
+        // Asked for auto on a connection capped at plan: plan.
+        let p = read(
+            json!({ "cwd": "/w", "mcpServers": [], "_meta": { "mode": "auto" } }),
+            Mode::Plan,
+        )
+        .unwrap();
+        assert_eq!(p.mode, Mode::Plan);
+        let e = read(
+            json!({ "cwd": "w", "mcpServers": [], "_meta": { "mode": "loud" } }),
+            Mode::Auto,
+        )
+        .unwrap_err();
+        assert!(
+            e.message.contains("cwd `w` is not an absolute path"),
+            "{e:?}"
+        );
+        let e = read(
+            json!({ "cwd": "/w", "mcpServers": [], "_meta": { "mode": "loud" } }),
+            Mode::Auto,
+        )
+        .unwrap_err();
+        assert!(e.message.contains("mode `loud` is not one of"), "{e:?}");
+        let refused = |_: Option<&str>, _: Option<&str>| Err(RpcError::invalid_params("no model"));
+        let e = PendingNew::read(
+            ConnId(1),
+            &Id::number(1),
+            new_params(json!({ "cwd": "/w", "mcpServers": [] })),
+            Mode::Auto,
+            refused,
+        )
+        .unwrap_err();
+        assert_eq!(e.message, "no model");
+    }
+
+    #[test]
+    fn a_session_made_on_the_link_is_given_capped_and_held_by_who_asked() {
+        let s = Session::created(
+            pending(3, Some(("m".into(), true))),
+            "ses_a".into(),
+            true,
+            9,
+            65,
+            10,
+        );
+        let d = &s.durable;
+        assert_eq!(
+            (d.id.as_str(), d.cwd.as_str(), d.root.as_str()),
+            ("ses_a", "/w/p", "/w")
+        );
+        assert_eq!(
+            (d.mode, d.model.as_deref(), d.instance),
+            (Mode::Plan, Some("m"), true)
+        );
+        assert_eq!((d.touched, d.seq_next, d.given), (9, 65, true));
+        assert!(s.open && s.capped);
+        assert_eq!(s.holders.iter().copied().collect::<Vec<_>>(), [ConnId(3)]);
+        assert_eq!(
+            s.events.next_seq(),
+            65,
+            "its log begins at this start's first seq"
+        );
+        let editor = Session::created(pending(3, None), "ses_b".into(), false, 9, 65, 10);
+        assert!(!editor.durable.given && !editor.capped);
+        assert_eq!(
+            (editor.durable.model.as_deref(), editor.durable.instance),
+            (None, false)
+        );
+    }
+
+    #[test]
+    fn a_sessions_answer_lists_the_modes_up_to_the_connections_max() {
+        let s = Session::created(pending(1, None), "ses_a".into(), false, 0, 1, 10);
+        let modes = |max| {
+            s.result(max)["modes"]["availableModes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| m["id"].as_str().unwrap().to_owned())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(modes(Mode::Auto), ["plan", "manual", "edit", "auto"]);
+        assert_eq!(modes(Mode::Manual), ["plan", "manual"]);
+        let r = s.result(Mode::Auto);
+        assert_eq!(
+            (r["sessionId"].clone(), r["modes"]["currentModeId"].clone()),
+            (json!("ses_a"), json!("plan"))
+        );
+        assert_eq!(r["_meta"]["lembas"]["effort"], json!("low"));
+    }
+
+    #[test]
+    fn taken_up_it_is_open_and_heard_and_given_once_by_the_link() {
+        let mut s = crate::device::live::tests::session("a");
+        let first = s.take_up(ConnId(1));
+        assert_eq!(
+            first,
+            TakenUp {
+                from_store: true,
+                newly: true
+            }
+        );
+        assert_eq!(
+            s.take_up(ConnId(1)),
+            TakenUp {
+                from_store: false,
+                newly: false
+            }
+        );
+        assert_eq!(
+            s.take_up(ConnId(2)),
+            TakenUp {
+                from_store: false,
+                newly: true
+            }
+        );
+        s.capped = false;
+        let Some(Record::Put { value, .. }) = s.used_from_link() else {
+            panic!("given: stored");
+        };
+        assert!(value.contains("\"given\":true"), "{value}");
+        assert!(s.capped && s.durable.given);
+        assert_eq!(
+            s.used_from_link(),
+            None,
+            "the mark lasts; nothing to store again"
+        );
+    }
+
+    #[test]
+    fn a_plan_reopened_goes_out_with_the_sessions_next_seq_and_is_logged() {
+        let limits = SessionLimits::default();
+        let mut out = Outbox::default();
+        let mut s = crate::device::live::tests::session("a");
+        assert!(
+            s.reopened_plan(&mut out, &limits).is_none(),
+            "no plan, no event"
+        );
+        s.durable.plan = Some(json!({ "phases": [{ "tasks": [{ "title": "x" }] }] }));
+        let (frame, unflushed) = s.reopened_plan(&mut out, &limits).expect("a plan event");
+        let v: Value = serde_json::from_slice(&frame).unwrap();
+        assert_eq!(v["method"], "session/update");
+        assert_eq!(v["params"]["update"]["sessionUpdate"], "plan");
+        assert_eq!(v["params"]["update"]["entries"][0]["content"], "x");
+        assert_eq!(v["params"]["_meta"]["lembas"]["seq"], 1);
+        assert!(unflushed, "the log has an entry the store lacks");
+        assert_eq!(s.events.next_seq(), 2);
+    }
+
+    #[test]
+    fn a_mode_asked_is_lowered_for_remote_work_and_a_link_only() {
+        let mut s = crate::device::live::tests::session("a");
+        s.capped = false;
+        assert_eq!(s.mode_asked(Mode::Auto, false, Mode::Edit), Mode::Auto);
+        assert_eq!(s.mode_asked(Mode::Auto, true, Mode::Edit), Mode::Edit);
+        s.capped = true;
+        assert_eq!(s.mode_asked(Mode::Auto, false, Mode::Edit), Mode::Edit);
+        assert_eq!(s.mode_asked(Mode::Plan, false, Mode::Edit), Mode::Plan);
+        assert_eq!(s.switch_mode(Mode::Manual), s.record());
+        assert_eq!(s.durable.mode, Mode::Manual);
+    }
+
+    #[test]
+    fn a_title_is_held_to_its_limit_in_characters() {
+        assert!(check_title("héllo", 5).is_ok());
+        let e = check_title("héllo!", 5).unwrap_err();
+        assert!(
+            e.message
+                .contains("6 characters, over the limit of 5 (max_title_chars)"),
+            "{e:?}"
+        );
+        let mut s = crate::device::live::tests::session("a");
+        let record = s.retitle("t".into(), 7);
+        assert_eq!(
+            (s.durable.title.as_deref(), s.durable.touched),
+            (Some("t"), 7)
+        );
+        assert_eq!(record, s.record());
+    }
+
+    #[test]
+    fn status_says_who_holds_it_and_a_thin_one_says_nothing_of_it() {
+        let mut s = crate::device::live::tests::session("a");
+        assert!(!s.hold_if_open(ConnId(1)), "not open: no holder");
+        assert_eq!(s.status(false).held, "none");
+        s.open = true;
+        assert!(s.hold_if_open(ConnId(1)));
+        assert!(!s.hold_if_open(ConnId(1)));
+        assert_eq!(s.status(false).held, "here");
+        assert_eq!(s.status(true).held, "terminal");
+        s.durable.title = Some("t".into());
+        let st = s.status(false);
+        assert_eq!(
+            (st.session_id, st.exists, st.busy, st.title),
+            ("a", true, false, Some("t"))
+        );
+        let thin = serde_json::to_value(thin_status("b", true)).unwrap();
+        assert_eq!(
+            thin,
+            json!({ "sessionId": "b", "exists": true, "held": "none", "busy": false, "title": null,
+                    "queued": [], "plan": null })
+        );
     }
 }
