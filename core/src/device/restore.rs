@@ -12,10 +12,11 @@ use super::event_log::{read_block, EventLog, LoggedEvent};
 use super::history::Recent;
 use super::ledger::TurnState;
 use super::sessions::Session;
+use super::turn_table::TurnTable;
 use crate::turn::Answer;
 
 use super::Device;
-use crate::config::{ConfigError, DeviceConfig};
+use crate::config::{ConfigError, DeviceConfig, SessionLimits};
 use crate::engine::StopReason;
 use crate::rng::Rng;
 use crate::store::{self, Entry, Record, SessionRecord, StoredTurnState, Table, TurnRecord};
@@ -174,21 +175,12 @@ impl Device {
             key: store::EPOCH_KEY.into(),
             value: device.request_ids.epoch.to_string(),
         }];
-        let mut newest: Vec<(u64, &str)> = sessions
-            .iter()
-            .filter_map(|(id, s)| Some((s.record.as_ref()?.touched, id.as_str())))
-            .collect();
-        newest.sort_unstable_by(|a, b| b.cmp(a));
         let keep = if device.config.has_store {
             device.config.sessions.max_live
         } else {
             usize::MAX
         };
-        let live: BTreeSet<String> = newest
-            .iter()
-            .take(keep)
-            .map(|(_, id)| id.to_string())
-            .collect();
+        let live = newest(&sessions, keep);
         for (id, stored) in sessions {
             // Each one is rebuilt (its cut turns finished, its old ledger pruned) whether or not
             // it stays in memory, so the store is consistent for a later read.
@@ -203,10 +195,8 @@ impl Device {
         Ok((device, bad))
     }
 
-    /// A session from its stored entries (`None` without its record; its turns are then
-    /// cleaned up). A turn that was running is finished as cut by a restart, a queued one is
-    /// forgotten, and a ledger untouched past `ledger_ttl_ms` is pruned: the records that make
-    /// the store say so are added to `records`.
+    /// A session from its stored entries ([`Session::rebuild`]) under the device's limits, at
+    /// this start.
     pub(super) fn rebuild(
         &self,
         id: &str,
@@ -214,29 +204,51 @@ impl Device {
         now: Time,
         records: &mut Vec<Record>,
     ) -> Option<Session> {
+        let seq_base = self.seq_base();
+        Session::rebuild(id, stored, now, seq_base, &self.config.sessions, records)
+    }
+}
+
+/// The ids of the `keep` most recently touched sessions with a record: those a start keeps in
+/// memory.
+fn newest(sessions: &BTreeMap<String, StoredSession>, keep: usize) -> BTreeSet<String> {
+    let mut newest: Vec<(u64, &str)> = sessions
+        .iter()
+        .filter_map(|(id, s)| Some((s.record.as_ref()?.touched, id.as_str())))
+        .collect();
+    newest.sort_unstable_by(|a, b| b.cmp(a));
+    newest
+        .iter()
+        .take(keep)
+        .map(|(_, id)| id.to_string())
+        .collect()
+}
+
+impl Session {
+    /// A session from its stored entries (`None` without its record; its turns and events are
+    /// then cleaned up). Its event log and recent history are read back within `limits`
+    /// (`seq_base`: this start's first seq), its turns as a restart leaves them
+    /// ([`TurnTable::restore_stored`]), and a ledger untouched past `ledger_ttl_ms` is pruned:
+    /// the records that make the store say so are added to `records`.
+    pub(super) fn rebuild(
+        id: &str,
+        stored: StoredSession,
+        now: Time,
+        seq_base: u64,
+        limits: &SessionLimits,
+        records: &mut Vec<Record>,
+    ) -> Option<Session> {
         let Some(rec) = stored.record else {
-            if !stored.turns.is_empty() {
-                // Turns of a session the store no longer has: clean them up.
-                records.push(Record::DeletePrefix {
-                    table: Table::Turns,
-                    prefix: store::session_prefix(id),
-                });
-            }
-            if !stored.events.is_empty() {
-                records.push(Record::DeletePrefix {
-                    table: Table::Events,
-                    prefix: store::session_prefix(id),
-                });
-            }
+            records.extend(orphan_records(id, &stored));
             return None;
         };
-        let mut s = Session::new(rec, self.config.sessions.ledger_turns);
+        let mut s = Session::new(rec, limits.ledger_turns);
         s.events = EventLog::restore(
             id,
             stored.events,
             s.durable.seq_next,
-            self.seq_base(),
-            &self.config.sessions,
+            seq_base,
+            limits,
             records,
         );
         let failed: BTreeSet<&str> = stored
@@ -252,11 +264,7 @@ impl Device {
             })
             .map(|(t, _)| t.as_str())
             .collect();
-        s.recent = Recent::restored(
-            stored.history,
-            |turn| failed.contains(turn),
-            &self.config.sessions,
-        );
+        s.recent = Recent::restored(stored.history, |turn| failed.contains(turn), limits);
         if let Some(c) = &s.durable.compaction {
             s.recent.fold_before(c.folded);
         }
@@ -264,49 +272,122 @@ impl Device {
         if list.is_empty() {
             return Some(s);
         }
-        let ttl = self.config.sessions.ledger_ttl_ms;
         let newest = list.iter().map(|(_, r)| r.touched).max().unwrap_or(0);
-        if newest.max(s.durable.touched).saturating_add(ttl) < now.0 {
+        if newest
+            .max(s.durable.touched)
+            .saturating_add(limits.ledger_ttl_ms)
+            < now.0
+        {
             records.push(Record::DeletePrefix {
                 table: Table::Turns,
                 prefix: store::session_prefix(id),
             });
             return Some(s);
         }
-        for (turn, rec) in list {
-            let state = match rec.state {
-                StoredTurnState::Done { answer } => TurnState::Done(answer),
-                StoredTurnState::Running => {
-                    let mut extra = Map::new();
-                    extra.insert("message".into(), json!(RESTARTED));
-                    let answer = Answer::stopped(StopReason::Cancelled, extra);
-                    records.push(store::done_record(
-                        id,
-                        &turn,
-                        rec.order,
-                        &answer,
-                        now.0,
-                        rec.history,
-                    ));
-                    TurnState::Done(answer)
-                }
-                StoredTurnState::Queued => {
-                    records.push(Record::Delete {
-                        table: Table::Turns,
-                        key: store::turn_key(id, &turn),
-                    });
-                    continue;
-                }
-            };
-            s.turns.restore(&turn, rec.order, state, rec.history);
+        records.extend(s.turns.restore_stored(id, list, now));
+        Some(s)
+    }
+
+    /// The ledger forgotten when the session is idle and untouched for `ttl_ms` before `now`
+    /// (a fresh one of `capacity`): the record that deletes it from the store.
+    pub(super) fn prune_ledger(
+        &mut self,
+        now: Time,
+        ttl_ms: u64,
+        capacity: usize,
+    ) -> Option<Record> {
+        let stale = self.durable.touched.saturating_add(ttl_ms) < now.0;
+        (stale && self.turns.forget_ledger(capacity)).then(|| Record::DeletePrefix {
+            table: Table::Turns,
+            prefix: store::session_prefix(&self.durable.id),
+        })
+    }
+}
+
+/// The records that clean up what the store keeps of a session it has no record of (its
+/// turns, its events).
+fn orphan_records(id: &str, stored: &StoredSession) -> Vec<Record> {
+    let mut records = Vec::new();
+    if !stored.turns.is_empty() {
+        records.push(Record::DeletePrefix {
+            table: Table::Turns,
+            prefix: store::session_prefix(id),
+        });
+    }
+    if !stored.events.is_empty() {
+        records.push(Record::DeletePrefix {
+            table: Table::Events,
+            prefix: store::session_prefix(id),
+        });
+    }
+    records
+}
+
+/// What a restart makes of one stored turn.
+#[derive(Debug, PartialEq)]
+pub(super) enum Restored {
+    /// Back in the ledger as `state`; `record` makes the store say so when it changed.
+    Kept {
+        state: TurnState,
+        record: Option<Record>,
+    },
+    /// Forgotten (the client's resend runs it once); the record deletes it.
+    Forgotten(Record),
+}
+
+/// A stored turn of `session` as a restart at `now` leaves it: a done one stays done, one
+/// that was running when the process died is finished as `cancelled` (never run again, the
+/// answer saying [`RESTARTED`]), a queued one is forgotten.
+pub(super) fn restored_turn(session: &str, turn: &str, rec: &TurnRecord, now: u64) -> Restored {
+    match &rec.state {
+        StoredTurnState::Done { answer } => Restored::Kept {
+            state: TurnState::Done(answer.clone()),
+            record: None,
+        },
+        StoredTurnState::Running => {
+            let mut extra = Map::new();
+            extra.insert("message".into(), json!(RESTARTED));
+            let answer = Answer::stopped(StopReason::Cancelled, extra);
+            let record = store::done_record(session, turn, rec.order, &answer, now, rec.history);
+            Restored::Kept {
+                state: TurnState::Done(answer),
+                record: Some(record),
+            }
         }
-        for forgotten in s.turns.finish_restore() {
+        StoredTurnState::Queued => Restored::Forgotten(Record::Delete {
+            table: Table::Turns,
+            key: store::turn_key(session, turn),
+        }),
+    }
+}
+
+impl TurnTable {
+    /// Put back the stored turns of `session` (`list`, in any order) as a restart at `now`
+    /// leaves them ([`restored_turn`]); turns over the ledger's capacity are forgotten. The
+    /// records that make the store say so.
+    pub(super) fn restore_stored(
+        &mut self,
+        session: &str,
+        list: Vec<(String, TurnRecord)>,
+        now: Time,
+    ) -> Vec<Record> {
+        let mut records = Vec::new();
+        for (turn, rec) in list {
+            match restored_turn(session, &turn, &rec, now.0) {
+                Restored::Kept { state, record } => {
+                    records.extend(record);
+                    self.restore(&turn, rec.order, state, rec.history);
+                }
+                Restored::Forgotten(record) => records.push(record),
+            }
+        }
+        for forgotten in self.finish_restore() {
             records.push(Record::Delete {
                 table: Table::Turns,
-                key: store::turn_key(id, &forgotten),
+                key: store::turn_key(session, &forgotten),
             });
         }
-        Some(s)
+        records
     }
 }
 
@@ -320,17 +401,12 @@ impl Device {
             return;
         }
         self.next_prune = now.plus_ms(PRUNE_EVERY_MS);
-        let ttl = self.config.sessions.ledger_ttl_ms;
-        let capacity = self.config.sessions.ledger_turns;
-        let mut records = Vec::new();
-        for s in self.sessions.values_mut() {
-            if s.durable.touched.saturating_add(ttl) < now.0 && s.turns.forget_ledger(capacity) {
-                records.push(Record::DeletePrefix {
-                    table: Table::Turns,
-                    prefix: store::session_prefix(&s.durable.id),
-                });
-            }
-        }
+        let limits = &self.config.sessions;
+        let records: Vec<Record> = self
+            .sessions
+            .values_mut()
+            .filter_map(|s| s.prune_ledger(now, limits.ledger_ttl_ms, limits.ledger_turns))
+            .collect();
         if !records.is_empty() {
             self.out.persist(records);
         }
@@ -379,5 +455,177 @@ mod tests {
         assert_eq!(value, "1");
         assert_eq!(bad.len(), 1, "{bad:?}");
         assert!(bad[0].why.contains("epoch `many`"), "{bad:?}");
+    }
+
+    fn stored_turn(order: u64, state: StoredTurnState, touched: u64) -> TurnRecord {
+        TurnRecord {
+            order,
+            state,
+            touched,
+            history: Some(order),
+        }
+    }
+
+    fn done(reason: StopReason) -> StoredTurnState {
+        StoredTurnState::Done {
+            answer: Answer::stopped(reason, Map::new()),
+        }
+    }
+
+    #[test]
+    fn a_restart_finishes_a_cut_turn_as_cancelled_and_forgets_a_queued_one() {
+        let kept = restored_turn("s", "t1", &stored_turn(1, done(StopReason::EndTurn), 5), 9);
+        assert_eq!(
+            kept,
+            Restored::Kept {
+                state: TurnState::Done(Answer::stopped(StopReason::EndTurn, Map::new())),
+                record: None,
+            }
+        );
+        let Restored::Kept {
+            state: TurnState::Done(answer),
+            record: Some(record),
+        } = restored_turn("s", "t2", &stored_turn(2, StoredTurnState::Running, 5), 9)
+        else {
+            panic!("a cut turn is kept, finished");
+        };
+        let Answer::Stopped { stop_reason, extra } = &answer else {
+            panic!("stopped: {answer:?}");
+        };
+        assert_eq!(*stop_reason, StopReason::Cancelled);
+        assert!(extra.as_deref().unwrap().contains(RESTARTED), "{extra:?}");
+        assert_eq!(
+            record,
+            store::done_record("s", "t2", 2, &answer, 9, Some(2))
+        );
+        assert_eq!(
+            restored_turn("s", "t3", &stored_turn(3, StoredTurnState::Queued, 5), 9),
+            Restored::Forgotten(Record::Delete {
+                table: Table::Turns,
+                key: store::turn_key("s", "t3"),
+            })
+        );
+    }
+
+    #[test]
+    fn a_turn_table_takes_back_its_stored_turns_within_its_capacity() {
+        let mut table = TurnTable::new(2);
+        let list = vec![
+            ("t3".to_owned(), stored_turn(3, StoredTurnState::Running, 5)),
+            (
+                "t1".to_owned(),
+                stored_turn(1, done(StopReason::EndTurn), 5),
+            ),
+            ("t4".to_owned(), stored_turn(4, StoredTurnState::Queued, 5)),
+            (
+                "t2".to_owned(),
+                stored_turn(2, done(StopReason::EndTurn), 5),
+            ),
+        ];
+        let records = table.restore_stored("s", list, Time(9));
+        let deleted: Vec<&str> = records
+            .iter()
+            .filter_map(|r| match r {
+                Record::Delete { key, .. } => Some(key.as_str()),
+                _ => None,
+            })
+            .collect();
+        // The queued one, then the oldest over a capacity of two.
+        assert_eq!(
+            deleted,
+            [store::turn_key("s", "t4"), store::turn_key("s", "t1")]
+        );
+        assert_eq!(records.len(), 3, "and the cut one finished: {records:?}");
+        assert!(table.ledger().get("t1").is_none() && table.ledger().get("t4").is_none());
+        assert!(matches!(table.ledger().get("t3"), Some(TurnState::Done(_))));
+        assert_eq!(table.ledger().last_done(), Some("t3"));
+    }
+
+    #[test]
+    fn a_session_rebuilt_without_its_record_leaves_only_cleanup_and_a_stale_ledger_is_pruned() {
+        let limits = SessionLimits::default();
+        let turns = vec![("t1".to_owned(), stored_turn(1, StoredTurnState::Running, 5))];
+        let orphan = StoredSession {
+            turns: turns.clone(),
+            ..StoredSession::default()
+        };
+        let mut records = Vec::new();
+        assert!(Session::rebuild("s", orphan, Time(9), 1, &limits, &mut records).is_none());
+        assert_eq!(
+            records,
+            [Record::DeletePrefix {
+                table: Table::Turns,
+                prefix: store::session_prefix("s"),
+            }]
+        );
+        let record = crate::device::live::tests::session("s").durable;
+        let stored = || StoredSession {
+            record: Some(record.clone()),
+            turns: turns.clone(),
+            ..StoredSession::default()
+        };
+        // Fresh: the cut turn is finished.
+        let mut records = Vec::new();
+        let s = Session::rebuild("s", stored(), Time(9), 1, &limits, &mut records).unwrap();
+        assert!(matches!(
+            s.turns.ledger().get("t1"),
+            Some(TurnState::Done(_))
+        ));
+        assert!(
+            matches!(
+                records.as_slice(),
+                [Record::Put {
+                    table: Table::Turns,
+                    ..
+                }]
+            ),
+            "{records:?}"
+        );
+        // Untouched past the ttl: the ledger goes, nothing is finished.
+        let late = Time(5 + limits.ledger_ttl_ms + 1);
+        let mut records = Vec::new();
+        let s = Session::rebuild("s", stored(), late, 1, &limits, &mut records).unwrap();
+        assert!(s.turns.ledger().get("t1").is_none());
+        assert_eq!(
+            records,
+            [Record::DeletePrefix {
+                table: Table::Turns,
+                prefix: store::session_prefix("s"),
+            }]
+        );
+    }
+
+    #[test]
+    fn an_idle_ledger_untouched_past_its_time_is_pruned_once() {
+        let limits = SessionLimits::default();
+        let mut records = Vec::new();
+        let turns = vec![(
+            "t1".to_owned(),
+            stored_turn(1, done(StopReason::EndTurn), 0),
+        )];
+        let stored = StoredSession {
+            record: Some(crate::device::live::tests::session("s").durable),
+            turns,
+            ..StoredSession::default()
+        };
+        let mut s = Session::rebuild("s", stored, Time(0), 1, &limits, &mut records).unwrap();
+        let ttl = limits.ledger_ttl_ms;
+        assert_eq!(
+            s.prune_ledger(Time(ttl), ttl, 10),
+            None,
+            "not past its time"
+        );
+        assert_eq!(
+            s.prune_ledger(Time(ttl + 1), ttl, 10),
+            Some(Record::DeletePrefix {
+                table: Table::Turns,
+                prefix: store::session_prefix("s"),
+            })
+        );
+        assert_eq!(
+            s.prune_ledger(Time(ttl + 1), ttl, 10),
+            None,
+            "nothing left to forget"
+        );
     }
 }
