@@ -16,7 +16,9 @@ use serde_json::{json, Value};
 use super::connection::Phase;
 use super::history::{Purpose, Selected};
 use super::session_set::Listed;
+use super::sessions::Session;
 use super::{ConnId, ConnKind, Device};
+use crate::config::Mode;
 use crate::engine::ToolStatus;
 use crate::jsonrpc::{self, Id, RpcError};
 use crate::paths;
@@ -87,48 +89,117 @@ pub(super) struct ReplayRead {
     pub limit: usize,
 }
 
+impl ReplayRead {
+    /// The read to ask for again when the session's history moved on (to `next`, none when
+    /// it is not in memory) while the shell read this one, at most [`REPLAY_READS`] in all:
+    /// where it ends and what it is for. `None`: replay what was read.
+    fn again(&self, next: Option<u64>) -> Option<(u64, Purpose)> {
+        let next = next.filter(|n| *n != self.upto && self.reads < REPLAY_READS)?;
+        let purpose = Purpose::Replay {
+            upto: next,
+            reads: self.reads + 1,
+        };
+        Some((next, purpose))
+    }
+}
+
+/// `session/list`'s page of `rows` (every session the device has) as `p` asks: those in its
+/// `cwd`, after its cursor, newest first (then by id), at most [`LIST_PAGE`], with a
+/// `nextCursor` when more follow: `{ sessions: [{ sessionId, cwd, title?, updatedAt }],
+/// nextCursor? }`.
+fn list_page<'a>(
+    rows: impl Iterator<Item = Listed<'a>>,
+    p: ListSessionsParams,
+) -> Result<Value, RpcError> {
+    let cwd = p.cwd.as_deref().map(absolute).transpose()?;
+    let after = p.cursor.as_deref().map(Cursor::parse).transpose()?;
+    let mut rows: Vec<Listed<'_>> = rows
+        .filter(|r| cwd.as_deref().is_none_or(|c| r.cwd == c))
+        .filter(|r| after.as_ref().is_none_or(|a| a.before(r)))
+        .collect();
+    let order =
+        |a: &Listed<'_>, b: &Listed<'_>| b.touched.cmp(&a.touched).then_with(|| a.id.cmp(b.id));
+    // The page and the one after it, without sorting every session.
+    if rows.len() > LIST_PAGE + 1 {
+        rows.select_nth_unstable_by(LIST_PAGE, order);
+        rows.truncate(LIST_PAGE + 1);
+    }
+    rows.sort_unstable_by(order);
+    let next = (rows.len() > LIST_PAGE).then(|| {
+        rows.truncate(LIST_PAGE);
+        Cursor::of(&rows[LIST_PAGE - 1])
+    });
+    let sessions: Vec<Value> = rows
+        .iter()
+        .map(|r| {
+            let mut info = json!({
+                "sessionId": r.id,
+                "cwd": r.cwd,
+                "updatedAt": iso8601(r.touched),
+            });
+            if let Some(t) = r.title {
+                info["title"] = json!(t);
+            }
+            info
+        })
+        .collect();
+    let mut result = json!({ "sessions": sessions });
+    if let Some(next) = next {
+        result["nextCursor"] = json!(next);
+    }
+    Ok(result)
+}
+
+impl Session {
+    /// What a `session/load` replays before its answer: `read` (the turns the shell read,
+    /// stored before `upto`), the turns stored since as its context keeps them (without
+    /// reasoning or tools), then what its running turn said so far (within `max_answer`).
+    fn load_replay(&self, read: Vec<HistoryTurn>, upto: u64, max_answer: usize) -> Vec<Vec<u8>> {
+        let session = self.durable.id.as_str();
+        let mut turns = read;
+        // Still moving after every read: the turns stored since, as the session's context
+        // keeps them, rather than none.
+        turns.extend(self.recent.since(upto).unwrap_or_default().iter().cloned());
+        let mut frames = replay_frames(session, &turns);
+        if let Some(r) = self.turns.running() {
+            let (text, reasoning) = (r.text.so_far(max_answer), r.reasoning.so_far(max_answer));
+            assistant_frames(session, &text, &reasoning, &r.tools, true, &mut frames);
+        }
+        frames
+    }
+
+    /// The answer to a load or resume: as `session/new`'s ([`Session::result`], modes up to
+    /// `max_mode`) less the session's id, saying in `_meta.lembas` when turns were left out
+    /// (`cut`: truncated, dropped).
+    fn load_result(&self, max_mode: Mode, cut: Option<(bool, u64)>) -> Value {
+        let mut result = self.result(max_mode);
+        if let Some(o) = result.as_object_mut() {
+            // ACP's answer to a load names no session: the request did.
+            o.remove("sessionId");
+        }
+        if let Some((truncated, dropped)) = cut {
+            result["_meta"]["lembas"]["truncated"] = json!(truncated);
+            result["_meta"]["lembas"]["dropped"] = json!(dropped);
+        }
+        result
+    }
+
+    /// The `session_info_update` an editor hears when its title changes.
+    fn info_frame(&self) -> Vec<u8> {
+        update_frame(
+            &self.durable.id,
+            SessionUpdate::SessionInfoUpdate(SessionInfo {
+                title: self.durable.title.clone(),
+                updated_at: Some(iso8601(self.durable.touched)),
+            }),
+        )
+    }
+}
+
 impl Device {
-    /// `session/list`: `{ sessions: [{ sessionId, cwd, title?, updatedAt }], nextCursor? }`.
+    /// `session/list` ([`list_page`]).
     pub(super) fn list_sessions(&self, p: ListSessionsParams) -> Result<Value, RpcError> {
-        let cwd = p.cwd.as_deref().map(absolute).transpose()?;
-        let after = p.cursor.as_deref().map(Cursor::parse).transpose()?;
-        let mut rows: Vec<Listed<'_>> = self
-            .sessions
-            .listed()
-            .filter(|r| cwd.as_deref().is_none_or(|c| r.cwd == c))
-            .filter(|r| after.as_ref().is_none_or(|a| a.before(r)))
-            .collect();
-        let order =
-            |a: &Listed<'_>, b: &Listed<'_>| b.touched.cmp(&a.touched).then_with(|| a.id.cmp(b.id));
-        // The page and the one after it, without sorting every session.
-        if rows.len() > LIST_PAGE + 1 {
-            rows.select_nth_unstable_by(LIST_PAGE, order);
-            rows.truncate(LIST_PAGE + 1);
-        }
-        rows.sort_unstable_by(order);
-        let next = (rows.len() > LIST_PAGE).then(|| {
-            rows.truncate(LIST_PAGE);
-            Cursor::of(&rows[LIST_PAGE - 1])
-        });
-        let sessions: Vec<Value> = rows
-            .iter()
-            .map(|r| {
-                let mut info = json!({
-                    "sessionId": r.id,
-                    "cwd": r.cwd,
-                    "updatedAt": iso8601(r.touched),
-                });
-                if let Some(t) = r.title {
-                    info["title"] = json!(t);
-                }
-                info
-            })
-            .collect();
-        let mut result = json!({ "sessions": sessions });
-        if let Some(next) = next {
-            result["nextCursor"] = json!(next);
-        }
-        Ok(result)
+        list_page(self.sessions.listed(), p)
     }
 
     /// `session/load` (`replay`: its history first, as `session/update`s, once the shell has
@@ -176,35 +247,13 @@ impl Device {
         asked: ReplayRead,
     ) {
         let next = self.sessions.get(session).map(|s| s.recent.next());
-        if let Some(next) = next.filter(|n| *n != asked.upto && asked.reads < REPLAY_READS) {
-            let purpose = Purpose::Replay {
-                upto: next,
-                reads: asked.reads + 1,
-            };
+        if let Some((next, purpose)) = asked.again(next) {
             return self.read_history(conn, id, session, Some(next), asked.limit, purpose);
         }
         let max_answer = self.config.sessions.max_answer_bytes;
         let frames = match self.attach(conn, session) {
             Err(e) => return self.reply_error(conn, id, &e),
-            Ok(s) => {
-                let mut turns = read.turns;
-                // Still moving after every read: the turns stored since, as the session's
-                // context keeps them (without reasoning or tools), rather than none.
-                turns.extend(
-                    s.recent
-                        .since(asked.upto)
-                        .unwrap_or_default()
-                        .iter()
-                        .cloned(),
-                );
-                let mut frames = replay_frames(session, &turns);
-                if let Some(r) = s.turns.running() {
-                    let (text, reasoning) =
-                        (r.text.so_far(max_answer), r.reasoning.so_far(max_answer));
-                    assistant_frames(session, &text, &reasoning, &r.tools, true, &mut frames);
-                }
-                frames
-            }
+            Ok(s) => s.load_replay(read.turns, asked.upto, max_answer),
         };
         for frame in frames {
             self.out.send(conn, frame);
@@ -218,16 +267,7 @@ impl Device {
     fn load_result(&self, conn: ConnId, session: &str, cut: Option<(bool, u64)>) -> Value {
         let kind = self.conns[&conn].kind;
         let s = self.sessions.get(session).expect("attached just now");
-        let mut result = s.result(self.max_mode(kind));
-        if let Some(o) = result.as_object_mut() {
-            // ACP's answer to a load names no session: the request did.
-            o.remove("sessionId");
-        }
-        if let Some((truncated, dropped)) = cut {
-            result["_meta"]["lembas"]["truncated"] = json!(truncated);
-            result["_meta"]["lembas"]["dropped"] = json!(dropped);
-        }
-        result
+        s.load_result(self.max_mode(kind), cut)
     }
 
     /// `session/close`: its running turn is cancelled (ACP: as `session/cancel`), and this
@@ -272,13 +312,7 @@ impl Device {
         let Some(s) = self.sessions.get(session) else {
             return;
         };
-        let frame = update_frame(
-            session,
-            SessionUpdate::SessionInfoUpdate(SessionInfo {
-                title: s.durable.title.clone(),
-                updated_at: Some(iso8601(s.durable.touched)),
-            }),
-        );
+        let frame = s.info_frame();
         let editors: Vec<ConnId> = s
             .holders
             .iter()
@@ -385,6 +419,7 @@ fn assistant_frames(
 
 #[cfg(test)]
 mod tests {
+    use super::*;
     use std::collections::BTreeSet;
 
     use serde_json::{json, Value};
@@ -497,5 +532,157 @@ mod tests {
         assert_eq!(page.len(), 100);
         assert!(page.iter().all(|s| s["cwd"] == "/b"));
         assert!(r["result"]["nextCursor"].as_str().is_some());
+    }
+
+    fn row(id: &str, cwd: &str, touched: u64) -> (String, String, u64) {
+        (id.to_owned(), cwd.to_owned(), touched)
+    }
+
+    fn page(
+        rows: &[(String, String, u64)],
+        cwd: Option<&str>,
+        cursor: Option<&str>,
+    ) -> Result<Value, RpcError> {
+        let listed = rows.iter().map(|(id, cwd, touched)| Listed {
+            id,
+            cwd,
+            title: (id == "t").then_some("a title"),
+            touched: *touched,
+        });
+        let p = ListSessionsParams {
+            cwd: cwd.map(Into::into),
+            cursor: cursor.map(Into::into),
+        };
+        list_page(listed, p)
+    }
+
+    fn ids(v: &Value) -> Vec<&str> {
+        v["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["sessionId"].as_str().unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn a_page_is_newest_first_in_its_cwd_after_its_cursor() {
+        let rows = [
+            row("a", "/x", 1),
+            row("b", "/y", 3),
+            row("c", "/x", 3),
+            row("t", "/x", 2),
+        ];
+        let all = page(&rows, None, None).unwrap();
+        assert_eq!(ids(&all), ["b", "c", "t", "a"], "newest first, then by id");
+        assert!(all.get("nextCursor").is_none(), "one page");
+        assert_eq!(all["sessions"][2]["title"], "a title");
+        assert!(all["sessions"][0].get("title").is_none());
+        assert_eq!(all["sessions"][3]["updatedAt"], iso8601(1));
+        assert_eq!(
+            ids(&page(&rows, Some("/x/"), None).unwrap()),
+            ["c", "t", "a"]
+        );
+        assert_eq!(
+            ids(&page(&rows, None, Some("3:b")).unwrap()),
+            ["c", "t", "a"]
+        );
+        let e = page(&rows, None, Some("b")).unwrap_err();
+        assert!(
+            e.message.contains("cursor `b` is not one this device gave"),
+            "{e:?}"
+        );
+        let e = page(&rows, Some("x"), None).unwrap_err();
+        assert!(
+            e.message.contains("cwd `x` is not an absolute path"),
+            "{e:?}"
+        );
+        // One more than a page: the next cursor names the last one listed.
+        let many: Vec<_> = (0..=LIST_PAGE as u64)
+            .map(|i| row(&format!("s{i:03}"), "/x", i))
+            .collect();
+        let first = page(&many, None, None).unwrap();
+        assert_eq!(ids(&first).len(), LIST_PAGE);
+        assert_eq!(first["nextCursor"], "1:s001");
+        assert_eq!(ids(&page(&many, None, Some("1:s001")).unwrap()), ["s000"]);
+    }
+
+    #[test]
+    fn a_replay_is_read_again_while_the_history_moves_at_most_three_times() {
+        let read = |reads| ReplayRead {
+            upto: 4,
+            reads,
+            limit: 10,
+        };
+        assert!(read(1).again(Some(4)).is_none(), "nothing moved");
+        assert!(read(1).again(None).is_none(), "not in memory");
+        let Some((5, Purpose::Replay { upto: 5, reads: 2 })) = read(1).again(Some(5)) else {
+            panic!("read again up to the new end");
+        };
+        assert!(read(REPLAY_READS).again(Some(5)).is_none(), "enough reads");
+    }
+
+    #[test]
+    fn a_load_replays_what_was_read_what_was_stored_since_and_the_running_turn() {
+        use crate::device::turn_table::Admission;
+        use crate::jsonrpc::Id;
+        let limits = crate::config::SessionLimits::default();
+        let mut s = crate::device::live::tests::session("s");
+        let user = |text: &str| HistoryTurn::User {
+            text: text.into(),
+            turn_id: None,
+            attachments: Vec::new(),
+        };
+        let upto = s.recent.next();
+        s.recent.push(&user("since"), false, &limits);
+        let start = s.turn_start("t".into(), "hi".into(), Vec::new());
+        s.turns
+            .admit(start, Admission::default(), (ConnId(1), Id::number(1)));
+        s.turns.start_next();
+        s.turns.running_mut("t").unwrap().text.push("so far", 100);
+        let frames = s.load_replay(vec![user("read")], upto, 100);
+        let said: Vec<(String, String)> = frames
+            .iter()
+            .map(|f| {
+                let v: Value = serde_json::from_slice(f).unwrap();
+                let u = &v["params"]["update"];
+                (
+                    u["sessionUpdate"].as_str().unwrap().to_owned(),
+                    u["content"]["text"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect();
+        let said: Vec<(&str, &str)> = said.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+        assert_eq!(
+            said,
+            [
+                ("user_message_chunk", "read"),
+                ("user_message_chunk", "since"),
+                ("agent_message_chunk", "so far")
+            ]
+        );
+    }
+
+    #[test]
+    fn a_loads_answer_names_no_session_and_says_what_was_cut() {
+        let s = crate::device::live::tests::session("s");
+        let r = s.load_result(Mode::Edit, None);
+        assert!(r.get("sessionId").is_none(), "{r}");
+        assert!(r["_meta"]["lembas"].get("truncated").is_none(), "{r}");
+        assert_eq!(r["modes"], s.result(Mode::Edit)["modes"]);
+        let r = s.load_result(Mode::Edit, Some((true, 3)));
+        assert_eq!(
+            (
+                r["_meta"]["lembas"]["truncated"].clone(),
+                r["_meta"]["lembas"]["dropped"].clone()
+            ),
+            (json!(true), json!(3))
+        );
+        let info: Value = serde_json::from_slice(&s.info_frame()).unwrap();
+        assert_eq!(
+            info["params"]["update"]["sessionUpdate"],
+            "session_info_update"
+        );
+        assert_eq!(info["params"]["sessionId"], "s");
     }
 }
