@@ -270,9 +270,9 @@ fn a_restart_keeps_the_most_recent_sessions_in_memory_and_reads_the_others_back(
     assert_eq!(p.device.live_session_count(), 2);
     prompt(&mut p, &a, "hello", "t1");
     p.settle().unwrap();
-    // Read back: by the prompt, or before it by the client catching up on the new link on
-    // every session it heard of (each was told its command set, an event with a seq).
-    assert!(p.os.loads.contains(&a), "{:?}", p.os.loads);
+    // Read back by the prompt alone: the client's catch-up on the new link, on every session
+    // it heard of (each was told its command set, an event with a seq), reads none back.
+    assert_eq!(p.os.loads, vec![a.clone()]);
     assert_eq!(p.device.live_session_count(), 2);
     let got = p.answers("t1");
     assert_eq!(got.len(), 2, "{got:?}");
@@ -300,8 +300,8 @@ fn a_session_read_back_passes_the_limits_of_the_moment() {
                     "_meta": { "lembas": { "turnId": "t2" } } }),
         )
         .unwrap_err();
-    // Read back (by the client catching up on the new link too, see above), then judged.
-    assert!(p.os.loads.contains(&s), "{:?}", p.os.loads);
+    // Read back by the prompt alone, then judged.
+    assert_eq!(p.os.loads, vec![s.clone()]);
     assert_eq!(e.code, code::INVALID_PARAMS);
     assert!(
         e.message.contains("cannot be used over the link now")
@@ -338,4 +338,126 @@ fn a_failed_read_back_refuses_the_waiting_request_with_the_reason_and_keeps_the_
     assert_eq!(st["exists"], true, "{st}");
     assert_eq!(st["lastTurnId"], "t1", "{st}");
     assert_eq!(p.os.loads, vec![s.clone(), s.clone()]);
+}
+
+/// The answers the device sent to the client's `_lembas/session/events` requests since
+/// transcript frame `from`, by session: (since, the answer's result or error).
+fn catch_ups(p: &Pair, from: usize) -> Vec<(String, u64, Value)> {
+    let asked: Vec<Value> = p.frames_to_device().into_iter().skip(from).collect();
+    let answers = p.frames_to_client();
+    asked
+        .iter()
+        .filter(|f| f["method"] == "_lembas/session/events")
+        .map(|f| {
+            let answer = answers
+                .iter()
+                .rev()
+                .find(|a| a["id"] == f["id"] && a.get("method").is_none())
+                .cloned()
+                .unwrap_or(Value::Null);
+            let session = f["params"]["sessionId"].as_str().unwrap().to_string();
+            (session, f["params"]["since"].as_u64().unwrap(), answer)
+        })
+        .collect()
+}
+
+#[test]
+fn a_catch_up_on_many_sessions_set_aside_over_a_new_link_reads_none_back() {
+    let mut p = linked(2);
+    let ids: Vec<String> = (0..6)
+        .map(|i| {
+            let s = p.new_session(&format!("/home/dev/work/s{i}"));
+            prompt(&mut p, &s, "hello", &format!("t{i}"));
+            p.settle().unwrap();
+            s
+        })
+        .collect();
+    assert_eq!(p.device.live_session_count(), 2);
+    assert!(p.os.loads.is_empty());
+    let before = p.frames_to_device().len();
+    // The link drops and comes back: the client catches up on every session it follows.
+    p.cut().unwrap();
+    p.advance(120_000).unwrap();
+    assert!(p.client.is_ready());
+    let asked = catch_ups(&p, before);
+    for s in &ids {
+        let (_, since, answer) = asked
+            .iter()
+            .find(|(id, _, _)| id == s)
+            .unwrap_or_else(|| panic!("no catch-up on {s}: {asked:?}"));
+        let r = &answer["result"];
+        assert!(since > &0, "it heard events of {s}");
+        assert_eq!(r["events"], json!([]), "{s}: {answer}");
+        assert_eq!(r["truncated"], false, "{s}: {answer}");
+        assert_eq!(r["next"].as_u64(), Some(*since), "{s}: {answer}");
+    }
+    // None was read back, none evicted another, and the client saw no gap.
+    assert_eq!(p.os.loads, Vec::<String>::new());
+    assert_eq!(p.device.live_session_count(), 2);
+    assert!(
+        !p.client_events
+            .iter()
+            .any(|e| matches!(e, ClientEvent::Gap { .. })),
+        "{:?}",
+        p.client_events
+    );
+    // A seq past the log's end is still told `truncated`, without a read.
+    let r = p
+        .call(
+            "_lembas/session/events",
+            json!({ "sessionId": ids[0], "since": u64::from(u32::MAX) << 8 }),
+        )
+        .unwrap();
+    assert_eq!(r["truncated"], true, "{r}");
+    assert!(r["events"].as_array().unwrap().is_empty(), "{r}");
+    // Outside the roots of this moment, a session set aside is refused as one in memory is.
+    let mut remote = p.device.config().remote.clone();
+    remote.roots = vec!["/home/dev/other".into()];
+    remote.trusted = remote.roots.clone();
+    p.device.reconfigure(remote, p.now).unwrap();
+    p.settle().unwrap();
+    let e = p
+        .call(
+            "_lembas/session/events",
+            json!({ "sessionId": ids[0], "since": 0 }),
+        )
+        .unwrap_err();
+    assert_eq!(e.code, code::INVALID_PARAMS);
+    assert!(
+        e.message.contains("cannot be used over the link now"),
+        "{}",
+        e.message
+    );
+    assert_eq!(p.os.loads, Vec::<String>::new());
+}
+
+#[test]
+fn a_catch_up_on_a_session_set_aside_that_missed_events_reads_it_back_and_gets_them() {
+    let mut p = linked(2);
+    let s = p.new_session("/home/dev/work/a");
+    prompt(&mut p, &s, "sleep 1000\nsay end", "t1");
+    p.drive().unwrap();
+    // The turn ends while the link is down, and the session is set aside after it.
+    p.reachable = false;
+    p.cut().unwrap();
+    p.advance(1_000).unwrap();
+    let e = editor(&mut p);
+    for (id, cwd) in [(1, "/srv/x"), (2, "/srv/y")] {
+        stdio_line(
+            &mut p,
+            e,
+            json!({ "jsonrpc": "2.0", "id": id, "method": "session/new", "params": { "cwd": cwd } }),
+        );
+    }
+    p.device.handle_closed(e, None, p.now).unwrap();
+    assert!(p.device.turn_state(&s, "t1").is_none(), "set aside");
+    let before = p.frames_to_device().len();
+    p.reachable = true;
+    p.advance(120_000).unwrap();
+    let asked = catch_ups(&p, before);
+    let (_, since, answer) = asked.iter().find(|(id, _, _)| id == &s).unwrap();
+    let events = answer["result"]["events"].as_array().unwrap();
+    assert!(!events.is_empty(), "{answer}");
+    assert!(events.iter().all(|e| e["seq"].as_u64() > Some(*since)));
+    assert_eq!(p.os.loads, vec![s.clone()]);
 }

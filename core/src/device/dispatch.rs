@@ -33,8 +33,11 @@ impl Device {
         match jsonrpc::decode(frame, &self.config.frames) {
             Err(e) => self.out.send(conn, e.response()),
             Ok(Message::Request(req)) => {
-                // A session set aside is read back first; the request runs after.
-                if checked.is_none() && self.park(conn, frame, req.params) {
+                // A session set aside is read back first; the request runs after. A catch-up
+                // on one is answered without it when it can be (event_log.rs), and asks again
+                // after its directory check in case the session came and went meanwhile.
+                let again = req.method == super::event_log::EVENTS;
+                if (checked.is_none() || again) && self.park(conn, frame, &req.method, req.params) {
                     return;
                 }
                 self.on_request(conn, req, frame, checked)

@@ -27,6 +27,7 @@ use std::collections::VecDeque;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use super::limits::admit_over_link;
 use super::outbox::{Lane, Outbox};
 use super::sessions::Session;
 use super::{ConnId, Device};
@@ -45,6 +46,9 @@ pub(crate) fn seq_base(epoch: u64) -> u64 {
 /// What an entry costs besides its params (its seq, method and framing), so a flood of tiny
 /// events is bounded by bytes too.
 const ENTRY_OVERHEAD: usize = 48;
+
+/// The method that reads the log.
+pub(super) const EVENTS: &str = "_lembas/session/events";
 
 /// The methods a log entry may name (read back from the store as these).
 const LOGGED: [&str; 6] = [
@@ -460,9 +464,51 @@ impl EventLog {
         }
     }
 
+    /// What a page of this log says without its events, kept for the session while it is
+    /// set aside (its log then changes no more).
+    pub fn at_rest(&self) -> AtRest {
+        let last_logged = self.entries.back().map_or(0, |e| e.seq);
+        AtRest {
+            quiet_from: self.floor.max(last_logged),
+            latest: self.next_seq - 1,
+        }
+    }
+
     #[cfg(test)]
     fn len(&self) -> usize {
         self.entries.len()
+    }
+}
+
+/// A set-aside session's log as far as a client that missed nothing asks it: two numbers, so
+/// a catch-up on it is answered without reading it back (see [`Device::session_events`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct AtRest {
+    /// From this seq on nothing is logged and nothing is lost: a page from here has no events
+    /// and is not truncated.
+    quiet_from: u64,
+    /// The last seq sent (or the one before this start's first, read back after a restart).
+    latest: u64,
+}
+
+impl AtRest {
+    /// The page [`EventLog::page`] answers from `since`, when it has no events; `None` when it
+    /// has (the log must be read).
+    fn page(&self, since: u64) -> Option<Page<'static>> {
+        if since < self.quiet_from {
+            return None;
+        }
+        Some(Page {
+            events: Vec::new(),
+            next: self.latest,
+            // A seq this device never sent, as `page` says.
+            truncated: since > self.latest,
+        })
+    }
+
+    /// Whether a page from `since` is answered from this alone.
+    pub fn answers(&self, since: u64) -> bool {
+        since >= self.quiet_from
     }
 }
 
@@ -593,8 +639,45 @@ impl Device {
         }
     }
 
-    /// `_lembas/session/events`: the session's events after `since`, oldest first. The
-    /// connection comes to hold the session (as with `history`), so it follows live from here.
+    /// Whether a `_lembas/session/events` on `conn` naming `session`, set aside, is answered
+    /// from what is kept of it, without reading it back (see [`Device::session_events`]): a
+    /// page without events, or a refusal by the limits of this moment.
+    pub(super) fn events_at_rest(
+        &self,
+        conn: ConnId,
+        session: &str,
+        params: Option<&RawValue>,
+    ) -> bool {
+        if self.sessions.loads.contains(session) {
+            // Being read back already: it runs once that is done.
+            return false;
+        }
+        let Some(summary) = self.sessions.set_aside_summary(session) else {
+            return false;
+        };
+        if self.on_link(conn)
+            && admit_over_link(&self.config.remote, session, &summary.cwd).is_err()
+        {
+            return true;
+        }
+        params
+            .and_then(|p| serde_json::from_str::<EventsParams>(p.get()).ok())
+            .is_some_and(|p| summary.events.answers(p.since))
+    }
+
+    /// `_lembas/session/events`: the session's events after `since`, oldest first.
+    ///
+    /// A session in memory: the connection comes to hold it (as with `history`), so it follows
+    /// live from here: a turn running while its link was down goes on streaming to it.
+    ///
+    /// A session set aside is idle (only an idle one leaves memory) and its log changes no more
+    /// while it is out: a client that missed none of its events (the usual catch-up on a new
+    /// link, on every session it follows) is answered from the two numbers kept of it, without
+    /// reading it back, evicting another or holding it. The connection then holds nothing of
+    /// it, as a link's hold did not outlast the session's setting aside before either (holders
+    /// are not stored): if another connection makes it live again, the web hears of it as of
+    /// any session (`announce` for a terminal's), and its own prompt or `status` takes it up.
+    /// A client that did miss some is parked until it is read back (live.rs), as before.
     pub(super) fn session_events(
         &mut self,
         conn: ConnId,
@@ -619,8 +702,29 @@ impl Device {
         };
         // Room for the answer's own framing within a frame.
         let max_bytes = self.config.frames.max_frame_bytes.saturating_sub(1024);
-        let s = self.attach(conn, &p.session_id)?;
-        let json = s.events.page(p.since, limit, max_bytes).to_json();
+        let json = match self.sessions.set_aside_summary(&p.session_id) {
+            Some(summary) => {
+                if self.on_link(conn) {
+                    admit_over_link(&self.config.remote, &p.session_id, &summary.cwd)?;
+                }
+                let Some(page) = summary.events.page(p.since) else {
+                    // Parking asks for a read of such a session first (live.rs).
+                    return Err(RpcError::new(
+                        crate::jsonrpc::code::INTERNAL_ERROR,
+                        format!(
+                            "session `{}` is set aside and its events since {} were not read \
+                             back; ask again",
+                            p.session_id, p.since
+                        ),
+                    ));
+                };
+                page.to_json()
+            }
+            None => {
+                let s = self.attach(conn, &p.session_id)?;
+                s.events.page(p.since, limit, max_bytes).to_json()
+            }
+        };
         Ok(RawValue::from_string(json).expect("the log writes JSON"))
     }
 }
@@ -902,6 +1006,49 @@ mod tests {
             }
         ));
         assert!(s.seal_records().is_empty(), "nothing more to say");
+    }
+
+    #[test]
+    fn what_is_kept_at_rest_answers_as_the_log_does_wherever_it_has_no_events() {
+        let l = limits(4, 1 << 20);
+        let mut records = Vec::new();
+        let mut logs = vec![EventLog::default(), EventLog::new(seq_base(3))];
+        let mut trimmed = EventLog::default();
+        fill(&mut trimmed, 9, &l);
+        logs.push(trimmed);
+        logs.push(EventLog::restore(
+            "s",
+            vec![block(1, 3)],
+            4,
+            seq_base(2),
+            &l,
+            &mut records,
+        ));
+        logs.push(EventLog::restore(
+            "s",
+            vec![block(1, 3)],
+            0,
+            seq_base(2),
+            &l,
+            &mut records,
+        ));
+        for log in &logs {
+            let rest = log.at_rest();
+            let mut answered = 0;
+            let latest = log.next_seq() - 1;
+            let probes = (0..12).chain([latest.saturating_sub(1), latest, latest + 1, u64::MAX]);
+            for since in probes {
+                let page = log.page(since, 100, usize::MAX);
+                match rest.page(since) {
+                    Some(kept) => {
+                        answered += 1;
+                        assert_eq!(kept, page, "since {since}, {log:?}");
+                    }
+                    None => assert!(!page.events.is_empty() || page.truncated, "since {since}"),
+                }
+            }
+            assert!(answered > 0 && rest.answers(latest), "{log:?}");
+        }
     }
 
     #[test]

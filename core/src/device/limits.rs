@@ -136,7 +136,16 @@ impl Device {
         let Some(session) = named.and_then(|n| n.session_id) else {
             return Ok(false);
         };
-        let Some(dir) = self.sessions.get(&session).map(|s| s.durable.cwd.clone()) else {
+        // One set aside reaches here only for what is answered without reading it back (a
+        // catch-up, event_log.rs): its directory is checked all the same.
+        let dir = match self.sessions.get(&session) {
+            Some(s) => Some(s.durable.cwd.clone()),
+            None => self
+                .sessions
+                .set_aside_summary(&session)
+                .map(|s| s.cwd.to_string()),
+        };
+        let Some(dir) = dir else {
             // Unknown: the handler says so.
             return Ok(false);
         };

@@ -45,7 +45,7 @@ impl Loads {
         self.by_session.is_empty()
     }
 
-    fn contains(&self, session: &str) -> bool {
+    pub(super) fn contains(&self, session: &str) -> bool {
         self.by_session.contains_key(session)
     }
 
@@ -177,21 +177,30 @@ impl Device {
     /// asked for, and the request runs once it is done. Like a request waiting for its
     /// directory check (limits.rs), every frame after it on its connection waits behind it in
     /// order (bounded by `sessions.max_held_bytes`). Returns whether it was parked.
-    pub(super) fn park(&mut self, conn: ConnId, frame: &[u8], params: Option<&RawValue>) -> bool {
+    pub(super) fn park(
+        &mut self,
+        conn: ConnId,
+        frame: &[u8],
+        method: &str,
+        params: Option<&RawValue>,
+    ) -> bool {
         if !self.sessions.any_aside() {
             return false;
         }
-        let Some(c) = self
+        if self
             .conns
-            .get_mut(&conn)
-            .filter(|c| c.phase == Phase::Ready)
-        else {
+            .get(&conn)
+            .is_none_or(|c| c.phase != Phase::Ready)
+        {
             return false;
-        };
+        }
         let Some(session) = named_session(params) else {
             return false;
         };
         if !self.sessions.loads.contains(&session) && !self.sessions.is_set_aside(&session) {
+            return false;
+        }
+        if method == super::event_log::EVENTS && self.events_at_rest(conn, &session, params) {
             return false;
         }
         let (request, new) = self.sessions.loads.park(&session, conn, frame);
@@ -202,7 +211,9 @@ impl Device {
                 session_id: session.to_string(),
             });
         }
-        c.gate = Some(request);
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.gate = Some(request);
+        }
         true
     }
 

@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 
 use super::connection::ConnId;
+use super::event_log::AtRest;
 use super::ledger::Fixed;
 use super::live::{Loads, Recency};
 use super::sessions::{Session, Sessions};
@@ -26,6 +27,9 @@ pub(super) struct Summary {
     pub cwd: Box<str>,
     pub title: Option<Box<str>>,
     pub touched: u64,
+    /// Its event log's reach, so a client that missed none of its events catches up on it
+    /// without a read of the store (event_log.rs).
+    pub events: AtRest,
 }
 
 impl Summary {
@@ -34,6 +38,7 @@ impl Summary {
             cwd: s.durable.cwd.as_str().into(),
             title: s.durable.title.as_deref().map(Into::into),
             touched: s.durable.touched,
+            events: s.events.at_rest(),
         }
     }
 }
@@ -105,6 +110,11 @@ impl SessionSet {
 
     pub fn is_set_aside(&self, id: &str) -> bool {
         self.stored.contains_key(id)
+    }
+
+    /// What is kept of a session set aside.
+    pub fn set_aside_summary(&self, id: &str) -> Option<&Summary> {
+        self.stored.get(id)
     }
 
     /// Every session the device has, in memory or set aside, as a listing shows it.

@@ -347,7 +347,7 @@ impl Device {
         }
     }
 
-    fn on_link(&self, conn: ConnId) -> bool {
+    pub(super) fn on_link(&self, conn: ConnId) -> bool {
         self.conns
             .get(&conn)
             .is_some_and(|c| c.kind == ConnKind::Link)
