@@ -3,7 +3,7 @@
 //! 4400, a refused token).
 
 use super::outbox::Outbox;
-use super::{ConnId, DialFailure, Effect};
+use super::{ConnId, DialFailure, Effect, Misuse};
 use crate::config::{Backoff, Liveness};
 use crate::liveness::{Beat, Heartbeat};
 use crate::rng::Rng;
@@ -56,9 +56,15 @@ impl Link {
         }
     }
 
-    /// The dialled link opened as `conn`: its heartbeat starts now.
-    pub fn opened(&mut self, conn: ConnId, now: Time) {
+    /// The dialled link opened as `conn`: it is up, and its heartbeat starts now. A link the
+    /// device did not ask to dial is the shell's mistake.
+    pub fn opened(&mut self, conn: ConnId, now: Time) -> Result<(), Misuse> {
+        let LinkState::Dialing { attempt } = self.state else {
+            return Err(Misuse::NotDialing);
+        };
+        self.state = LinkState::Up { attempt };
         self.beat = self.liveness.map(|l| (conn, Heartbeat::new(l, now)));
+        Ok(())
     }
 
     /// Something arrived on `conn`; only the link's own connection counts.
@@ -145,6 +151,22 @@ impl Link {
     pub fn dropped(&mut self, now: Time, rng: &mut Rng) {
         if let LinkState::Up { attempt } = self.state {
             self.schedule_redial(attempt, now, rng);
+        }
+    }
+
+    /// The link's connection closed (by the peer, with its close code when it sent one, or
+    /// because the transport failed): a server that refused protocol 3 stops it for good,
+    /// anything else is a drop ([`Link::dropped`]).
+    pub fn closed(&mut self, close_code: Option<u16>, now: Time, rng: &mut Rng, out: &mut Outbox) {
+        if close_code == Some(CLOSE_PROTOCOL) {
+            self.stop(
+                "the LLeMbas server refused link protocol 3 (close 4400): it needs updating to \
+                 LLeMbas 2.0"
+                    .into(),
+                out,
+            );
+        } else {
+            self.dropped(now, rng);
         }
     }
 
@@ -309,5 +331,32 @@ mod tests {
         l.settings_changed();
         assert!(!l.take_restart(false));
         assert!(!l.restart_due());
+    }
+
+    #[test]
+    fn a_link_opens_only_when_dialled_and_a_4400_close_stops_it() {
+        let (mut l, mut out, mut rng) = (link(), Outbox::default(), Rng::new(3));
+        assert_eq!(l.opened(ConnId(1), Time(0)), Err(Misuse::NotDialing));
+        assert_eq!(l.state, LinkState::Off);
+        l.start(&mut out);
+        asked(&mut out);
+        assert_eq!(l.opened(ConnId(1), Time(0)), Ok(()));
+        assert_eq!(l.state, LinkState::Up { attempt: 0 });
+        // A close without 4400 is a drop: redial after the backoff.
+        l.closed(Some(1006), Time(0), &mut rng, &mut out);
+        assert!(
+            matches!(l.state, LinkState::Waiting { attempt: 1, .. }),
+            "{:?}",
+            l.state
+        );
+        assert!(asked(&mut out).is_empty());
+        l.state = LinkState::Up { attempt: 0 };
+        l.closed(Some(CLOSE_PROTOCOL), Time(0), &mut rng, &mut out);
+        let effects = asked(&mut out);
+        assert!(
+            matches!(&effects[..], [Effect::Stop { message }] if message.contains("close 4400")),
+            "{effects:?}"
+        );
+        assert!(l.stopped());
     }
 }

@@ -90,7 +90,7 @@ use crate::shape;
 use crate::store::Record;
 use crate::time::{Clock, Time};
 use connection::Connection;
-use link::{Link, LinkState};
+use link::Link;
 use outbox::Outbox;
 use session_set::SessionSet;
 
@@ -294,6 +294,16 @@ pub enum TurnPhase {
     Done,
 }
 
+impl TurnPhase {
+    fn of(state: &ledger::TurnState) -> TurnPhase {
+        match state {
+            ledger::TurnState::Queued => TurnPhase::Queued,
+            ledger::TurnState::Running => TurnPhase::Running,
+            ledger::TurnState::Done(_) => TurnPhase::Done,
+        }
+    }
+}
+
 /// Why a dial did not give a link. Serde: `{"type": "transient"}`, `{"type": "token_refused"}`,
 /// `{"type": "unsupported", "message": ...}`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -481,17 +491,11 @@ impl Device {
 
     fn open(&mut self, kind: ConnKind, now: Time) -> Result<ConnId, Misuse> {
         self.clock.advance(now);
-        if kind == ConnKind::Link {
-            let LinkState::Dialing { attempt } = self.link.state else {
-                return Err(Misuse::NotDialing);
-            };
-            self.link.state = LinkState::Up { attempt };
-        }
         let conn = ConnId(self.next_conn);
-        self.next_conn += 1;
         if kind == ConnKind::Link {
-            self.link.opened(conn, now);
+            self.link.opened(conn, now)?;
         }
+        self.next_conn += 1;
         self.conns.insert(conn, Connection::new(kind));
         if kind == ConnKind::Link {
             self.send_hello(conn);
@@ -530,16 +534,8 @@ impl Device {
         // What was queued for it (behind a persist, say) has nowhere to go now.
         self.out.unqueue(conn);
         if c.kind == ConnKind::Link {
-            if close_code == Some(CLOSE_PROTOCOL) {
-                self.link.stop(
-                    "the LLeMbas server refused link protocol 3 (close 4400): it needs updating \
-                     to LLeMbas 2.0"
-                        .into(),
-                    &mut self.out,
-                );
-            } else {
-                self.link.dropped(now, &mut self.rng);
-            }
+            self.link
+                .closed(close_code, now, &mut self.rng, &mut self.out);
         }
         Ok(())
     }
@@ -655,11 +651,7 @@ impl Device {
     /// session in memory; one set aside answers `None` until it is named again).
     pub fn turn_state(&self, session: &str, turn: &str) -> Option<TurnPhase> {
         let state = self.sessions.get(session)?.turns.ledger().get(turn)?;
-        Some(match state {
-            ledger::TurnState::Queued => TurnPhase::Queued,
-            ledger::TurnState::Running => TurnPhase::Running,
-            ledger::TurnState::Done(_) => TurnPhase::Done,
-        })
+        Some(TurnPhase::of(state))
     }
 
     /// Sessions the device has (open or only in its store).
