@@ -58,6 +58,7 @@ fn entries(turns: usize) -> Vec<Entry> {
             context: Default::default(),
             seq_next: 0,
             compaction: None,
+            undoing: None,
         };
         out.push(Entry {
             table: Table::Sessions,

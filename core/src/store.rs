@@ -172,6 +172,23 @@ pub struct SessionRecord {
     /// The summary `/compact` last folded the session's earlier turns into.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compaction: Option<Compaction>,
+    /// An `/undo` whose messages are reverted and whose files the shell was asked to put
+    /// back, until its answer is stored: a restart in between carries it out (undo.rs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub undoing: Option<Undoing>,
+}
+
+/// An `/undo` under way: its own turn, the turn it undoes and that turn's prompt as the
+/// person sees it (what its answer says).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Undoing {
+    pub turn_id: String,
+    pub undone: String,
+    pub prompt: String,
+    /// The shell was told to keep to `remote.roots` as well as the project (a session on the
+    /// link): asked again, it is told the roots as they are then.
+    #[serde(default)]
+    pub confined: bool,
 }
 
 /// A session's earlier turns folded into a summary: the model is given the summary in place

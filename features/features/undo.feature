@@ -60,6 +60,28 @@ Feature: /undo: the session's last turn undone, its files put back
     And the client prompts "say two" as turn "t3"
     Then the engine started turn "t3" with the summary "none" and the earlier turns "nothing"
 
+  Scenario: A restart while the shell puts the files back carries the undo out
+    The revert and the undo under way are stored before the shell is asked; the restarted
+    device asks it again (putting back is idempotent) and the `/undo` ends with its real
+    answer, which the client's reattach gets, not `cancelled`.
+    Given a client with a session on the device
+    And the shell puts back "a.txt" for turn "t2"
+    When the client prompts "say one" as turn "t1"
+    And the client prompts "say two" as turn "t2"
+    And the shell takes its time putting files back
+    And the client prompts "/undo" as turn "t3"
+    Then no prompt of turn "t3" has been answered yet
+    When the device restarts from its store before the shell answers
+    Then the shell was asked to undo the turns "t2, t2"
+    And in the answer of turn "t3", "_meta.lembas.undone" is {"prompt":"say two","files":["a.txt"]}
+    And in the answer of turn "t3", "stopReason" is "end_turn"
+    When the client asks the session's history
+    Then the history answered is "say one", "one"
+    When the client prompts "/undo" as turn "t3"
+    And the device restarts from its store
+    Then the shell was asked to undo the turns "t2, t2"
+    And in the answer of turn "t3", "_meta.lembas.undone" is {"prompt":"say two","files":["a.txt"]}
+
   Scenario: A file the shell could not put back is named in a notice
     Given a client with a session on the device
     And the shell puts back "a.txt" for turn "t1" and leaves "b.txt" as "changed since the turn; left as it is"

@@ -205,6 +205,7 @@ fn write_store_of(
         context: Default::default(),
         seq_next: 0,
         compaction: None,
+        undoing: None,
     };
     let mut records = vec![Record::Put {
         table: Table::Sessions,

@@ -257,7 +257,10 @@ impl Device {
             }
             match rebuilt {
                 Some(s) => match self.make_room() {
-                    Ok(()) => self.sessions.insert_live(s),
+                    Ok(()) => {
+                        self.sessions.insert_live(s);
+                        self.resume_undo(&session);
+                    }
                     Err(e) => refused = Some(e),
                 },
                 // The store does not have it (any more): it is gone.
@@ -345,6 +348,7 @@ pub(super) mod tests {
                 context: Default::default(),
                 seq_next: 0,
                 compaction: None,
+                undoing: None,
             },
             10,
         )

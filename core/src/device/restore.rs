@@ -1,8 +1,10 @@
 //! Rebuilding a device from its store at start-up, and a session from its entries (at start-up,
 //! and when one set aside is read back, see `live.rs`). A turn that was running when the process
-//! died is finished as `cancelled` (never run again); a queued one is forgotten, so the
-//! client's resend runs it once; ledgers untouched past their time are pruned. Each start
-//! stores its number (the epoch of its request ids) before anything it sends leaves.
+//! died is finished as `cancelled` (never run again), but for an `/undo` whose revert is stored
+//! (`SessionRecord::undoing`): that one stays running and the shell is asked again to put the
+//! files back (undo.rs). A queued one is forgotten, so the client's resend runs it once;
+//! ledgers untouched past their time are pruned. Each start stores its number (the epoch of its
+//! request ids) before anything it sends leaves.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -181,16 +183,24 @@ impl Device {
             usize::MAX
         };
         let live = newest(&sessions, keep);
+        let mut live_ids = Vec::new();
         for (id, stored) in sessions {
             // Each one is rebuilt (its cut turns finished, its old ledger pruned) whether or not
             // it stays in memory, so the store is consistent for a later read.
             match device.rebuild(&id, stored, now, &mut records) {
-                Some(s) if live.contains(&id) => device.sessions.insert_live(s),
+                Some(s) if live.contains(&id) => {
+                    device.sessions.insert_live(s);
+                    live_ids.push(id);
+                }
+                // An `/undo` under way in one set aside goes on when it is read back.
                 Some(s) => device.sessions.keep_aside(&s),
                 None => {}
             }
         }
         device.out.persist(records);
+        for id in live_ids {
+            device.resume_undo(&id);
+        }
         device.after_input();
         Ok((device, bad))
     }
@@ -282,9 +292,18 @@ impl Session {
                 table: Table::Turns,
                 prefix: store::session_prefix(id),
             });
+            if s.durable.undoing.take().is_some() {
+                records.push(s.record());
+            }
             return Some(s);
         }
-        records.extend(s.turns.restore_stored(id, list, now));
+        let undoing = s.durable.undoing.as_ref().map(|u| u.turn_id.clone());
+        let (restored, resumed) = s.turns.restore_stored(id, list, now, undoing.as_deref());
+        records.extend(restored);
+        // An undo whose turn ended (or is gone from the ledger) is under way no more.
+        if !resumed && s.durable.undoing.take().is_some() {
+            records.push(s.record());
+        }
         Some(s)
     }
 
@@ -363,16 +382,25 @@ pub(super) fn restored_turn(session: &str, turn: &str, rec: &TurnRecord, now: u6
 
 impl TurnTable {
     /// Put back the stored turns of `session` (`list`, in any order) as a restart at `now`
-    /// leaves them ([`restored_turn`]); turns over the ledger's capacity are forgotten. The
-    /// records that make the store say so.
+    /// leaves them ([`restored_turn`]); turns over the ledger's capacity are forgotten. But the
+    /// `/undo` turn `undoing`, when it was running: its revert is stored, so it runs again
+    /// ([`TurnTable::resume_undo`]). The records that make the store say so, and whether that
+    /// `/undo` runs again.
     pub(super) fn restore_stored(
         &mut self,
         session: &str,
         list: Vec<(String, TurnRecord)>,
         now: Time,
-    ) -> Vec<Record> {
+        undoing: Option<&str>,
+    ) -> (Vec<Record>, bool) {
         let mut records = Vec::new();
+        let mut resumed = None;
         for (turn, rec) in list {
+            if undoing == Some(turn.as_str()) && matches!(rec.state, StoredTurnState::Running) {
+                self.restore(&turn, rec.order, TurnState::Running, rec.history);
+                resumed = Some(turn);
+                continue;
+            }
             match restored_turn(session, &turn, &rec, now.0) {
                 Restored::Kept { state, record } => {
                     records.extend(record);
@@ -387,7 +415,10 @@ impl TurnTable {
                 key: store::turn_key(session, &forgotten),
             });
         }
-        records
+        if let Some(turn) = &resumed {
+            self.resume_undo(turn);
+        }
+        (records, resumed.is_some())
     }
 }
 
@@ -522,7 +553,8 @@ mod tests {
                 stored_turn(2, done(StopReason::EndTurn), 5),
             ),
         ];
-        let records = table.restore_stored("s", list, Time(9));
+        let (records, resumed) = table.restore_stored("s", list, Time(9), None);
+        assert!(!resumed);
         let deleted: Vec<&str> = records
             .iter()
             .filter_map(|r| match r {

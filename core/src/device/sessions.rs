@@ -111,6 +111,7 @@ impl Session {
                 context: p.context,
                 seq_next: seq_base,
                 compaction: None,
+                undoing: None,
             },
             ledger_turns,
         );
@@ -709,6 +710,7 @@ mod tests {
             context,
             seq_next: 7,
             compaction: None,
+            undoing: None,
         };
         let s = Session::new(rec.clone(), 10);
         let Record::Put { table, key, value } = s.record() else {

@@ -206,6 +206,7 @@ mod tests {
             context: Default::default(),
             seq_next: 0,
             compaction: None,
+            undoing: None,
         };
         Session::new(record, 10)
     }

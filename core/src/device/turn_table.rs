@@ -641,6 +641,17 @@ impl TurnTable {
         &mut self.ledger
     }
 
+    /// An `/undo` that was under way when the device stopped runs again (its turn restored as
+    /// running): it ends when the shell has put the files back (undo.rs).
+    pub fn resume_undo(&mut self, turn: &str) {
+        if self.ledger.get(turn) != Some(&TurnState::Running) {
+            return;
+        }
+        let mut running = Running::new(turn.to_string());
+        running.undo = true;
+        self.running = Some(running);
+    }
+
     /// Every stored turn is back: the ids forgotten for being over capacity.
     pub fn finish_restore(&mut self) -> Vec<String> {
         self.ledger.finish_restore()

@@ -10,6 +10,14 @@
 //!
 //! Like a compaction, an `/undo` runs in the session's turn order: sent while a turn runs, it
 //! waits for it, and undoes it.
+//!
+//! The revert and the undo under way (`SessionRecord::undoing`: its turn, the undone one and
+//! its prompt) are stored together, before the shell is asked; the answer and the end of
+//! `undoing` are stored together too. A restart in between finds `undoing` with the `/undo`
+//! turn still running: instead of cutting it as `cancelled` (messages reverted, files not put
+//! back), the restored device asks the shell again. The shell's journal is on disk and putting
+//! back is idempotent (a file already put back is said put back), so the `/undo` ends with its
+//! real answer, which a resent prompt of the same turn id gets.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
@@ -17,7 +25,7 @@ use serde_json::{json, Map, Value};
 use super::outbox::Lane;
 use super::{Device, Effect};
 use crate::engine::StopReason;
-use crate::store::done_record;
+use crate::store::{done_record, Undoing};
 use crate::time::Time;
 use crate::turn::Answer;
 use crate::wire::event::lembas::{LembasEvent, NoticeEvent, TaskEvent, TaskState};
@@ -42,15 +50,12 @@ pub struct FileKept {
     pub why: String,
 }
 
-/// An `/undo` waiting for the shell to put the files back.
+/// An `/undo` waiting for the shell to put the files back: its session, and what is stored
+/// of it there.
 #[derive(Debug)]
 pub(super) struct PendingUndo {
     session: String,
-    /// The `/undo` prompt's own turn.
-    turn_id: String,
-    /// The undone turn, and its prompt as the person sees it.
-    undone: String,
-    prompt: String,
+    undoing: Undoing,
 }
 
 impl Device {
@@ -86,20 +91,60 @@ impl Device {
             Some(HistoryTurn::User { text, .. }) => text.clone(),
             _ => format!("(turn {undone})"),
         };
-        let project = s.durable.cwd.clone();
-        let roots = if s.capped { roots } else { Vec::new() };
+        let undoing = Undoing {
+            turn_id,
+            undone,
+            prompt,
+            confined: s.capped,
+        };
+        // Stored with the revert (`revert_from` stores the session's record last): the shell is
+        // asked only once both are (the effect waits for every persist before it).
+        s.durable.undoing = Some(undoing.clone());
         let (_, records) = s.revert_from(index, now);
         self.out.persist_in(Lane::of(session), records);
+        self.ask_undo(session, undoing, &roots);
+    }
+
+    /// A session read from the store (at start-up or back from aside) whose `/undo` was under
+    /// way when the device stopped: the shell is asked again to put the files back, and the
+    /// `/undo` ends when it has (restore.rs kept its turn running).
+    pub(super) fn resume_undo(&mut self, session: &str) {
+        let roots = self.config.remote.roots.clone();
+        let Some(s) = self.sessions.get(session) else {
+            return;
+        };
+        let Some(undoing) = s.durable.undoing.clone() else {
+            return;
+        };
+        if s.turns
+            .running()
+            .is_none_or(|r| r.turn_id != undoing.turn_id)
+        {
+            return;
+        }
+        self.ask_undo(session, undoing, &roots);
+    }
+
+    /// Ask the shell to put back the files of the turn `undoing` undoes.
+    fn ask_undo(&mut self, session: &str, undoing: Undoing, roots: &[String]) {
+        let Some(s) = self.sessions.get(session) else {
+            return;
+        };
+        let project = s.durable.cwd.clone();
+        let roots = if undoing.confined {
+            roots.to_vec()
+        } else {
+            Vec::new()
+        };
+        let turn_id = undoing.undone.clone();
         let request = self.undos.ask(PendingUndo {
             session: session.to_string(),
-            turn_id,
-            undone: undone.clone(),
-            prompt,
+            undoing,
         });
         self.out.effect(Effect::UndoFiles {
             request,
             session_id: session.to_string(),
-            turn_id: undone,
+            turn_id,
             project,
             roots,
         });
@@ -114,10 +159,10 @@ impl Device {
         now: Time,
     ) {
         self.clock.advance(now);
-        if let Some(p) = self.undos.answered(request) {
-            let said = Some((p.undone, p.prompt, undone));
-            self.undo_finished(&p.session, &p.turn_id, said);
-            self.pump(&p.session);
+        if let Some(PendingUndo { session, undoing }) = self.undos.answered(request) {
+            let said = Some((undoing.undone, undoing.prompt, undone));
+            self.undo_finished(&session, &undoing.turn_id, said);
+            self.pump(&session);
         }
         self.after_input();
     }
@@ -164,6 +209,14 @@ impl Device {
         extra.insert("undone".into(), said);
         let answer = Answer::stopped(StopReason::EndTurn, extra);
         s.turns.settle(turn_id, answer.clone());
+        // The answer and the end of the undo under way are stored as one.
+        if s.durable
+            .undoing
+            .as_ref()
+            .is_some_and(|u| u.turn_id == turn_id)
+        {
+            s.durable.undoing = None;
+        }
         let records = vec![
             done_record(session, turn_id, finished.order, &answer, now, None),
             s.record(),

@@ -52,6 +52,10 @@ pub struct FakeOs {
     /// nothing was kept), and the turns it was asked to undo, in order.
     pub undo_files: BTreeMap<String, Result<crate::device::FilesUndone, String>>,
     pub undone: Vec<(String, String)>,
+    /// When set, an `UndoFiles` is asked (noted in `undone`) but not answered: its request is
+    /// kept in `held_undos`, lost if the process dies (a shell still putting files back).
+    pub hold_undos: bool,
+    pub held_undos: Vec<u64>,
     /// Attachments written: (session, file name, size).
     pub attachments: Vec<(String, String, usize)>,
     /// The bytes of every attachment written (file name → bytes), for a test to read back.
@@ -228,7 +232,11 @@ impl FakeOs {
                     .cloned()
                     .unwrap_or_else(|| Ok(Default::default()));
                 self.undone.push((session_id, turn_id));
-                answer(device, Input::FilesUndone { request, undone }, now);
+                if self.hold_undos {
+                    self.held_undos.push(request);
+                } else {
+                    answer(device, Input::FilesUndone { request, undone }, now);
+                }
             }
             Effect::WriteAttachment {
                 request,
@@ -320,9 +328,10 @@ impl FakeOs {
     }
 
     /// The process died and starts again from the store: held persists are lost, the shells
-    /// died with it. The device restored from the store's entries.
+    /// (and the undos held) died with it. The device restored from the store's entries.
     pub fn restart(&mut self, config: DeviceConfig, now: Time) -> Device {
         self.held.clear();
+        self.held_undos.clear();
         self.shells.clear();
         let (device, unreadable) = Device::restore(config, self.store.entries(), now)
             .expect("test device config is valid");

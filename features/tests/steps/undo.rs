@@ -1,7 +1,7 @@
 //! `/undo`: what the fake shell says it did with a turn's files, and which turns it was asked
 //! to undo.
 
-use cucumber::{given, then};
+use cucumber::{given, then, when};
 use lembas_core::device::{FileKept, FilesUndone};
 
 use crate::LinkWorld;
@@ -43,4 +43,22 @@ fn cannot_put_back(w: &mut LinkWorld, turn: String, why: String) {
 fn asked_to_undo(w: &mut LinkWorld, turns: String) {
     let asked: Vec<String> = w.built().os.undone.iter().map(|(_, t)| t.clone()).collect();
     assert_eq!(asked, list(&turns));
+}
+
+#[when("the shell takes its time putting files back")]
+fn holds_undos(w: &mut LinkWorld) {
+    w.pair().os.hold_undos = true;
+}
+
+/// The process dies while the shell puts a turn's files back (it was asked, it has not
+/// answered), and starts again from its store with a shell that answers.
+#[when("the device restarts from its store before the shell answers")]
+fn restarts_mid_undo(w: &mut LinkWorld) {
+    let pair = w.pair();
+    assert!(
+        !pair.os.held_undos.is_empty(),
+        "the shell was not asked to put files back"
+    );
+    pair.os.hold_undos = false;
+    pair.restart_device().expect("the restart settles");
 }

@@ -9,9 +9,14 @@
 //! it is not kept, and the undo names it), and only the last `sessions.undo_turns` turns of a
 //! session that changed files keep anything: the journal of an older one is removed as a new
 //! one starts. `<state>/undo/<session>/<stamp>/` holds a turn's `journal.json` and the kept
-//! contents beside it; the session's directory goes with the session. The state directory is
-//! protected from the tools, so the model cannot reach the journal. Changes made by `run`
-//! (a command) are not kept.
+//! contents beside it; the session's directory goes with the session. The state directory is protected from the tools, so the model cannot reach the
+//! journal. Changes made by `run` (a command) are not kept.
+//!
+//! An undo may be asked twice: a device restarted before it heard the answer asks again. So
+//! putting a file back is idempotent (a file already as it was before the turn counts as put
+//! back), and the answer is kept in the journal once the undo is done (the kept contents then
+//! go): asked again, the same answer, nothing touched. That journal goes as the next turn
+//! that changes files starts, the `/undo` it served being over by then.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
@@ -61,6 +66,9 @@ struct Journal {
     /// Bytes of content kept so far.
     bytes: u64,
     files: Vec<Entry>,
+    /// What the undo of the turn did, once it is done: the answer to the same undo asked again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    undone: Option<FilesUndone>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -194,7 +202,11 @@ impl UndoJournal {
             Ok(None) => return Ok(FilesUndone::default()),
             Err(e) => return Err(format!("its journal cannot be read: {e}")),
         };
-        let journal = read_journal(&dir).map_err(|e| format!("its journal cannot be read: {e}"))?;
+        let mut journal =
+            read_journal(&dir).map_err(|e| format!("its journal cannot be read: {e}"))?;
+        if let Some(undone) = &journal.undone {
+            return Ok(undone.clone());
+        }
         let mut undone = FilesUndone::default();
         for entry in &journal.files {
             // A change that never happened (the tool failed): nothing to put back.
@@ -207,8 +219,18 @@ impl UndoJournal {
                 Err(why) => undone.kept.push(FileKept { path: shown, why }),
             }
         }
-        if let Err(e) = fs::remove_dir_all(&dir) {
-            log::warn!("could not remove the undo journal {}: {e}", dir.display());
+        // The answer first, then the contents it no longer needs: a crash in between leaves
+        // an answer to give again, never a journal whose contents are gone.
+        journal.undone = Some(undone.clone());
+        match write_journal(&dir, &journal) {
+            Ok(()) => {
+                for entry in &journal.files {
+                    if let Before::Kept { file } = &entry.before {
+                        let _ = fs::remove_file(dir.join(file));
+                    }
+                }
+            }
+            Err(e) => log::warn!("could not note the undo in {}: {e}", dir.display()),
         }
         Ok(undone)
     }
@@ -230,6 +252,10 @@ impl UndoJournal {
             return Err("not put back: a symlink now leads it elsewhere".into());
         }
         let now = hash_of(path).map_err(|e| format!("it cannot be read: {e}"))?;
+        if now.as_deref() != Some(after) && as_before(dir, entry, now.as_deref()) {
+            // Put back already, by an undo the device did not hear the end of.
+            return Ok(());
+        }
         if now.as_deref() != Some(after) {
             return Err(match now {
                 None => "removed since the turn; left as it is".into(),
@@ -281,8 +307,8 @@ impl UndoJournal {
         plain.then(|| self.dir.join(session))
     }
 
-    /// Turn `turn`'s directory, made when `create` (and the journals past the last
-    /// `undo_turns` removed then).
+    /// Turn `turn`'s directory, made when `create`. Then the journals of undos done go, and
+    /// those past the last `undo_turns`.
     fn turn_dir(&self, session: &str, turn: &str, create: bool) -> io::Result<Option<PathBuf>> {
         let Some(base) = self.session_dir(session) else {
             return Ok(None);
@@ -312,10 +338,22 @@ impl UndoJournal {
             ..Journal::default()
         };
         write_journal(&dir, &journal)?;
+        // The others, oldest first. An undo done is
+        // over (this turn runs after the `/undo`'s answer was stored); it takes no place.
+        let mut kept: Vec<PathBuf> = Vec::new();
+        for old in &stamps {
+            let old = base.join(stamp_name(*old));
+            match read_journal(&old) {
+                Ok(j) if j.undone.is_some() => {
+                    let _ = fs::remove_dir_all(&old);
+                }
+                _ => kept.push(old),
+            }
+        }
         let keep = self.limits.turns.saturating_sub(1);
-        let gone = stamps.len().saturating_sub(keep);
-        for old in &stamps[..gone] {
-            let _ = fs::remove_dir_all(base.join(stamp_name(*old)));
+        let gone = kept.len().saturating_sub(keep);
+        for old in &kept[..gone] {
+            let _ = fs::remove_dir_all(old);
         }
         Ok(Some(dir))
     }
@@ -329,6 +367,18 @@ fn stamp_name(stamp: u64) -> String {
 fn read_journal(dir: &Path) -> io::Result<Journal> {
     let text = fs::read_to_string(dir.join(JOURNAL))?;
     serde_json::from_str(&text).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
+/// Whether `entry`'s file is as it was before the turn (`now` its hash): removed, for one the
+/// turn created; its kept content, for one it changed.
+fn as_before(dir: &Path, entry: &Entry, now: Option<&str>) -> bool {
+    match &entry.before {
+        Before::Absent => now.is_none(),
+        Before::Kept { file } => {
+            now.is_some() && hash_of(&dir.join(file)).is_ok_and(|kept| kept.as_deref() == now)
+        }
+        Before::Over { .. } => false,
+    }
 }
 
 /// Written whole to a temporary name and renamed over the old: a crash leaves one or the
@@ -424,9 +474,93 @@ mod tests {
         assert!(undone.kept.is_empty(), "{undone:?}");
         assert_eq!(fs::read_to_string(&a).unwrap(), "old");
         assert!(!b.exists());
-        // The journal is gone with the undo: a second one puts nothing back.
+    }
+
+    #[test]
+    fn asked_again_an_undo_gives_the_same_answer_and_touches_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let project = real(tmp.path());
+        let j = journal(tmp.path(), UndoLimits::default());
+        let (a, b) = (project.join("a.txt"), project.join("b.txt"));
+        fs::write(&a, "old").unwrap();
+        fs::write(&b, "mine").unwrap();
+        change(&j, "t1", &a, Some("new"));
+        change(&j, "t1", &b, Some("theirs"));
+        fs::write(&b, "mine again").unwrap();
+        let p = project.to_str().unwrap();
+        let first = j.undo(&settings(&j), "ses_a", "t1", p, &[]).unwrap();
+        assert_eq!(first.restored, ["a.txt"]);
+        assert_eq!(first.kept.len(), 1, "{first:?}");
+        // The person goes on; the device, restarted before it heard the answer, asks again.
+        fs::write(&a, "later").unwrap();
+        let j = journal(tmp.path(), UndoLimits::default());
         let again = j.undo(&settings(&j), "ses_a", "t1", p, &[]).unwrap();
-        assert_eq!(again, FilesUndone::default());
+        assert_eq!(again, first);
+        assert_eq!(fs::read_to_string(&a).unwrap(), "later");
+        // What was kept to put back is gone with the undo done; the answer is all that stays.
+        let dir = j.turn_dir("ses_a", "t1", false).unwrap().unwrap();
+        let left: Vec<_> = fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left, [JOURNAL]);
+    }
+
+    #[test]
+    fn an_undo_cut_halfway_is_finished_when_asked_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        let project = real(tmp.path());
+        let j = journal(tmp.path(), UndoLimits::default());
+        let (a, b) = (project.join("a.txt"), project.join("b.txt"));
+        fs::write(&a, "old").unwrap();
+        change(&j, "t1", &a, Some("new"));
+        change(&j, "t1", &b, Some("made"));
+        // The process died after putting both back and before noting it was done.
+        fs::write(&a, "old").unwrap();
+        fs::remove_file(&b).unwrap();
+        let p = project.to_str().unwrap();
+        let undone = j.undo(&settings(&j), "ses_a", "t1", p, &[]).unwrap();
+        assert_eq!(undone.restored, ["a.txt", "b.txt"]);
+        assert!(undone.kept.is_empty(), "{undone:?}");
+        assert_eq!(fs::read_to_string(&a).unwrap(), "old");
+        assert!(!b.exists());
+    }
+
+    #[test]
+    fn an_undo_done_takes_no_place_among_the_turns_kept() {
+        let tmp = tempfile::tempdir().unwrap();
+        let project = real(tmp.path());
+        let limits = UndoLimits {
+            max_bytes: 1024,
+            turns: 2,
+        };
+        let j = journal(tmp.path(), limits);
+        let a = project.join("a.txt");
+        fs::write(&a, "0").unwrap();
+        let p = project.to_str().unwrap();
+        change(&j, "t1", &a, Some("1"));
+        change(&j, "t2", &a, Some("2"));
+        assert_eq!(
+            j.undo(&settings(&j), "ses_a", "t2", p, &[])
+                .unwrap()
+                .restored,
+            ["a.txt"]
+        );
+        change(&j, "t3", &a, Some("3"));
+        // t1 is still one of the last two that changed files: it can be undone.
+        assert_eq!(
+            j.undo(&settings(&j), "ses_a", "t3", p, &[])
+                .unwrap()
+                .restored,
+            ["a.txt"]
+        );
+        assert_eq!(
+            j.undo(&settings(&j), "ses_a", "t1", p, &[])
+                .unwrap()
+                .restored,
+            ["a.txt"]
+        );
+        assert_eq!(fs::read_to_string(&a).unwrap(), "0");
     }
 
     #[test]
@@ -494,7 +628,10 @@ mod tests {
         }
         // A new journal over the same directory: what a restarted device has.
         let j = journal(tmp.path(), limits);
-        let dirs = fs::read_dir(j.dir.join("ses_a")).unwrap().count();
+        let dirs = fs::read_dir(j.dir.join("ses_a"))
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().path().is_dir())
+            .count();
         assert_eq!(dirs, 2);
         let p = project.to_str().unwrap();
         let s = settings(&j);
