@@ -98,6 +98,16 @@ Feature: /undo: the session's last turn undone, its files put back
     Then in the answer of turn "t2", "_meta.lembas.undone" is {"prompt":"say one","files":[]}
     And the link carried the event {"type":"notice","text":"the files turn `t1` changed could not be put back: its journal cannot be read: disk"}
 
+  Scenario: An undo of a turn whose files are no longer kept says so, naming the bound
+    The shell keeps what /undo needs for the last `sessions.undo_turns` turns that changed
+    files and notes the turns past them (runtime-smol's tools/undo.rs tests it on a disk).
+    Given a client with a session on the device
+    And the shell cannot put back the files of turn "t1": "only the last 5 turns that changed files keep what /undo needs (sessions.undo_turns)"
+    When the client prompts "say one" as turn "t1"
+    And the client prompts "/undo" as turn "t2"
+    Then in the answer of turn "t2", "_meta.lembas.undone" is {"prompt":"say one","files":[]}
+    And the link carried the event {"type":"notice","text":"the files turn `t1` changed could not be put back: only the last 5 turns that changed files keep what /undo needs (sessions.undo_turns)"}
+
   Scenario: A turn folded into a summary is not undone
     Given a client with a session on the device
     When the client prompts "say one" as turn "t1"

@@ -8,8 +8,10 @@
 //! Bounded: at most `sessions.undo_max_bytes` of content a turn (a file past what is left of
 //! it is not kept, and the undo names it), and only the last `sessions.undo_turns` turns of a
 //! session that changed files keep anything: the journal of an older one is removed as a new
-//! one starts. `<state>/undo/<session>/<stamp>/` holds a turn's `journal.json` and the kept
-//! contents beside it; the session's directory goes with the session. The state directory is protected from the tools, so the model cannot reach the
+//! one starts, its turn named in the session's `dropped.json` (the last [`DROPPED_KEPT`]), so
+//! an undo of it says why it puts nothing back. `<state>/undo/<session>/<stamp>/` holds a
+//! turn's `journal.json` and the kept contents beside it; the session's directory goes with
+//! the session. The state directory is protected from the tools, so the model cannot reach the
 //! journal. Changes made by `run` (a command) are not kept.
 //!
 //! An undo may be asked twice: a device restarted before it heard the answer asks again. So
@@ -94,6 +96,13 @@ enum Before {
 }
 
 const JOURNAL: &str = "journal.json";
+
+/// The session's turns whose journals went past `sessions.undo_turns`, oldest first.
+const DROPPED: &str = "dropped.json";
+
+/// How many of those are named: as many as a session's ledger keeps turn ids by default
+/// (`sessions.ledger_turns`), and `/undo` only reaches a turn the ledger keeps.
+pub const DROPPED_KEPT: usize = 200;
 
 impl UndoJournal {
     pub fn new(dir: PathBuf, limits: UndoLimits) -> UndoJournal {
@@ -197,8 +206,15 @@ impl UndoJournal {
         let _held = self.lock.lock().unwrap_or_else(|p| p.into_inner());
         let dir = match self.turn_dir(session, turn, false) {
             Ok(Some(dir)) => dir,
-            // Nothing kept: the turn changed no file with `write` or `edit`, or is older
-            // than the last `sessions.undo_turns` that did.
+            // Nothing kept: the turn is older than the last `sessions.undo_turns` that changed
+            // files, or it changed no file with `write` or `edit`.
+            Ok(None) if self.was_dropped(session, turn) => {
+                return Err(format!(
+                    "only the last {} turns that changed files keep what /undo needs \
+                     (sessions.undo_turns)",
+                    self.limits.turns
+                ))
+            }
             Ok(None) => return Ok(FilesUndone::default()),
             Err(e) => return Err(format!("its journal cannot be read: {e}")),
         };
@@ -233,6 +249,12 @@ impl UndoJournal {
             Err(e) => log::warn!("could not note the undo in {}: {e}", dir.display()),
         }
         Ok(undone)
+    }
+
+    /// Whether turn `turn`'s journal went past `sessions.undo_turns`.
+    fn was_dropped(&self, session: &str, turn: &str) -> bool {
+        self.session_dir(session)
+            .is_some_and(|base| read_dropped(&base).iter().any(|t| t == turn))
     }
 
     /// Put one file back, or say why not.
@@ -308,7 +330,7 @@ impl UndoJournal {
     }
 
     /// Turn `turn`'s directory, made when `create`. Then the journals of undos done go, and
-    /// those past the last `undo_turns`.
+    /// those past the last `undo_turns`, their turns noted as dropped.
     fn turn_dir(&self, session: &str, turn: &str, create: bool) -> io::Result<Option<PathBuf>> {
         let Some(base) = self.session_dir(session) else {
             return Ok(None);
@@ -338,22 +360,31 @@ impl UndoJournal {
             ..Journal::default()
         };
         write_journal(&dir, &journal)?;
-        // The others, oldest first. An undo done is
+        // The others, oldest first: (directory, its turn if it can be read). An undo done is
         // over (this turn runs after the `/undo`'s answer was stored); it takes no place.
-        let mut kept: Vec<PathBuf> = Vec::new();
+        let mut kept: Vec<(PathBuf, Option<String>)> = Vec::new();
         for old in &stamps {
             let old = base.join(stamp_name(*old));
             match read_journal(&old) {
                 Ok(j) if j.undone.is_some() => {
                     let _ = fs::remove_dir_all(&old);
                 }
-                _ => kept.push(old),
+                read => kept.push((old, read.ok().map(|j| j.turn))),
             }
         }
         let keep = self.limits.turns.saturating_sub(1);
         let gone = kept.len().saturating_sub(keep);
-        for old in &kept[..gone] {
-            let _ = fs::remove_dir_all(old);
+        if gone > 0 {
+            let mut dropped = read_dropped(&base);
+            for (old, turn) in kept.drain(..gone) {
+                let _ = fs::remove_dir_all(&old);
+                dropped.extend(turn);
+            }
+            let over = dropped.len().saturating_sub(DROPPED_KEPT);
+            dropped.drain(..over);
+            if let Err(e) = write_dropped(&base, &dropped) {
+                log::warn!("could not note the dropped undo journals of {session}: {e}");
+            }
         }
         Ok(Some(dir))
     }
@@ -379,6 +410,20 @@ fn as_before(dir: &Path, entry: &Entry, now: Option<&str>) -> bool {
         }
         Before::Over { .. } => false,
     }
+}
+
+/// The turns noted as dropped (none when the note is missing or unreadable).
+fn read_dropped(base: &Path) -> Vec<String> {
+    fs::read_to_string(base.join(DROPPED))
+        .ok()
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or_default()
+}
+
+fn write_dropped(base: &Path, dropped: &[String]) -> io::Result<()> {
+    let tmp = base.join("dropped.json.tmp");
+    fs::write(&tmp, serde_json::to_vec(dropped).map_err(io::Error::other)?)?;
+    fs::rename(tmp, base.join(DROPPED))
 }
 
 /// Written whole to a temporary name and renamed over the old: a crash leaves one or the
@@ -645,8 +690,19 @@ mod tests {
             ["a.txt"]
         );
         assert_eq!(fs::read_to_string(&a).unwrap(), "1");
+        // t1's journal went as t3's came: the undo says so, naming the key and its value.
         assert_eq!(
-            j.undo(&s, "ses_a", "t1", p, &[]).unwrap(),
+            j.undo(&s, "ses_a", "t1", p, &[]),
+            Err(
+                "only the last 2 turns that changed files keep what /undo needs \
+                 (sessions.undo_turns)"
+                    .into()
+            )
+        );
+        assert_eq!(fs::read_to_string(&a).unwrap(), "1");
+        // A turn that changed no files has nothing to put back, and nothing to say.
+        assert_eq!(
+            j.undo(&s, "ses_a", "t0", p, &[]).unwrap(),
             FilesUndone::default()
         );
         j.forget_session("ses_a");
