@@ -117,3 +117,41 @@ fn the_undo_goes_on_after_the_restart_before_the_turns_behind_it() {
     assert_eq!(asked(&p), ["t2", "t2", "t1"]);
     assert_eq!(history_texts(&mut p, &s), Vec::<String>::new());
 }
+
+fn last_turn_id(p: &mut Pair, session: &str) -> Option<String> {
+    let st = p
+        .call("_lembas/session/status", json!({ "sessionId": session }))
+        .unwrap();
+    st.get("lastTurnId")
+        .map(|t| t.as_str().unwrap().to_string())
+}
+
+/// `lastTurnId` is what a reattaching client imports from the history: never a turn the
+/// history no longer has (reverted by `/undo` or rewind) nor an action it never had.
+#[test]
+fn status_never_names_a_reverted_turn_or_an_action_as_the_last() {
+    let (mut p, s) = pair();
+    prompt(&mut p, &s, "say one", "t1");
+    prompt(&mut p, &s, "say two", "t2");
+    assert_eq!(last_turn_id(&mut p, &s).as_deref(), Some("t2"));
+    prompt(&mut p, &s, "/undo", "t3");
+    assert_eq!(last_turn_id(&mut p, &s).as_deref(), Some("t1"));
+    prompt(&mut p, &s, "say three", "t4");
+    assert_eq!(last_turn_id(&mut p, &s).as_deref(), Some("t4"));
+    p.call(
+        "_lembas/session/rewind",
+        json!({ "sessionId": s, "turnId": "t4" }),
+    )
+    .unwrap();
+    assert_eq!(last_turn_id(&mut p, &s).as_deref(), Some("t1"));
+    // The store says the same to a restarted device.
+    p.restart_device().unwrap();
+    p.settle().unwrap();
+    assert_eq!(last_turn_id(&mut p, &s).as_deref(), Some("t1"));
+    p.call(
+        "_lembas/session/rewind",
+        json!({ "sessionId": s, "turnId": "t1" }),
+    )
+    .unwrap();
+    assert_eq!(last_turn_id(&mut p, &s), None);
+}

@@ -33,7 +33,6 @@ pub struct Ledger {
     order: VecDeque<Rc<str>>,
     next_order: u64,
     capacity: usize,
-    last_done: Option<Rc<str>>,
 }
 
 impl Ledger {
@@ -45,7 +44,6 @@ impl Ledger {
             order: VecDeque::new(),
             next_order: 0,
             capacity: capacity.max(1),
-            last_done: None,
         }
     }
 
@@ -62,12 +60,6 @@ impl Ledger {
     }
 
     pub fn set(&mut self, turn: &str, state: TurnState) {
-        let Some((key, _)) = self.slots.get_key_value(turn) else {
-            return;
-        };
-        if matches!(state, TurnState::Done(_)) {
-            self.last_done = Some(key.clone());
-        }
         if let Some(slot) = self.slots.get_mut(turn) {
             slot.state = state;
         }
@@ -135,18 +127,21 @@ impl Ledger {
         let mut ids: Vec<Rc<str>> = self.order.drain(..).collect();
         ids.sort_by_key(|t| self.slots[t].order);
         self.order = ids.into();
-        self.last_done = self
-            .order
-            .iter()
-            .filter(|t| matches!(self.slots[*t].state, TurnState::Done(_)))
-            .max_by_key(|t| self.slots[*t].order)
-            .cloned();
         self.evict()
     }
 
-    /// The last turn that finished.
+    /// The last turn that finished whose prompt the history still has (`lastTurnId` in
+    /// `_lembas/session/status`): a client reattaching imports that one from the history, so a
+    /// reverted turn (`/undo`, rewind) or an action (`/compact`, `/undo`), which the history
+    /// does not have, is never named; a resend of its id gets its answer instead. Turns run one
+    /// at a time and take history entries as they start, so the newest entry is the last.
     pub fn last_done(&self) -> Option<&str> {
-        self.last_done.as_deref()
+        self.slots
+            .iter()
+            .filter(|(_, s)| matches!(s.state, TurnState::Done(_)))
+            .filter_map(|(id, s)| Some((id, s.history?)))
+            .max_by_key(|(_, index)| *index)
+            .map(|(id, _)| &**id)
     }
 
     /// How many turn ids the ledger holds.
@@ -187,9 +182,6 @@ impl Ledger {
             };
             let id = self.order.remove(pos).expect("position is in range");
             self.slots.remove(&id);
-            if self.last_done.as_ref() == Some(&id) {
-                self.last_done = None;
-            }
             forgotten.push(id.to_string());
         }
         forgotten
@@ -212,6 +204,7 @@ mod tests {
         for i in 0..200 {
             let t = format!("t{i}");
             l.accept(&t);
+            l.set_history(&t, i);
             l.set(&t, done());
         }
         assert!(l.get("t0").is_some());
@@ -239,6 +232,10 @@ mod tests {
         // The answers stay for a duplicate prompt; a second revert finds nothing.
         assert_eq!(l.get("b"), Some(&done()));
         assert!(l.revert_from(2).is_empty());
+        // The last finished turn the history still has: not the reverted ones, not the action.
+        assert_eq!(l.last_done(), Some("a"));
+        l.revert_from(0);
+        assert_eq!(l.last_done(), None);
     }
 
     #[test]
