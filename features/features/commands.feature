@@ -108,6 +108,19 @@ Feature: The session's commands: _lembas/commands, available_commands_update and
     Then the link carried 2 "_lembas/session/announce"
     And the link carried the command set of the editor's session 2 times, without a seq: "compact, plan, undo, review, changelog, init, continue, fix"
 
+  Scenario: A shared session's set changed by a turn is sent to the link it was announced to
+    The link does not hold the session: the set is part of the announcement, so it comes
+    without a seq, as it did with the announce.
+    Given a device whose remote work is on over "/home/dev/work"
+    And a client with a session on the device
+    And a local process on the hub, initialized, with a session in "/home/dev/work/app"
+    Then the link carried the command set of the editor's session once, without a seq: "compact, plan, undo, review, changelog, init, continue"
+    When the editor sends, for its own session: {"jsonrpc":"2.0","id":5,"method":"session/prompt","params":{"sessionId":"$SESSION","prompt":[{"type":"text","text":"say same"}]}}
+    Then the link carried the command set of the editor's session once, without a seq: "compact, plan, undo, review, changelog, init, continue"
+    When a command file "commands/fix.md" appears in the project reading "Fix"
+    And the editor sends, for its own session: {"jsonrpc":"2.0","id":6,"method":"session/prompt","params":{"sessionId":"$SESSION","prompt":[{"type":"text","text":"say done"}]}}
+    Then the link carried the command set of the editor's session 2 times, without a seq, the last "compact, plan, undo, review, changelog, init, continue, fix"
+
   Scenario: A shared session outside the roots is announced without its set
     Given a device whose remote work is on over "/home/dev/work"
     And a client with a session on the device

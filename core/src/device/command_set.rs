@@ -1,9 +1,11 @@
 //! A session's command set on the wire: `_lembas/commands { sessionId | cwd }`, and the
 //! `available_commands_update` a session's holders are sent after `session/new`, when a
 //! session is opened from the store or a connection takes it up, and after a turn that changed
-//! the set. The set is read fresh each time (`Effect::ReadCommands`: the shell reads the files,
-//! bounded and confined; [`crate::commands`] decides the rest), so nothing of it is kept but a
-//! fingerprint a session to tell a change.
+//! the set; a link a shared session is announced to is sent it with the announce and after a
+//! turn that changed it, without a seq as the announce is. The set is read fresh each time
+//! (`Effect::ReadCommands`: the shell reads the files, bounded and confined;
+//! [`crate::commands`] decides the rest), so nothing of it is kept but a fingerprint a session
+//! to tell a change.
 
 use serde::Deserialize;
 use serde_json::json;
@@ -43,7 +45,7 @@ pub(crate) enum Purpose {
     Tell { session: String, to: ConnId },
     /// Tell the link `to` the set of a terminal's session just announced to it.
     Announced { session: String, to: ConnId },
-    /// A turn ended: tell the holders if the set changed.
+    /// A turn ended: tell the holders, and the links it is announced to, if the set changed.
     AfterTurn { session: String },
     /// A prompt's `/name` not among the built-ins: the turn waits for the set to know it.
     Prompt(super::command_prompt::Invoked),
@@ -149,7 +151,8 @@ impl Device {
         self.read_commands(root, true, purpose);
     }
 
-    /// A turn of `session` ended: read its set again, to tell its holders if it changed.
+    /// A turn of `session` ended: read its set again, to tell its holders (and the links it is
+    /// announced to, which a local holder hearing sets always comes with) if it changed.
     pub(super) fn recheck_commands(&mut self, session: &str) {
         let Some(s) = self.sessions.get(session) else {
             return;
@@ -233,6 +236,15 @@ impl Device {
                     .is_some_and(|s| s.commands_told != Some(set.fingerprint()));
                 if changed {
                     self.send_commands(&session, None, &set);
+                    // Read again for each, as with the announce: held to the roots.
+                    let announced = self
+                        .sessions
+                        .get(&session)
+                        .map(|s| self.announced_links(s))
+                        .unwrap_or_default();
+                    for link in announced {
+                        self.tell_announced(&session, link);
+                    }
                 }
             }
             Purpose::Prompt(invoked) => {

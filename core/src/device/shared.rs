@@ -44,7 +44,7 @@ impl Device {
     }
 
     /// The links whose client hears sessions announced.
-    fn announce_to(&self) -> Vec<ConnId> {
+    pub(super) fn announce_to(&self) -> Vec<ConnId> {
         if !self.config.has_store {
             return Vec::new();
         }
@@ -154,6 +154,17 @@ impl Device {
             self.out.send(link, frame);
             self.tell_announced(&session, link);
         }
+    }
+
+    /// The links `s` is announced to without their holding it: it is shared (a local
+    /// connection holds it) and they hear announces.
+    pub(super) fn announced_links(&self, s: &Session) -> Vec<ConnId> {
+        if !self.editor_holds(s) {
+            return Vec::new();
+        }
+        let mut links = self.announce_to();
+        links.retain(|l| !s.holders.contains(l));
+        links
     }
 
     /// The sessions `conn` holds, when it is a local connection (before it is let go).

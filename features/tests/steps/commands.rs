@@ -199,6 +199,22 @@ fn editor_set_sent(w: &mut LinkWorld, times: String, list: String) {
     }
 }
 
+#[then(
+    regex = r#"^the link carried the command set of the editor's session (once|\d+ times), without a seq, the last "([^"]*)"$"#
+)]
+fn editor_set_last(w: &mut LinkWorld, times: String, list: String) {
+    let sets = editor_session_sets(w);
+    assert_eq!(sets.len(), count(&times), "{sets:?}");
+    assert!(
+        sets.iter().all(|f| f["params"].get("_meta").is_none()),
+        "a seq: {sets:?}"
+    );
+    let last = sets.last().unwrap()["params"]["update"]["availableCommands"]
+        .as_array()
+        .unwrap();
+    assert_eq!(names(last), roots(&list), "{sets:?}");
+}
+
 #[then("the link carried no command set of the editor's session")]
 fn editor_set_not_sent(w: &mut LinkWorld) {
     let sets = editor_session_sets(w);
