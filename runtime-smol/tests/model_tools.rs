@@ -395,3 +395,80 @@ fn undo_puts_back_the_file_a_turn_edited_and_removes_the_one_it_wrote() {
         assert_eq!(instance.chat_requests().len(), 3);
     });
 }
+
+/// The kept content of the first file turn `t1`'s tools changed, in the journal `/undo` reads
+/// (`<state>/lembas/undo/<session>/<n>/0.before`).
+fn kept_before(home: &Home, session: &str) -> std::path::PathBuf {
+    let dir = home.path().join("state/lembas/undo").join(session);
+    let turn = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.is_dir())
+        .expect("a turn's journal");
+    turn.join("0.before")
+}
+
+#[test]
+fn a_device_killed_while_undoing_puts_the_files_back_once_it_is_up_again() {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::OpenOptionsExt;
+    smol::block_on(async {
+        let (instance, home, mut device, id) = session_in(
+            "edit",
+            "edit",
+            vec![
+                ChatReply::tools(&[(
+                    "edit",
+                    json!({ "path": "a.txt", "old_string": "world", "new_string": "there" }),
+                )]),
+                ChatReply::text(&["changed it"]),
+            ],
+        )
+        .await;
+        let edited = proj(&home).join("a.txt");
+        std::fs::write(&edited, "hello world\n").unwrap();
+        prompt(&instance, &id, "change it", "t1").await;
+        let (outcome, _) = answered(&instance, "t1").await;
+        assert_eq!(outcome.unwrap()["stopReason"], "end_turn");
+        assert_eq!(std::fs::read_to_string(&edited).unwrap(), "hello there\n");
+
+        // The kept content becomes a pipe: the shell's undo blocks reading it, as a slow disk
+        // would, after the device stored the revert and asked it.
+        let kept = kept_before(&home, &id);
+        let before = std::fs::read(&kept).unwrap();
+        assert_eq!(before, b"hello world\n");
+        std::fs::remove_file(&kept).unwrap();
+        let c = std::ffi::CString::new(kept.as_os_str().as_bytes()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        prompt(&instance, &id, "/undo", "t2").await;
+        // A writer can open the pipe once the shell has it open for reading.
+        let mut writer = None;
+        eventually(T, "the shell reads the kept content", || {
+            writer = std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(&kept)
+                .ok();
+            writer.is_some()
+        })
+        .await;
+        device.sigkill();
+        drop(device);
+        drop(writer);
+        std::fs::remove_file(&kept).unwrap();
+        std::fs::write(&kept, &before).unwrap();
+        assert_eq!(std::fs::read_to_string(&edited).unwrap(), "hello there\n");
+
+        // Up again: the client picks t2 up, and the undo is carried out, not cut.
+        let _device = home.link();
+        let (outcome, seen) = answered(&instance, "t2").await;
+        let answer = outcome.unwrap();
+        assert_eq!(answer["stopReason"], "end_turn", "{answer} after {seen:?}");
+        assert_eq!(
+            answer["_meta"]["lembas"]["undone"],
+            json!({ "prompt": "change it", "files": ["a.txt"] }),
+            "{answer}"
+        );
+        assert_eq!(std::fs::read_to_string(&edited).unwrap(), "hello world\n");
+    });
+}
