@@ -19,6 +19,7 @@
 //! not reading) holds its turn where it is, and nothing piles up in between.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::ops::Bound::{Excluded, Unbounded};
 
 pub use crate::engine::Report;
 use crate::engine::{
@@ -432,15 +433,18 @@ impl Engine for ScriptedEngine {
             // Nothing made yet: a ready run takes its next step (which reports something,
             // sleeps, waits on a card, or ends).
             let now = self.now;
-            let after_last = |key: &(String, String)| self.last.as_ref().is_none_or(|l| key > l);
             let ready = |(key, run): &(&(String, String), &Run)| run.ready(now) && !paused(&key.0);
-            let key = self
-                .runs
-                .iter()
-                .filter(|(key, _)| after_last(key))
-                .chain(self.runs.iter().filter(|(key, _)| !after_last(key)))
-                .find(ready)
-                .map(|(key, _)| key.clone())?;
+            // The runs after the last, then those up to it: found by the map's order, not by
+            // comparing every key (with many turns at once, each poll looked at them all).
+            let (after, up_to) = match &self.last {
+                Some(last) => (
+                    self.runs
+                        .range::<(String, String), _>((Excluded(last), Unbounded)),
+                    self.runs.range::<(String, String), _>(..=last),
+                ),
+                None => (self.runs.range(..), Default::default()),
+            };
+            let key = after.chain(up_to).find(ready).map(|(key, _)| key.clone())?;
             self.advance(&key, now);
             self.last = Some(key);
         }
