@@ -293,12 +293,12 @@ impl Driver {
             stop: None,
         });
         self.read_stdin(StdinReader::new(limit));
-        self.stdio_writer = Some(smol::spawn(crate::stdio::write_stdout(
+        self.stdio_writer = Some(crate::stdio::write_stdout(
             conn,
             out_rx,
             gauge_out,
             self.tx.clone(),
-        )));
+        ));
     }
 
     /// Run stdin's reader (anew, or on from where it paused).
