@@ -119,6 +119,10 @@ pub enum Input {
 pub enum Outgoing {
     /// A frame, and its count in the queue's gauge (released once written).
     Frame(Vec<u8>, Option<Sent>),
+    /// The frames the driver gathered for one hand-over, in order, with their counts: one
+    /// message, so the writer is woken (and the queue's listeners told) once for them, not
+    /// once a frame.
+    Frames(Vec<(Vec<u8>, Sent)>),
     /// A WebSocket ping (the link has been quiet).
     Ping,
     Close {

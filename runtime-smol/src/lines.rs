@@ -161,10 +161,19 @@ pub async fn write_lines<W: AsyncWrite + Unpin>(
         behind |= gauge.paused();
         let mut next = Some(first);
         while let Some(out) = next.take() {
-            if let Outgoing::Frame(frame, sent) = out {
-                held.extend(sent);
-                // Under the mark nothing merges: a frame goes as it came.
-                burst.push(frame, behind);
+            // Under the mark nothing merges: a frame goes as it came.
+            match out {
+                Outgoing::Frame(frame, sent) => {
+                    held.extend(sent);
+                    burst.push(frame, behind);
+                }
+                Outgoing::Frames(frames) => {
+                    for (frame, sent) in frames {
+                        held.push(sent);
+                        burst.push(frame, behind);
+                    }
+                }
+                Outgoing::Ping | Outgoing::Close { .. } => {}
             }
             if burst.bytes() >= 64 * 1024 {
                 break;

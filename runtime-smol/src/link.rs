@@ -566,6 +566,12 @@ where
                         held.extend(sent);
                         burst.push(frame, late);
                     }
+                    Outgoing::Frames(frames) => {
+                        for (frame, sent) in frames {
+                            held.push(sent);
+                            burst.push(frame, late);
+                        }
+                    }
                     Outgoing::Ping => {
                         if !feed(&mut sink, &mut burst).await {
                             return;

@@ -105,10 +105,11 @@ impl Drop for Sent {
 pub const HAND_OVER_BYTES: usize = 64 * 1024;
 
 /// The sending half of a connection's queue. Frames are counted at once but handed to the
-/// writer together ([`Outbox::hand_over`]: when the driver's step is done, or every
-/// [`HAND_OVER_BYTES`]): handed one by one, a writer as quick as the driver woke for each
+/// writer together, as one message ([`Outbox::hand_over`]: when the driver's step is done, or
+/// every [`HAND_OVER_BYTES`]): handed one by one, a writer as quick as the driver woke for each
 /// frame and wrote it alone (a write and two thread wake-ups a chunk, 100 sessions streaming
-/// at once at a third of one session's rate).
+/// at once at a third of one session's rate), and sent one by one, each told the queue's
+/// listeners anew.
 pub struct Outbox {
     tx: Sender<Outgoing>,
     /// The writer's end too, to throw away what waits when the connection is abandoned.
@@ -117,7 +118,7 @@ pub struct Outbox {
     /// `None`: never refused (stdio, whose reader waits instead).
     max: Option<usize>,
     /// Frames counted in the gauge, not yet handed to the writer, in order.
-    gathered: Vec<Outgoing>,
+    gathered: Vec<(Vec<u8>, Sent)>,
     gathered_bytes: usize,
 }
 
@@ -146,20 +147,25 @@ impl Outbox {
         }
         self.gathered_bytes += frame.len();
         let sent = self.gauge.hold(frame.len());
-        self.gathered.push(Outgoing::Frame(frame, Some(sent)));
+        self.gathered.push((frame, sent));
         if self.gathered_bytes >= HAND_OVER_BYTES {
             self.hand_over();
         }
         Ok(())
     }
 
-    /// Hand the writer every frame gathered, in order (the driver does before it waits).
+    /// Hand the writer every frame gathered, in order, in one message (the driver does before
+    /// it waits).
     pub fn hand_over(&mut self) {
         self.gathered_bytes = 0;
-        for out in self.gathered.drain(..) {
-            // A closed queue: the writer ended, and the connection's close is on its way.
-            let _ = self.tx.try_send(out);
+        if self.gathered.is_empty() {
+            return;
         }
+        // About as many next time: the next step's frames are gathered without growing.
+        let next = Vec::with_capacity(self.gathered.len());
+        let frames = std::mem::replace(&mut self.gathered, next);
+        // A closed queue: the writer ended, and the connection's close is on its way.
+        let _ = self.tx.try_send(Outgoing::Frames(frames));
     }
 
     /// Queue a WebSocket ping (uncounted: it is a few bytes, and a pong answers it), after
@@ -264,31 +270,39 @@ mod tests {
         out.hand_over();
         assert_eq!(out.gauge.queued(), 6000);
         assert!(out.gauge.paused());
+        let mut frames = frames_of(rx.try_recv().unwrap());
+        assert_eq!(frames.len(), 100, "one hand-over, one message");
         smol::block_on(async {
             let waiter = smol::spawn({
                 let gauge = out.gauge.clone();
                 async move { gauge.below(100).await }
             });
+            // Each frame is counted until it is dropped (written), whatever went with it.
             for _ in 0..98 {
-                drop(rx.recv().await.unwrap());
+                drop(frames.pop());
             }
             smol::Timer::after(std::time::Duration::from_millis(20)).await;
             assert!(!waiter.is_finished(), "120 bytes still wait");
-            drop(rx.recv().await.unwrap());
+            drop(frames.pop());
             waiter.await;
         });
     }
 
-    fn frame_of(out: Outgoing) -> Vec<u8> {
+    /// The frames of one hand-over's message, with their counts.
+    fn frames_of(out: Outgoing) -> Vec<(Vec<u8>, Sent)> {
         match out {
-            Outgoing::Frame(frame, _) => frame,
-            _ => panic!("not a frame"),
+            Outgoing::Frames(frames) => frames,
+            _ => panic!("not a hand-over's frames"),
         }
     }
 
-    /// Frames reach the writer together, in order: at a hand-over, once a write's worth is
-    /// gathered, and before a ping or a close. Until then they are counted all the same, so
-    /// the sources pause on them.
+    fn bytes_of(frames: &[(Vec<u8>, Sent)]) -> Vec<&[u8]> {
+        frames.iter().map(|(f, _)| f.as_slice()).collect()
+    }
+
+    /// Frames reach the writer together, in order, as one message: at a hand-over, once a
+    /// write's worth is gathered, and before a ping or a close. Until then they are counted all
+    /// the same, so the sources pause on them.
     #[test]
     fn frames_reach_the_writer_together_and_in_order() {
         let (tx, rx) = smol::channel::unbounded();
@@ -298,30 +312,32 @@ mod tests {
         assert!(rx.is_empty(), "gathered, not yet the writer's");
         assert_eq!(out.gauge.queued(), 2);
         out.hand_over();
-        let got: Vec<Vec<u8>> = std::iter::from_fn(|| rx.try_recv().ok())
-            .map(frame_of)
-            .collect();
-        assert_eq!(got, [b"a".to_vec(), b"b".to_vec()]);
+        assert_eq!(rx.len(), 1, "one message for the hand-over");
+        let got = frames_of(rx.try_recv().unwrap());
+        assert_eq!(bytes_of(&got), [b"a", b"b"]);
+        out.hand_over();
+        assert!(rx.is_empty(), "nothing gathered, nothing handed over");
         // A write's worth goes without waiting for the hand-over.
         let big = HAND_OVER_BYTES / 4;
         for i in 0..4u8 {
             out.send(vec![i; big]).unwrap();
         }
-        assert_eq!(rx.len(), 4, "handed over at {HAND_OVER_BYTES} bytes");
+        assert_eq!(rx.len(), 1, "handed over at {HAND_OVER_BYTES} bytes");
         out.send(b"c".to_vec()).unwrap();
         out.ping();
-        assert_eq!(rx.len(), 6, "the frame before the ping went first");
+        assert_eq!(rx.len(), 3, "the frame before the ping went first");
         out.send(b"d".to_vec()).unwrap();
         out.close_with(1000, "bye".into());
         let tail: Vec<Outgoing> = std::iter::from_fn(|| rx.try_recv().ok()).collect();
         assert!(matches!(
-            &tail[4..],
+            &tail[..],
             [
-                Outgoing::Frame(c, _),
+                Outgoing::Frames(four),
+                Outgoing::Frames(c),
                 Outgoing::Ping,
-                Outgoing::Frame(d, _),
+                Outgoing::Frames(d),
                 Outgoing::Close { code: 1000, .. },
-            ] if c == b"c" && d == b"d"
+            ] if four.len() == 4 && bytes_of(c) == [b"c"] && bytes_of(d) == [b"d"]
         ));
     }
 }
