@@ -8,7 +8,7 @@
 //! Bounded: at most `sessions.undo_max_bytes` of content a turn (a file past what is left of
 //! it is not kept, and the undo names it), and only the last `sessions.undo_turns` turns of a
 //! session that changed files keep anything: the journal of an older one is removed as a new
-//! one starts, its turn named in the session's `dropped.json` (the last [`DROPPED_KEPT`]), so
+//! one starts, its turn named in the session's `dropped.json` (the last `sessions.ledger_turns`, [`UndoLimits::dropped_named`]), so
 //! an undo of it says why it puts nothing back. `<state>/undo/<session>/<stamp>/` holds a
 //! turn's `journal.json` and the kept contents beside it; the session's directory goes with
 //! the session. The state directory is protected from the tools, so the model cannot reach the
@@ -36,6 +36,9 @@ use super::{confine_in, ToolSettings};
 pub struct UndoLimits {
     pub max_bytes: u64,
     pub turns: usize,
+    /// Dropped turns an undo still names as such (`dropped.json`): as many as the session's
+    /// ledger keeps turn ids (`sessions.ledger_turns`), since an older id is unknown anyway.
+    pub dropped_named: usize,
 }
 
 impl Default for UndoLimits {
@@ -47,6 +50,7 @@ impl Default for UndoLimits {
             // `/undo` goes back one turn at a time: five is several undos in a row, and keeps
             // a session's journals to at most five times the budget on disk.
             turns: 5,
+            dropped_named: lembas_core::config::SessionLimits::default().ledger_turns,
         }
     }
 }
@@ -99,10 +103,6 @@ const JOURNAL: &str = "journal.json";
 
 /// The session's turns whose journals went past `sessions.undo_turns`, oldest first.
 const DROPPED: &str = "dropped.json";
-
-/// How many of those are named: as many as a session's ledger keeps turn ids by default
-/// (`sessions.ledger_turns`), and `/undo` only reaches a turn the ledger keeps.
-pub const DROPPED_KEPT: usize = 200;
 
 impl UndoJournal {
     pub fn new(dir: PathBuf, limits: UndoLimits) -> UndoJournal {
@@ -380,7 +380,7 @@ impl UndoJournal {
                 let _ = fs::remove_dir_all(&old);
                 dropped.extend(turn);
             }
-            let over = dropped.len().saturating_sub(DROPPED_KEPT);
+            let over = dropped.len().saturating_sub(self.limits.dropped_named);
             dropped.drain(..over);
             if let Err(e) = write_dropped(&base, &dropped) {
                 log::warn!("could not note the dropped undo journals of {session}: {e}");
@@ -578,6 +578,7 @@ mod tests {
         let limits = UndoLimits {
             max_bytes: 1024,
             turns: 2,
+            ..UndoLimits::default()
         };
         let j = journal(tmp.path(), limits);
         let a = project.join("a.txt");
@@ -635,6 +636,7 @@ mod tests {
         let limits = UndoLimits {
             max_bytes: 5,
             turns: 5,
+            ..UndoLimits::default()
         };
         let j = journal(tmp.path(), limits);
         let (a, b) = (project.join("a.txt"), project.join("b.txt"));
@@ -662,6 +664,7 @@ mod tests {
         let limits = UndoLimits {
             max_bytes: 1024,
             turns: 2,
+            ..UndoLimits::default()
         };
         let a = project.join("a.txt");
         fs::write(&a, "0").unwrap();
@@ -707,6 +710,34 @@ mod tests {
         );
         j.forget_session("ses_a");
         assert!(!j.dir.join("ses_a").exists());
+    }
+
+    #[test]
+    fn the_dropped_turns_named_are_as_many_as_configured() {
+        let tmp = tempfile::tempdir().unwrap();
+        let project = real(tmp.path());
+        let limits = UndoLimits {
+            turns: 1,
+            dropped_named: 2,
+            ..UndoLimits::default()
+        };
+        let j = journal(tmp.path(), limits);
+        let a = project.join("a.txt");
+        fs::write(&a, "0").unwrap();
+        for t in 1..=4 {
+            change(&j, &format!("t{t}"), &a, Some(&t.to_string()));
+        }
+        let p = project.to_str().unwrap();
+        let s = settings(&j);
+        // t2 and t3 are the last two dropped: still named; t1 is past them, so unknown.
+        for t in ["t2", "t3"] {
+            let why = j.undo(&s, "ses_a", t, p, &[]).unwrap_err();
+            assert!(why.contains("sessions.undo_turns"), "{t}: {why}");
+        }
+        assert_eq!(
+            j.undo(&s, "ses_a", "t1", p, &[]).unwrap(),
+            FilesUndone::default()
+        );
     }
 
     #[test]
