@@ -1,7 +1,7 @@
 //! `config.yaml`: the `remote:` block (what a client on the link may do on this device), the
-//! `trusted:` list, the `sessions:` block (`max_live`, `event_log_bytes`, `event_log_events`,
-//! `history_bytes`, `max_history_turns`, and `undo_max_bytes`, `undo_turns`: what the tools
-//! keep for `/undo`; read at start-up), the `mentions:` block
+//! `trusted:` list, the `sessions:` block (every bound of the core's `SessionLimits` under its
+//! snake_case name, the core's rules across them checked here, and `undo_max_bytes`,
+//! `undo_turns`: what the tools keep for `/undo`; read at start-up), the `mentions:` block
 //! (`max_file_bytes`, `max_listing_entries`, `max_per_prompt`: the bounds on a prompt's `@path`
 //! mentions; read at start-up), the `files:` block (`max_indexed_files`, `max_recent`: the `@`
 //! picker's index and memory; read at start-up), the `commands:` block (`max_files`,
@@ -22,7 +22,8 @@
 
 use std::path::{Path, PathBuf};
 
-use lembas_core::{Liveness, Mode, Remote};
+use lembas_core::config::SessionLimits;
+use lembas_core::{DeviceConfig, Liveness, Mode, Remote};
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 
@@ -35,7 +36,7 @@ struct File {
     #[serde(default)]
     trusted: Option<Vec<Spanned<String>>>,
     #[serde(default)]
-    sessions: Option<SessionsBlock>,
+    sessions: Option<Spanned<SessionsBlock>>,
     #[serde(default)]
     mentions: Option<MentionsBlock>,
     #[serde(default)]
@@ -109,25 +110,78 @@ pub struct ToolsConfig {
     pub shell: Option<PathBuf>,
 }
 
-/// The `sessions:` block: how many the device keeps in memory, and how much of each one's
-/// event log.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SessionsBlock {
-    #[serde(default)]
-    max_live: Option<Spanned<usize>>,
-    #[serde(default)]
-    event_log_bytes: Option<Spanned<usize>>,
-    #[serde(default)]
-    event_log_events: Option<Spanned<usize>>,
-    #[serde(default)]
-    history_bytes: Option<Spanned<usize>>,
-    #[serde(default)]
-    max_history_turns: Option<Spanned<usize>>,
-    #[serde(default)]
-    undo_max_bytes: Option<Spanned<usize>>,
-    #[serde(default)]
-    undo_turns: Option<Spanned<usize>>,
+/// Declares the `sessions:` block from one list: every [`SessionLimits`] field under its own
+/// (snake_case) name with the least value it may take, so a bound added to the core is one line
+/// here, and the reading of it checks each the same way (file, line, key, what is allowed).
+macro_rules! sessions_block {
+    ($($field:ident: $ty:ty = $min:expr,)*) => {
+        /// The `sessions:` block: the core's session bounds, and what the tools keep for `/undo`.
+        #[derive(Debug, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct SessionsBlock {
+            $(
+                #[serde(default)]
+                $field: Option<Spanned<$ty>>,
+            )*
+            #[serde(default)]
+            undo_max_bytes: Option<Spanned<u64>>,
+            #[serde(default)]
+            undo_turns: Option<Spanned<usize>>,
+        }
+
+        impl SessionsBlock {
+            /// Each key set, checked against its least value, into `limits`.
+            fn read_into(&self, limits: &mut SessionLimits, path: &Path) -> Result<(), ConfigError> {
+                $(
+                    if let Some(v) = &self.$field {
+                        limits.$field =
+                            at_least(v, $min, concat!("sessions.", stringify!($field)), path)?;
+                    }
+                )*
+                Ok(())
+            }
+        }
+    };
+}
+
+// Zero is allowed only where it means something: no earlier turns given as a turn's context.
+sessions_block! {
+    max_block_bytes: u64 = 1,
+    max_prompt_bytes: u64 = 1,
+    ledger_turns: usize = 2,
+    max_queued: usize = 1,
+    ledger_ttl_ms: u64 = 1,
+    max_title_chars: usize = 1,
+    max_steer: usize = 1,
+    delete_confirm_ms: u64 = 1,
+    max_held_bytes: usize = 1,
+    max_live: usize = 1,
+    max_answer_bytes: usize = 1,
+    max_context_turns: usize = 0,
+    max_context_bytes: usize = 0,
+    max_summary_bytes: usize = 1,
+    event_log_bytes: usize = 1,
+    event_log_events: usize = 1,
+    events_page: usize = 1,
+    max_events_page: usize = 1,
+    history_bytes: usize = lembas_core::config::MIN_HISTORY_BYTES,
+    max_history_turns: usize = 1,
+}
+
+/// `v`, refused naming `key` at its line when under `min` (never silently raised).
+fn at_least<T>(v: &Spanned<T>, min: T, key: &str, path: &Path) -> Result<T, ConfigError>
+where
+    T: Copy + PartialOrd + std::fmt::Display,
+{
+    if v.value < min {
+        return Err(ConfigError(format!(
+            "{}:{}: key `{key}`: must be at least {min} (got {})",
+            path.display(),
+            v.referenced.line(),
+            v.value
+        )));
+    }
+    Ok(v.value)
 }
 
 /// The `mentions:` block: the bounds on a prompt's `@path` mentions.
@@ -203,19 +257,11 @@ struct RemoteBlock {
 pub struct Config {
     pub remote: Remote,
     pub terminal_integration: bool,
-    /// `sessions.max_live`: sessions kept in memory at once (idle ones past it are set aside in
-    /// the store). Read at start-up.
-    pub max_live_sessions: usize,
-    /// `sessions.event_log_bytes` and `sessions.event_log_events`: the bounds of each session's
-    /// event log (`_lembas/session/events`). Read at start-up.
-    pub event_log_bytes: usize,
-    pub event_log_events: usize,
+    /// `sessions.*`: every bound of the core's sessions (`sessions.max_live`,
+    /// `sessions.ledger_turns`, ...), under its snake_case name. Read at start-up.
+    pub sessions: SessionLimits,
     /// `mentions.max_file_bytes`, `max_listing_entries` and `max_per_prompt`. Read at start-up.
     pub mentions: lembas_core::config::MentionLimits,
-    /// `sessions.history_bytes` and `sessions.max_history_turns`: the bounds of one
-    /// `_lembas/session/history` answer. Read at start-up.
-    pub history_bytes: usize,
-    pub max_history_turns: usize,
     /// `files.max_indexed_files`: entries of one root the `@` picker's index holds (past it the
     /// answer says it was cut). Read at start-up.
     pub max_indexed_files: usize,
@@ -250,12 +296,8 @@ impl Default for Config {
         Config {
             remote: Remote::default(),
             terminal_integration: true,
-            max_live_sessions: lembas_core::config::SessionLimits::default().max_live,
-            event_log_bytes: lembas_core::config::SessionLimits::default().event_log_bytes,
-            event_log_events: lembas_core::config::SessionLimits::default().event_log_events,
+            sessions: SessionLimits::default(),
             mentions: lembas_core::config::MentionLimits::default(),
-            history_bytes: lembas_core::config::SessionLimits::default().history_bytes,
-            max_history_turns: lembas_core::config::SessionLimits::default().max_history_turns,
             max_indexed_files: crate::file_index::DEFAULT_MAX_FILES,
             files: lembas_core::config::FileLimits::default(),
             commands: lembas_core::commands::CommandLimits::default(),
@@ -300,7 +342,13 @@ pub fn parse(text: &str, path: &Path, home: Option<&Path>) -> Result<Config, Con
     } else {
         serde_saphyr::with_deserializer_from_str(text, |de| {
             serde_path_to_error::deserialize(de).map_err(|e| {
+                // A `Spanned` value is a `value` field to serde: not a key the person wrote.
                 let key = e.path().to_string();
+                let key = key
+                    .split('.')
+                    .filter(|k| *k != "value")
+                    .collect::<Vec<_>>()
+                    .join(".");
                 <serde_saphyr::Error as serde::de::Error>::custom(format!(
                     "key `{key}`: {}",
                     e.inner()
@@ -399,52 +447,28 @@ pub fn parse(text: &str, path: &Path, home: Option<&Path>) -> Result<Config, Con
         }
     }
     if let Some(block) = file.sessions {
-        at_least_one(
-            "sessions.max_live",
-            block.max_live,
-            &mut config.max_live_sessions,
-        )?;
-        at_least_one(
-            "sessions.event_log_bytes",
-            block.event_log_bytes,
-            &mut config.event_log_bytes,
-        )?;
-        at_least_one(
-            "sessions.event_log_events",
-            block.event_log_events,
-            &mut config.event_log_events,
-        )?;
-        at_least_one(
-            "sessions.max_history_turns",
-            block.max_history_turns,
-            &mut config.max_history_turns,
-        )?;
-        let mut undo_bytes = config.undo.max_bytes as usize;
-        at_least_one(
-            "sessions.undo_max_bytes",
-            block.undo_max_bytes,
-            &mut undo_bytes,
-        )?;
-        config.undo.max_bytes = undo_bytes as u64;
-        at_least_one(
-            "sessions.undo_turns",
-            block.undo_turns,
-            &mut config.undo.turns,
-        )?;
-        if let Some(v) = block.history_bytes {
-            let min = lembas_core::config::MIN_HISTORY_BYTES;
-            if v.value < min {
-                return Err(ConfigError(format!(
-                    "{}:{}: key `sessions.history_bytes`: must be at least {min}, room for a \
-                     cut turn's note (got {})",
-                    path.display(),
-                    v.referenced.line(),
-                    v.value
-                )));
-            }
-            config.history_bytes = v.value;
+        let line = block.referenced.line();
+        let block = block.value;
+        block.read_into(&mut config.sessions, path)?;
+        // The core's rules across keys (a waiting turn is never forgotten, ...), for the file.
+        let mut device = DeviceConfig::default();
+        device.sessions = config.sessions;
+        device.validate().map_err(|e| {
+            ConfigError(format!(
+                "{}:{line}: key `sessions`: {}",
+                path.display(),
+                e.0.trim_start_matches("sessions: ")
+            ))
+        })?;
+        if let Some(v) = &block.undo_max_bytes {
+            config.undo.max_bytes = at_least(v, 1, "sessions.undo_max_bytes", path)?;
+        }
+        if let Some(v) = &block.undo_turns {
+            config.undo.turns = at_least(v, 1, "sessions.undo_turns", path)?;
         }
     }
+    // The turns an undo names as dropped are as many as the ledger keeps turn ids.
+    config.undo.dropped_named = config.sessions.ledger_turns;
     if let Some(block) = file.mentions {
         let m = &mut config.mentions;
         let mut file_bytes = usize::try_from(m.max_file_bytes).unwrap_or(usize::MAX);
@@ -632,12 +656,14 @@ mod tests {
         assert!(c.remote.terminal);
         assert!(!c.terminal_integration);
         assert_eq!(c.remote.max_directory_entries, 7);
-        assert_eq!(c.max_live_sessions, 50);
-        assert_eq!((c.event_log_bytes, c.event_log_events), (4096, 9));
-        assert_eq!((c.history_bytes, c.max_history_turns), (8192, 10));
+        let s = c.sessions;
+        assert_eq!(s.max_live, 50);
+        assert_eq!((s.event_log_bytes, s.event_log_events), (4096, 9));
+        assert_eq!((s.history_bytes, s.max_history_turns), (8192, 10));
         let undo = crate::tools::UndoLimits {
             max_bytes: 1000,
             turns: 2,
+            dropped_named: 200,
         };
         assert_eq!(c.undo, undo);
         let e = parse(
@@ -668,6 +694,107 @@ mod tests {
             c.remote.trusted,
             vec![real.join("proj").to_str().unwrap().to_string()]
         );
+    }
+
+    #[test]
+    fn every_session_limit_is_read_and_reaches_the_device() {
+        let p = Path::new("/x/config.yaml");
+        let text = "sessions:\n  max_block_bytes: 11\n  max_prompt_bytes: 12\n  \
+                    ledger_turns: 13\n  max_queued: 4\n  ledger_ttl_ms: 15\n  \
+                    max_title_chars: 16\n  max_steer: 17\n  delete_confirm_ms: 18\n  \
+                    max_held_bytes: 99999999999\n  max_live: 20\n  max_answer_bytes: 21\n  \
+                    max_context_turns: 0\n  max_context_bytes: 23\n  max_summary_bytes: 24\n  \
+                    event_log_bytes: 25\n  event_log_events: 26\n  events_page: 27\n  \
+                    max_events_page: 28\n  history_bytes: 5000\n  max_history_turns: 30\n";
+        let c = parse(text, p, None).unwrap();
+        let d = crate::device::device_config(&c, None).sessions;
+        let got = [
+            d.max_block_bytes as usize,
+            d.max_prompt_bytes as usize,
+            d.ledger_turns,
+            d.max_queued,
+            d.ledger_ttl_ms as usize,
+            d.max_title_chars,
+            d.max_steer,
+            d.delete_confirm_ms as usize,
+            d.max_held_bytes,
+            d.max_live,
+            d.max_answer_bytes,
+            d.max_context_turns,
+            d.max_context_bytes,
+            d.max_summary_bytes,
+            d.event_log_bytes,
+            d.event_log_events,
+            d.events_page,
+            d.max_events_page,
+            d.history_bytes,
+            d.max_history_turns,
+        ];
+        let want = [
+            11,
+            12,
+            13,
+            4,
+            15,
+            16,
+            17,
+            18,
+            99_999_999_999,
+            20,
+            21,
+            0,
+            23,
+            24,
+            25,
+            26,
+            27,
+            28,
+            5000,
+            30,
+        ];
+        assert_eq!(got, want);
+        // The undo journal names as many dropped turns as the ledger keeps.
+        assert_eq!(c.undo.dropped_named, 13);
+        assert_eq!(parse("", p, None).unwrap().undo.dropped_named, 200);
+    }
+
+    #[test]
+    fn a_bad_session_limit_is_refused_naming_the_line_and_key() {
+        let p = Path::new("/x/config.yaml");
+        let e = parse("sessions:\n  max_live: 3\n  ledger_turns: 1\n", p, None).unwrap_err();
+        assert_eq!(
+            e.0,
+            "/x/config.yaml:3: key `sessions.ledger_turns`: must be at least 2 (got 1)"
+        );
+        let e = parse("sessions:\n  ledger_ttl_ms: 0\n", p, None).unwrap_err();
+        assert_eq!(
+            e.0,
+            "/x/config.yaml:2: key `sessions.ledger_ttl_ms`: must be at least 1 (got 0)"
+        );
+        let e = parse("sessions:\n  max_queued: -1\n", p, None).unwrap_err();
+        assert!(
+            e.0.starts_with("/x/config.yaml:2: key `sessions.max_queued`:"),
+            "{e}"
+        );
+        // The core's rules across keys are said for the file, at the block's line.
+        let e = parse(
+            "remote:\n  enabled: false\nsessions:\n  ledger_turns: 10\n  max_queued: 10\n",
+            p,
+            None,
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.0,
+            "/x/config.yaml:4: key `sessions`: max_queued must be between 1 and ledger_turns - 1 \
+             (got 10 and 10), so a waiting turn is never forgotten"
+        );
+        let e = parse("sessions:\n  max_block_bytes: 30000000\n", p, None).unwrap_err();
+        assert!(
+            e.0.contains("key `sessions`: max_block_bytes (30000000) is over max_prompt_bytes"),
+            "{e}"
+        );
+        let e = parse("sessions:\n  ledger_turn: 10\n", p, None).unwrap_err();
+        assert!(e.0.contains(":2:") && e.0.contains("ledger_turn"), "{e}");
     }
 
     #[test]

@@ -29,12 +29,8 @@ pub fn device_config(config: &Config, connection: Option<String>) -> DeviceConfi
     d.platform = std::env::consts::OS.to_string();
     d.connection = connection;
     d.remote = config.remote.clone();
-    d.sessions.max_live = config.max_live_sessions;
-    d.sessions.event_log_bytes = config.event_log_bytes;
-    d.sessions.event_log_events = config.event_log_events;
+    d.sessions = config.sessions;
     d.mentions = config.mentions;
-    d.sessions.history_bytes = config.history_bytes;
-    d.sessions.max_history_turns = config.max_history_turns;
     d.files = config.files;
     d.commands = config.commands;
     d.liveness = Some(config.liveness);

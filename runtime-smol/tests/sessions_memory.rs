@@ -84,3 +84,41 @@ fn an_idle_session_is_set_aside_in_redb_and_read_back_and_the_bound_refuses_new_
         );
     });
 }
+
+/// A `sessions:` key other than `max_live` reaches the device too: with `max_queued: 1`, a
+/// second prompt waiting behind a running turn is refused naming the bound (the default, 32,
+/// would queue it).
+#[test]
+fn sessions_max_queued_from_config_yaml_bounds_the_waiting_prompts() {
+    smol::block_on(async {
+        let home = Home::new();
+        home.write_config(&format!(
+            "remote:\n  enabled: true\n  roots: [{w}]\ntrusted: [{w}]\nsessions:\n  max_queued: 1\n",
+            w = home.work.display()
+        ));
+        let (instance, home, _device, _) = linked(home).await;
+        let a = new_session(&instance, &home.work.join("proj")).await;
+        let params = |turn: &str| {
+            json!({
+                "sessionId": a,
+                "prompt": [{ "type": "text", "text": "say long\nsleep 60000" }],
+                "_meta": { "lembas": { "turnId": turn } },
+            })
+        };
+        instance.call("session/prompt", params("t1")).await.unwrap();
+        let (started, _) = instance
+            .wait_for(common::T, |e| said(std::slice::from_ref(e)) == ["long"])
+            .await;
+        assert!(started.is_some(), "turn t1 did not start");
+        // t2 waits behind t1: the one prompt `max_queued: 1` lets wait.
+        instance.call("session/prompt", params("t2")).await.unwrap();
+        let refused = common::call(&instance, "session/prompt", params("t3"))
+            .await
+            .unwrap_err();
+        assert!(
+            refused.starts_with("-32602 ") && refused.contains("1 prompts waiting, the limit"),
+            "{refused}"
+        );
+        assert!(refused.contains("max_queued"), "{refused}");
+    });
+}
