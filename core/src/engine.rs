@@ -244,6 +244,29 @@ pub struct TurnStart {
     pub compact: bool,
 }
 
+#[cfg(any(test, feature = "testing"))]
+impl TurnStart {
+    /// A bare start for tests: turn `turn` of session `s` in `/w`, saying `text`, in mode edit,
+    /// nothing else given.
+    pub fn testing(turn: &str, text: &str) -> TurnStart {
+        TurnStart {
+            session_id: "s".into(),
+            turn_id: turn.into(),
+            text: text.into(),
+            attachments: Vec::new(),
+            context: Default::default(),
+            mode: Mode::Edit,
+            model: None,
+            effort: None,
+            cwd: "/w".into(),
+            roots: Vec::new(),
+            history: Vec::new(),
+            summary: None,
+            compact: false,
+        }
+    }
+}
+
 /// One finished turn of a session: what the person asked and what the model answered.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

@@ -191,6 +191,31 @@ pub struct Undoing {
     pub confined: bool,
 }
 
+#[cfg(any(test, feature = "testing"))]
+impl SessionRecord {
+    /// A bare record for tests: session `id` in `/w` (its root too), mode edit, nothing else
+    /// set.
+    pub fn testing(id: &str) -> SessionRecord {
+        SessionRecord {
+            id: id.into(),
+            cwd: "/w".into(),
+            root: "/w".into(),
+            title: None,
+            mode: crate::config::Mode::Edit,
+            model: None,
+            effort: None,
+            instance: false,
+            touched: 0,
+            plan: None,
+            given: false,
+            context: Default::default(),
+            seq_next: 0,
+            compaction: None,
+            undoing: None,
+        }
+    }
+}
+
 /// A session's earlier turns folded into a summary: the model is given the summary in place
 /// of the history entries before `folded`; the history itself still has them.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

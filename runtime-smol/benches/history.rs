@@ -191,21 +191,10 @@ fn write_store_of(
     let store =
         lembas::store::RedbStore::open(&home.join("state/lembas/lembas.redb")).expect("a store");
     let record = SessionRecord {
-        id: session.into(),
         cwd: home.to_str().unwrap().into(),
         root: home.to_str().unwrap().into(),
         title: Some("a long one".into()),
-        mode: lembas_core::config::Mode::Edit,
-        model: None,
-        effort: None,
-        instance: false,
-        touched: 0,
-        plan: None,
-        given: false,
-        context: Default::default(),
-        seq_next: 0,
-        compaction: None,
-        undoing: None,
+        ..SessionRecord::testing(session)
     };
     let mut records = vec![Record::Put {
         table: Table::Sessions,

@@ -328,30 +328,10 @@ impl Device {
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
-    use crate::config::Mode;
     use crate::store::SessionRecord;
 
     pub(in crate::device) fn session(id: &str) -> Session {
-        Session::new(
-            SessionRecord {
-                id: id.into(),
-                cwd: "/w".into(),
-                root: "/w".into(),
-                title: None,
-                mode: Mode::Edit,
-                model: None,
-                effort: None,
-                instance: false,
-                touched: 0,
-                plan: None,
-                given: false,
-                context: Default::default(),
-                seq_next: 0,
-                compaction: None,
-                undoing: None,
-            },
-            10,
-        )
+        Session::new(SessionRecord::testing(id), 10)
     }
 
     #[test]

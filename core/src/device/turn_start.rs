@@ -192,40 +192,18 @@ mod tests {
 
     fn session(mode: Mode, model: Option<&str>) -> Session {
         let record = SessionRecord {
-            id: "s".into(),
-            cwd: "/w".into(),
-            root: "/w".into(),
-            title: None,
             mode,
             model: model.map(str::to_string),
-            effort: None,
-            instance: false,
-            touched: 0,
-            plan: None,
-            given: false,
-            context: Default::default(),
-            seq_next: 0,
-            compaction: None,
-            undoing: None,
+            ..SessionRecord::testing("s")
         };
         Session::new(record, 10)
     }
 
     fn queue(s: &mut Session, turn: &str, admission: Admission) {
         let start = TurnStart {
-            session_id: "s".into(),
-            turn_id: turn.into(),
-            text: format!("text of {turn}"),
-            attachments: Vec::new(),
-            context: Default::default(),
             mode: s.durable.mode,
             model: s.durable.model.clone(),
-            effort: None,
-            cwd: "/w".into(),
-            roots: Vec::new(),
-            history: Vec::new(),
-            summary: None,
-            compact: false,
+            ..TurnStart::testing(turn, &format!("text of {turn}"))
         };
         s.turns.admit(start, admission, (ConnId(1), Id::number(1)));
     }

@@ -671,24 +671,9 @@ impl TurnTable {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Mode;
 
     fn start(turn: &str) -> TurnStart {
-        TurnStart {
-            session_id: "s".into(),
-            turn_id: turn.into(),
-            text: "hi".into(),
-            attachments: Vec::new(),
-            context: Default::default(),
-            mode: Mode::Edit,
-            model: None,
-            effort: None,
-            cwd: "/w".into(),
-            roots: Vec::new(),
-            history: Vec::new(),
-            summary: None,
-            compact: false,
-        }
+        TurnStart::testing(turn, "hi")
     }
 
     fn waiter(n: u64) -> Waiter {

@@ -20,7 +20,7 @@ use arbitrary::{Arbitrary, Unstructured};
 
 use crate::config::{Mode, Model};
 use crate::engine::{
-    Ask, Attachment, Context, Decision, Engine, EngineCommand, EngineEvent, PermissionDecision,
+    Ask, Attachment, Decision, Engine, EngineCommand, EngineEvent, PermissionDecision,
     PlanDecision, QuestionAnswer, QuestionDecision, TurnStart,
 };
 use crate::engine_io::{FileDiff, IoCall, IoId, IoReply, ToolOp};
@@ -312,18 +312,10 @@ impl Run {
                 self.modes.insert(session.clone(), mode);
                 let start = TurnStart {
                     session_id: session,
-                    turn_id,
-                    text: "hi".into(),
                     attachments,
-                    context: Context::default(),
                     mode,
                     model,
-                    effort: None,
-                    cwd: "/w".into(),
-                    roots: Vec::new(),
-                    history: Vec::new(),
-                    summary: None,
-                    compact: false,
+                    ..TurnStart::testing(&turn_id, "hi")
                 };
                 self.engine
                     .handle_command(EngineCommand::Start(Box::new(start)), self.now);

@@ -14,7 +14,6 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use arbitrary::{Arbitrary, Unstructured};
 
-use crate::config::Mode;
 use crate::device::turn_table::{Admission, Seen, TurnTable};
 use crate::device::ConnId;
 use crate::engine::{StopReason, TurnStart};
@@ -109,21 +108,7 @@ pub fn turn_table(data: &[u8]) {
 }
 
 fn start(turn: &str) -> TurnStart {
-    TurnStart {
-        session_id: "s".into(),
-        turn_id: turn.into(),
-        text: String::new(),
-        attachments: Vec::new(),
-        context: Default::default(),
-        mode: Mode::Edit,
-        model: None,
-        effort: None,
-        cwd: "/w".into(),
-        roots: Vec::new(),
-        history: Vec::new(),
-        summary: None,
-        compact: false,
-    }
+    TurnStart::testing(turn, "")
 }
 
 /// The answered requests, as the model keys them.
