@@ -313,6 +313,45 @@ fn steer_needs_a_running_turn_and_unsent_messages_come_back() {
     );
 }
 
+/// Past `sessions.max_steer` messages waiting for the running turn, another is refused naming
+/// the key a person sets it with.
+#[test]
+fn steer_past_its_limit_is_refused_naming_the_key() {
+    let mut p = linked();
+    p.restart_device_with(|d| d.sessions.max_steer = 2).unwrap();
+    let s = new_session(&mut p);
+    p.client
+        .prompt(
+            &s,
+            json!([{ "type": "text", "text": "sleep 100\nsay done" }]),
+            Some("t1"),
+            p.now,
+        )
+        .unwrap();
+    p.drive().unwrap();
+    for n in 1..=2 {
+        let r = call(
+            &mut p,
+            "_lembas/steer",
+            json!({ "sessionId": s, "text": "more" }),
+        )
+        .unwrap();
+        assert_eq!(r["queued"], n);
+    }
+    let e = call(
+        &mut p,
+        "_lembas/steer",
+        json!({ "sessionId": s, "text": "more" }),
+    )
+    .unwrap_err();
+    assert_eq!(e.code, code::INVALID_PARAMS);
+    assert!(
+        e.message.contains("2 steered messages") && e.message.contains("(sessions.max_steer)"),
+        "{}",
+        e.message
+    );
+}
+
 #[test]
 fn reattach_follows_a_running_turn_after_a_cut() {
     let mut p = linked();

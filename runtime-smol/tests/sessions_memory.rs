@@ -119,6 +119,6 @@ fn sessions_max_queued_from_config_yaml_bounds_the_waiting_prompts() {
             refused.starts_with("-32602 ") && refused.contains("1 prompts waiting, the limit"),
             "{refused}"
         );
-        assert!(refused.contains("max_queued"), "{refused}");
+        assert!(refused.contains("(sessions.max_queued)"), "{refused}");
     });
 }

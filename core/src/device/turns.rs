@@ -415,7 +415,7 @@ impl Device {
         }
         if s.turns.queued() >= limits.max_queued {
             return Err(RpcError::invalid_params(format!(
-                "session `{}` already has {} prompts waiting, the limit (max_queued)",
+                "session `{}` already has {} prompts waiting, the limit (sessions.max_queued)",
                 s.durable.id, limits.max_queued
             )));
         }
@@ -644,8 +644,8 @@ impl Device {
             }
             Err(Unsteered::Full) => {
                 return Err(RpcError::invalid_params(format!(
-                    "{max} steered messages already wait for this turn, the limit (max_steer)"
-                )))
+                "{max} steered messages already wait for this turn, the limit (sessions.max_steer)"
+            )))
             }
         };
         self.next_steer += 1;
