@@ -1,7 +1,10 @@
 //! `config.yaml`: the `remote:` block (what a client on the link may do on this device), the
 //! `trusted:` list, the `sessions:` block (every bound of the core's `SessionLimits` under its
 //! snake_case name, the core's rules across them checked here, and `undo_max_bytes`,
-//! `undo_turns`: what the tools keep for `/undo`; read at start-up), the `mentions:` block
+//! `undo_turns`: what the tools keep for `/undo`; read at start-up), the `frames:`,
+//! `terminals:`, `outbound:` and `inbound:` blocks (every plain-number bound of the core's
+//! `FrameLimits`, `TerminalLimits`, `OutboundLimits` and `InboundLimits`, the same way; read at
+//! start-up), the `mentions:` block
 //! (`max_file_bytes`, `max_listing_entries`, `max_per_prompt`: the bounds on a prompt's `@path`
 //! mentions; read at start-up), the `files:` block (`max_indexed_files`, `max_recent`: the `@`
 //! picker's index and memory; read at start-up), the `commands:` block (`max_files`,
@@ -22,7 +25,8 @@
 
 use std::path::{Path, PathBuf};
 
-use lembas_core::config::SessionLimits;
+use lembas_core::config::{InboundLimits, OutboundLimits, SessionLimits, TerminalLimits};
+use lembas_core::jsonrpc::FrameLimits;
 use lembas_core::{DeviceConfig, Liveness, Mode, Remote};
 use serde::Deserialize;
 use serde_saphyr::Spanned;
@@ -37,6 +41,14 @@ struct File {
     trusted: Option<Vec<Spanned<String>>>,
     #[serde(default)]
     sessions: Option<Spanned<SessionsBlock>>,
+    #[serde(default)]
+    frames: Option<Spanned<FramesBlock>>,
+    #[serde(default)]
+    terminals: Option<Spanned<TerminalsBlock>>,
+    #[serde(default)]
+    outbound: Option<Spanned<OutboundBlock>>,
+    #[serde(default)]
+    inbound: Option<Spanned<InboundBlock>>,
     #[serde(default)]
     mentions: Option<MentionsBlock>,
     #[serde(default)]
@@ -110,32 +122,39 @@ pub struct ToolsConfig {
     pub shell: Option<PathBuf>,
 }
 
-/// Declares the `sessions:` block from one list: every [`SessionLimits`] field under its own
-/// (snake_case) name with the least value it may take, so a bound added to the core is one line
-/// here, and the reading of it checks each the same way (file, line, key, what is allowed).
-macro_rules! sessions_block {
-    ($($field:ident: $ty:ty = $min:expr,)*) => {
-        /// The `sessions:` block: the core's session bounds, and what the tools keep for `/undo`.
+/// Declares a block of config.yaml for one of the core's limit structs from one list: every
+/// field under its own (snake_case) name with the least value it may take, so a bound added to
+/// the core is one line here, and the reading of it checks each the same way (file, line, key,
+/// what is allowed). Keys after `also` are the block's own, read by hand.
+macro_rules! limits_block {
+    (
+        $(#[$doc:meta])*
+        $block:ident($name:literal) => $limits:ty {
+            $($field:ident: $ty:ty = $min:expr,)*
+        }
+        $(also { $($extra:ident: $extra_ty:ty,)* })?
+    ) => {
+        $(#[$doc])*
         #[derive(Debug, Deserialize)]
         #[serde(deny_unknown_fields)]
-        struct SessionsBlock {
+        struct $block {
             $(
                 #[serde(default)]
                 $field: Option<Spanned<$ty>>,
             )*
-            #[serde(default)]
-            undo_max_bytes: Option<Spanned<u64>>,
-            #[serde(default)]
-            undo_turns: Option<Spanned<usize>>,
+            $($(
+                #[serde(default)]
+                $extra: Option<Spanned<$extra_ty>>,
+            )*)?
         }
 
-        impl SessionsBlock {
+        impl $block {
             /// Each key set, checked against its least value, into `limits`.
-            fn read_into(&self, limits: &mut SessionLimits, path: &Path) -> Result<(), ConfigError> {
+            fn read_into(&self, limits: &mut $limits, path: &Path) -> Result<(), ConfigError> {
                 $(
                     if let Some(v) = &self.$field {
                         limits.$field =
-                            at_least(v, $min, concat!("sessions.", stringify!($field)), path)?;
+                            at_least(v, $min, concat!($name, ".", stringify!($field)), path)?;
                     }
                 )*
                 Ok(())
@@ -145,27 +164,72 @@ macro_rules! sessions_block {
 }
 
 // Zero is allowed only where it means something: no earlier turns given as a turn's context.
-sessions_block! {
-    max_block_bytes: u64 = 1,
-    max_prompt_bytes: u64 = 1,
-    ledger_turns: usize = 2,
-    max_queued: usize = 1,
-    ledger_ttl_ms: u64 = 1,
-    max_title_chars: usize = 1,
-    max_steer: usize = 1,
-    delete_confirm_ms: u64 = 1,
-    max_held_bytes: usize = 1,
-    max_live: usize = 1,
-    max_answer_bytes: usize = 1,
-    max_context_turns: usize = 0,
-    max_context_bytes: usize = 0,
-    max_summary_bytes: usize = 1,
-    event_log_bytes: usize = 1,
-    event_log_events: usize = 1,
-    events_page: usize = 1,
-    max_events_page: usize = 1,
-    history_bytes: usize = lembas_core::config::MIN_HISTORY_BYTES,
-    max_history_turns: usize = 1,
+limits_block! {
+    /// The `sessions:` block: the core's session bounds, and what the tools keep for `/undo`.
+    SessionsBlock("sessions") => SessionLimits {
+        max_block_bytes: u64 = 1,
+        max_prompt_bytes: u64 = 1,
+        ledger_turns: usize = 2,
+        max_queued: usize = 1,
+        ledger_ttl_ms: u64 = 1,
+        max_title_chars: usize = 1,
+        max_steer: usize = 1,
+        delete_confirm_ms: u64 = 1,
+        max_held_bytes: usize = 1,
+        max_live: usize = 1,
+        max_answer_bytes: usize = 1,
+        max_context_turns: usize = 0,
+        max_context_bytes: usize = 0,
+        max_summary_bytes: usize = 1,
+        event_log_bytes: usize = 1,
+        event_log_events: usize = 1,
+        events_page: usize = 1,
+        max_events_page: usize = 1,
+        history_bytes: usize = lembas_core::config::MIN_HISTORY_BYTES,
+        max_history_turns: usize = 1,
+    }
+    also {
+        undo_max_bytes: u64,
+        undo_turns: usize,
+    }
+}
+
+// The core's own floors: a frame holds at least an error's envelope; the depth's ceiling
+// (under serde_json's own) is the core's rule, checked with the others below.
+limits_block! {
+    /// The `frames:` block: the bounds every frame (a link message, a stdio line) is checked
+    /// against first.
+    FramesBlock("frames") => FrameLimits {
+        max_frame_bytes: usize = 1024,
+        max_depth: usize = 1,
+    }
+}
+
+// `cols`, `rows` and `default_size` are pairs, not numbers: not settable here. A batch of 0 ms
+// sends output at once, which means something.
+limits_block! {
+    /// The `terminals:` block: the bounds on remote terminals.
+    TerminalsBlock("terminals") => TerminalLimits {
+        max_per_link: usize = 1,
+        max_output_frame_bytes: usize = 1024,
+        batch_ms: u64 = 0,
+    }
+}
+
+// A pause mark of 0 would count an empty queue as behind: nothing would ever be sent or read.
+limits_block! {
+    /// The `outbound:` block: what waits to be sent on one connection.
+    OutboundBlock("outbound") => OutboundLimits {
+        pause_bytes: usize = 1,
+        max_bytes: usize = 1,
+    }
+}
+
+limits_block! {
+    /// The `inbound:` block: what a connection's reader holds that the device has not handled.
+    InboundBlock("inbound") => InboundLimits {
+        pause_bytes: usize = 1,
+    }
 }
 
 /// `v`, refused naming `key` at its line when under `min` (never silently raised).
@@ -260,6 +324,13 @@ pub struct Config {
     /// `sessions.*`: every bound of the core's sessions (`sessions.max_live`,
     /// `sessions.ledger_turns`, ...), under its snake_case name. Read at start-up.
     pub sessions: SessionLimits,
+    /// `frames.*`, `terminals.*`, `outbound.*`, `inbound.*`: the core's bounds on frames,
+    /// remote terminals and what waits on a connection either way, under their snake_case
+    /// names. Read at start-up; `serve --max-frame-bytes` wins over `frames.max_frame_bytes`.
+    pub frames: FrameLimits,
+    pub terminals: TerminalLimits,
+    pub outbound: OutboundLimits,
+    pub inbound: InboundLimits,
     /// `mentions.max_file_bytes`, `max_listing_entries` and `max_per_prompt`. Read at start-up.
     pub mentions: lembas_core::config::MentionLimits,
     /// `files.max_indexed_files`: entries of one root the `@` picker's index holds (past it the
@@ -297,6 +368,10 @@ impl Default for Config {
             remote: Remote::default(),
             terminal_integration: true,
             sessions: SessionLimits::default(),
+            frames: FrameLimits::default(),
+            terminals: TerminalLimits::default(),
+            outbound: OutboundLimits::default(),
+            inbound: InboundLimits::default(),
             mentions: lembas_core::config::MentionLimits::default(),
             max_indexed_files: crate::file_index::DEFAULT_MAX_FILES,
             files: lembas_core::config::FileLimits::default(),
@@ -446,26 +521,62 @@ pub fn parse(text: &str, path: &Path, home: Option<&Path>) -> Result<Config, Con
             config.terminal_integration = v;
         }
     }
-    if let Some(block) = file.sessions {
-        let line = block.referenced.line();
-        let block = block.value;
+    // The core's limit blocks: each key against its least value, then the core's rules across
+    // keys and blocks for the file, said at the line of the block a rule names.
+    let mut lines: Vec<(&str, u64)> = Vec::new();
+    if let Some(block) = &file.sessions {
+        lines.push(("sessions", block.referenced.line()));
+        let block = &block.value;
         block.read_into(&mut config.sessions, path)?;
-        // The core's rules across keys (a waiting turn is never forgotten, ...), for the file.
-        let mut device = DeviceConfig::default();
-        device.sessions = config.sessions;
-        device.validate().map_err(|e| {
-            ConfigError(format!(
-                "{}:{line}: key `sessions`: {}",
-                path.display(),
-                e.0.trim_start_matches("sessions: ")
-            ))
-        })?;
         if let Some(v) = &block.undo_max_bytes {
             config.undo.max_bytes = at_least(v, 1, "sessions.undo_max_bytes", path)?;
         }
         if let Some(v) = &block.undo_turns {
             config.undo.turns = at_least(v, 1, "sessions.undo_turns", path)?;
         }
+    }
+    if let Some(block) = &file.frames {
+        lines.push(("frames", block.referenced.line()));
+        block.value.read_into(&mut config.frames, path)?;
+        // The hub takes what stdio and the link take, unless `hub.max_line_bytes` says.
+        config.hub.max_line_bytes = config.frames.max_frame_bytes;
+    }
+    if let Some(block) = &file.terminals {
+        lines.push(("terminals", block.referenced.line()));
+        block.value.read_into(&mut config.terminals, path)?;
+    }
+    if let Some(block) = &file.outbound {
+        lines.push(("outbound", block.referenced.line()));
+        block.value.read_into(&mut config.outbound, path)?;
+    }
+    if let Some(block) = &file.inbound {
+        lines.push(("inbound", block.referenced.line()));
+        block.value.read_into(&mut config.inbound, path)?;
+    }
+    if !lines.is_empty() {
+        let mut device = DeviceConfig::default();
+        device.sessions = config.sessions;
+        device.frames = config.frames;
+        device.terminals = config.terminals;
+        device.outbound = config.outbound;
+        device.inbound = config.inbound;
+        device.validate().map_err(|e| {
+            // The core names the block (`sessions: ...`), except for a frame's own bounds; a
+            // rule across blocks (held bytes against the frame) whose named block is not in
+            // the file is said whole at the frames block.
+            let named = e.0.split_once(": ").and_then(|(block, why)| {
+                let at = lines.iter().find(|(b, _)| *b == block)?;
+                Some((at, why))
+            });
+            let ((key, line), why) = named.unwrap_or_else(|| {
+                let at = lines
+                    .iter()
+                    .find(|(b, _)| *b == "frames")
+                    .unwrap_or(&lines[0]);
+                (at, e.0.as_str())
+            });
+            ConfigError(format!("{}:{line}: key `{key}`: {why}", path.display()))
+        })?;
     }
     // The turns an undo names as dropped are as many as the ledger keeps turn ids.
     config.undo.dropped_named = config.sessions.ledger_turns;
@@ -795,6 +906,121 @@ mod tests {
         );
         let e = parse("sessions:\n  ledger_turn: 10\n", p, None).unwrap_err();
         assert!(e.0.contains(":2:") && e.0.contains("ledger_turn"), "{e}");
+    }
+
+    #[test]
+    fn every_frame_terminal_outbound_and_inbound_limit_reaches_the_device() {
+        let p = Path::new("/x/config.yaml");
+        let text = "frames:\n  max_frame_bytes: 2048\n  max_depth: 9\nterminals:\n  \
+                    max_per_link: 2\n  max_output_frame_bytes: 4096\n  batch_ms: 0\n\
+                    outbound:\n  pause_bytes: 300\n  max_bytes: 5000\ninbound:\n  \
+                    pause_bytes: 700\n";
+        let c = parse(text, p, None).unwrap();
+        let d = crate::device::device_config(&c, None);
+        assert_eq!((d.frames.max_frame_bytes, d.frames.max_depth), (2048, 9));
+        let t = d.terminals;
+        assert_eq!(
+            (t.max_per_link, t.max_output_frame_bytes, t.batch_ms),
+            (2, 4096, 0)
+        );
+        assert_eq!((d.outbound.pause_bytes, d.outbound.max_bytes), (300, 5000));
+        assert_eq!(d.inbound.pause_bytes, 700);
+        // The hub takes what a frame may be, unless `hub.max_line_bytes` says otherwise.
+        assert_eq!(c.hub.max_line_bytes, 2048);
+        let c = parse(
+            "hub:\n  max_line_bytes: 3000\nframes:\n  max_frame_bytes: 2048\n",
+            p,
+            None,
+        )
+        .unwrap();
+        assert_eq!(c.hub.max_line_bytes, 3000);
+        let defaults = parse("", p, None).unwrap();
+        assert_eq!(
+            defaults.hub.max_line_bytes,
+            FrameLimits::default().max_frame_bytes
+        );
+    }
+
+    #[test]
+    fn a_bad_frame_terminal_outbound_or_inbound_limit_is_refused_naming_the_line_and_key() {
+        let p = Path::new("/x/config.yaml");
+        let refused = |text: &str| parse(text, p, None).unwrap_err().0;
+        let under = [
+            (
+                "frames:\n  max_frame_bytes: 1023\n",
+                "frames.max_frame_bytes",
+                1024,
+                1023,
+            ),
+            ("frames:\n  max_depth: 0\n", "frames.max_depth", 1, 0),
+            (
+                "terminals:\n  max_per_link: 0\n",
+                "terminals.max_per_link",
+                1,
+                0,
+            ),
+            (
+                "terminals:\n  max_output_frame_bytes: 1000\n",
+                "terminals.max_output_frame_bytes",
+                1024,
+                1000,
+            ),
+            (
+                "outbound:\n  pause_bytes: 0\n",
+                "outbound.pause_bytes",
+                1,
+                0,
+            ),
+            ("outbound:\n  max_bytes: 0\n", "outbound.max_bytes", 1, 0),
+            ("inbound:\n  pause_bytes: 0\n", "inbound.pause_bytes", 1, 0),
+        ];
+        for (text, key, min, got) in under {
+            assert_eq!(
+                refused(text),
+                format!("/x/config.yaml:2: key `{key}`: must be at least {min} (got {got})")
+            );
+        }
+        // The core's rules across keys, at the block's line.
+        assert_eq!(
+            refused("remote:\n  enabled: false\nframes:\n  max_depth: 121\n"),
+            "/x/config.yaml:4: key `frames`: max_depth must be between 1 and 120 (got 121)"
+        );
+        assert_eq!(
+            refused("outbound:\n  pause_bytes: 10\n  max_bytes: 9\n"),
+            "/x/config.yaml:2: key `outbound`: pause_bytes must be between 1 and max_bytes \
+             (got 10 and 9)"
+        );
+        // A frame bigger than the sessions' held bytes: said at the frames block when the
+        // sessions block is not in the file, at the sessions block when it is.
+        let e = refused("frames:\n  max_frame_bytes: 200000000\n");
+        assert!(
+            e.starts_with("/x/config.yaml:2: key `frames`: sessions: max_held_bytes (100663296)"),
+            "{e}"
+        );
+        let e = refused(
+            "frames:\n  max_frame_bytes: 200000000\nsessions:\n  max_held_bytes: 100000000\n",
+        );
+        assert!(
+            e.starts_with("/x/config.yaml:4: key `sessions`: max_held_bytes (100000000) is under"),
+            "{e}"
+        );
+        assert!(parse(
+            "frames:\n  max_frame_bytes: 200000000\nsessions:\n  max_held_bytes: 200000000\n",
+            p,
+            None
+        )
+        .is_ok());
+        // An unknown key in each block is refused at its line.
+        for block in ["frames", "terminals", "outbound", "inbound"] {
+            let e = refused(&format!("{block}:\n  pause_byte: 10\n"));
+            assert!(
+                e.starts_with("/x/config.yaml:2: ") && e.contains("pause_byte"),
+                "{block}: {e}"
+            );
+        }
+        // The pairs are not numbers this file sets.
+        let e = refused("terminals:\n  cols: 80\n");
+        assert!(e.contains(":2:") && e.contains("cols"), "{e}");
     }
 
     #[test]

@@ -30,6 +30,10 @@ pub fn device_config(config: &Config, connection: Option<String>) -> DeviceConfi
     d.connection = connection;
     d.remote = config.remote.clone();
     d.sessions = config.sessions;
+    d.frames = config.frames;
+    d.terminals = config.terminals;
+    d.outbound = config.outbound;
+    d.inbound = config.inbound;
     d.mentions = config.mentions;
     d.files = config.files;
     d.commands = config.commands;
