@@ -13,7 +13,7 @@ use super::sessions::Session;
 use super::turn_start::{StartRules, Started, Starting};
 use super::turn_table::{Admission, Compacting, Finished, Running, Seen, Unsteered};
 use super::{ConnId, Device, Effect};
-use crate::config::SessionLimits;
+use crate::config::{Mode, SessionLimits};
 use crate::engine::{Attachment, EngineCommand, EngineEvent, PriorTurn, StopReason, ToolStatus};
 use crate::jsonrpc::{code, Id, RpcError};
 use crate::mentions::Mention;
@@ -330,7 +330,150 @@ pub(super) fn queued_records(
     std::iter::once(queued).chain(forgotten).collect()
 }
 
+/// The turn id a prompt gave (checked: something a person's message id can be, and bounded),
+/// or one drawn from `rng` when it gave none.
+fn turn_id_given(given: Option<String>, rng: &mut Rng) -> Result<String, RpcError> {
+    match given {
+        Some(t) if t.is_empty() || t.chars().count() > MAX_TURN_ID => {
+            Err(RpcError::invalid_params(format!(
+                "`_meta.lembas.turnId` must be 1 to {MAX_TURN_ID} characters"
+            )))
+        }
+        Some(t) => Ok(t),
+        None => Ok(format!("turn_{}", rng.token(16))),
+    }
+}
+
+/// The request numbers a prompt's turn may wait for, drawn before it is queued: its
+/// attachments' writes from `first_write` on, its mentions' read, its `/name`'s look-up.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct PromptRequests {
+    pub first_write: u64,
+    pub mention_read: u64,
+    pub command_read: u64,
+}
+
+/// A new prompt (its turn id not seen before) as the client gave it.
+pub(super) struct Given<'a> {
+    pub turn_id: String,
+    pub blocks: Vec<ContentBlock<'a>>,
+    pub context: crate::engine::Context,
+    /// Who gets its answer.
+    pub waiter: super::turn_table::Waiter,
+}
+
+/// A prompt's turn just queued, and what Device must then do for it.
+pub(super) struct QueuedPrompt {
+    /// The turn queued (and the ledger's forgotten ones deleted), and the session as it is now.
+    pub records: Vec<Record>,
+    /// To be written, in order, as the requests from `PromptRequests::first_write` on.
+    pub attachments: Vec<(Attachment, Vec<u8>)>,
+    /// To be read as `PromptRequests::mention_read`, when there are any.
+    pub mentions: Vec<Mention>,
+    /// Its session goes to plan mode first.
+    pub plan: bool,
+    /// To be looked up as `PromptRequests::command_read`.
+    pub look_up: Option<Invoked>,
+    pub project: String,
+    pub capped: bool,
+}
+
 impl Session {
+    /// A new prompt `given` to this session, within `limits` (the queue's, a block's and a
+    /// prompt's): its turn queued waiting for the requests `numbers` it needs, or `None` for an
+    /// action answered at once (`/plan`). Either way the prompt's context is the session's now.
+    pub(super) fn queue_prompt(
+        &mut self,
+        given: Given<'_>,
+        numbers: PromptRequests,
+        limits: &SessionLimits,
+        rng: &mut Rng,
+        now: u64,
+    ) -> Result<Option<QueuedPrompt>, RpcError> {
+        if self.turns.queued() >= limits.max_queued {
+            return Err(RpcError::invalid_params(format!(
+                "session `{}` already has {} prompts waiting, the limit (sessions.max_queued)",
+                self.durable.id, limits.max_queued
+            )));
+        }
+        let prepared = prepare(given.blocks, *limits, rng, now)?;
+        self.durable.context.merge(&given.context);
+        self.durable.touched = now;
+        let mentions = prepared.mentions;
+        let admission = Admission {
+            writing: (0..prepared.attachments.len() as u64)
+                .map(|i| numbers.first_write + i)
+                .collect(),
+            reading: (!mentions.is_empty()).then_some(numbers.mention_read),
+            ..Admission::default()
+        };
+        let Some(Classified {
+            text,
+            plan,
+            look_up,
+            admission,
+        }) = classified(
+            prepared.text,
+            &self.durable.id,
+            admission,
+            numbers.command_read,
+        )
+        else {
+            return Ok(None);
+        };
+        let turn_id = given.turn_id;
+        let attachments = prepared.attachments.iter().map(|(a, _)| a.clone());
+        let start = self.turn_start(turn_id.clone(), text, attachments.collect());
+        let (order, forgotten) = self.turns.admit(start, admission, given.waiter);
+        let mut records = queued_records(&self.durable.id, &turn_id, order, &forgotten, now);
+        records.push(self.record());
+        Ok(Some(QueuedPrompt {
+            records,
+            attachments: prepared.attachments,
+            mentions,
+            plan,
+            look_up,
+            project: self.durable.cwd.clone(),
+            capped: self.capped,
+        }))
+    }
+
+    /// `_lembas/steer`'s `text` (the device's number `id` for it) for the running turn, while
+    /// fewer than `max` wait for it: the turn's id and how many wait now.
+    pub(super) fn steer(
+        &mut self,
+        id: u64,
+        text: String,
+        message_id: Option<String>,
+        max: usize,
+    ) -> Result<(String, usize), RpcError> {
+        self.turns
+            .steer(id, text, message_id, max)
+            .map_err(|why| match why {
+                Unsteered::NothingRuns => RpcError::invalid_params(format!(
+                    "nothing runs in session `{}`: send it as a prompt instead",
+                    self.durable.id
+                )),
+                Unsteered::Full => RpcError::invalid_params(format!(
+                "{max} steered messages already wait for this turn, the limit (sessions.max_steer)"
+            )),
+            })
+    }
+
+    /// The engine changed the session's mode to `mode` (capped at `max` when the session is):
+    /// the mode it has now, and its record.
+    pub(super) fn engine_mode(&mut self, mode: Mode, max: Mode) -> (Mode, Record) {
+        let mode = if self.capped { mode.capped(max) } else { mode };
+        self.durable.mode = mode;
+        (mode, self.record())
+    }
+
+    /// The engine's plan for the session is `plan` now: its record.
+    pub(super) fn engine_plan(&mut self, plan: &Option<Value>) -> Record {
+        self.durable.plan.clone_from(plan);
+        self.record()
+    }
+
     /// A finished turn's answer (`running` ended with `answer`, at `order` in the ledger): what
     /// it said goes into the history (a failed one's gives the model nothing). Its records:
     /// the turn done, its history entry, and the session as it is now.
@@ -387,22 +530,14 @@ impl Device {
             .and_then(|m| m.lembas)
             .unwrap_or_default()
             .into_parts();
-        if let Some(t) = &turn_id {
-            if t.is_empty() || t.chars().count() > MAX_TURN_ID {
-                return Err(RpcError::invalid_params(format!(
-                    "`_meta.lembas.turnId` must be 1 to {MAX_TURN_ID} characters"
-                )));
-            }
-        }
-        let turn_id = match turn_id {
-            Some(t) => t,
-            None => format!("turn_{}", self.rng.token(16)),
-        };
+        let turn_id = turn_id_given(turn_id, &mut self.rng)?;
         let limits = self.config.sessions;
         let now = self.clock.now().0;
-        let first_write = self.writes.next_number();
-        let mention_read = self.mention_reads.next_number();
-        let command_read = self.command_reads.next_number();
+        let numbers = PromptRequests {
+            first_write: self.writes.next_number(),
+            mention_read: self.mention_reads.next_number(),
+            command_read: self.command_reads.next_number(),
+        };
         let unserved = self.unserved(&p.session_id);
         let (s, rng) = self.attach_drawing(conn, &p.session_id)?;
         match s.turns.seen(&turn_id, (conn, id.clone())) {
@@ -413,49 +548,32 @@ impl Device {
         if let Some(why) = unserved {
             return Err(RpcError::invalid_params(why));
         }
-        if s.turns.queued() >= limits.max_queued {
-            return Err(RpcError::invalid_params(format!(
-                "session `{}` already has {} prompts waiting, the limit (sessions.max_queued)",
-                s.durable.id, limits.max_queued
-            )));
-        }
-        let prepared = prepare(p.prompt, limits, rng, now)?;
-        s.durable.context.merge(&context);
-        s.durable.touched = now;
-        let mentions = prepared.mentions;
-        let admission = Admission {
-            writing: (0..prepared.attachments.len() as u64)
-                .map(|i| first_write + i)
-                .collect(),
-            reading: (!mentions.is_empty()).then_some(mention_read),
-            ..Admission::default()
+        let given = Given {
+            turn_id: turn_id.clone(),
+            blocks: p.prompt,
+            context,
+            waiter: (conn, id.clone()),
         };
-        let Some(Classified {
-            text,
-            plan,
-            look_up,
-            admission,
-        }) = classified(prepared.text, &s.durable.id, admission, command_read)
-        else {
-            let session = s.durable.id.clone();
+        let session = s.durable.id.clone();
+        let Some(queued) = s.queue_prompt(given, numbers, &limits, rng, now)? else {
             let answer = self.plan_action(&session, &turn_id);
             return Ok(Some(answer.frame(id, &turn_id)));
         };
-        let attachments = prepared.attachments.iter().map(|(a, _)| a.clone());
-        let start = s.turn_start(turn_id.clone(), text, attachments.collect());
-        let writing = admission.writing.clone();
-        let (order, forgotten) = s.turns.admit(start, admission, (conn, id.clone()));
-        let (cwd, capped) = (s.durable.cwd.clone(), s.capped);
-        let project = cwd.clone();
-        let mut records = queued_records(&s.durable.id, &turn_id, order, &forgotten, now);
-        records.push(s.record());
-        let session = s.durable.id.clone();
+        let QueuedPrompt {
+            records,
+            attachments,
+            mentions,
+            plan,
+            look_up,
+            project,
+            capped,
+        } = queued;
         // Every record is this session's: only its own frames wait for it.
         self.out.persist_in(Lane::of(&session), records);
-        for (expected, (a, bytes)) in writing.into_iter().zip(prepared.attachments) {
+        for (i, (a, bytes)) in attachments.into_iter().enumerate() {
             let request = self.writes.ask((session.clone(), turn_id.clone(), a.name));
             // The turn was queued waiting for these numbers; nothing asked a write since.
-            debug_assert_eq!(request, expected);
+            debug_assert_eq!(request, numbers.first_write + i as u64);
             self.out.effect(Effect::WriteAttachment {
                 request,
                 session_id: session.clone(),
@@ -467,12 +585,12 @@ impl Device {
             let asked = super::mentioning::Asked {
                 session: session.clone(),
                 turn_id,
-                project: cwd,
+                project: project.clone(),
                 capped,
             };
             let request = self.ask_mentions(asked, mentions);
             // The turn was queued waiting for this number; nothing asked a read since.
-            debug_assert_eq!(request, mention_read);
+            debug_assert_eq!(request, numbers.mention_read);
         }
         if plan {
             self.change_mode(&session, crate::config::Mode::Plan);
@@ -481,7 +599,7 @@ impl Device {
             let purpose = super::command_set::Purpose::Prompt(invoked);
             let request = self.read_commands(project, capped, purpose);
             // The turn was queued waiting for this number; nothing asked a read since.
-            debug_assert_eq!(request, command_read);
+            debug_assert_eq!(request, numbers.command_read);
         }
         self.pump(&session);
         Ok(None)
@@ -635,19 +753,7 @@ impl Device {
         let id = self.next_steer;
         let s = self.attach(conn, &p.session_id)?;
         let session = s.durable.id.clone();
-        let (turn_id, queued) = match s.turns.steer(id, p.text.clone(), p.message_id, max) {
-            Ok(steered) => steered,
-            Err(Unsteered::NothingRuns) => {
-                return Err(RpcError::invalid_params(format!(
-                    "nothing runs in session `{session}`: send it as a prompt instead"
-                )))
-            }
-            Err(Unsteered::Full) => {
-                return Err(RpcError::invalid_params(format!(
-                "{max} steered messages already wait for this turn, the limit (sessions.max_steer)"
-            )))
-            }
-        };
+        let (turn_id, queued) = s.steer(id, p.text.clone(), p.message_id, max)?;
         self.next_steer += 1;
         self.out.engine_in(
             Lane::of(&session),
@@ -768,18 +874,11 @@ impl Device {
                 self.broadcast_event(session, LembasEvent::Steered(SteeredEvent { ids, texts }));
             }
             EngineEvent::ModeChanged(mode) => {
-                let mode = if s.capped {
-                    mode.capped(max_mode)
-                } else {
-                    mode
-                };
-                s.durable.mode = mode;
-                let record = s.record();
+                let (mode, record) = s.engine_mode(mode, max_mode);
                 self.announce_mode(session, mode, record);
             }
             EngineEvent::Plan(plan) => {
-                s.durable.plan.clone_from(&plan);
-                let record = s.record();
+                let record = s.engine_plan(&plan);
                 self.out.persist_in(Lane::of(session), vec![record]);
                 self.broadcast_update(session, plan_update(plan.as_ref()));
                 self.broadcast_event(session, LembasEvent::Plan(PlanEvent { plan }));
@@ -1059,5 +1158,146 @@ mod tests {
             })
             .collect();
         assert_eq!(tables, [Table::Turns, Table::History, Table::Sessions]);
+    }
+
+    #[test]
+    fn a_turn_id_is_checked_or_drawn() {
+        let mut rng = Rng::new(3);
+        let long = "x".repeat(MAX_TURN_ID + 1);
+        for bad in [String::new(), long] {
+            let err = turn_id_given(Some(bad), &mut rng).expect_err("refused");
+            assert_eq!(
+                err.message,
+                "`_meta.lembas.turnId` must be 1 to 200 characters"
+            );
+        }
+        let most = "é".repeat(MAX_TURN_ID);
+        assert_eq!(turn_id_given(Some(most.clone()), &mut rng).unwrap(), most);
+        let mut same = Rng::new(3);
+        let drawn = turn_id_given(None, &mut rng).unwrap();
+        assert_eq!(drawn, format!("turn_{}", same.token(16)));
+    }
+
+    fn text(t: &str) -> ContentBlock<'static> {
+        ContentBlock::Text { text: t.into() }
+    }
+
+    fn given(turn: &str, blocks: Vec<ContentBlock<'static>>) -> Given<'static> {
+        Given {
+            turn_id: turn.into(),
+            blocks,
+            context: crate::engine::Context::default(),
+            waiter: (ConnId(1), Id::number(1)),
+        }
+    }
+
+    const NUMBERS: PromptRequests = PromptRequests {
+        first_write: 4,
+        mention_read: 7,
+        command_read: 9,
+    };
+
+    #[test]
+    fn a_prompt_is_queued_waiting_for_the_requests_it_was_numbered() {
+        let mut s = crate::device::live::tests::session("s");
+        let limits = SessionLimits::default();
+        let blocks = vec![text("look at @src/a.rs"), image("a.png"), image("b.png")];
+        let queued = s
+            .queue_prompt(given("t", blocks), NUMBERS, &limits, &mut Rng::new(1), 5)
+            .expect("within the limits")
+            .expect("a turn");
+        assert_eq!(queued.attachments.len(), 2);
+        assert_eq!(queued.mentions.len(), 1);
+        assert!(!queued.plan && queued.look_up.is_none());
+        assert_eq!(s.turns.queued(), 1);
+        assert_eq!(s.durable.touched, 5);
+        let tables: Vec<Table> = queued
+            .records
+            .iter()
+            .map(|r| match r {
+                Record::Put { table, .. } => *table,
+                other => panic!("only puts: {other:?}"),
+            })
+            .collect();
+        assert_eq!(tables, [Table::Turns, Table::Sessions]);
+        // Waits for both writes (4 and 5) and the read (7): the last write alone does not
+        // let it start.
+        assert!(s.turns.written(5));
+        assert!(!s.turns.written(6), "no third write was numbered");
+        assert!(s.turns.written(4));
+        assert!(s.turns.reading(7).is_some());
+        assert!(
+            s.turns.start_next().is_none(),
+            "it still waits for its read"
+        );
+    }
+
+    #[test]
+    fn a_plan_action_is_answered_without_a_turn_and_a_full_queue_refuses() {
+        let mut s = crate::device::live::tests::session("s");
+        let limits = SessionLimits {
+            max_queued: 1,
+            ..SessionLimits::default()
+        };
+        let mut rng = Rng::new(1);
+        let action = s.queue_prompt(
+            given("p", vec![text("/plan")]),
+            NUMBERS,
+            &limits,
+            &mut rng,
+            5,
+        );
+        assert!(action.expect("not refused").is_none());
+        assert_eq!(s.turns.queued(), 0);
+        assert_eq!(s.durable.touched, 5, "the action touched it");
+        let first = s.queue_prompt(given("a", vec![text("one")]), NUMBERS, &limits, &mut rng, 6);
+        assert!(first.expect("room for one").is_some());
+        let err = s
+            .queue_prompt(given("b", vec![text("two")]), NUMBERS, &limits, &mut rng, 7)
+            .err()
+            .expect("refused");
+        assert_eq!(err.code, code::INVALID_PARAMS);
+        assert_eq!(
+            err.message,
+            "session `s` already has 1 prompts waiting, the limit (sessions.max_queued)"
+        );
+        assert_eq!(s.turns.queued(), 1);
+        assert_eq!(s.durable.touched, 6, "a refused prompt changes nothing");
+    }
+
+    #[test]
+    fn a_steer_is_refused_when_nothing_runs_and_when_full() {
+        let mut s = crate::device::live::tests::session("s");
+        let err = s.steer(1, "hi".into(), None, 2).expect_err("nothing runs");
+        assert_eq!(
+            err.message,
+            "nothing runs in session `s`: send it as a prompt instead"
+        );
+        let start = s.turn_start("t".into(), "go".into(), Vec::new());
+        s.turns
+            .admit(start, Admission::default(), (ConnId(1), Id::number(1)));
+        s.turns.start_next().expect("t starts");
+        assert_eq!(s.steer(1, "a".into(), None, 2).unwrap(), ("t".into(), 1));
+        assert_eq!(s.steer(2, "b".into(), None, 2).unwrap(), ("t".into(), 2));
+        let err = s.steer(3, "c".into(), None, 2).expect_err("full");
+        assert_eq!(
+            err.message,
+            "2 steered messages already wait for this turn, the limit (sessions.max_steer)"
+        );
+    }
+
+    #[test]
+    fn the_engines_mode_is_capped_for_a_capped_session_and_its_plan_kept() {
+        let mut s = crate::device::live::tests::session("s");
+        s.capped = false;
+        let (mode, _) = s.engine_mode(Mode::Auto, Mode::Edit);
+        assert_eq!((mode, s.durable.mode), (Mode::Auto, Mode::Auto));
+        s.capped = true;
+        let (mode, _) = s.engine_mode(Mode::Auto, Mode::Edit);
+        assert_eq!((mode, s.durable.mode), (Mode::Edit, Mode::Edit));
+        let plan = Some(json!({ "entries": [] }));
+        let record = s.engine_plan(&plan);
+        assert_eq!(s.durable.plan, plan);
+        assert_eq!(record, s.record());
     }
 }
