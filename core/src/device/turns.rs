@@ -15,6 +15,7 @@ use super::turn_table::{Admission, Compacting, Finished, Running, Seen, Unsteere
 use super::{ConnId, Device, Effect};
 use crate::config::{Mode, SessionLimits};
 use crate::engine::{Attachment, EngineCommand, EngineEvent, PriorTurn, StopReason, ToolStatus};
+use crate::engine_io::FileDiff;
 use crate::jsonrpc::{code, Id, RpcError};
 use crate::mentions::Mention;
 use crate::rng::Rng;
@@ -344,6 +345,61 @@ fn turn_id_given(given: Option<String>, rng: &mut Rng) -> Result<String, RpcErro
     }
 }
 
+impl Running {
+    /// The engine called a tool: kept in the turn, and the update and event announcing it.
+    fn tool_call(
+        &mut self,
+        id: String,
+        title: String,
+        kind: String,
+        raw_input: Value,
+    ) -> (SessionUpdate, LembasEvent) {
+        self.tool_called(&id, &title, &raw_input);
+        let update = SessionUpdate::ToolCall(ToolCall {
+            kind,
+            raw_input: raw_input.clone(),
+            status: ToolStatus::Pending,
+            title: title.clone(),
+            tool_call_id: id.clone(),
+        });
+        let event = LembasEvent::ToolStart(ToolStartEvent {
+            args: raw_input,
+            id,
+            name: title,
+        });
+        (update, event)
+    }
+
+    /// The engine's tool call moved on: kept in the turn, and the update announcing it, with
+    /// the end event when it completed or failed.
+    fn tool_call_update(
+        &mut self,
+        id: String,
+        status: ToolStatus,
+        output: Option<String>,
+        diff: Option<FileDiff>,
+    ) -> (SessionUpdate, Option<LembasEvent>) {
+        self.tool_updated(&id, status, output.as_ref());
+        let update = SessionUpdate::ToolCallUpdate(ToolCallUpdate {
+            content: output
+                .iter()
+                .map(ToolCallContent::text)
+                .chain(diff.map(ToolCallContent::diff))
+                .collect(),
+            status,
+            tool_call_id: id.clone(),
+        });
+        let ended = matches!(status, ToolStatus::Completed | ToolStatus::Failed).then(|| {
+            LembasEvent::ToolEnd(ToolEndEvent {
+                id,
+                is_error: status == ToolStatus::Failed,
+                output,
+            })
+        });
+        (update, ended)
+    }
+}
+
 /// The request numbers a prompt's turn may wait for, drawn before it is queued: its
 /// attachments' writes from `first_write` on, its mentions' read, its `/name`'s look-up.
 #[derive(Clone, Copy, Debug)]
@@ -458,6 +514,51 @@ impl Session {
                 "{max} steered messages already wait for this turn, the limit (sessions.max_steer)"
             )),
             })
+    }
+
+    /// The running turn ended with `outcome` (`Err`: failed, with the engine's message) at
+    /// `now`: what finished, and the event saying how, unless nothing ran.
+    pub(super) fn finish(
+        &mut self,
+        outcome: Result<StopReason, String>,
+        now: u64,
+    ) -> Option<(Finished, LembasEvent)> {
+        let end = match &outcome {
+            Ok(stop_reason) => LembasEvent::Done(DoneEvent {
+                stop_reason: *stop_reason,
+            }),
+            Err(message) => LembasEvent::Error(ErrorEvent {
+                message: message.clone(),
+            }),
+        };
+        let finished = self.turns.finish(outcome)?;
+        self.durable.touched = now;
+        Some((finished, end))
+    }
+
+    /// The attachment `name` the queued turn `turn_id` waited for (write `request`) could not
+    /// be written (`why`): the turn never runs. Its answer, the requests waiting for it, and the delete of
+    /// its stored turn; `None` when no turn waited for this write.
+    pub(super) fn refuse_unwritten(
+        &mut self,
+        request: u64,
+        turn_id: &str,
+        name: &str,
+        why: &str,
+    ) -> Option<(Answer, Vec<super::turn_table::Waiter>, Record)> {
+        let waiting = self.turns.refuse_unwritten(request)?;
+        let answer = Answer::Failed {
+            code: code::INTERNAL_ERROR,
+            message: format!(
+                "the attachment `{name}` could not be written, so the prompt did not run: \
+                 {why}"
+            ),
+        };
+        let delete = Record::Delete {
+            table: Table::Turns,
+            key: store::turn_key(&self.durable.id, turn_id),
+        };
+        Some((answer, waiting, delete))
     }
 
     /// The engine changed the session's mode to `mode` (capped at `max` when the session is):
@@ -629,20 +730,12 @@ impl Device {
             return;
         };
         if let Err(why) = written {
-            let Some(waiting) = s.turns.refuse_unwritten(request) else {
+            let Some((answer, waiting, record)) =
+                s.refuse_unwritten(request, &turn_id, &name, &why)
+            else {
                 return;
             };
-            let answer = Answer::Failed {
-                code: code::INTERNAL_ERROR,
-                message: format!(
-                    "the attachment `{name}` could not be written, so the prompt did not run: \
-                     {why}"
-                ),
-            };
-            self.out.persist(vec![Record::Delete {
-                table: Table::Turns,
-                key: store::turn_key(&session, &turn_id),
-            }]);
+            self.out.persist(vec![record]);
             for (conn, id) in waiting {
                 if self.conns.contains_key(&conn) {
                     self.out.send(conn, answer.frame(&id, &turn_id));
@@ -816,25 +909,9 @@ impl Device {
                 kind,
                 raw_input,
             } => {
-                r.tool_called(&id, &title, &raw_input);
-                self.broadcast_update(
-                    session,
-                    SessionUpdate::ToolCall(ToolCall {
-                        kind,
-                        raw_input: raw_input.clone(),
-                        status: ToolStatus::Pending,
-                        title: title.clone(),
-                        tool_call_id: id.clone(),
-                    }),
-                );
-                self.broadcast_event(
-                    session,
-                    LembasEvent::ToolStart(ToolStartEvent {
-                        args: raw_input,
-                        id,
-                        name: title,
-                    }),
-                );
+                let (update, event) = r.tool_call(id, title, kind, raw_input);
+                self.broadcast_update(session, update);
+                self.broadcast_event(session, event);
             }
             EngineEvent::ToolCallUpdate {
                 id,
@@ -842,26 +919,10 @@ impl Device {
                 output,
                 diff,
             } => {
-                r.tool_updated(&id, status, output.as_ref());
-                let update = ToolCallUpdate {
-                    content: output
-                        .iter()
-                        .map(ToolCallContent::text)
-                        .chain(diff.map(ToolCallContent::diff))
-                        .collect(),
-                    status,
-                    tool_call_id: id.clone(),
-                };
-                self.broadcast_update(session, SessionUpdate::ToolCallUpdate(update));
-                if matches!(status, ToolStatus::Completed | ToolStatus::Failed) {
-                    self.broadcast_event(
-                        session,
-                        LembasEvent::ToolEnd(ToolEndEvent {
-                            id,
-                            is_error: status == ToolStatus::Failed,
-                            output,
-                        }),
-                    );
+                let (update, ended) = r.tool_call_update(id, status, output, diff);
+                self.broadcast_update(session, update);
+                if let Some(event) = ended {
+                    self.broadcast_event(session, event);
                 }
             }
             EngineEvent::Steered { ids } => {
@@ -912,18 +973,9 @@ impl Device {
         let Some(s) = self.sessions.get_mut(session) else {
             return;
         };
-        let end = match &outcome {
-            Ok(stop_reason) => LembasEvent::Done(DoneEvent {
-                stop_reason: *stop_reason,
-            }),
-            Err(message) => LembasEvent::Error(ErrorEvent {
-                message: message.clone(),
-            }),
-        };
-        let Some(finished) = s.turns.finish(outcome) else {
+        let Some((finished, end)) = s.finish(outcome, now) else {
             return;
         };
-        s.durable.touched = now;
         if let Some(via) = finished.running.compact {
             self.compaction_finished(session, via, finished, end);
             self.pump(session);
@@ -1299,5 +1351,104 @@ mod tests {
         let record = s.engine_plan(&plan);
         assert_eq!(s.durable.plan, plan);
         assert_eq!(record, s.record());
+    }
+
+    fn running(s: &mut Session, turn: &str, admission: Admission) {
+        let start = s.turn_start(turn.into(), "go".into(), Vec::new());
+        s.turns.admit(start, admission, (ConnId(1), Id::number(1)));
+    }
+
+    #[test]
+    fn a_tool_call_is_kept_announced_and_ended_once_it_completes_or_fails() {
+        let mut s = crate::device::live::tests::session("s");
+        running(&mut s, "t", Admission::default());
+        s.turns.start_next().expect("t starts");
+        let r = s.turns.running_mut("t").expect("t runs");
+        let (update, event) = r.tool_call("c".into(), "read".into(), "read".into(), json!({}));
+        assert!(matches!(
+            update,
+            SessionUpdate::ToolCall(ToolCall {
+                status: ToolStatus::Pending,
+                ..
+            })
+        ));
+        assert!(
+            matches!(event, LembasEvent::ToolStart(ToolStartEvent { ref id, .. }) if id == "c")
+        );
+        assert_eq!(r.tools.len(), 1, "kept in the turn");
+        let mut ended = |status| {
+            r.tool_call_update("c".into(), status, Some("out".into()), None)
+                .1
+        };
+        assert!(ended(ToolStatus::InProgress).is_none());
+        let failed = ended(ToolStatus::Failed).expect("an end");
+        assert!(matches!(
+            failed,
+            LembasEvent::ToolEnd(ToolEndEvent { is_error: true, .. })
+        ));
+        let done = ended(ToolStatus::Completed).expect("an end");
+        assert!(matches!(
+            done,
+            LembasEvent::ToolEnd(ToolEndEvent {
+                is_error: false,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn a_turn_finishes_once_touching_its_session_and_saying_how() {
+        let mut s = crate::device::live::tests::session("s");
+        assert!(
+            s.finish(Ok(StopReason::EndTurn), 3).is_none(),
+            "nothing runs"
+        );
+        running(&mut s, "t", Admission::default());
+        s.turns.start_next().expect("t starts");
+        let (done, end) = s.finish(Err("boom".into()), 8).expect("t ran");
+        assert_eq!(done.running.turn_id, "t");
+        assert!(matches!(end, LembasEvent::Error(ErrorEvent { ref message }) if message == "boom"));
+        assert_eq!(s.durable.touched, 8);
+        assert!(s.finish(Ok(StopReason::EndTurn), 9).is_none(), "once");
+        running(&mut s, "u", Admission::default());
+        s.turns.start_next().expect("u starts");
+        let (_, end) = s.finish(Ok(StopReason::EndTurn), 10).expect("u ran");
+        assert!(matches!(
+            end,
+            LembasEvent::Done(DoneEvent {
+                stop_reason: StopReason::EndTurn
+            })
+        ));
+    }
+
+    #[test]
+    fn a_failed_write_refuses_its_turn_naming_the_file_and_deletes_it() {
+        let mut s = crate::device::live::tests::session("s");
+        let writing = Admission {
+            writing: vec![4],
+            ..Admission::default()
+        };
+        running(&mut s, "t", writing);
+        assert!(s.refuse_unwritten(5, "t", "a.png", "disk full").is_none());
+        let (answer, waiting, record) = s
+            .refuse_unwritten(4, "t", "a.png", "disk full")
+            .expect("t waited for it");
+        let Answer::Failed { code: c, message } = answer else {
+            panic!("a failure: {answer:?}");
+        };
+        assert_eq!(c, code::INTERNAL_ERROR);
+        assert_eq!(
+            message,
+            "the attachment `a.png` could not be written, so the prompt did not run: disk full"
+        );
+        assert_eq!(waiting, vec![(ConnId(1), Id::number(1))]);
+        assert_eq!(
+            record,
+            Record::Delete {
+                table: Table::Turns,
+                key: store::turn_key("s", "t"),
+            }
+        );
+        assert_eq!(s.turns.queued(), 0);
     }
 }
