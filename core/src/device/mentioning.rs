@@ -196,7 +196,7 @@ impl Kind {
             Some((a, b)) => format!("{}#{a}-{b}", m.path),
             None => m.path.clone(),
         };
-        let file = super::turns::safe_name(Some(m.path.trim_end_matches('/')), "mention");
+        let file = super::prompt_blocks::safe_name(Some(m.path.trim_end_matches('/')), "mention");
         let (mime, text, first_line) = match self {
             Kind::Text { first_line } => ("text/plain", true, *first_line),
             Kind::Image(mime) => (*mime, false, None),

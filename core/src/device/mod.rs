@@ -44,6 +44,7 @@ mod live;
 mod mentioning;
 mod models;
 mod outbox;
+mod prompt_blocks;
 mod recent_pick;
 mod reconfigure;
 mod resolving;
