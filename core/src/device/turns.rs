@@ -197,6 +197,18 @@ impl Running {
         (update, event)
     }
 
+    /// The engine gave the turn the steered messages `ids`: the event saying which (the
+    /// client's message ids, where given) and what they said, unless none of them waited.
+    fn steered(&mut self, ids: &[u64]) -> Option<LembasEvent> {
+        let taken = self.take_steered(ids);
+        if taken.is_empty() {
+            return None;
+        }
+        let ids = taken.iter().filter_map(|m| m.message_id.clone()).collect();
+        let texts = taken.into_iter().map(|m| m.text).collect();
+        Some(LembasEvent::Steered(SteeredEvent { ids, texts }))
+    }
+
     /// The engine's tool call moved on: kept in the turn, and the update announcing it, with
     /// the end event when it completed or failed.
     fn tool_call_update(
@@ -753,13 +765,9 @@ impl Device {
                 }
             }
             EngineEvent::Steered { ids } => {
-                let taken = r.take_steered(&ids);
-                if taken.is_empty() {
-                    return;
+                if let Some(event) = r.steered(&ids) {
+                    self.broadcast_event(session, event);
                 }
-                let ids = taken.iter().filter_map(|m| m.message_id.clone()).collect();
-                let texts = taken.into_iter().map(|m| m.text).collect();
-                self.broadcast_event(session, LembasEvent::Steered(SteeredEvent { ids, texts }));
             }
             EngineEvent::ModeChanged(mode) => {
                 let (mode, record) = s.engine_mode(mode, max_mode);
@@ -1223,5 +1231,23 @@ mod tests {
             }
         );
         assert_eq!(s.turns.queued(), 0);
+    }
+
+    #[test]
+    fn a_steered_event_names_the_messages_taken_and_none_comes_for_none() {
+        let mut s = crate::device::live::tests::session("s");
+        running(&mut s, "t", Admission::default());
+        s.turns.start_next().expect("t starts");
+        s.steer(1, "a".into(), Some("m1".into()), 5).unwrap();
+        s.steer(2, "b".into(), None, 5).unwrap();
+        s.steer(3, "c".into(), Some("m3".into()), 5).unwrap();
+        let r = s.turns.running_mut("t").expect("t runs");
+        assert!(r.steered(&[9]).is_none(), "none of them waited");
+        let Some(LembasEvent::Steered(SteeredEvent { ids, texts })) = r.steered(&[1, 2]) else {
+            panic!("a steered event");
+        };
+        assert_eq!(ids, ["m1"]);
+        assert_eq!(texts, ["a", "b"]);
+        assert!(r.steered(&[1]).is_none(), "taken once");
     }
 }
