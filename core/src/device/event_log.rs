@@ -116,7 +116,7 @@ pub(super) fn push_u64(out: &mut String, mut n: u64) {
     }
 }
 
-/// An entry as a block of the first format (a JSON array of these) holds it.
+/// An entry as the store holds it.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct StoredEvent<'a> {
@@ -127,77 +127,23 @@ struct StoredEvent<'a> {
     seq: u64,
 }
 
-/// What opens a block of the indexed format: its index, then a newline, then the params of its
-/// events back to back (as the log's buffer holds them, so a seal copies them in one piece
-/// rather than framing each event in JSON).
-const INDEXED: &str = r#"{"index":["#;
-
-/// An event in the index of a block: (seq, method, the length of its params).
-type IndexEntry<'a> = (u64, &'a str, usize);
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct BlockIndex<'a> {
-    #[serde(borrow)]
-    index: Vec<IndexEntry<'a>>,
-}
-
-fn logged_method(method: &str) -> Result<&'static str, String> {
-    LOGGED
-        .iter()
-        .find(|m| **m == method)
-        .copied()
-        .ok_or_else(|| format!("`{method}` is not a method the log keeps"))
-}
-
-/// A block of the store's log read back: its events, or why not. Blocks of both formats are
-/// read: the indexed one, and the JSON array of events written before it.
+/// A block of the store's log read back: its events, or why not.
 pub(super) fn read_block(value: &str) -> Result<Vec<LoggedEvent>, String> {
-    if value.starts_with(INDEXED) {
-        return read_indexed_block(value);
-    }
     let stored: Vec<StoredEvent<'_>> = serde_json::from_str(value).map_err(|e| e.to_string())?;
     stored
         .into_iter()
         .map(|e| {
+            let method = LOGGED
+                .iter()
+                .find(|m| **m == e.method)
+                .ok_or_else(|| format!("`{}` is not a method the log keeps", e.method))?;
             Ok(LoggedEvent {
                 seq: e.seq,
-                method: logged_method(e.method)?,
+                method,
                 params: e.params.get().to_string(),
             })
         })
         .collect()
-}
-
-fn read_indexed_block(value: &str) -> Result<Vec<LoggedEvent>, String> {
-    let (index, mut params) = value
-        .split_once('\n')
-        .ok_or("a block's index is not followed by its params")?;
-    let index: BlockIndex<'_> = serde_json::from_str(index).map_err(|e| e.to_string())?;
-    let mut events = Vec::with_capacity(index.index.len());
-    for (seq, method, len) in index.index {
-        let method = logged_method(method)?;
-        if len > params.len() || !params.is_char_boundary(len) {
-            return Err(format!("the params of seq {seq} are not all in the block"));
-        }
-        let (these, rest) = params.split_at(len);
-        // What the store gives back goes out as sent: it must still be JSON.
-        serde_json::from_str::<&RawValue>(these)
-            .map_err(|e| format!("the params of seq {seq}: {e}"))?;
-        events.push(LoggedEvent {
-            seq,
-            method,
-            params: these.to_string(),
-        });
-        params = rest;
-    }
-    if !params.is_empty() {
-        return Err(format!(
-            "{} bytes after the params the index names",
-            params.len()
-        ));
-    }
-    Ok(events)
 }
 
 /// One answer of `_lembas/session/events`.
@@ -448,7 +394,15 @@ impl EventLog {
             let start = self.entries.len() - self.unflushed;
             let first = self.entries[start].seq;
             let last = self.entries.back().map_or(first, |e| e.seq);
-            let value = self.indexed_block(start);
+            let mut value = String::with_capacity(self.unflushed_bytes + 64 * self.unflushed);
+            value.push('[');
+            for (i, e) in self.entries.range(start..).enumerate() {
+                if i > 0 {
+                    value.push(',');
+                }
+                self.view(e).write_json(&mut value);
+            }
+            value.push(']');
             records.push(Record::Put {
                 table: Table::Events,
                 key: store::events_key(session, first),
@@ -460,38 +414,6 @@ impl EventLog {
         }
         records.extend(self.forget_evicted_blocks(session));
         records
-    }
-
-    /// A block of the entries from `start` on, in the indexed format (see [`INDEXED`]): their
-    /// params are one piece of the log's buffer, copied as they are.
-    fn indexed_block(&self, start: usize) -> String {
-        let entries = self.entries.range(start..);
-        let mut value = String::with_capacity(self.unflushed_bytes + 40 * self.unflushed + 16);
-        value.push_str(INDEXED);
-        for (i, e) in entries.clone().enumerate() {
-            if i > 0 {
-                value.push(',');
-            }
-            value.push('[');
-            push_u64(&mut value, e.seq);
-            value.push_str(",\"");
-            // Methods are literals with nothing to escape.
-            value.push_str(e.method);
-            value.push_str("\",");
-            push_u64(&mut value, e.len as u64);
-            value.push(']');
-        }
-        value.push_str("]}\n");
-        // Params are appended back to back, so those of the entries from `start` on are the
-        // end of the buffer.
-        if let Some(first) = self.entries.get(start) {
-            let end = self
-                .entries
-                .back()
-                .map_or(first.at, |e| e.at + e.len as u64);
-            value.push_str(self.params.get(first.at, (end - first.at) as usize));
-        }
-        value
     }
 
     /// Deletes of the stored blocks every event of which was evicted.
@@ -1137,89 +1059,6 @@ mod tests {
                 .contains("session/new")
         );
         assert!(read_block("{}").is_err());
-    }
-
-    /// The value of the block `records` put.
-    fn put_value(records: &[Record]) -> &str {
-        records
-            .iter()
-            .find_map(|r| match r {
-                Record::Put {
-                    table: Table::Events,
-                    value,
-                    ..
-                } => Some(value.as_str()),
-                _ => None,
-            })
-            .expect("a block is written")
-    }
-
-    #[test]
-    fn a_block_reads_back_as_the_events_it_was_written_from() {
-        let l = limits(6, 1 << 20);
-        let mut log = EventLog::default();
-        // Params with what JSON escapes, a newline among them, and text beyond ASCII.
-        let mut pushed = Vec::new();
-        for text in ["a", "quote \" and \\ and\nline", "é✓", "", "z", "last"] {
-            let e = event(&mut log, text);
-            pushed.push(e.clone());
-            push(&mut log, e, &l);
-        }
-        let first = log.flush("s");
-        assert_eq!(read_block(put_value(&first)).unwrap(), pushed);
-        // Only what was not written yet goes in the next block, after evictions moved the
-        // buffer's front.
-        let mut more = Vec::new();
-        for i in 0..4 {
-            let e = event(&mut log, &format!("more {i}"));
-            more.push(e.clone());
-            push(&mut log, e, &l);
-        }
-        let second = log.flush("s");
-        assert_eq!(read_block(put_value(&second)).unwrap(), more);
-    }
-
-    #[test]
-    fn a_block_of_the_first_format_is_still_read() {
-        let block = r#"[{"method":"session/update","params":{"_meta":{"lembas":{"seq":7}},"a":"x\ny"},"seq":7},{"method":"_lembas/event","params":[1,2],"seq":9}]"#;
-        assert_eq!(
-            read_block(block).unwrap(),
-            [
-                LoggedEvent {
-                    seq: 7,
-                    method: "session/update",
-                    params: r#"{"_meta":{"lembas":{"seq":7}},"a":"x\ny"}"#.into(),
-                },
-                LoggedEvent {
-                    seq: 9,
-                    method: "_lembas/event",
-                    params: "[1,2]".into(),
-                },
-            ]
-        );
-    }
-
-    #[test]
-    fn an_indexed_block_that_does_not_add_up_is_unreadable() {
-        let good = "{\"index\":[[1,\"_lembas/event\",2],[2,\"_lembas/event\",3]]}\n{}[1]";
-        assert_eq!(read_block(good).unwrap().len(), 2);
-        for (bad, why) in [
-            (&good[..good.len() - 1], "not all in the block"),
-            ("{\"index\":[[1,\"_lembas/event\",2]]}\n{}{}", "bytes after"),
-            ("{\"index\":[[1,\"_lembas/event\",2]]}{}", "not followed"),
-            ("{\"index\":[[1,\"session/new\",2]]}\n{}", "session/new"),
-            (
-                "{\"index\":[[1,\"_lembas/event\",2]]}\n{x",
-                "params of seq 1",
-            ),
-            (
-                "{\"index\":[[1,\"_lembas/event\",1]]}\né",
-                "not all in the block",
-            ),
-        ] {
-            let err = read_block(bad).unwrap_err();
-            assert!(err.contains(why), "{bad:?}: {err}");
-        }
     }
 
     #[test]
