@@ -287,8 +287,13 @@ async fn history_texts(
         .collect()
 }
 
-/// The web hears that `session` is in use in an editor.
-async fn announced(instance: &lembas::instance::TestInstance, session: &str) {
+/// The web hears that `session` is in use in an editor. `logs`: what the processes said, for
+/// a failure (the hand-over runs across two processes; their stderr tells where it stopped).
+async fn announced(
+    instance: &lembas::instance::TestInstance,
+    session: &str,
+    logs: impl FnOnce() -> String,
+) {
     use lembas::instance::Event;
     use lembas_core::client::ClientEvent;
     let (announce, seen) = instance
@@ -297,7 +302,11 @@ async fn announced(instance: &lembas::instance::TestInstance, session: &str) {
                 if method == "_lembas/session/announce" && params["sessionId"] == json!(session))
         })
         .await;
-    assert!(announce.is_some(), "no announce of {session}: {seen:?}");
+    assert!(
+        announce.is_some(),
+        "no announce of {session}: {seen:?}\n{}",
+        logs()
+    );
 }
 
 /// An editor's `serve --stdio` holds the store (no service ran when it started); a service
@@ -316,9 +325,16 @@ fn a_service_started_under_a_live_editor_takes_the_store_over_and_the_editor_goe
         let session = editor.new_session(&proj);
         editor.prompt_says(2, &session, "say first answer", "first answer");
         // The service starts while the editor stays: it asks for the store, and gets it.
-        let _device = home.link();
+        let device = home.link();
         common::ready(&instance).await;
-        announced(&instance, &session).await;
+        announced(&instance, &session, || {
+            format!(
+                "service:\n{}\neditor:\n{}",
+                device.stderr(),
+                editor.stderr()
+            )
+        })
+        .await;
         // The same editor, the same session, now through the service's hub.
         editor.prompt_says(3, &session, "say second answer", "second answer");
         let listed = editor.result(4, "session/list", json!({ "cwd": proj }));
@@ -398,7 +414,14 @@ fn a_service_asking_for_the_store_waits_for_the_editors_running_turn() {
         // Then the service takes over, with the whole turn, and the editor is on it now, in
         // its session.
         common::ready(&instance).await;
-        announced(&instance, &session).await;
+        announced(&instance, &session, || {
+            format!(
+                "service:\n{}\neditor:\n{}",
+                device.stderr(),
+                editor.stderr()
+            )
+        })
+        .await;
         let texts = history_texts(&instance, &session).await;
         let (role, text) = texts.last().unwrap();
         assert!(
