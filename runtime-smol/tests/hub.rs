@@ -309,6 +309,15 @@ async fn announced(
     );
 }
 
+/// The service's and the editor's stderr: where a hand-over stopped.
+fn hand_over_logs(device: &common::Device, editor: &common::editor::Editor) -> String {
+    format!(
+        "service:\n{}\neditor:\n{}",
+        device.stderr(),
+        editor.stderr()
+    )
+}
+
 /// An editor's `serve --stdio` holds the store (no service ran when it started); a service
 /// started meanwhile takes it over while the editor stays attached: the link comes up, the web
 /// sees the editor's session, and the editor goes on in the same session through the hub.
@@ -327,14 +336,7 @@ fn a_service_started_under_a_live_editor_takes_the_store_over_and_the_editor_goe
         // The service starts while the editor stays: it asks for the store, and gets it.
         let device = home.link();
         common::ready(&instance).await;
-        announced(&instance, &session, || {
-            format!(
-                "service:\n{}\neditor:\n{}",
-                device.stderr(),
-                editor.stderr()
-            )
-        })
-        .await;
+        announced(&instance, &session, || hand_over_logs(&device, &editor)).await;
         // The same editor, the same session, now through the service's hub.
         editor.prompt_says(3, &session, "say second answer", "second answer");
         let listed = editor.result(4, "session/list", json!({ "cwd": proj }));
@@ -414,14 +416,7 @@ fn a_service_asking_for_the_store_waits_for_the_editors_running_turn() {
         // Then the service takes over, with the whole turn, and the editor is on it now, in
         // its session.
         common::ready(&instance).await;
-        announced(&instance, &session, || {
-            format!(
-                "service:\n{}\neditor:\n{}",
-                device.stderr(),
-                editor.stderr()
-            )
-        })
-        .await;
+        announced(&instance, &session, || hand_over_logs(&device, &editor)).await;
         let texts = history_texts(&instance, &session).await;
         let (role, text) = texts.last().unwrap();
         assert!(
