@@ -361,8 +361,11 @@ fn run(command: Command, seed: Option<u64>) -> Result<(), String> {
             let mut dc = device_config(&config, None);
             if let Some(m) = max_frame_bytes {
                 dc.frames.max_frame_bytes = m;
-                // A whole frame must still fit behind a request waiting for its check.
-                dc.sessions.max_held_bytes = dc.sessions.max_held_bytes.max(m.saturating_mul(2));
+                // Refused, not made to fit: raising another bound behind the person's back
+                // (a whole frame must fit behind a request waiting for its check) would be a
+                // limit nobody set.
+                dc.validate()
+                    .map_err(|e| format!("--max-frame-bytes {m}: {e}"))?;
             }
             // A service runs: the editor is relayed to its hub, and its sessions are the
             // service's (see `hub_relay`).

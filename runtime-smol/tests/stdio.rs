@@ -406,3 +406,23 @@ fn a_prompt_whose_attachment_cannot_be_written_is_refused_with_the_reason() {
     let (code, _) = e.close_and_time();
     assert_eq!(code, 0);
 }
+
+#[test]
+fn a_frame_bound_over_the_held_bytes_is_refused_naming_both_not_raised_silently() {
+    let home = tempfile::tempdir().unwrap();
+    let out = lembas_in(
+        home.path(),
+        &["serve", "--stdio", "--max-frame-bytes", "200000000"],
+    )
+    .stdin(Stdio::null())
+    .output()
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("--max-frame-bytes 200000000")
+            && stderr.contains("max_held_bytes (100663296)")
+            && stderr.contains("frames.max_frame_bytes (200000000)"),
+        "{stderr}"
+    );
+}
