@@ -628,6 +628,47 @@ mod tests {
     }
 
     #[test]
+    fn an_undo_whose_turn_ended_or_whose_ledger_is_pruned_is_stored_as_over() {
+        let limits = SessionLimits::default();
+        let mut record = crate::device::live::tests::session("s").durable;
+        record.undoing = Some(store::Undoing {
+            turn_id: "t2".into(),
+            undone: "t1".into(),
+            prompt: "/undo".into(),
+            confined: false,
+        });
+        let stored = |state| StoredSession {
+            record: Some(record.clone()),
+            turns: vec![("t2".to_owned(), stored_turn(2, state, 5))],
+            ..StoredSession::default()
+        };
+        // The `/undo` turn ended (its answer and the clearing were cut apart): over, stored so.
+        let mut records = Vec::new();
+        let ended = stored(done(StopReason::EndTurn));
+        let s = Session::rebuild("s", ended, Time(9), 1, &limits, &mut records).unwrap();
+        assert!(s.durable.undoing.is_none());
+        assert_eq!(records.last(), Some(&s.record()), "{records:?}");
+        // Untouched past the ttl: the ledger goes with the `/undo` turn in it, so no restart
+        // may ask the shell again; the record says the undo is over in the same write.
+        let late = Time(5 + limits.ledger_ttl_ms + 1);
+        let mut records = Vec::new();
+        let running = stored(StoredTurnState::Running);
+        let s = Session::rebuild("s", running, late, 1, &limits, &mut records).unwrap();
+        assert!(s.durable.undoing.is_none());
+        assert!(s.turns.ledger().get("t2").is_none());
+        assert_eq!(
+            records,
+            [
+                Record::DeletePrefix {
+                    table: Table::Turns,
+                    prefix: store::session_prefix("s"),
+                },
+                s.record(),
+            ]
+        );
+    }
+
+    #[test]
     fn an_idle_ledger_untouched_past_its_time_is_pruned_once() {
         let limits = SessionLimits::default();
         let mut records = Vec::new();
