@@ -542,9 +542,8 @@ export type ClientEvent =
    * the missed ones that could be fetched came before it. */
   | { kind: "gap"; sessionId: string; since: number }
   /** A notification from the device (`session/update`: a turn's text, tool calls, plans, …).
-   * One about a session carries its seq, `params._meta.lembas.seq` (see `SessionSeq`), but
-   * the `available_commands_update` that follows a `_lembas/session/announce` (the session is
-   * not the client's: part of the announce). */
+   * One about a session carries its seq, `params._meta.lembas.seq` (see `SessionSeq`), the
+   * `available_commands_update` that follows a `_lembas/session/announce` too. */
   | { kind: "notification"; method: string; params: unknown }
   /** A request from the device: a card (`session/request_permission`, a question, a plan),
    * answered with `respond(id, outcome)`. Its `params._meta.lembas.seq` is its first offer's,
@@ -558,7 +557,9 @@ export type ClientEvent =
  * once and in order: on a new link it fetches what came after the last one it handed out
  * (`_lembas/session/events`) before the live ones, and drops a seq it has seen, so a turn's
  * text neither misses nor repeats a chunk; what it cannot fetch is a `gap`. A seq may skip
- * numbers the client keeps to itself (a card's settled notice for a card it answered). */
+ * numbers the client keeps to itself (a card's settled notice for a card it answered), and of a
+ * session only announced to it (a terminal's it never opened) every number but its command
+ * sets': those are all it is sent, live or fetched, and fetching them does not open it. */
 export type SessionSeq = number;
 
 // ---- errors --------------------------------------------------------------------------------

@@ -316,3 +316,86 @@ fn a_device_restarted_mid_turn_is_a_gap_then_live_again() {
     p.settle().unwrap();
     assert_eq!(said(&p, &s), format!("{before}next"));
 }
+
+/// The `available_commands_update` seqs of `session` the client handed its UI, in order.
+fn sets_handed(p: &Pair, session: &str) -> Vec<u64> {
+    p.client_events
+        .iter()
+        .map(event_json)
+        .filter(|e| {
+            e["params"]["sessionId"] == session
+                && e["params"]["update"]["sessionUpdate"] == "available_commands_update"
+        })
+        .filter_map(|e| e["params"]["_meta"]["lembas"]["seq"].as_u64())
+        .collect()
+}
+
+/// A hub editor's session, announced to the link: its command set comes with a seq, so the
+/// client follows it and catches up on it on its next link. That catch-up does not make the
+/// link a holder (nothing of the editor's turns reaches the client, before or after it), hands
+/// out each set once, with no gap, and the link goes on hearing the sets a turn changes.
+/// With `_lembas/session/events` taking every session up (the old `attach`), the link comes to
+/// hold it and the UI is handed the editor's chunks; with the whole log answered to a link not
+/// holding the session, the chunks streamed while it was down.
+#[test]
+fn a_session_only_announced_is_followed_by_its_sets_and_never_taken_up() {
+    let (mut p, _) = pair(11, |_| {});
+    let editor = p.open_local(lembas_core::device::ConnKind::Hub);
+    p.stdio(
+        editor,
+        br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}"#,
+    )
+    .unwrap();
+    let answer = p
+        .stdio_answer(
+            editor,
+            br#"{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/home/dev/work","mcpServers":[]}}"#,
+        )
+        .expect("session/new answered");
+    let s = answer["result"]["sessionId"].as_str().unwrap().to_string();
+    p.settle().unwrap();
+    assert_eq!(
+        sets_handed(&p, &s).len(),
+        1,
+        "the announce's set, with a seq"
+    );
+
+    let prompt = |id: u32, text: &str| {
+        json!({ "jsonrpc": "2.0", "id": id, "method": "session/prompt",
+                "params": { "sessionId": s, "prompt": [{ "type": "text", "text": text }] } })
+        .to_string()
+    };
+    p.cut().unwrap();
+    p.stdio(editor, prompt(3, "say hidden").as_bytes()).unwrap();
+    p.advance(120_000).unwrap();
+    p.settle().unwrap();
+    assert!(p.client.is_ready(), "linked again");
+    let link = p.link().expect("a link");
+    assert!(
+        !p.device.holders(&s).any(|c| c == link),
+        "the catch-up took the session up"
+    );
+    // A command file appears; the editor's next turn changes the set and streams.
+    p.os.files.insert(
+        "/home/dev/work/.agent/commands/fix.md".into(),
+        b"Fix\n".to_vec(),
+    );
+    p.stdio(editor, prompt(4, "say shown").as_bytes()).unwrap();
+    p.advance(1_000).unwrap();
+    p.settle().unwrap();
+    assert!(
+        !p.device.holders(&s).any(|c| c == link),
+        "the link holds the session"
+    );
+    assert_eq!(said(&p, &s), "", "the client was handed the editor's turns");
+    let sets = sets_handed(&p, &s);
+    assert!(
+        sets.windows(2).all(|w| w[0] < w[1]),
+        "a set handed twice: {sets:?}"
+    );
+    assert!(
+        sets.len() >= 3,
+        "the new link's set and the changed one: {sets:?}"
+    );
+    assert!(gaps(&p).iter().all(|(g, _)| *g != s), "{:?}", gaps(&p));
+}

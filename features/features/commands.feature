@@ -103,23 +103,23 @@ Feature: The session's commands: _lembas/commands, available_commands_update and
     And the project has the command file "commands/fix.md" reading "Fix"
     And a local process on the hub, initialized, with a session in "/home/dev/work/app"
     Then the link carried 1 "_lembas/session/announce"
-    And the link carried the command set of the editor's session once, without a seq: "compact, plan, undo, review, changelog, init, continue, fix"
+    And the link carried the command set of the editor's session once, with the session's seqs: "compact, plan, undo, review, changelog, init, continue, fix"
     When the link is cut and comes back 1 time
     Then the link carried 2 "_lembas/session/announce"
-    And the link carried the command set of the editor's session 2 times, without a seq: "compact, plan, undo, review, changelog, init, continue, fix"
+    And the link carried the command set of the editor's session 2 times, with the session's seqs: "compact, plan, undo, review, changelog, init, continue, fix"
 
   Scenario: A shared session's set changed by a turn is sent to the link it was announced to
-    The link does not hold the session: the set is part of the announcement, so it comes
-    without a seq, as it did with the announce.
+    The link does not hold the session; the set is an event of the session all the same: the
+    session's next seq, kept in its log (events.feature: a new link's catch-up reads it).
     Given a device whose remote work is on over "/home/dev/work"
     And a client with a session on the device
     And a local process on the hub, initialized, with a session in "/home/dev/work/app"
-    Then the link carried the command set of the editor's session once, without a seq: "compact, plan, undo, review, changelog, init, continue"
+    Then the link carried the command set of the editor's session once, with the session's seqs: "compact, plan, undo, review, changelog, init, continue"
     When the editor sends, for its own session: {"jsonrpc":"2.0","id":5,"method":"session/prompt","params":{"sessionId":"$SESSION","prompt":[{"type":"text","text":"say same"}]}}
-    Then the link carried the command set of the editor's session once, without a seq: "compact, plan, undo, review, changelog, init, continue"
+    Then the link carried the command set of the editor's session once, with the session's seqs: "compact, plan, undo, review, changelog, init, continue"
     When a command file "commands/fix.md" appears in the project reading "Fix"
     And the editor sends, for its own session: {"jsonrpc":"2.0","id":6,"method":"session/prompt","params":{"sessionId":"$SESSION","prompt":[{"type":"text","text":"say done"}]}}
-    Then the link carried the command set of the editor's session 2 times, without a seq, the last "compact, plan, undo, review, changelog, init, continue, fix"
+    Then the link carried the command set of the editor's session 2 times, with the session's seqs, the last "compact, plan, undo, review, changelog, init, continue, fix"
 
   Scenario: A shared session outside the roots is announced without its set
     Given a device whose remote work is on over "/home/dev/work"

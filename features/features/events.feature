@@ -1,8 +1,8 @@
 Feature: A session's event log, for a client that missed events (beyond the spec)
   Our extension (capability `events`, issue 16), not the spec's: every event the device sends
   about a session carries `_meta.lembas.seq`, one more than the last, the command set
-  (`available_commands_update`) too, but the one that is part of an announce to a link not
-  holding the session (commands.feature). The device keeps the session's recent events,
+  (`available_commands_update`) too, even the one a link not holding the session is sent with
+  its announce (commands.feature). The device keeps the session's recent events,
   bounded by `sessions.event_log_events` and `event_log_bytes`, and
   `_lembas/session/events { sessionId, since, limit? }` answers those after `since`, oldest
   first, with `next` and `truncated` (the log no longer reaches back to `since`).
@@ -60,3 +60,19 @@ Feature: A session's event log, for a client that missed events (beyond the spec
     When the client asks the session's events since the noted seq
     Then the events answered follow the noted seq one by one
     And the last event answered is the command set "compact, plan, undo, review, changelog, init, continue, fix"
+
+  Scenario: A new link's catch-up on a session only announced to it reads its sets, and does not take it up
+    The link's client follows the editor's session from the seq of the set that came with its
+    announce. Cut off while the editor runs a turn, it catches up on it: the page holds what the
+    link was sent of it, its command sets, and none of the turn; and the link does not come to
+    hold the session (a turn after that streams to the editor alone).
+    Given a device whose remote work is on over "/home/dev/work"
+    And a client with a session on the device
+    And a local process on the hub, initialized, with a session in "/home/dev/work/app"
+    When the link is cut
+    And the editor sends, for its own session: {"jsonrpc":"2.0","id":5,"method":"session/prompt","params":{"sessionId":"$SESSION","prompt":[{"type":"text","text":"say hidden"}]}}
+    And 2 minutes pass
+    Then the client asked the events of the editor's session, and was answered nothing of it but command sets
+    And the client was handed each command set of the editor's session once, and no chunk or gap of it
+    When the editor sends, for its own session: {"jsonrpc":"2.0","id":6,"method":"session/prompt","params":{"sessionId":"$SESSION","prompt":[{"type":"text","text":"say shown"}]}}
+    Then the link carried no chunk of the editor's session

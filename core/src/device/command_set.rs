@@ -2,16 +2,18 @@
 //! `available_commands_update` a session's holders are sent after `session/new`, when a
 //! session is opened from the store or a connection takes it up, and after a turn that changed
 //! the set; a link a shared session is announced to is sent it with the announce and after a
-//! turn that changed it, without a seq as the announce is. The set is read fresh each time
-//! (`Effect::ReadCommands`: the shell reads the files, bounded and confined;
-//! [`crate::commands`] decides the rest), so nothing of it is kept but a fingerprint a session
-//! to tell a change.
+//! turn that changed it. Every one is an event of the session like any other (issue 16): the
+//! session's next seq, kept in its log. A link that does not hold the session hears of it
+//! nothing but these, so its catch-up on it reads these alone ([`heard_unheld`]). The set is
+//! read fresh each time (`Effect::ReadCommands`: the shell reads the files, bounded and
+//! confined; [`crate::commands`] decides the rest), so nothing of it is kept but a fingerprint
+//! a session to tell a change.
 
 use serde::Deserialize;
 use serde_json::json;
 
 use super::connection::{Connection, Phase};
-use super::event_log::notification_frame;
+use super::event_log::{notification_frame, EventView};
 use super::files_search::judge_real_root;
 use super::outbox::Lane;
 use super::{ConnId, Device, Effect};
@@ -290,10 +292,9 @@ impl Device {
         self.log_event(session, seq, "session/update", &params);
     }
 
-    /// The set of `session` to `link`, to which it was announced. Part of the announcement, as
-    /// the announce is: no seq, not kept in the session's log. A seq would have the web's
-    /// client follow the session and, on its next link, fetch its events, taking up a session
-    /// the person never opened there.
+    /// The set of `session` to `link`, to which it was announced: the session's next seq,
+    /// kept in its log like every event of it, so the link's client follows the session and,
+    /// cut off, fetches the sets it missed (without taking the session up: event_log.rs).
     fn send_announced(&mut self, session: &str, link: ConnId, set: &CommandSet) {
         let Some(s) = self.sessions.get(session) else {
             return;
@@ -306,12 +307,35 @@ impl Device {
             .conns
             .get(&link)
             .is_some_and(|c| hears_commands(c, &self.config));
-        if hears {
-            let params = commands_params(session, None, set);
-            let frame = notification_frame("session/update", &params);
-            self.out.send_in(Lane::of(session), link, frame);
+        if !hears {
+            return;
         }
+        let Some(seq) = self.next_seq(session) else {
+            return;
+        };
+        let params = commands_params(session, SeqMeta::some(seq), set);
+        let frame = notification_frame("session/update", &params);
+        self.out.send_in(Lane::of(session), link, frame);
+        self.log_event(session, seq, "session/update", &params);
     }
+}
+
+/// Whether a link that does not hold a session heard `event` of it live: a command set (sent
+/// with the announce and after a turn that changed it), the one kind of event of a session a
+/// link it is only announced to is sent. Nothing else of such a session is its client's to see.
+pub(super) fn heard_unheld(event: &EventView<'_>) -> bool {
+    #[derive(Deserialize)]
+    struct Params {
+        update: Update,
+    }
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Update {
+        session_update: String,
+    }
+    event.method == "session/update"
+        && serde_json::from_str::<Params>(event.params)
+            .is_ok_and(|p| p.update.session_update == "available_commands_update")
 }
 
 /// The params of an `available_commands_update` of `session` listing `set`.

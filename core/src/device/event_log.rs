@@ -435,6 +435,19 @@ impl EventLog {
     /// The events after `since`, oldest first, at most `limit` and (past the first) at most
     /// `max_bytes` of them, so an answer stays within a frame.
     pub fn page(&self, since: u64, limit: usize, max_bytes: usize) -> Page<'_> {
+        self.page_of(since, limit, max_bytes, |_| true)
+    }
+
+    /// [`EventLog::page`] of the events `heard` keeps alone: what a connection that was sent
+    /// only those missed. `limit` and `max_bytes` count only them; `next` and `truncated` are
+    /// the whole log's, as no event it skips was for that connection.
+    pub fn page_of(
+        &self,
+        since: u64,
+        limit: usize,
+        max_bytes: usize,
+        heard: impl Fn(&EventView<'_>) -> bool,
+    ) -> Page<'_> {
         let latest = self.next_seq - 1;
         if since > latest {
             // A seq this device never sent (its store was reset, say): the client's view
@@ -447,18 +460,31 @@ impl EventLog {
         }
         let start = self.entries.partition_point(|e| e.seq <= since);
         let mut bytes = 0;
-        let events: Vec<EventView<'_>> = self
-            .entries
-            .range(start..)
-            .take(limit)
-            .map(|e| self.view(e))
-            .take_while(|e| {
-                bytes += e.cost();
-                bytes <= max_bytes || bytes == e.cost()
-            })
-            .collect();
+        let mut events: Vec<EventView<'_>> = Vec::new();
+        let mut cut = false;
+        for e in self.entries.range(start..).map(|e| self.view(e)) {
+            if !heard(&e) {
+                continue;
+            }
+            bytes += e.cost();
+            // Past the first, an event that would go over the bytes ends the page.
+            if events.len() == limit || (bytes > max_bytes && !events.is_empty()) {
+                cut = true;
+                break;
+            }
+            events.push(e);
+        }
+        // Not cut short: every event up to the log's last was looked at (the skipped ones
+        // too), so the next page begins after it.
+        let scanned = self.entries.back().filter(|e| e.seq > since);
+        let next = match (cut, events.last(), scanned) {
+            (true, Some(e), _) => e.seq,
+            (_, _, Some(last)) => last.seq,
+            (_, Some(e), None) => e.seq,
+            (_, None, None) => latest,
+        };
         Page {
-            next: events.last().map_or(latest, |e| e.seq),
+            next,
             truncated: since < self.floor,
             events,
         }
@@ -665,10 +691,26 @@ impl Device {
             .is_some_and(|p| summary.events.answers(p.since))
     }
 
+    /// `session`, in memory, when `conn` is a link asking after it and no client was ever
+    /// given: a terminal's or an editor's session announced to it, whose command sets are all
+    /// it was sent of it. Its catch-up reads those alone and leaves the session as it is: the
+    /// link does not come to hold it (nor is its mode capped, nor is it marked given, a mark
+    /// that lasts); it goes on hearing what it is announced, sets included.
+    fn unheld_by(&self, conn: ConnId, session: &str) -> Option<&Session> {
+        if !self.on_link(conn) {
+            return None;
+        }
+        self.sessions
+            .get(session)
+            .filter(|s| !s.durable.given && !s.holders.contains(&conn))
+    }
+
     /// `_lembas/session/events`: the session's events after `since`, oldest first.
     ///
     /// A session in memory: the connection comes to hold it (as with `history`), so it follows
-    /// live from here: a turn running while its link was down goes on streaming to it.
+    /// live from here: a turn running while its link was down goes on streaming to it. But a
+    /// session never given to a client is only followed by the link, not taken up
+    /// ([`Device::unheld_by`]).
     ///
     /// A session set aside is idle (only an idle one leaves memory) and its log changes no more
     /// while it is out: a client that missed none of its events (the usual catch-up on a new
@@ -720,10 +762,17 @@ impl Device {
                 };
                 page.to_json()
             }
-            None => {
-                let s = self.attach(conn, &p.session_id)?;
-                s.events.page(p.since, limit, max_bytes).to_json()
-            }
+            None => match self.unheld_by(conn, &p.session_id) {
+                Some(s) => {
+                    admit_over_link(&self.config.remote, &p.session_id, &s.durable.cwd)?;
+                    let heard = super::command_set::heard_unheld;
+                    s.events.page_of(p.since, limit, max_bytes, heard).to_json()
+                }
+                None => {
+                    let s = self.attach(conn, &p.session_id)?;
+                    s.events.page(p.since, limit, max_bytes).to_json()
+                }
+            },
         };
         Ok(RawValue::from_string(json).expect("the log writes JSON"))
     }
@@ -769,6 +818,35 @@ mod tests {
 
     fn seqs(page: &Page<'_>) -> Vec<u64> {
         page.events.iter().map(|e| e.seq).collect()
+    }
+
+    #[test]
+    fn a_page_of_some_events_counts_only_them_and_goes_on_past_the_rest() {
+        let l = limits(100, 1 << 20);
+        let mut log = EventLog::default();
+        fill(&mut log, 6, &l);
+        // Seqs 2, 4 and 6 are the ones heard.
+        let even = |e: &EventView<'_>| e.seq.is_multiple_of(2);
+        let page = log.page_of(0, 2, usize::MAX, even);
+        assert_eq!(
+            (seqs(&page), page.next),
+            (vec![2, 4], 4),
+            "cut at the limit"
+        );
+        let page = log.page_of(4, 2, usize::MAX, even);
+        assert_eq!((seqs(&page), page.next), (vec![6], 6));
+        let page = log.page_of(0, 10, usize::MAX, |e| e.seq == 3);
+        assert_eq!(
+            (seqs(&page), page.next, page.truncated),
+            (vec![3], 6, false),
+            "not cut: the next page begins after the log's last, skipped or not"
+        );
+        let page = log.page_of(3, 10, usize::MAX, |e| e.seq == 3);
+        assert_eq!((seqs(&page), page.next), (vec![], 6));
+        // The bytes bound too counts only the events kept.
+        let one = log.page(0, 1, usize::MAX).events[0].cost();
+        let page = log.page_of(0, 10, one, even);
+        assert_eq!((seqs(&page), page.next), (vec![2], 2));
     }
 
     #[test]

@@ -184,14 +184,27 @@ fn editor_session_sets(w: &LinkWorld) -> Vec<Value> {
     command_updates(w, &s)
 }
 
+/// Each set carries a seq of the session, each above the one before.
+fn assert_sequenced(sets: &[Value]) {
+    let seqs: Vec<Option<u64>> = sets
+        .iter()
+        .map(|f| f["params"]["_meta"]["lembas"]["seq"].as_u64())
+        .collect();
+    assert!(
+        seqs.iter().all(Option::is_some),
+        "a set without a seq: {sets:?}"
+    );
+    assert!(seqs.windows(2).all(|p| p[0] < p[1]), "{seqs:?}");
+}
+
 #[then(
-    regex = r#"^the link carried the command set of the editor's session (once|\d+ times), without a seq: "([^"]*)"$"#
+    regex = r#"^the link carried the command set of the editor's session (once|\d+ times), with the session's seqs: "([^"]*)"$"#
 )]
 fn editor_set_sent(w: &mut LinkWorld, times: String, list: String) {
     let sets = editor_session_sets(w);
     assert_eq!(sets.len(), count(&times), "{sets:?}");
+    assert_sequenced(&sets);
     for f in &sets {
-        assert!(f["params"].get("_meta").is_none(), "a seq: {f}");
         let listed = f["params"]["update"]["availableCommands"]
             .as_array()
             .unwrap();
@@ -200,15 +213,12 @@ fn editor_set_sent(w: &mut LinkWorld, times: String, list: String) {
 }
 
 #[then(
-    regex = r#"^the link carried the command set of the editor's session (once|\d+ times), without a seq, the last "([^"]*)"$"#
+    regex = r#"^the link carried the command set of the editor's session (once|\d+ times), with the session's seqs, the last "([^"]*)"$"#
 )]
 fn editor_set_last(w: &mut LinkWorld, times: String, list: String) {
     let sets = editor_session_sets(w);
     assert_eq!(sets.len(), count(&times), "{sets:?}");
-    assert!(
-        sets.iter().all(|f| f["params"].get("_meta").is_none()),
-        "a seq: {sets:?}"
-    );
+    assert_sequenced(&sets);
     let last = sets.last().unwrap()["params"]["update"]["availableCommands"]
         .as_array()
         .unwrap();

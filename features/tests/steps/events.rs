@@ -2,8 +2,11 @@
 //! `_lembas/session/events` after a cut.
 
 use cucumber::{given, then, when};
+use lembas_core::client::{event_json, ClientEvent};
+use lembas_core::testing::Dir;
 use serde_json::{json, Value};
 
+use super::parse;
 use super::sessions::{answer, call};
 use super::turns::session;
 use crate::LinkWorld;
@@ -169,4 +172,89 @@ fn last_answered_commands(w: &mut LinkWorld, list: String) {
         super::roots(&list),
         "{last}"
     );
+}
+
+/// The editor's session (editor_sessions.rs opens it).
+fn editor_session(w: &LinkWorld) -> String {
+    w.local_session
+        .clone()
+        .expect("a step before must open the editor's session")
+}
+
+#[then("the client asked the events of the editor's session, and was answered nothing of it but command sets")]
+fn unheld_catch_up(w: &mut LinkWorld) {
+    let s = editor_session(w);
+    let ids: Vec<Value> = w
+        .link_frames(Dir::ToDevice)
+        .iter()
+        .map(|(_, f)| parse(f))
+        .filter(|f| f["method"] == "_lembas/session/events" && f["params"]["sessionId"] == s)
+        .map(|f| f["id"].clone())
+        .collect();
+    assert!(
+        !ids.is_empty(),
+        "the client did not catch up on the editor's session"
+    );
+    let answers: Vec<Value> = w
+        .link_frames(Dir::ToClient)
+        .iter()
+        .map(|(_, f)| parse(f))
+        .filter(|f| f.get("method").is_none() && ids.contains(&f["id"]))
+        .collect();
+    assert_eq!(answers.len(), ids.len(), "{answers:?}");
+    for a in &answers {
+        let events = a["result"]["events"]
+            .as_array()
+            .unwrap_or_else(|| panic!("not a page: {a}"));
+        for e in events {
+            assert!(is_commands(&e["params"]), "more than its sets: {e}");
+        }
+    }
+}
+
+#[then("the client was handed each command set of the editor's session once, and no chunk or gap of it")]
+fn unheld_handed(w: &mut LinkWorld) {
+    let s = editor_session(w);
+    let pair = w.built();
+    let handed: Vec<Value> = pair
+        .client_events
+        .iter()
+        .map(event_json)
+        .filter(|e| e["params"]["sessionId"] == s && seq_of(&e["params"]).is_some())
+        .collect();
+    let sets: Vec<u64> = handed
+        .iter()
+        .filter(|e| is_commands(&e["params"]))
+        .filter_map(|e| seq_of(&e["params"]))
+        .collect();
+    assert!(!sets.is_empty(), "no set handed: {handed:?}");
+    assert!(
+        sets.windows(2).all(|p| p[0] < p[1]),
+        "a set twice: {sets:?}"
+    );
+    assert!(
+        handed.iter().all(|e| is_commands(&e["params"])),
+        "an event of it not a set: {handed:?}"
+    );
+    let gap = pair
+        .client_events
+        .iter()
+        .any(|e| matches!(e, ClientEvent::Gap { session_id, .. } if *session_id == s));
+    assert!(!gap, "a gap in the editor's session");
+}
+
+#[then("the link carried no chunk of the editor's session")]
+fn no_editor_chunk(w: &mut LinkWorld) {
+    let s = editor_session(w);
+    let chunks: Vec<Value> = w
+        .built()
+        .frames_to_client()
+        .into_iter()
+        .filter(|f| {
+            f["params"]["sessionId"] == s
+                && (f["method"] == "_lembas/event"
+                    || f["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+        })
+        .collect();
+    assert!(chunks.is_empty(), "{chunks:?}");
 }
