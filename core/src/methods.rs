@@ -71,6 +71,11 @@ pub struct MethodSpec {
     /// Ours, beyond the spec (`beyond_spec` in spec/methods.json): a client that never asks
     /// for it sees nothing of it.
     pub beyond_spec: bool,
+    /// A request naming a session set aside (past `sessions.max_live`) may be answered from
+    /// what the device keeps of it while it is out (its event log's two seqs,
+    /// `device::event_log::AtRest`) when that answers it, without reading it back. Every
+    /// other request naming one waits until it is read back (device/live.rs `park`).
+    pub at_rest: bool,
     pub(crate) serve: Serve,
 }
 
@@ -87,6 +92,7 @@ impl PartialEq for MethodSpec {
                 m.dir_checked,
                 m.answers_refusal,
                 m.beyond_spec,
+                m.at_rest,
             )
         };
         row(self) == row(other)
@@ -117,6 +123,15 @@ impl MethodSpec {
     const fn beyond_spec(self) -> MethodSpec {
         MethodSpec {
             beyond_spec: true,
+            ..self
+        }
+    }
+
+    /// The same row, answered from what a set-aside session keeps when that answers it
+    /// (`at_rest`).
+    const fn at_rest(self) -> MethodSpec {
+        MethodSpec {
+            at_rest: true,
             ..self
         }
     }
@@ -199,6 +214,7 @@ const fn row(
         dir_checked: false,
         answers_refusal: false,
         beyond_spec: false,
+        at_rest: false,
         serve,
     }
 }
@@ -246,8 +262,9 @@ pub const METHODS: &[MethodSpec] = &[
     notification("_lembas/terminal/close", Some("terminal"), Link, N::TerminalClose),
     sends("_lembas/terminal/output", Notification, Some("terminal"), Link),
     sends("_lembas/terminal/exit", Notification, Some("terminal"), Link),
-    // Ours, beyond the spec (issue 16): a reattaching client's missed events.
-    request("_lembas/session/events", Some("events"), Any, R::Events).checked().beyond_spec(),
+    // Ours, beyond the spec (issue 16): a reattaching client's missed events; a new link asks
+    // on every session it follows, so one set aside that missed none is not read back for it.
+    request("_lembas/session/events", Some("events"), Any, R::Events).checked().beyond_spec().at_rest(),
     // ACP v1's session surface, for an editor (issue 17); `sessionCapabilities` and
     // `loadSession` in its `initialize`.
     request("session/list", None, Local, R::SessionList),
@@ -386,4 +403,44 @@ pub fn capability_built(name: &str) -> bool {
 /// on).
 pub fn capabilities_built() -> impl Iterator<Item = &'static str> {
     CAPABILITIES.iter().filter(|c| c.built()).map(|c| c.name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Only a reattaching client's catch-up is answered at rest: every other request naming a
+    /// set-aside session needs it live (a prompt runs it, `history` reads its turns, `status`
+    /// takes it up). What is kept at rest answers a page of events and nothing else, so a row
+    /// marked so is a client's request, of a session, checked against its directory as any
+    /// request reading a session's content.
+    #[test]
+    fn only_the_events_page_is_answered_from_what_a_set_aside_session_keeps() {
+        let at_rest: Vec<&str> = METHODS
+            .iter()
+            .filter(|m| m.at_rest)
+            .map(|m| m.name)
+            .collect();
+        assert_eq!(at_rest, ["_lembas/session/events"]);
+        for m in METHODS.iter().filter(|m| m.at_rest) {
+            assert_eq!(
+                (m.direction, m.kind),
+                (ClientToAgent, Request),
+                "{}",
+                m.name
+            );
+            assert!(m.dir_checked, "{} reads a session's content", m.name);
+            assert!(matches!(m.serve, Serve::Request(_)), "{} is served", m.name);
+        }
+        for name in [
+            "session/prompt",
+            "_lembas/session/history",
+            "_lembas/session/status",
+        ] {
+            assert!(
+                !find(name).is_some_and(|m| m.at_rest),
+                "{name} needs its session live"
+            );
+        }
+    }
 }

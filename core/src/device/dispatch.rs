@@ -33,10 +33,11 @@ impl Device {
         match jsonrpc::decode(frame, &self.config.frames) {
             Err(e) => self.out.send(conn, e.response()),
             Ok(Message::Request(req)) => {
-                // A session set aside is read back first; the request runs after. A catch-up
-                // on one is answered without it when it can be (event_log.rs), and asks again
-                // after its directory check in case the session came and went meanwhile.
-                let again = req.method == super::event_log::EVENTS;
+                // A session set aside is read back first; the request runs after. One the
+                // table says may be answered at rest (a catch-up, event_log.rs) is answered
+                // without it when it can be, and asks again after its directory check in case
+                // the session came and went meanwhile.
+                let again = crate::methods::find(&req.method).is_some_and(|m| m.at_rest);
                 if (checked.is_none() || again) && self.park(conn, frame, &req.method, req.params) {
                     return;
                 }

@@ -47,9 +47,6 @@ pub(crate) fn seq_base(epoch: u64) -> u64 {
 /// events is bounded by bytes too.
 const ENTRY_OVERHEAD: usize = 48;
 
-/// The method that reads the log.
-pub(super) const EVENTS: &str = "_lembas/session/events";
-
 /// The methods a log entry may name (read back from the store as these).
 const LOGGED: [&str; 6] = [
     "session/update",
@@ -665,10 +662,12 @@ impl Device {
         }
     }
 
-    /// Whether a `_lembas/session/events` on `conn` naming `session`, set aside, is answered
-    /// from what is kept of it, without reading it back (see [`Device::session_events`]): a
-    /// page without events, or a refusal by the limits of this moment.
-    pub(super) fn events_at_rest(
+    /// Whether a request on `conn` naming `session`, set aside, whose row may be answered at
+    /// rest (`methods::MethodSpec::at_rest`: `_lembas/session/events`), is answered from what
+    /// is kept of it, without reading it back (see [`Device::session_events`]): a page
+    /// without events, or a refusal by the limits of this moment. Params that are no page
+    /// request are not: the request waits for the session, as any other.
+    pub(super) fn kept_answers(
         &self,
         conn: ConnId,
         session: &str,

@@ -200,7 +200,10 @@ impl Device {
         if !self.sessions.loads.contains(&session) && !self.sessions.is_set_aside(&session) {
             return false;
         }
-        if method == super::event_log::EVENTS && self.events_at_rest(conn, &session, params) {
+        // The table says which requests may be answered from what a set-aside session keeps;
+        // whether that answers this one is the kept summary's to say.
+        let at_rest = crate::methods::find(method).is_some_and(|m| m.at_rest);
+        if at_rest && self.kept_answers(conn, &session, params) {
             return false;
         }
         let (request, new) = self.sessions.loads.park(&session, conn, frame);
