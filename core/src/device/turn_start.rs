@@ -8,11 +8,11 @@ use super::ledger::TurnState;
 use super::sessions::Session;
 use super::turn_table::Compacting;
 use super::turns::prior_turns;
-use crate::config::{Mode, SessionLimits};
+use crate::config::{DeviceConfig, Mode, SessionLimits};
 use crate::engine::{Attachment, TurnStart};
 use crate::store::{history_record, turn_record_at, Record, StoredTurnState};
 use crate::turn::Answer;
-use crate::wire::event::lembas::PromptEvent;
+use crate::wire::event::lembas::{LembasEvent, NoticeEvent, PromptEvent, TaskEvent, TaskState};
 use crate::wire::session::{AttachmentMeta, HistoryTurn};
 
 /// The device's settings a turn starts under, as they are at its start.
@@ -25,6 +25,40 @@ pub(super) struct StartRules<'a> {
     pub default_model: Option<(String, bool)>,
     pub limits: SessionLimits,
     pub now: u64,
+}
+
+impl<'a> StartRules<'a> {
+    /// The rules of the device's settings (`config`) as they are at `now`.
+    pub(super) fn of(config: &'a DeviceConfig, now: u64) -> StartRules<'a> {
+        StartRules {
+            max_mode: config.remote.max_mode,
+            roots: &config.remote.roots,
+            default_model: config.models.first().map(|m| (m.id.clone(), m.instance)),
+            limits: config.sessions,
+            now,
+        }
+    }
+}
+
+/// What a prompt's turn that starts (`start`) tells the session's clients, in order: the
+/// prompt as shown (`event`), the task's start, then what the reading of its mentions had to
+/// say (`notices`).
+pub(super) fn prompt_started(
+    start: &TurnStart,
+    event: PromptEvent,
+    notices: Vec<String>,
+) -> Vec<LembasEvent> {
+    let task = LembasEvent::Task(TaskEvent {
+        state: TaskState::Start,
+        turn_id: start.turn_id.clone(),
+    });
+    let notices = notices
+        .into_iter()
+        .map(|text| LembasEvent::Notice(NoticeEvent { text }));
+    [LembasEvent::Prompt(event), task]
+        .into_iter()
+        .chain(notices)
+        .collect()
 }
 
 /// A turn that starts, for the device to announce and pass on.
@@ -317,5 +351,64 @@ mod tests {
         );
         assert_eq!(s.recent.next_index(), next + 1);
         assert_eq!(s.turns.ledger().history_of("p"), Some(next));
+    }
+
+    #[test]
+    fn a_turn_starts_under_the_settings_as_they_are_and_the_first_model() {
+        let config = DeviceConfig {
+            remote: crate::config::Remote {
+                max_mode: Mode::Plan,
+                roots: vec!["/w".into(), "/v".into()],
+                ..crate::config::Remote::default()
+            },
+            models: vec![
+                crate::config::Model {
+                    instance: false,
+                    ..crate::config::Model::served("first")
+                },
+                crate::config::Model::served("second"),
+            ],
+            sessions: SessionLimits {
+                max_context_turns: 3,
+                ..SessionLimits::default()
+            },
+            ..DeviceConfig::default()
+        };
+        let rules = StartRules::of(&config, 7);
+        assert_eq!(rules.max_mode, Mode::Plan);
+        assert_eq!(rules.roots, ["/w", "/v"]);
+        assert_eq!(rules.default_model, Some(("first".into(), false)));
+        assert_eq!(rules.limits.max_context_turns, 3);
+        assert_eq!(rules.now, 7);
+        let none = DeviceConfig::default();
+        assert_eq!(StartRules::of(&none, 0).default_model, None);
+    }
+
+    #[test]
+    fn a_prompts_start_shows_the_prompt_then_the_task_then_its_notices() {
+        let start = TurnStart::testing("t", "hi");
+        let event = PromptEvent {
+            attachments: Vec::new(),
+            text: "/fix hi".into(),
+            turn_id: "t".into(),
+        };
+        let notice = |text: &str| LembasEvent::Notice(NoticeEvent { text: text.into() });
+        let task = LembasEvent::Task(TaskEvent {
+            state: TaskState::Start,
+            turn_id: "t".into(),
+        });
+        assert_eq!(
+            prompt_started(&start, event.clone(), vec!["one".into(), "two".into()]),
+            [
+                LembasEvent::Prompt(event.clone()),
+                task.clone(),
+                notice("one"),
+                notice("two"),
+            ]
+        );
+        assert_eq!(
+            prompt_started(&start, event.clone(), Vec::new()),
+            [LembasEvent::Prompt(event), task]
+        );
     }
 }

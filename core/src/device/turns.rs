@@ -10,7 +10,7 @@ use super::outbox::Lane;
 use super::prompt_blocks::prepare;
 use super::sessions::plan_update;
 use super::sessions::Session;
-use super::turn_start::{StartRules, Started, Starting};
+use super::turn_start::{prompt_started, StartRules, Started, Starting};
 use super::turn_table::{Admission, Compacting, Finished, Running, Seen, Unsteered};
 use super::{ConnId, Device, Effect};
 use crate::config::{Mode, SessionLimits};
@@ -591,18 +591,8 @@ impl Device {
     pub(super) fn pump(&mut self, session: &str) {
         // A `/review` next in line looks for changes first (it starts once answered).
         self.ask_review(session);
-        let max = self.config.remote.max_mode;
-        let rules = StartRules {
-            max_mode: max,
-            roots: &self.config.remote.roots,
-            default_model: self
-                .config
-                .models
-                .first()
-                .map(|m| (m.id.clone(), m.instance)),
-            limits: self.config.sessions,
-            now: self.clock.now().0,
-        };
+        let rules = StartRules::of(&self.config, self.clock.now().0);
+        let max = rules.max_mode;
         let Some(s) = self.sessions.get_mut(session) else {
             return;
         };
@@ -619,24 +609,15 @@ impl Device {
         self.announce_start_changes(session, max, lowered, adopted);
         // The turn's own state: only the session's frames and commands wait for it.
         self.out.persist_in(Lane::of(session), records);
-        let (event, notices) = match kind {
+        let events = match kind {
             Starting::Undo => return self.start_undo(session, start.turn_id),
             Starting::Compaction(via) => return self.start_compaction(session, start, via),
-            Starting::Prompt { event, notices } => (event, notices),
+            Starting::Prompt { event, notices } => prompt_started(&start, event, notices),
         };
-        let turn_id = start.turn_id.clone();
         self.out
             .engine_in(Lane::of(session), EngineCommand::Start(Box::new(start)));
-        self.broadcast_event(session, LembasEvent::Prompt(event));
-        self.broadcast_event(
-            session,
-            LembasEvent::Task(TaskEvent {
-                state: TaskState::Start,
-                turn_id,
-            }),
-        );
-        for text in notices {
-            self.broadcast_event(session, LembasEvent::Notice(NoticeEvent { text }));
+        for event in events {
+            self.broadcast_event(session, event);
         }
     }
 
