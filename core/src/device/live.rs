@@ -156,21 +156,20 @@ impl Device {
     /// Room for one more session in memory: at the bound, the least recently used idle one is
     /// set aside. The refusal names the limit and its value.
     pub(super) fn make_room(&mut self) -> Result<(), RpcError> {
-        let max = self.config.sessions.max_live;
-        while self.sessions.live_len() >= max {
-            let victim = self
-                .config
-                .has_store
-                .then(|| self.sessions.least_recent(|s| s.evictable(&self.conns)));
-            let Some(id) = victim.flatten() else {
-                let live = self.sessions.live_len();
-                return Err(no_room(live, max, self.config.has_store));
-            };
+        let (max, has_store) = (self.config.sessions.max_live, self.config.has_store);
+        let room = self
+            .sessions
+            .room_for_one(max, has_store, |s| s.evictable(&self.conns));
+        for id in &room.aside {
             // The rest of its log and its exact next seq go to the store first.
-            self.seal_event_log(&id);
-            self.sessions.set_aside(&id);
+            self.seal_event_log(id);
+            self.sessions.set_aside(id);
         }
-        Ok(())
+        if room.made {
+            Ok(())
+        } else {
+            Err(no_room(self.sessions.live_len(), max, has_store))
+        }
     }
 
     /// A request that names a session set aside (or being read back) waits for it: the read is

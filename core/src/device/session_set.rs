@@ -20,6 +20,15 @@ pub(super) enum Removed {
     Absent,
 }
 
+/// What making room for one more session in memory takes ([`SessionSet::room_for_one`]).
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct Room {
+    /// The sessions to set aside, least recently used first.
+    pub aside: Vec<String>,
+    /// Whether setting them aside leaves room; else the new session is refused.
+    pub made: bool,
+}
+
 /// What `session/list` shows of a session set aside (in memory while its session is not: a
 /// listing reads no store), and of one in memory.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -173,11 +182,41 @@ impl SessionSet {
     }
 
     /// The least recently used session in memory that `may_leave` lets go.
-    pub fn least_recent(&self, mut may_leave: impl FnMut(&Session) -> bool) -> Option<String> {
+    #[cfg(test)]
+    pub fn least_recent(&self, may_leave: impl FnMut(&Session) -> bool) -> Option<String> {
+        self.leaving(may_leave).next().cloned()
+    }
+
+    /// The sessions in memory that `may_leave` lets go, least recently used first.
+    fn leaving<'a>(
+        &'a self,
+        mut may_leave: impl FnMut(&Session) -> bool + 'a,
+    ) -> impl Iterator<Item = &'a String> + 'a {
         self.recency
             .oldest_first()
-            .find(|id| self.live.get(*id).is_some_and(&mut may_leave))
-            .cloned()
+            .filter(move |id| self.live.get(*id).is_some_and(&mut may_leave))
+    }
+
+    /// Room for one more session in memory under `max` (`sessions.max_live`): the least
+    /// recently used sessions that `may_leave` lets go, as many as it takes to be under it
+    /// (none without a store, `has_store` false: nothing is ever set aside), and whether that
+    /// is enough. Nothing is set aside here: the device seals each one's log first.
+    pub fn room_for_one(
+        &self,
+        max: usize,
+        has_store: bool,
+        may_leave: impl FnMut(&Session) -> bool,
+    ) -> Room {
+        let over = (self.live.len() + 1).saturating_sub(max);
+        let aside: Vec<String> = if has_store && over > 0 {
+            self.leaving(may_leave).take(over).cloned().collect()
+        } else {
+            Vec::new()
+        };
+        Room {
+            made: aside.len() == over,
+            aside,
+        }
     }
 
     /// A connection went away: it hears no session's updates, and waits for no turn.
@@ -274,5 +313,40 @@ mod tests {
         for s in set.values() {
             assert_eq!(s.holders.iter().copied().collect::<Vec<_>>(), [ConnId(2)]);
         }
+    }
+
+    #[test]
+    fn room_for_one_more_sets_aside_the_least_recently_used_that_may_leave() {
+        let mut set = set(&["a", "b", "c"]);
+        set.touch("a");
+        let room = |aside: &[&str], made| Room {
+            aside: aside.iter().map(|s| s.to_string()).collect(),
+            made,
+        };
+        assert_eq!(
+            set.room_for_one(4, true, |_| true),
+            room(&[], true),
+            "under it"
+        );
+        assert_eq!(set.room_for_one(3, true, |_| true), room(&["b"], true));
+        assert_eq!(
+            set.room_for_one(3, true, |s| s.durable.id != "b"),
+            room(&["c"], true),
+            "b may not leave: the next oldest does"
+        );
+        // A lowered bound: as many as it takes, least recently used first.
+        assert_eq!(set.room_for_one(2, true, |_| true), room(&["b", "c"], true));
+        assert_eq!(
+            set.room_for_one(1, true, |s| s.durable.id != "a"),
+            room(&["b", "c"], false),
+            "those that may leave go, and it is still not enough"
+        );
+        assert_eq!(set.room_for_one(3, true, |_| false), room(&[], false));
+        assert_eq!(
+            set.room_for_one(3, false, |_| true),
+            room(&[], false),
+            "without a store none is set aside"
+        );
+        assert_eq!(set.live_len(), 3, "nothing is set aside here");
     }
 }
