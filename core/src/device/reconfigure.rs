@@ -7,7 +7,11 @@
 //! link. A turn in progress, or a remote terminal open on the link, is never cut for it. The
 //! instance's model list is taken the same way ([`Device::set_models`]).
 
-use super::{ConnKind, Device};
+use std::collections::BTreeMap;
+
+use super::connection::Connection;
+use super::session_set::SessionSet;
+use super::{ConnId, ConnKind, Device};
 use crate::config::{ConfigError, DeviceConfig, Model, Remote};
 use crate::time::Time;
 use crate::wire::handshake::Limits;
@@ -17,6 +21,29 @@ pub const CLOSE_SETTINGS_CHANGED: u16 = 1012;
 
 /// The reason sent with [`CLOSE_SETTINGS_CHANGED`].
 pub const SETTINGS_CHANGED: &str = "the device's settings changed; it links again at once";
+
+/// The link's connection, if one is open.
+fn link_of(conns: &BTreeMap<ConnId, Connection>) -> Option<ConnId> {
+    conns
+        .iter()
+        .find(|(_, c)| c.kind == ConnKind::Link)
+        .map(|(id, _)| *id)
+}
+
+/// Whether a link restart for new settings waits: for a session's turn running or waiting, a
+/// terminal open on the link (`link`; `terminal_owners` are the connections of the terminals
+/// open), or a request waiting for its session's read or its directory check (`conns`' gates).
+fn restart_held(
+    sessions: &SessionSet,
+    terminal_owners: impl IntoIterator<Item = ConnId>,
+    link: Option<ConnId>,
+    conns: &BTreeMap<ConnId, Connection>,
+) -> bool {
+    sessions.values().any(|s| !s.turns.idle())
+        // A remote terminal is a person's work too: it would die with the link.
+        || terminal_owners.into_iter().any(|owner| Some(owner) == link)
+        || conns.values().any(|c| c.gate.is_some())
+}
 
 impl Device {
     /// Take new `remote:` settings. A config that fails validation is refused and the old one
@@ -82,15 +109,9 @@ impl Device {
         if !self.link.restart_due() {
             return;
         }
-        let link = self
-            .conns
-            .iter()
-            .find(|(_, c)| c.kind == ConnKind::Link)
-            .map(|(id, _)| *id);
-        // A remote terminal is a person's work too: it would die with the link.
-        let busy = self.sessions.values().any(|s| !s.turns.idle())
-            || self.terminals().any(|(_, c)| Some(c) == link)
-            || self.conns.values().any(|c| c.gate.is_some());
+        let link = link_of(&self.conns);
+        let owners = self.terminals().map(|(_, owner)| owner);
+        let busy = restart_held(&self.sessions, owners, link, &self.conns);
         if !self.link.take_restart(busy) {
             return;
         }
@@ -151,6 +172,42 @@ mod tests {
         assert!(!d.relink_pending());
         assert_eq!(d.poll_output(), None);
         assert_eq!(d.config().remote.max_mode, Mode::Plan);
+    }
+
+    #[test]
+    fn a_restart_waits_for_a_turn_a_terminal_on_the_link_or_a_gated_request() {
+        use crate::device::turn_table::Admission;
+        use crate::engine::TurnStart;
+        use crate::jsonrpc::Id;
+        let (editor, link) = (ConnId(1), ConnId(2));
+        let mut conns = BTreeMap::new();
+        conns.insert(editor, Connection::new(ConnKind::Stdio));
+        conns.insert(link, Connection::new(ConnKind::Link));
+        assert_eq!(link_of(&conns), Some(link));
+        let mut sessions = SessionSet::default();
+        sessions.insert_live(crate::device::live::tests::session("s"));
+        let held = |sessions: &SessionSet, owners: &[ConnId], conns: &BTreeMap<_, _>| {
+            restart_held(sessions, owners.iter().copied(), Some(link), conns)
+        };
+        assert!(!held(&sessions, &[], &conns), "nothing works");
+        assert!(
+            !held(&sessions, &[editor], &conns),
+            "a terminal of an editor does not die with the link"
+        );
+        assert!(held(&sessions, &[editor, link], &conns));
+        conns.get_mut(&editor).unwrap().gate = Some(0);
+        assert!(
+            held(&sessions, &[], &conns),
+            "a request waits for its session"
+        );
+        conns.get_mut(&editor).unwrap().gate = None;
+        let s = sessions.get_mut("s").unwrap();
+        let start = TurnStart::testing("t", "hi");
+        s.turns
+            .admit(start, Admission::default(), (editor, Id::number(1)));
+        assert!(held(&sessions, &[], &conns), "a turn waits to run");
+        conns.remove(&link);
+        assert_eq!(link_of(&conns), None);
     }
 
     /// When each hello reached the client, and the max_mode it carried.
