@@ -23,9 +23,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use super::outbox::Lane;
+use super::sessions::Session;
+use super::turn_table::Waiter;
 use super::{Device, Effect};
 use crate::engine::StopReason;
-use crate::store::{done_record, Undoing};
+use crate::store::{done_record, Record, Undoing};
 use crate::time::Time;
 use crate::turn::Answer;
 use crate::wire::event::lembas::{LembasEvent, NoticeEvent, TaskEvent, TaskState};
@@ -58,6 +60,120 @@ pub(super) struct PendingUndo {
     undoing: Undoing,
 }
 
+/// The turn an `/undo` undid, that turn's prompt, and what the shell did with its files.
+type Undone = (String, String, Result<FilesUndone, String>);
+
+/// How an `/undo` turn ended ([`Session::finish_undo`]).
+#[derive(Debug)]
+pub(super) struct UndoEnd {
+    pub answer: Answer,
+    /// Its answer and the session's record without the undo under way, stored as one.
+    pub records: Vec<Record>,
+    /// What the shell could not put back, and why.
+    pub notice: Option<String>,
+    pub waiting: Vec<Waiter>,
+}
+
+impl Session {
+    /// The `/undo` turn `turn_id` starts at `now`: the last turn the model is still given (not
+    /// folded into a compaction's summary) is reverted, and the undo under way is kept with
+    /// it. What to ask the shell, and the records that store both (the session's record last);
+    /// `None` with nothing to undo.
+    pub(super) fn begin_undo(&mut self, turn_id: &str, now: u64) -> Option<(Undoing, Vec<Record>)> {
+        let folded = self.durable.compaction.as_ref().map_or(0, |c| c.folded);
+        let (undone, index) = self
+            .turns
+            .ledger()
+            .last_given()
+            .filter(|(_, index)| *index >= folded)?;
+        // The prompt as the model's context keeps it; a turn whose prompt the window let go
+        // (one answer past `sessions.max_context_bytes`) is named by its id instead.
+        let prompt = match self.recent.since(index).and_then(|t| t.first()) {
+            Some(HistoryTurn::User { text, .. }) => text.clone(),
+            _ => format!("(turn {undone})"),
+        };
+        let undoing = Undoing {
+            turn_id: turn_id.to_owned(),
+            undone,
+            prompt,
+            confined: self.capped,
+        };
+        // Stored with the revert (`revert_from` stores the session's record last).
+        self.durable.undoing = Some(undoing.clone());
+        let (_, records) = self.revert_from(index, now);
+        Some((undoing, records))
+    }
+
+    /// The undo under way whose turn still runs (read from the store, the shell is asked
+    /// again), if any.
+    pub(super) fn undo_under_way(&self) -> Option<Undoing> {
+        let undoing = self.durable.undoing.clone()?;
+        self.turns
+            .running()
+            .is_some_and(|r| r.turn_id == undoing.turn_id)
+            .then_some(undoing)
+    }
+
+    /// The `/undo` turn `turn_id` ends at `now`, if it is the one running: `undone` is what it
+    /// undid (`None`: nothing to undo). Its answer, `_meta.lembas.undone = { prompt, files }`
+    /// or `undone: null`, is settled, and the undo under way ends with it.
+    pub(super) fn finish_undo(
+        &mut self,
+        turn_id: &str,
+        undone: Option<Undone>,
+        now: u64,
+    ) -> Option<UndoEnd> {
+        if self.turns.running().is_none_or(|r| r.turn_id != turn_id) {
+            return None;
+        }
+        let finished = self.turns.finish(Ok(StopReason::EndTurn))?;
+        let mut notice = None;
+        let said = match undone {
+            None => Value::Null,
+            Some((turn, prompt, files)) => {
+                let restored = match files {
+                    Ok(files) => {
+                        notice = not_put_back(&turn, &files.kept);
+                        files.restored
+                    }
+                    Err(why) => {
+                        notice = Some(format!(
+                            "the files turn `{turn}` changed could not be put back: {why}"
+                        ));
+                        Vec::new()
+                    }
+                };
+                json!({ "prompt": prompt, "files": restored })
+            }
+        };
+        let mut extra = Map::new();
+        extra.insert("command".into(), json!("undo"));
+        extra.insert("undone".into(), said);
+        let answer = Answer::stopped(StopReason::EndTurn, extra);
+        self.turns.settle(turn_id, answer.clone());
+        // The answer and the end of the undo under way are stored as one.
+        if self
+            .durable
+            .undoing
+            .as_ref()
+            .is_some_and(|u| u.turn_id == turn_id)
+        {
+            self.durable.undoing = None;
+        }
+        let session = self.durable.id.as_str();
+        let records = vec![
+            done_record(session, turn_id, finished.order, &answer, now, None),
+            self.record(),
+        ];
+        Some(UndoEnd {
+            answer,
+            records,
+            notice,
+            waiting: finished.waiting,
+        })
+    }
+}
+
 impl Device {
     /// An `/undo` turn starts (`pump`): the last turn the model is given is reverted and the
     /// shell asked to put its files back; with none, it ends at once with `undone: null`.
@@ -74,33 +190,13 @@ impl Device {
         let Some(s) = self.sessions.get_mut(session) else {
             return;
         };
-        let folded = s.durable.compaction.as_ref().map_or(0, |c| c.folded);
-        let last = s
-            .turns
-            .ledger()
-            .last_given()
-            .filter(|(_, index)| *index >= folded);
-        let Some((undone, index)) = last else {
+        let Some((undoing, records)) = s.begin_undo(&turn_id, now) else {
             self.undo_finished(session, &turn_id, None);
             self.pump(session);
             return;
         };
-        // The prompt as the model's context keeps it; a turn whose prompt the window let go
-        // (one answer past `sessions.max_context_bytes`) is named by its id instead.
-        let prompt = match s.recent.since(index).and_then(|t| t.first()) {
-            Some(HistoryTurn::User { text, .. }) => text.clone(),
-            _ => format!("(turn {undone})"),
-        };
-        let undoing = Undoing {
-            turn_id,
-            undone,
-            prompt,
-            confined: s.capped,
-        };
-        // Stored with the revert (`revert_from` stores the session's record last): the shell is
-        // asked only once both are (the effect waits for every persist before it).
-        s.durable.undoing = Some(undoing.clone());
-        let (_, records) = s.revert_from(index, now);
+        // The shell is asked only once the revert and the undo under way are stored (the
+        // effect waits for every persist before it).
         self.out.persist_in(Lane::of(session), records);
         self.ask_undo(session, undoing, &roots);
     }
@@ -110,18 +206,9 @@ impl Device {
     /// `/undo` ends when it has (restore.rs kept its turn running).
     pub(super) fn resume_undo(&mut self, session: &str) {
         let roots = self.config.remote.roots.clone();
-        let Some(s) = self.sessions.get(session) else {
+        let Some(undoing) = self.sessions.get(session).and_then(Session::undo_under_way) else {
             return;
         };
-        let Some(undoing) = s.durable.undoing.clone() else {
-            return;
-        };
-        if s.turns
-            .running()
-            .is_none_or(|r| r.turn_id != undoing.turn_id)
-        {
-            return;
-        }
         self.ask_undo(session, undoing, &roots);
     }
 
@@ -169,63 +256,19 @@ impl Device {
 
     /// The `/undo` turn `turn_id` ends: `undone` is the turn it undid, that turn's prompt and
     /// what the shell did with its files (`None`: nothing to undo).
-    fn undo_finished(
-        &mut self,
-        session: &str,
-        turn_id: &str,
-        undone: Option<(String, String, Result<FilesUndone, String>)>,
-    ) {
+    fn undo_finished(&mut self, session: &str, turn_id: &str, undone: Option<Undone>) {
         let now = self.clock.now().0;
         let Some(s) = self.sessions.get_mut(session) else {
             return;
         };
-        if s.turns.running().is_none_or(|r| r.turn_id != turn_id) {
-            return;
-        }
-        let Some(finished) = s.turns.finish(Ok(StopReason::EndTurn)) else {
+        let Some(end) = s.finish_undo(turn_id, undone, now) else {
             return;
         };
-        let mut notice = None;
-        let said = match undone {
-            None => Value::Null,
-            Some((turn, prompt, files)) => {
-                let restored = match files {
-                    Ok(files) => {
-                        notice = not_put_back(&turn, &files.kept);
-                        files.restored
-                    }
-                    Err(why) => {
-                        notice = Some(format!(
-                            "the files turn `{turn}` changed could not be put back: {why}"
-                        ));
-                        Vec::new()
-                    }
-                };
-                json!({ "prompt": prompt, "files": restored })
-            }
-        };
-        let mut extra = Map::new();
-        extra.insert("command".into(), json!("undo"));
-        extra.insert("undone".into(), said);
-        let answer = Answer::stopped(StopReason::EndTurn, extra);
-        s.turns.settle(turn_id, answer.clone());
-        // The answer and the end of the undo under way are stored as one.
-        if s.durable
-            .undoing
-            .as_ref()
-            .is_some_and(|u| u.turn_id == turn_id)
-        {
-            s.durable.undoing = None;
-        }
-        let records = vec![
-            done_record(session, turn_id, finished.order, &answer, now, None),
-            s.record(),
-        ];
-        self.out.persist_in(Lane::of(session), records);
-        if let Some(text) = notice {
+        self.out.persist_in(Lane::of(session), end.records);
+        if let Some(text) = end.notice {
             self.broadcast_event(session, LembasEvent::Notice(NoticeEvent { text }));
         }
-        self.answer_waiting(session, turn_id, &answer, finished.waiting);
+        self.answer_waiting(session, turn_id, &end.answer, end.waiting);
         self.broadcast_event(
             session,
             LembasEvent::Task(TaskEvent {
@@ -252,4 +295,140 @@ fn not_put_back(turn: &str, kept: &[FileKept]) -> Option<String> {
         if kept.len() == 1 { "it is" } else { "they are" },
         files.join(", ")
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::DeviceConfig;
+    use crate::device::turn_start::StartRules;
+    use crate::device::turn_table::Admission;
+    use crate::device::ConnId;
+    use crate::engine::TurnStart;
+    use crate::jsonrpc::Id;
+    use crate::store::{Compaction, SessionRecord};
+
+    /// Queue turn `turn` (an `/undo` when `undo`) and start it.
+    fn run(s: &mut Session, turn: &str, undo: bool) {
+        let admission = Admission {
+            undo,
+            ..Admission::default()
+        };
+        let start = TurnStart::testing(turn, &format!("text of {turn}"));
+        s.turns.admit(start, admission, (ConnId(1), Id::number(1)));
+        let config = DeviceConfig::default();
+        s.start_next(&StartRules::of(&config, 1))
+            .expect("it starts");
+    }
+
+    /// A session whose turn `a` answered, and whose `/undo` turn `u` runs.
+    fn undoing_a() -> Session {
+        let mut s = Session::new(SessionRecord::testing("s"), 10);
+        run(&mut s, "a", false);
+        s.turns.finish(Ok(StopReason::EndTurn));
+        run(&mut s, "u", true);
+        s
+    }
+
+    #[test]
+    fn an_undo_reverts_the_last_turn_given_and_keeps_the_undo_under_way() {
+        let mut s = undoing_a();
+        s.capped = true;
+        let (undoing, records) = s.begin_undo("u", 5).expect("a is undone");
+        let expected = Undoing {
+            turn_id: "u".into(),
+            undone: "a".into(),
+            prompt: "text of a".into(),
+            confined: true,
+        };
+        assert_eq!(undoing, expected);
+        assert_eq!(s.durable.undoing.as_ref(), Some(&expected));
+        assert!(!records.is_empty());
+        assert_eq!(s.undo_under_way(), Some(expected), "u runs");
+        assert!(s.turns.ledger().last_given().is_none(), "a is reverted");
+        assert!(s.begin_undo("u", 6).is_none(), "nothing left to undo");
+    }
+
+    #[test]
+    fn a_turn_folded_into_a_summary_is_not_undone() {
+        let mut s = undoing_a();
+        s.durable.compaction = Some(Compaction {
+            summary: "so far".into(),
+            folded: 1,
+        });
+        assert!(s.begin_undo("u", 5).is_none());
+        assert_eq!(s.durable.undoing, None);
+    }
+
+    #[test]
+    fn an_undo_under_way_is_resumed_only_while_its_turn_runs() {
+        let mut s = undoing_a();
+        assert_eq!(s.undo_under_way(), None, "none under way");
+        s.durable.undoing = Some(Undoing {
+            turn_id: "other".into(),
+            undone: "a".into(),
+            prompt: "text of a".into(),
+            confined: false,
+        });
+        assert_eq!(s.undo_under_way(), None, "u runs, not other");
+    }
+
+    fn undo_answer(undone: Value) -> Answer {
+        let mut extra = Map::new();
+        extra.insert("command".into(), json!("undo"));
+        extra.insert("undone".into(), undone);
+        Answer::stopped(StopReason::EndTurn, extra)
+    }
+
+    #[test]
+    fn an_undo_ends_with_what_it_undid_and_the_files_it_could_not_put_back() {
+        let mut s = undoing_a();
+        s.begin_undo("u", 5).expect("a is undone");
+        let files = FilesUndone {
+            restored: vec!["x.rs".into()],
+            kept: vec![FileKept {
+                path: "y.rs".into(),
+                why: "changed since".into(),
+            }],
+        };
+        let undone = Some(("a".into(), "text of a".into(), Ok(files)));
+        assert!(
+            s.finish_undo("other", undone.clone(), 6).is_none(),
+            "not the running turn"
+        );
+        let end = s.finish_undo("u", undone, 6).expect("u ends");
+        assert_eq!(
+            end.answer,
+            undo_answer(json!({ "prompt": "text of a", "files": ["x.rs"] }))
+        );
+        assert_eq!(
+            end.notice.as_deref(),
+            Some("undoing turn `a` left 1 file as it is now: `y.rs` (changed since)")
+        );
+        assert_eq!(end.records.len(), 2, "its answer and the session's record");
+        assert_eq!(end.waiting, [(ConnId(1), Id::number(1))]);
+        assert_eq!(s.durable.undoing, None, "no longer under way");
+        assert!(s.turns.running().is_none());
+        assert!(s.finish_undo("u", None, 7).is_none(), "it ended once");
+    }
+
+    #[test]
+    fn an_undo_with_nothing_to_undo_or_files_not_put_back_says_so() {
+        let mut s = undoing_a();
+        let end = s.finish_undo("u", None, 6).expect("u ends");
+        assert_eq!(end.answer, undo_answer(Value::Null));
+        assert_eq!(end.notice, None);
+
+        let mut s = undoing_a();
+        let failed = Some(("a".into(), "text of a".into(), Err("no journal".into())));
+        let end = s.finish_undo("u", failed, 6).expect("u ends");
+        assert_eq!(
+            end.answer,
+            undo_answer(json!({ "prompt": "text of a", "files": [] }))
+        );
+        assert_eq!(
+            end.notice.as_deref(),
+            Some("the files turn `a` changed could not be put back: no journal")
+        );
+    }
 }
