@@ -15,11 +15,12 @@ use serde_json::{json, Map, Value};
 
 use super::outbox::Lane;
 use super::sessions::Session;
-use super::turn_table::{Admission, Compacting, Finished};
+use super::turn_table::{Admission, Compacting, Finished, Waiter};
 use super::{ConnId, Device};
+use crate::config::SessionLimits;
 use crate::engine::{EngineCommand, StopReason, TurnStart};
 use crate::jsonrpc::{self, code, Id, RpcError};
-use crate::store::{done_record, Compaction};
+use crate::store::{done_record, Compaction, Record};
 use crate::turn::Answer;
 use crate::wire::event::lembas::{CompactedEvent, LembasEvent, NoticeEvent, TaskEvent, TaskState};
 use crate::wire::session::SessionIdParams;
@@ -56,12 +57,141 @@ fn start_of(s: &Session, turn_id: String, focus: &str) -> TurnStart {
 }
 
 /// How a compaction ended.
+#[derive(Debug, PartialEq, Eq)]
 enum Outcome {
     /// The turns were folded into this summary.
     Folded(String),
     /// Nothing was folded: there was nothing to (`message`), or the engine failed or was
     /// stopped (the answer it had).
     Not(Answer),
+}
+
+/// What a `/compact` prompt answers when there is nothing to fold.
+fn nothing_to_compact() -> Answer {
+    let mut extra = Map::new();
+    extra.insert("command".into(), json!("compact"));
+    extra.insert("message".into(), json!(NOTHING_TO_COMPACT));
+    Answer::stopped(StopReason::EndTurn, extra)
+}
+
+/// What a compaction's turn that ended (`finished`) came to: the summary the engine said,
+/// bounded by `max` bytes (`sessions.max_summary_bytes`) with the notice that says the cut,
+/// or nothing folded when it failed, was stopped or said nothing.
+fn outcome_of(finished: &Finished, max: usize) -> (Outcome, Option<String>) {
+    let stopped = matches!(
+        finished.answer,
+        Answer::Stopped {
+            stop_reason: StopReason::Cancelled,
+            ..
+        }
+    );
+    let said = &finished.running.text;
+    let whole = said.text.len() + said.left_out;
+    match &finished.answer {
+        Answer::Failed { .. } => (Outcome::Not(finished.answer.clone()), None),
+        _ if stopped => (Outcome::Not(finished.answer.clone()), None),
+        _ if said.text.trim().is_empty() => {
+            let failed = Answer::Failed {
+                code: code::INTERNAL_ERROR,
+                message: "the compaction failed: the engine gave no summary, so nothing was \
+                          folded"
+                    .into(),
+            };
+            (Outcome::Not(failed), None)
+        }
+        _ => {
+            let kept = crate::text::floor_char(&said.text, max).to_string();
+            let cut = (kept.len() < whole).then(|| {
+                format!(
+                    "the summary was cut to {} of its {whole} bytes \
+                     (sessions.max_summary_bytes)",
+                    kept.len()
+                )
+            });
+            (Outcome::Folded(kept), cut)
+        }
+    }
+}
+
+impl Session {
+    /// Whether `_lembas/session/compact` may compact it now: not while it works, and only with
+    /// an earlier turn the model is given (as `limits` count them) to fold.
+    fn may_compact(&self, limits: &SessionLimits) -> Result<(), RpcError> {
+        if !self.turns.idle() {
+            return Err(RpcError::invalid_params(format!(
+                "session `{}` is working: compact it once its turns are done",
+                self.durable.id
+            )));
+        }
+        let ledger = self.turns.ledger();
+        let foldable = super::turns::prior_turns(
+            self.recent.turns(),
+            limits.max_context_turns,
+            limits.max_context_bytes,
+            |turn| {
+                matches!(
+                    ledger.get(turn),
+                    Some(super::ledger::TurnState::Done(Answer::Failed { .. }))
+                )
+            },
+        );
+        if foldable.is_empty() {
+            return Err(RpcError::invalid_params(format!(
+                "session `{}` has no earlier turn the model is given, so nothing to compact",
+                self.durable.id
+            )));
+        }
+        Ok(())
+    }
+
+    /// `_lembas/session/compact`'s turn `turn_id`, queued at `now` for `waiter`: the records
+    /// that store it.
+    fn queue_compaction(&mut self, turn_id: String, waiter: Waiter, now: u64) -> Vec<Record> {
+        let start = start_of(self, turn_id.clone(), "");
+        let admission = Admission {
+            compact: Some(Compacting::Method),
+            ..Admission::default()
+        };
+        let (order, forgotten) = self.turns.admit(start, admission, waiter);
+        let session = self.durable.id.as_str();
+        super::turns::queued_records(session, &turn_id, order, &forgotten, now)
+    }
+
+    /// Keep what the compaction `turn_id` (`order` in the ledger, asked `via`) came to, at
+    /// `now`: folded, the history before now is the summary's and the summary is in the
+    /// session's record. Its answer, the summary if any, and the records that store both.
+    fn settle_compaction(
+        &mut self,
+        turn_id: &str,
+        order: u64,
+        via: Compacting,
+        outcome: Outcome,
+        now: u64,
+    ) -> (Answer, Option<String>, Vec<Record>) {
+        let (answer, summary) = match outcome {
+            Outcome::Folded(summary) => {
+                let folded = self.recent.next_index();
+                self.recent.fold_before(folded);
+                self.durable.compaction = Some(Compaction {
+                    summary: summary.clone(),
+                    folded,
+                });
+                let mut extra = Map::new();
+                if via == Compacting::Prompt {
+                    extra.insert("command".into(), json!("compact"));
+                }
+                extra.insert("summary".into(), json!(summary));
+                (Answer::stopped(StopReason::EndTurn, extra), Some(summary))
+            }
+            Outcome::Not(answer) => (answer, None),
+        };
+        self.turns.settle(turn_id, answer.clone());
+        let records = vec![
+            done_record(&self.durable.id, turn_id, order, &answer, now, None),
+            self.record(),
+        ];
+        (answer, summary, records)
+    }
 }
 
 impl Device {
@@ -75,39 +205,10 @@ impl Device {
         let limits = self.config.sessions;
         let now = self.clock.now().0;
         let (s, rng) = self.attach_drawing(conn, &p.session_id)?;
-        if !s.turns.idle() {
-            return Err(RpcError::invalid_params(format!(
-                "session `{}` is working: compact it once its turns are done",
-                s.durable.id
-            )));
-        }
-        let ledger = s.turns.ledger();
-        let foldable = super::turns::prior_turns(
-            s.recent.turns(),
-            limits.max_context_turns,
-            limits.max_context_bytes,
-            |turn| {
-                matches!(
-                    ledger.get(turn),
-                    Some(super::ledger::TurnState::Done(Answer::Failed { .. }))
-                )
-            },
-        );
-        if foldable.is_empty() {
-            return Err(RpcError::invalid_params(format!(
-                "session `{}` has no earlier turn the model is given, so nothing to compact",
-                s.durable.id
-            )));
-        }
+        s.may_compact(&limits)?;
         let turn_id = format!("compact_{}", rng.token(16));
-        let start = start_of(s, turn_id.clone(), "");
-        let admission = Admission {
-            compact: Some(Compacting::Method),
-            ..Admission::default()
-        };
-        let (order, forgotten) = s.turns.admit(start, admission, (conn, id.clone()));
+        let records = s.queue_compaction(turn_id, (conn, id.clone()), now);
         let session = s.durable.id.clone();
-        let records = super::turns::queued_records(&session, &turn_id, order, &forgotten, now);
         self.out.persist_in(Lane::of(&session), records);
         self.pump(&session);
         Ok(())
@@ -129,10 +230,7 @@ impl Device {
             let Some(finished) = s.turns.finish(Ok(StopReason::EndTurn)) else {
                 return;
             };
-            let mut extra = Map::new();
-            extra.insert("command".into(), json!("compact"));
-            extra.insert("message".into(), json!(NOTHING_TO_COMPACT));
-            let answer = Answer::stopped(StopReason::EndTurn, extra);
+            let answer = nothing_to_compact();
             self.settle_compaction(session, via, finished, Outcome::Not(answer), None);
             self.pump(session);
             return;
@@ -159,37 +257,10 @@ impl Device {
         end: LembasEvent,
     ) {
         let max = self.config.sessions.max_summary_bytes;
-        let stopped = matches!(
-            finished.answer,
-            Answer::Stopped {
-                stop_reason: StopReason::Cancelled,
-                ..
-            }
-        );
-        let said = &finished.running.text;
-        let whole = said.text.len() + said.left_out;
-        let outcome = match &finished.answer {
-            Answer::Failed { .. } => Outcome::Not(finished.answer.clone()),
-            _ if stopped => Outcome::Not(finished.answer.clone()),
-            _ if said.text.trim().is_empty() => Outcome::Not(Answer::Failed {
-                code: code::INTERNAL_ERROR,
-                message: "the compaction failed: the engine gave no summary, so nothing was \
-                          folded"
-                    .into(),
-            }),
-            _ => {
-                let kept = crate::text::floor_char(&said.text, max).to_string();
-                if kept.len() < whole {
-                    let text = format!(
-                        "the summary was cut to {} of its {whole} bytes \
-                         (sessions.max_summary_bytes)",
-                        kept.len()
-                    );
-                    self.broadcast_event(session, LembasEvent::Notice(NoticeEvent { text }));
-                }
-                Outcome::Folded(kept)
-            }
-        };
+        let (outcome, cut) = outcome_of(&finished, max);
+        if let Some(text) = cut {
+            self.broadcast_event(session, LembasEvent::Notice(NoticeEvent { text }));
+        }
         self.settle_compaction(session, via, finished, outcome, Some(end));
     }
 
@@ -212,28 +283,7 @@ impl Device {
             waiting,
             ..
         } = finished;
-        let (answer, summary) = match outcome {
-            Outcome::Folded(summary) => {
-                let folded = s.recent.next_index();
-                s.recent.fold_before(folded);
-                s.durable.compaction = Some(Compaction {
-                    summary: summary.clone(),
-                    folded,
-                });
-                let mut extra = Map::new();
-                if via == Compacting::Prompt {
-                    extra.insert("command".into(), json!("compact"));
-                }
-                extra.insert("summary".into(), json!(summary));
-                (Answer::stopped(StopReason::EndTurn, extra), Some(summary))
-            }
-            Outcome::Not(answer) => (answer, None),
-        };
-        s.turns.settle(&r.turn_id, answer.clone());
-        let records = vec![
-            done_record(session, &r.turn_id, order, &answer, now, None),
-            s.record(),
-        ];
+        let (answer, summary, records) = s.settle_compaction(&r.turn_id, order, via, outcome, now);
         self.out.persist_in(Lane::of(session), records);
         if let Some(summary) = summary.clone() {
             self.broadcast_event(session, LembasEvent::Compacted(CompactedEvent { summary }));
@@ -286,5 +336,187 @@ fn method_frame(id: &Id, answer: &Answer, summary: Option<&str>) -> Vec<u8> {
             };
             jsonrpc::encode_error(Some(id), &error)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::DeviceConfig;
+    use crate::device::turn_start::StartRules;
+    use crate::store::SessionRecord;
+
+    fn waiter() -> Waiter {
+        (ConnId(1), Id::number(1))
+    }
+
+    fn start(s: &mut Session) {
+        let config = DeviceConfig::default();
+        s.start_next(&StartRules::of(&config, 1))
+            .expect("it starts");
+    }
+
+    /// A compaction's turn that said `said` (kept up to `kept` bytes, as a stream is) and
+    /// ended with `outcome`, stopped first when `cancelled`.
+    fn compacted(
+        said: &str,
+        kept: usize,
+        cancelled: bool,
+        outcome: Result<StopReason, String>,
+    ) -> Finished {
+        let mut s = Session::new(SessionRecord::testing("s"), 10);
+        s.queue_compaction("c".into(), waiter(), 1);
+        start(&mut s);
+        s.turns
+            .running_mut("c")
+            .expect("c runs")
+            .text
+            .push(said, kept);
+        if cancelled {
+            s.turns.cancel();
+        }
+        s.turns.finish(outcome).expect("c ran")
+    }
+
+    #[test]
+    fn a_compaction_folds_what_the_engine_said_cut_to_the_limit_and_says_the_cut() {
+        let done = compacted("the summary", 100, false, Ok(StopReason::EndTurn));
+        assert_eq!(
+            outcome_of(&done, 100),
+            (Outcome::Folded("the summary".into()), None)
+        );
+        // Six bytes said, four kept by the stream, three by the summary's limit.
+        let done = compacted("abcdef", 4, false, Ok(StopReason::EndTurn));
+        assert_eq!(
+            outcome_of(&done, 3),
+            (
+                Outcome::Folded("abc".into()),
+                Some("the summary was cut to 3 of its 6 bytes (sessions.max_summary_bytes)".into())
+            )
+        );
+    }
+
+    #[test]
+    fn a_failed_stopped_or_empty_compaction_folds_nothing() {
+        let done = compacted("half", 100, false, Err("boom".into()));
+        let (outcome, cut) = outcome_of(&done, 100);
+        assert!(
+            matches!(outcome, Outcome::Not(Answer::Failed { ref message, .. }) if message == "the turn failed: boom")
+        );
+        assert_eq!(cut, None);
+        let done = compacted("half", 100, true, Ok(StopReason::EndTurn));
+        assert!(matches!(
+            outcome_of(&done, 100).0,
+            Outcome::Not(Answer::Stopped {
+                stop_reason: StopReason::Cancelled,
+                ..
+            })
+        ));
+        let done = compacted(" \n", 100, false, Ok(StopReason::EndTurn));
+        assert_eq!(
+            outcome_of(&done, 100).0,
+            Outcome::Not(Answer::Failed {
+                code: code::INTERNAL_ERROR,
+                message: "the compaction failed: the engine gave no summary, so nothing was \
+                          folded"
+                    .into(),
+            })
+        );
+    }
+
+    #[test]
+    fn only_an_idle_session_with_a_turn_to_fold_may_be_compacted() {
+        let limits = SessionLimits::default();
+        let mut s = Session::new(SessionRecord::testing("s"), 10);
+        let e = s.may_compact(&limits).expect_err("nothing to fold");
+        assert_eq!(
+            e.message,
+            "session `s` has no earlier turn the model is given, so nothing to compact"
+        );
+        let first = s.turn_start("t".into(), "hi".into(), Vec::new());
+        s.turns.admit(first, Admission::default(), waiter());
+        let e = s.may_compact(&limits).expect_err("t waits to run");
+        assert_eq!(
+            e.message,
+            "session `s` is working: compact it once its turns are done"
+        );
+        start(&mut s);
+        s.turns
+            .running_mut("t")
+            .expect("t runs")
+            .text
+            .push("hello", 100);
+        let done = s.turns.finish(Ok(StopReason::EndTurn)).expect("t ran");
+        s.record_answer(done.running, &done.answer, done.order, 2, &limits);
+        assert_eq!(s.may_compact(&limits), Ok(()));
+    }
+
+    #[test]
+    fn a_folded_summary_is_kept_in_the_record_and_answered_as_asked() {
+        let limits = SessionLimits::default();
+        let mut s = Session::new(SessionRecord::testing("s"), 10);
+        let first = s.turn_start("t".into(), "hi".into(), Vec::new());
+        s.turns.admit(first, Admission::default(), waiter());
+        start(&mut s);
+        s.turns
+            .running_mut("t")
+            .expect("t runs")
+            .text
+            .push("hello", 100);
+        let done = s.turns.finish(Ok(StopReason::EndTurn)).expect("t ran");
+        s.record_answer(done.running, &done.answer, done.order, 2, &limits);
+        let next = s.recent.next_index();
+
+        let records = s.queue_compaction("c".into(), waiter(), 3);
+        assert_eq!(records.len(), 1, "queued");
+        start(&mut s);
+        let done = s.turns.finish(Ok(StopReason::EndTurn)).expect("c ran");
+        let folded = Outcome::Folded("sum".into());
+        let (answer, summary, records) =
+            s.settle_compaction("c", done.order, Compacting::Prompt, folded, 4);
+        let mut extra = Map::new();
+        extra.insert("command".into(), json!("compact"));
+        extra.insert("summary".into(), json!("sum"));
+        assert_eq!(answer, Answer::stopped(StopReason::EndTurn, extra));
+        assert_eq!(summary.as_deref(), Some("sum"));
+        assert_eq!(records.len(), 2, "its answer and the session's record");
+        assert_eq!(
+            s.durable.compaction,
+            Some(Compaction {
+                summary: "sum".into(),
+                folded: next,
+            })
+        );
+
+        let (answer, summary, _) = s.settle_compaction(
+            "c",
+            done.order,
+            Compacting::Method,
+            Outcome::Folded("again".into()),
+            5,
+        );
+        let mut extra = Map::new();
+        extra.insert("summary".into(), json!("again"));
+        assert_eq!(
+            answer,
+            Answer::stopped(StopReason::EndTurn, extra),
+            "no command"
+        );
+        assert_eq!(summary.as_deref(), Some("again"));
+
+        let (answer, summary, _) = s.settle_compaction(
+            "c",
+            done.order,
+            Compacting::Prompt,
+            Outcome::Not(nothing_to_compact()),
+            6,
+        );
+        assert_eq!(answer, nothing_to_compact());
+        assert_eq!(summary, None);
+        assert_eq!(
+            s.durable.compaction.as_ref().map(|c| c.summary.as_str()),
+            Some("again"),
+            "nothing folded: the summary before stays"
+        );
     }
 }
