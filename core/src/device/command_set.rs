@@ -59,6 +59,46 @@ pub(super) fn hears_commands(c: &Connection, config: &crate::DeviceConfig) -> bo
         && super::handshake::capabilities(config, c.kind).any(|n| n == "commands")
 }
 
+impl Purpose {
+    /// The lane its read waits in: a read about a session waits only for that session's
+    /// writes; the method's, for every write before it.
+    fn lane(&self) -> Option<Lane> {
+        match self {
+            Purpose::Method { .. } => None,
+            Purpose::Tell { session, .. }
+            | Purpose::Announced { session, .. }
+            | Purpose::AfterTurn { session } => Some(Lane::of(session)),
+            Purpose::Prompt(invoked) => Some(Lane::of(&invoked.session)),
+        }
+    }
+}
+
+/// What the shell read for `p` (or why it could not), judged under `config` as it is now: a
+/// project that leads outside the roots gives no files (the caller keeps the built-ins).
+fn judged(
+    read: Result<CommandsRead, String>,
+    p: &PendingCommands,
+    config: &crate::DeviceConfig,
+) -> Result<CommandSet, RpcError> {
+    let read = read.map_err(|why| {
+        RpcError::invalid_params(format!(
+            "the commands of `{}` cannot be read: {why}",
+            p.root
+        ))
+    })?;
+    judge_real_root(&config.remote, &p.root, &read.root, p.capped)?;
+    Ok(commands::build(&read, config.commands))
+}
+
+/// `_lembas/commands`' answer: the set listed, and what was left out of it, if anything.
+fn listing(set: &CommandSet) -> serde_json::Value {
+    let mut result = json!({ "commands": set.listed() });
+    if !set.left_out.is_empty() {
+        result["leftOut"] = json!(set.left_out);
+    }
+    result
+}
+
 impl Device {
     /// `_lembas/commands`: judged, then asked of the shell (answered once it has read).
     pub(super) fn commands_method(
@@ -87,14 +127,7 @@ impl Device {
             Vec::new()
         };
         let limits = self.config.commands;
-        // A read about a session waits only for that session's writes.
-        let lane = match &purpose {
-            Purpose::Method { .. } => None,
-            Purpose::Tell { session, .. }
-            | Purpose::Announced { session, .. }
-            | Purpose::AfterTurn { session } => Some(Lane::of(session)),
-            Purpose::Prompt(invoked) => Some(Lane::of(&invoked.session)),
-        };
+        let lane = purpose.lane();
         let request = self.command_reads.ask(PendingCommands {
             root: root.clone(),
             capped,
@@ -195,17 +228,7 @@ impl Device {
     ) {
         // What was read, judged under the limits of this moment: a project that leads outside
         // the roots gives no files (the built-ins stay).
-        let judged = read
-            .map_err(|why| {
-                RpcError::invalid_params(format!(
-                    "the commands of `{}` cannot be read: {why}",
-                    p.root
-                ))
-            })
-            .and_then(|read| {
-                judge_real_root(&self.config.remote, &p.root, &read.root, p.capped)?;
-                Ok(commands::build(&read, self.config.commands))
-            });
+        let judged = judged(read, &p, &self.config);
         match p.purpose {
             Purpose::Method { conn, id } => {
                 if !self.conns.contains_key(&conn) {
@@ -213,10 +236,7 @@ impl Device {
                 }
                 match judged {
                     Ok(set) => {
-                        let mut result = json!({ "commands": set.listed() });
-                        if !set.left_out.is_empty() {
-                            result["leftOut"] = json!(set.left_out);
-                        }
+                        let result = listing(&set);
                         self.out.send(conn, jsonrpc::encode_result(&id, &result));
                     }
                     Err(e) => self.reply_error(conn, &id, &e),
@@ -358,4 +378,90 @@ fn or_builtins(judged: Result<CommandSet, RpcError>) -> CommandSet {
             crate::commands::CommandLimits::default(),
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Remote;
+    use crate::DeviceConfig;
+
+    #[test]
+    fn a_read_about_a_session_waits_in_its_lane_and_the_methods_in_none() {
+        let s = || "s".to_string();
+        let method = Purpose::Method {
+            conn: ConnId(1),
+            id: Id::number(1),
+        };
+        assert_eq!(method.lane(), None);
+        let about = [
+            Purpose::Tell {
+                session: s(),
+                to: ConnId(1),
+            },
+            Purpose::Announced {
+                session: s(),
+                to: ConnId(1),
+            },
+            Purpose::AfterTurn { session: s() },
+        ];
+        for purpose in about {
+            assert_eq!(purpose.lane(), Some(Lane::of("s")), "{purpose:?}");
+        }
+    }
+
+    fn pending(capped: bool) -> PendingCommands {
+        PendingCommands {
+            root: "/w/p".into(),
+            capped,
+            purpose: Purpose::AfterTurn {
+                session: "s".into(),
+            },
+        }
+    }
+
+    #[test]
+    fn a_read_is_judged_under_the_roots_as_they_are_now() {
+        let config = DeviceConfig {
+            remote: Remote {
+                enabled: true,
+                roots: vec!["/w".into()],
+                require_trust: false,
+                ..Remote::default()
+            },
+            ..DeviceConfig::default()
+        };
+        let e = judged(Err("denied".into()), &pending(false), &config).unwrap_err();
+        assert_eq!(e.message, "the commands of `/w/p` cannot be read: denied");
+        let read = |root: &str| {
+            Ok(CommandsRead {
+                root: root.into(),
+                ..CommandsRead::default()
+            })
+        };
+        let set = judged(read("/w/p"), &pending(true), &config).expect("inside the roots");
+        assert_eq!(set, or_builtins(Err(e)), "no files: the built-ins");
+        let e = judged(read("/elsewhere"), &pending(true), &config).unwrap_err();
+        assert_eq!(
+            e.message,
+            "`/w/p` leads outside the device's roots (/w) through a symlink"
+        );
+        assert!(
+            judged(read("/elsewhere"), &pending(false), &config).is_ok(),
+            "not held to the roots"
+        );
+    }
+
+    #[test]
+    fn the_methods_answer_lists_the_set_and_says_what_was_left_out_only_if_anything() {
+        let mut set = or_builtins(Err(RpcError::invalid_params("none")));
+        let listed = listing(&set);
+        assert_eq!(listed["commands"], json!(set.listed()));
+        assert!(listed.get("leftOut").is_none());
+        set.left_out.push("`x.md` is over the limit".into());
+        assert_eq!(
+            listing(&set)["leftOut"],
+            json!(["`x.md` is over the limit"])
+        );
+    }
 }
