@@ -73,6 +73,11 @@ fn turn_table_corpus_replays() {
 }
 
 #[test]
+fn outbox_corpus_replays() {
+    replay("outbox", fuzz::outbox, fuzz::outbox_script);
+}
+
+#[test]
 fn device_corpus_replays() {
     replay("device", fuzz::device, fuzz::device_script);
 }

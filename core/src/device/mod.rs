@@ -43,7 +43,7 @@ mod link;
 mod live;
 mod mentioning;
 mod models;
-mod outbox;
+pub(crate) mod outbox;
 mod prompt_blocks;
 mod recent_pick;
 mod reconfigure;

@@ -24,10 +24,10 @@ use crate::store::Record;
 /// Two sessions whose ids collide share a lane, which only orders and gates them more strictly
 /// than needed, never less.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(super) struct Lane(u64);
+pub(crate) struct Lane(u64);
 
 impl Lane {
-    pub(super) fn of(session: &str) -> Self {
+    pub(crate) fn of(session: &str) -> Self {
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;
         for b in session.bytes() {
             h ^= u64::from(b);
@@ -64,7 +64,7 @@ struct Entry {
 /// must precede it is still queued. Persist effects themselves leave at once, in number order
 /// (the shell must write them for the rest to move).
 #[derive(Debug, Default)]
-pub(super) struct Outbox {
+pub(crate) struct Outbox {
     queue: VecDeque<Entry>,
     /// Path resolutions asked ([`Outbox::resolve_path`]): they wait for nothing, and leave
     /// before everything queued, in the order asked.
@@ -108,32 +108,40 @@ impl Outbox {
         self.queue.push_back(Entry { gate, lane, item });
     }
 
-    /// Nothing is queued and every persist asked for is acknowledged.
-    pub(super) fn is_empty(&self) -> bool {
-        self.queue.is_empty() && self.acked >= self.issued
+    /// How many lanes' last persists are kept: the fuzz target's check that it stays within
+    /// the unacknowledged persists.
+    #[cfg(feature = "testing")]
+    pub(crate) fn lanes_tracked(&self) -> usize {
+        self.last_in_lane.len()
+    }
+
+    /// Nothing is queued (a path resolution neither) and every persist asked for is
+    /// acknowledged.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.queue.is_empty() && self.resolutions.is_empty() && self.acked >= self.issued
     }
 
     /// Send one frame on a connection, behind every persist issued so far.
-    pub(super) fn send(&mut self, conn: ConnId, frame: Vec<u8>) {
+    pub(crate) fn send(&mut self, conn: ConnId, frame: Vec<u8>) {
         self.push(None, Output::Send { conn, frame });
     }
 
     /// Send one frame of `lane`'s session on a connection: behind every lane-less persist and
     /// every persist of the lane issued so far, and behind every lane-less output and every
     /// output of the lane queued so far.
-    pub(super) fn send_in(&mut self, lane: Lane, conn: ConnId, frame: Vec<u8>) {
+    pub(crate) fn send_in(&mut self, lane: Lane, conn: ConnId, frame: Vec<u8>) {
         self.push(Some(lane), Output::Send { conn, frame });
     }
 
     /// Send one frame to each of `to`: the last one gets the frame itself, the others a copy.
     /// (The device broadcasts only in a session's lane; this lane-less form is the tests'.)
     #[cfg(test)]
-    pub(super) fn send_to_all(&mut self, to: &[ConnId], frame: Vec<u8>) {
+    pub(crate) fn send_to_all(&mut self, to: &[ConnId], frame: Vec<u8>) {
         self.send_to_all_lane(None, to, frame);
     }
 
     /// [`Self::send_to_all`] in `lane` (see [`Self::send_in`]).
-    pub(super) fn send_to_all_in(&mut self, lane: Lane, to: &[ConnId], frame: Vec<u8>) {
+    pub(crate) fn send_to_all_in(&mut self, lane: Lane, to: &[ConnId], frame: Vec<u8>) {
         self.send_to_all_lane(Some(lane), to, frame);
     }
 
@@ -153,13 +161,13 @@ impl Outbox {
     }
 
     /// Ask the shell for work, behind every persist issued so far.
-    pub(super) fn effect(&mut self, effect: Effect) {
+    pub(crate) fn effect(&mut self, effect: Effect) {
         self.push(None, Output::Effect(effect));
     }
 
     /// [`Self::effect`] for work about `lane`'s session (see [`Self::send_in`]): it waits for
     /// no other session's persists.
-    pub(super) fn effect_in(&mut self, lane: Lane, effect: Effect) {
+    pub(crate) fn effect_in(&mut self, lane: Lane, effect: Effect) {
         self.push(Some(lane), Output::Effect(effect));
     }
 
@@ -170,37 +178,37 @@ impl Outbox {
     /// frame the link sent after it held behind that prompt and every session's stream held
     /// behind the check: prompts sent at once started one commit apart, and the streams
     /// already running stalled while they did.
-    pub(super) fn resolve_path(&mut self, request: u64, path: String) {
+    pub(crate) fn resolve_path(&mut self, request: u64, path: String) {
         self.resolutions
             .push_back(Effect::ResolvePath { request, path });
     }
 
     /// Give the engine a command (the host loop hands it over), behind every persist issued
     /// so far: a turn starts only once its state is durable.
-    pub(super) fn engine(&mut self, command: EngineCommand) {
+    pub(crate) fn engine(&mut self, command: EngineCommand) {
         self.push(None, Output::Engine(command));
     }
 
     /// [`Self::engine`] for a command about a turn of `lane`'s session (see [`Self::send_in`]).
-    pub(super) fn engine_in(&mut self, lane: Lane, command: EngineCommand) {
+    pub(crate) fn engine_in(&mut self, lane: Lane, command: EngineCommand) {
         self.push(Some(lane), Output::Engine(command));
     }
 
     /// Ping a connection, behind every persist issued so far.
-    pub(super) fn ping(&mut self, conn: ConnId) {
+    pub(crate) fn ping(&mut self, conn: ConnId) {
         self.push(None, Output::Ping { conn });
     }
 
     /// Close a connection behind what is already queued for it (every answer sent before still
     /// leaves).
-    pub(super) fn close(&mut self, conn: ConnId, code: u16, reason: String) {
+    pub(crate) fn close(&mut self, conn: ConnId, code: u16, reason: String) {
         self.push(None, Output::Close { conn, code, reason });
     }
 
     /// Close a connection that is gone for the device now (a dead link): what was queued for it
     /// is dropped, and the close leaves first, past any persist, since nothing it announces
     /// needs to be durable first.
-    pub(super) fn close_now(&mut self, conn: ConnId, code: u16, reason: String) {
+    pub(crate) fn close_now(&mut self, conn: ConnId, code: u16, reason: String) {
         self.unqueue(conn);
         self.held = 0;
         self.queue.push_front(Entry {
@@ -212,7 +220,7 @@ impl Outbox {
 
     /// Write `records` now; every output queued after this waits until the shell acknowledges
     /// them.
-    pub(super) fn persist(&mut self, records: Vec<Record>) {
+    pub(crate) fn persist(&mut self, records: Vec<Record>) {
         self.issued += 1;
         self.gating = self.issued;
         self.last_global = self.issued;
@@ -224,7 +232,7 @@ impl Outbox {
 
     /// Write `records`, all of `lane`'s session, now; only lane-less outputs and outputs of the
     /// lane queued after this wait until the shell acknowledges them.
-    pub(super) fn persist_in(&mut self, lane: Lane, records: Vec<Record>) {
+    pub(crate) fn persist_in(&mut self, lane: Lane, records: Vec<Record>) {
         self.issued += 1;
         self.gating = self.issued;
         let seq = self.issued;
@@ -234,14 +242,14 @@ impl Outbox {
 
     /// Write `records` now, gating nothing: no output waits for them (a session's event log,
     /// whose answers read memory).
-    pub(super) fn persist_quiet(&mut self, records: Vec<Record>) {
+    pub(crate) fn persist_quiet(&mut self, records: Vec<Record>) {
         self.issued += 1;
         let seq = self.issued;
         self.effect(Effect::Persist { seq, records });
     }
 
     /// Persist `records` only once every output queued before them has left.
-    pub(super) fn persist_after_send(&mut self, records: Vec<Record>) {
+    pub(crate) fn persist_after_send(&mut self, records: Vec<Record>) {
         self.queue.push_back(Entry {
             gate: self.gating,
             lane: None,
@@ -251,7 +259,7 @@ impl Outbox {
 
     /// The shell wrote every record up to `Effect::Persist { seq }` durably (a `seq` never
     /// issued acknowledges no more than was issued).
-    pub(super) fn acked(&mut self, seq: u64) {
+    pub(crate) fn acked(&mut self, seq: u64) {
         self.acked = self.acked.max(seq.min(self.issued));
         self.held = 0;
         // An acknowledged lane persist gates nothing any more.
@@ -261,7 +269,7 @@ impl Outbox {
 
     /// Drop every frame, ping and close still queued for a connection that is gone (behind a
     /// persist, say): none of them may reach the shell for a connection it no longer has.
-    pub(super) fn unqueue(&mut self, conn: ConnId) {
+    pub(crate) fn unqueue(&mut self, conn: ConnId) {
         self.held = 0;
         self.queue.retain(|e| {
             !matches!(
@@ -285,7 +293,7 @@ impl Outbox {
     /// past the outputs of held lanes to the first that may leave, or to the first held
     /// lane-less output (then on to the next queued persist, if any): O(n log k) for n outputs
     /// passed and k held lanes, and no allocation once `blocked` has grown to k.
-    pub(super) fn poll(&mut self) -> Option<Output> {
+    pub(crate) fn poll(&mut self) -> Option<Output> {
         if let Some(resolve) = self.resolutions.pop_front() {
             return Some(Output::Effect(resolve));
         }
@@ -460,6 +468,17 @@ mod tests {
             drain(&mut out),
             vec![sent(A, "held").unwrap(), sent(A, "held too").unwrap()]
         );
+    }
+
+    /// (Found by the `outbox` fuzz target: with only a path resolution queued, the outbox
+    /// said it was empty.)
+    #[test]
+    fn a_queued_path_resolution_is_not_empty() {
+        let mut out = Outbox::default();
+        out.resolve_path(1, "/w".into());
+        assert!(!out.is_empty());
+        out.poll();
+        assert!(out.is_empty());
     }
 
     #[test]

@@ -1,0 +1,8 @@
+//! The persist-gated output queue alone: see `lembas_core::testing::fuzz::outbox`.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    lembas_core::testing::fuzz::outbox(data);
+});
