@@ -78,6 +78,11 @@ fn outbox_corpus_replays() {
 }
 
 #[test]
+fn event_log_corpus_replays() {
+    replay("event_log", fuzz::event_log, fuzz::event_log_script);
+}
+
+#[test]
 fn device_corpus_replays() {
     replay("device", fuzz::device, fuzz::device_script);
 }

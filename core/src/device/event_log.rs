@@ -45,7 +45,7 @@ pub(crate) fn seq_base(epoch: u64) -> u64 {
 }
 /// What an entry costs besides its params (its seq, method and framing), so a flood of tiny
 /// events is bounded by bytes too.
-const ENTRY_OVERHEAD: usize = 48;
+pub(crate) const ENTRY_OVERHEAD: usize = 48;
 
 /// The methods a log entry may name (read back from the store as these).
 const LOGGED: [&str; 6] = [
@@ -125,7 +125,7 @@ struct StoredEvent<'a> {
 }
 
 /// A block of the store's log read back: its events, or why not.
-pub(super) fn read_block(value: &str) -> Result<Vec<LoggedEvent>, String> {
+pub(crate) fn read_block(value: &str) -> Result<Vec<LoggedEvent>, String> {
     let stored: Vec<StoredEvent<'_>> = serde_json::from_str(value).map_err(|e| e.to_string())?;
     stored
         .into_iter()
@@ -517,7 +517,7 @@ pub(crate) struct AtRest {
 impl AtRest {
     /// The page [`EventLog::page`] answers from `since`, when it has no events; `None` when it
     /// has (the log must be read).
-    fn page(&self, since: u64) -> Option<Page<'static>> {
+    pub(crate) fn page(&self, since: u64) -> Option<Page<'static>> {
         if since < self.quiet_from {
             return None;
         }
@@ -573,7 +573,7 @@ impl Session {
 
     /// The records that bring the store up to this session's log and seal it with its exact
     /// next seq, so read back (or after a restart) it reaches as far.
-    fn seal_records(&mut self) -> Vec<Record> {
+    pub(crate) fn seal_records(&mut self) -> Vec<Record> {
         let mut records = self.events.flush(&self.durable.id);
         let next = self.events.next_seq();
         if !self.events.sealed || self.durable.seq_next != next {
