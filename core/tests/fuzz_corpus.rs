@@ -83,6 +83,11 @@ fn event_log_corpus_replays() {
 }
 
 #[test]
+fn link_corpus_replays() {
+    replay("link", fuzz::link, fuzz::link_script);
+}
+
+#[test]
 fn device_corpus_replays() {
     replay("device", fuzz::device, fuzz::device_script);
 }

@@ -39,7 +39,7 @@ mod history;
 mod input;
 mod ledger;
 mod limits;
-mod link;
+pub(crate) mod link;
 mod live;
 mod mentioning;
 mod models;

@@ -4,10 +4,10 @@
 //! the corpus on stable. Neither function does I/O, reads a clock or draws global randomness:
 //! a failing input replays the same way everywhere.
 //!
-//! By job: this file holds the drivers and the frame checks; `turn_table.rs`, `outbox.rs` and
-//! `event_log.rs` drivers of one concern alone, each against a model of its rules (a session's
-//! turns, the persist-gated output queue, a session's event log); `grammar.rs` what the
-//! `device` driver reads from its
+//! By job: this file holds the drivers and the frame checks; `turn_table.rs`, `outbox.rs`,
+//! `event_log.rs` and `link.rs` drivers of one concern alone, each against a model of its
+//! rules (a session's turns, the persist-gated output queue, a session's event log, the
+//! instance link); `grammar.rs` what the `device` driver reads from its
 //! input; `run.rs` the shell it plays around the device (on `testing/fake_os.rs`, the Pair's
 //! fake OS) and
 //! the invariants it checks after every operation (those on what is said on each connection are
@@ -177,12 +177,14 @@ pub(crate) fn lossy(bytes: &[u8]) -> String {
 
 mod event_log;
 mod grammar;
+mod link;
 mod model_engine;
 mod outbox;
 mod run;
 mod turn_table;
 
 pub use event_log::{event_log, event_log_script};
+pub use link::{link, link_script};
 pub use model_engine::model_engine;
 pub use outbox::{outbox, outbox_script};
 pub use turn_table::turn_table;
