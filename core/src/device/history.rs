@@ -182,6 +182,81 @@ pub(super) struct Selected {
     pub truncated: bool,
 }
 
+/// `_lembas/session/history`'s `limit` as given, checked against `sessions.max_history_turns`
+/// (`max`, also what none means); or -32602 naming the bound.
+fn history_limit(given: Option<u64>, max: usize) -> Result<usize, RpcError> {
+    match given {
+        None => Ok(max),
+        Some(0) => Err(RpcError::invalid_params(
+            "limit must be at least 1 (or left out for sessions.max_history_turns)",
+        )),
+        Some(l) if l > max as u64 => Err(RpcError::invalid_params(format!(
+            "limit {l} is over the most turns this device answers at once, {max} \
+             (sessions.max_history_turns)"
+        ))
+        .with_data(serde_json::json!({ "limit": max }))),
+        Some(l) => Ok(l as usize),
+    }
+}
+
+/// What a finished history read comes to, for Device to route to its connection.
+pub(super) enum HistoryAnswered {
+    /// The store could not give the turns: the request's refusal.
+    Failed(Id, RpcError),
+    /// `_lembas/session/history`'s answer, encoded.
+    Frame(Vec<u8>),
+    /// The turns a `session/load` replays (session_acp.rs takes it on).
+    Replay {
+        id: Id,
+        session_id: String,
+        selected: Selected,
+        read: super::session_acp::ReplayRead,
+    },
+}
+
+impl PendingHistory {
+    /// The read this request asked for came back: its answer, refusal, or the replay's turns.
+    fn answered(self, read: Result<Vec<Entry>, String>) -> HistoryAnswered {
+        let entries = match read {
+            Ok(entries) => entries,
+            Err(why) => {
+                let e = RpcError::new(
+                    code::INTERNAL_ERROR,
+                    format!(
+                        "the history of session `{}` could not be read from the store: {why}",
+                        self.session_id
+                    ),
+                );
+                return HistoryAnswered::Failed(self.id, e);
+            }
+        };
+        let selected = select(&self, entries);
+        match self.purpose {
+            Purpose::Answer { title, root } => {
+                let result = HistoryResult {
+                    session_id: &self.session_id,
+                    title: title.as_deref(),
+                    root: &root,
+                    turns: &selected.turns,
+                    truncated: selected.truncated,
+                    dropped: selected.dropped,
+                };
+                HistoryAnswered::Frame(jsonrpc::encode_result(&self.id, &result))
+            }
+            Purpose::Replay { upto, reads } => HistoryAnswered::Replay {
+                read: super::session_acp::ReplayRead {
+                    upto,
+                    reads,
+                    limit: self.limit,
+                },
+                id: self.id,
+                session_id: self.session_id,
+                selected,
+            },
+        }
+    }
+}
+
 impl Device {
     /// `_lembas/session/history`. Its `root` is the session's working directory, what `@path`
     /// mentions resolve against, not the entry of `remote.roots` that holds it. Answered once
@@ -192,23 +267,7 @@ impl Device {
         id: &Id,
         p: HistoryParams,
     ) -> Result<(), RpcError> {
-        let max = self.config.sessions.max_history_turns;
-        let limit = match p.limit {
-            None => max,
-            Some(0) => {
-                return Err(RpcError::invalid_params(
-                    "limit must be at least 1 (or left out for sessions.max_history_turns)",
-                ))
-            }
-            Some(l) if l > max as u64 => {
-                return Err(RpcError::invalid_params(format!(
-                    "limit {l} is over the most turns this device answers at once, {max} \
-                     (sessions.max_history_turns)"
-                ))
-                .with_data(serde_json::json!({ "limit": max })))
-            }
-            Some(l) => l as usize,
-        };
+        let limit = history_limit(p.limit, self.config.sessions.max_history_turns)?;
         let s = self.attach(conn, &p.session_id)?;
         let purpose = Purpose::Answer {
             title: s.durable.title.clone(),
@@ -267,41 +326,16 @@ impl Device {
     }
 
     fn history_answered(&mut self, p: PendingHistory, read: Result<Vec<Entry>, String>) {
-        let entries = match read {
-            Ok(entries) => entries,
-            Err(why) => {
-                let e = RpcError::new(
-                    code::INTERNAL_ERROR,
-                    format!(
-                        "the history of session `{}` could not be read from the store: {why}",
-                        p.session_id
-                    ),
-                );
-                return self.reply_error(p.conn, &p.id, &e);
-            }
-        };
-        let selected = select(&p, entries);
-        match p.purpose {
-            Purpose::Answer { title, root } => {
-                let result = HistoryResult {
-                    session_id: &p.session_id,
-                    title: title.as_deref(),
-                    root: &root,
-                    turns: &selected.turns,
-                    truncated: selected.truncated,
-                    dropped: selected.dropped,
-                };
-                self.out
-                    .send(p.conn, jsonrpc::encode_result(&p.id, &result));
-            }
-            Purpose::Replay { upto, reads } => {
-                let read = super::session_acp::ReplayRead {
-                    upto,
-                    reads,
-                    limit: p.limit,
-                };
-                self.replay_loaded(p.conn, &p.id, &p.session_id, selected, read)
-            }
+        let conn = p.conn;
+        match p.answered(read) {
+            HistoryAnswered::Failed(id, e) => self.reply_error(conn, &id, &e),
+            HistoryAnswered::Frame(frame) => self.out.send(conn, frame),
+            HistoryAnswered::Replay {
+                id,
+                session_id,
+                selected,
+                read,
+            } => self.replay_loaded(conn, &id, &session_id, selected, read),
         }
     }
 
@@ -600,5 +634,77 @@ mod tests {
             (got["truncated"].clone(), got["dropped"].clone()),
             (true.into(), 0.into())
         );
+    }
+
+    #[test]
+    fn the_limit_is_checked_against_max_history_turns() {
+        assert_eq!(history_limit(None, 50), Ok(50));
+        assert_eq!(history_limit(Some(50), 50), Ok(50));
+        assert_eq!(history_limit(Some(1), 50), Ok(1));
+        let zero = history_limit(Some(0), 50).unwrap_err();
+        assert_eq!(
+            zero.message,
+            "limit must be at least 1 (or left out for sessions.max_history_turns)"
+        );
+        let over = history_limit(Some(51), 50).unwrap_err();
+        assert_eq!(
+            over.message,
+            "limit 51 is over the most turns this device answers at once, 50 \
+             (sessions.max_history_turns)"
+        );
+        assert_eq!(over.data, Some(serde_json::json!({ "limit": 50 })));
+    }
+
+    #[test]
+    fn a_read_comes_to_a_refusal_an_answer_or_a_replay() {
+        let mut failed = pending(10, 1 << 20);
+        failed.id = Id::number(7);
+        let HistoryAnswered::Failed(id, e) = failed.answered(Err("disk gone".into())) else {
+            panic!("a failed read is refused")
+        };
+        assert_eq!(id.as_json(), "7");
+        assert_eq!(e.code, code::INTERNAL_ERROR);
+        assert_eq!(
+            e.message,
+            "the history of session `ses_a` could not be read from the store: disk gone"
+        );
+
+        let mut asked = pending(10, 1 << 20);
+        asked.purpose = Purpose::Answer {
+            title: Some("T".into()),
+            root: "/w".into(),
+        };
+        let entries = vec![entry(1, &assistant("a1")), entry(0, &user("u0"))];
+        let HistoryAnswered::Frame(frame) = asked.answered(Ok(entries.clone())) else {
+            panic!("a history request is answered")
+        };
+        let frame: serde_json::Value = serde_json::from_slice(&frame).unwrap();
+        assert_eq!(frame["id"], 1);
+        let result = &frame["result"];
+        assert_eq!(
+            (&result["sessionId"], &result["title"], &result["root"]),
+            (&"ses_a".into(), &"T".into(), &"/w".into())
+        );
+        assert_eq!(result["turns"].as_array().unwrap().len(), 2);
+        assert_eq!(result["turns"][0]["text"], "u0");
+        assert_eq!(
+            (&result["truncated"], &result["dropped"]),
+            (&false.into(), &0.into())
+        );
+
+        let mut replay = pending(3, 1 << 20);
+        replay.purpose = Purpose::Replay { upto: 9, reads: 2 };
+        let HistoryAnswered::Replay {
+            id,
+            session_id,
+            selected,
+            read,
+        } = replay.answered(Ok(entries))
+        else {
+            panic!("a load's read is replayed")
+        };
+        assert_eq!((id.as_json(), session_id.as_str()), ("1", "ses_a"));
+        assert_eq!((read.upto, read.reads, read.limit), (9, 2, 3));
+        assert_eq!(selected.turns, [user("u0"), assistant("a1")]);
     }
 }
