@@ -14,6 +14,7 @@
 //! the roots (the shell alone knows the protected paths).
 
 use super::{Device, Effect};
+use crate::config::{MentionLimits, Remote};
 use crate::engine::{Attachment, LISTING_MIME};
 use crate::mentions::{image_mime, Mention, MentionRead};
 use crate::paths;
@@ -40,12 +41,17 @@ pub(super) struct Pending {
     notices: Vec<String>,
 }
 
-impl Device {
-    /// Ask the shell to read `mentions` for a turn just queued: the number of the request
-    /// (the turn waits for it). Past `mentions.max_per_prompt` they stay text.
-    pub(super) fn ask_mentions(&mut self, asked: Asked, mut mentions: Vec<Mention>) -> u64 {
-        let limits = self.config.mentions;
-        let remote = &self.config.remote;
+impl Asked {
+    /// The read to ask of the shell for `mentions`: those past `mentions.max_per_prompt`
+    /// stay text (a notice says so). A session under the limits reads only inside the roots:
+    /// with remote work off or no roots there is nowhere, and `true` says nothing is to be
+    /// asked of the shell (an empty list would mean no bound to it).
+    fn pending(
+        self,
+        mut mentions: Vec<Mention>,
+        limits: MentionLimits,
+        remote: &Remote,
+    ) -> (Pending, bool) {
         let mut notices = Vec::new();
         if mentions.len() > limits.max_per_prompt {
             let left: Vec<String> = mentions
@@ -62,36 +68,109 @@ impl Device {
                 left.join(" ")
             ));
         }
-        // A session under the limits reads only inside the roots: with remote work off or no
-        // roots there is nowhere, and nothing is asked of the shell (an empty list would mean
-        // no bound to it).
-        let roots = if asked.capped {
+        let roots = if self.capped {
             remote.roots.clone()
         } else {
             Vec::new()
         };
-        let closed = asked.capped && (!remote.enabled || remote.roots.is_empty());
+        let closed = self.capped && (!remote.enabled || remote.roots.is_empty());
         let pending = Pending {
-            session: asked.session,
-            turn_id: asked.turn_id,
-            project: asked.project.clone(),
-            roots: roots.clone(),
-            mentions: mentions.clone(),
+            session: self.session,
+            turn_id: self.turn_id,
+            project: self.project,
+            roots,
+            mentions,
             notices,
         };
+        (pending, closed)
+    }
+}
+
+/// What a prompt's mentions read came to: what is said when the turn starts, and the reads
+/// to attach.
+struct Judged {
+    notices: Vec<String>,
+    made: Vec<Made>,
+}
+
+/// A mention read to attach.
+struct Made {
+    /// Its index among the pending read's mentions.
+    mention: usize,
+    kind: Kind,
+    bytes: Vec<u8>,
+    /// The path it was read at, which the recent files remember.
+    real: String,
+}
+
+impl Pending {
+    /// The shell's read of this request's mentions, `request`.
+    fn effect(&self, request: u64, limits: MentionLimits) -> Effect {
+        Effect::ReadMentions {
+            request,
+            project: self.project.clone(),
+            roots: self.roots.clone(),
+            mentions: self.mentions.clone(),
+            max_file_bytes: limits.max_file_bytes,
+            max_entries: limits.max_listing_entries,
+        }
+    }
+
+    /// The shell's reads (or why there are none) judged, one a mention, in their order.
+    fn judge(&mut self, read: Result<Vec<MentionRead>, String>, limits: MentionLimits) -> Judged {
+        let mut notices = std::mem::take(&mut self.notices);
+        let mut made = Vec::new();
+        match read {
+            Err(why) => {
+                let written: Vec<&str> = self.mentions.iter().map(|m| m.written.as_str()).collect();
+                notices.push(format!(
+                    "{} stayed text, not attached: {why}",
+                    written.join(" ")
+                ));
+            }
+            Ok(reads) => {
+                // One read a mention; a shell that answered fewer left the rest unread.
+                let mut reads = reads.into_iter();
+                for (i, m) in self.mentions.iter().enumerate() {
+                    let judged = match reads.next() {
+                        Some(r) => judge(&self.project, &self.roots, m, r, limits),
+                        None => Err("the shell did not read it".into()),
+                    };
+                    match judged {
+                        Ok((kind, bytes, said, real)) => {
+                            notices.extend(said);
+                            made.push(Made {
+                                mention: i,
+                                kind,
+                                bytes,
+                                real,
+                            });
+                        }
+                        Err(why) => {
+                            notices.push(format!("{} stayed text, not attached: {why}", m.written))
+                        }
+                    }
+                }
+            }
+        }
+        Judged { notices, made }
+    }
+}
+
+impl Device {
+    /// Ask the shell to read `mentions` for a turn just queued: the number of the request
+    /// (the turn waits for it). Past `mentions.max_per_prompt` they stay text.
+    pub(super) fn ask_mentions(&mut self, asked: Asked, mentions: Vec<Mention>) -> u64 {
+        let limits = self.config.mentions;
+        let (pending, closed) = asked.pending(mentions, limits, &self.config.remote);
+        let effect = (!closed).then(|| pending.effect(self.mention_reads.next_number(), limits));
         let request = self.mention_reads.ask(pending);
-        if closed {
-            let why = "remote work is off on this device or it has no roots (remote.roots)";
-            self.mentions_read(request, Err(why.into()));
-        } else {
-            self.out.effect(Effect::ReadMentions {
-                request,
-                project: asked.project,
-                roots,
-                mentions,
-                max_file_bytes: limits.max_file_bytes,
-                max_entries: limits.max_listing_entries,
-            });
+        match effect {
+            Some(effect) => self.out.effect(effect),
+            None => {
+                let why = "remote work is off on this device or it has no roots (remote.roots)";
+                self.mentions_read(request, Err(why.into()));
+            }
         }
         request
     }
@@ -109,44 +188,20 @@ impl Device {
     }
 
     fn mentions_read(&mut self, request: u64, read: Result<Vec<MentionRead>, String>) {
-        let Some(p) = self.mention_reads.answered(request) else {
+        let Some(mut p) = self.mention_reads.answered(request) else {
             return;
         };
-        let limits = self.config.mentions;
         let now = self.clock.now().0;
-        let mut notices = p.notices;
+        let judged = p.judge(read, self.config.mentions);
+        let notices = judged.notices;
         let mut made: Vec<(Attachment, Vec<u8>)> = Vec::new();
-        match read {
-            Err(why) => {
-                let written: Vec<&str> = p.mentions.iter().map(|m| m.written.as_str()).collect();
-                notices.push(format!(
-                    "{} stayed text, not attached: {why}",
-                    written.join(" ")
-                ));
-            }
-            Ok(reads) => {
-                // One read a mention; a shell that answered fewer left the rest unread.
-                let mut reads = reads.into_iter();
-                for m in &p.mentions {
-                    let judged = match reads.next() {
-                        Some(r) => judge(&p.project, &p.roots, m, r, limits),
-                        None => Err("the shell did not read it".into()),
-                    };
-                    match judged {
-                        Ok((kind, bytes, said, real)) => {
-                            notices.extend(said);
-                            let max = self.config.files.max_recent;
-                            let kept = self.frecency.used(&real, now, max);
-                            self.out.persist(vec![kept]);
-                            let token = self.rng.token(8);
-                            made.push((kind.attachment(m, now, &token, bytes.len()), bytes));
-                        }
-                        Err(why) => {
-                            notices.push(format!("{} stayed text, not attached: {why}", m.written))
-                        }
-                    }
-                }
-            }
+        for r in judged.made {
+            let max = self.config.files.max_recent;
+            let kept = self.frecency.used(&r.real, now, max);
+            self.out.persist(vec![kept]);
+            let token = self.rng.token(8);
+            let m = &p.mentions[r.mention];
+            made.push((r.kind.attachment(m, now, &token, r.bytes.len()), r.bytes));
         }
         let Some(s) = self.sessions.get_mut(&p.session) else {
             return;
@@ -220,7 +275,7 @@ fn judge(
     roots: &[String],
     m: &Mention,
     read: MentionRead,
-    limits: crate::config::MentionLimits,
+    limits: MentionLimits,
 ) -> Result<(Kind, Vec<u8>, Vec<String>, String), String> {
     let inside = |real: &str| {
         paths::normalize(real).is_some_and(|real| {
@@ -309,5 +364,94 @@ fn judge(
             let first_line = m.lines.map(|(first, _)| first);
             Ok((Kind::Text { first_line }, bytes, said, real))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn asked(capped: bool) -> Asked {
+        Asked {
+            session: "ses_a".into(),
+            turn_id: "t1".into(),
+            project: "/w/p".into(),
+            capped,
+        }
+    }
+
+    fn remote(enabled: bool, roots: &[&str]) -> Remote {
+        Remote {
+            enabled,
+            roots: roots.iter().map(|r| r.to_string()).collect(),
+            ..Remote::default()
+        }
+    }
+
+    fn limits(max_per_prompt: usize) -> MentionLimits {
+        MentionLimits {
+            max_per_prompt,
+            ..MentionLimits::default()
+        }
+    }
+
+    fn file(real: &str, text: &str) -> MentionRead {
+        MentionRead::File {
+            real: real.into(),
+            bytes: text.as_bytes().to_vec(),
+            size: text.len() as u64,
+            text: true,
+            lines_total: None,
+        }
+    }
+
+    #[test]
+    fn mentions_past_the_bound_stay_text_and_a_capped_session_reads_only_in_the_roots() {
+        let found = crate::mentions::find("@a @b @c");
+        let (p, closed) = asked(false).pending(found.clone(), limits(1), &remote(false, &[]));
+        assert!(!closed, "an editor's session reads with no roots");
+        assert_eq!(p.mentions.len(), 1);
+        assert!(p.roots.is_empty());
+        assert_eq!(
+            p.notices,
+            ["2 mentions past the first 1 stayed text, not attached \
+              (mentions.max_per_prompt is 1): @b @c"]
+        );
+        let (p, closed) = asked(true).pending(found.clone(), limits(5), &remote(true, &["/w"]));
+        assert!(!closed);
+        assert_eq!((p.roots, p.notices.len()), (vec!["/w".to_string()], 0));
+        assert!(
+            asked(true)
+                .pending(found.clone(), limits(5), &remote(false, &["/w"]))
+                .1
+        );
+        assert!(asked(true).pending(found, limits(5), &remote(true, &[])).1);
+    }
+
+    #[test]
+    fn reads_are_judged_in_order_and_what_is_not_attached_is_said() {
+        let found = crate::mentions::find("@a.txt @b.txt @c.txt");
+        let (mut p, _) = asked(false).pending(found.clone(), limits(5), &remote(true, &[]));
+        let reads = vec![file("/w/p/a.txt", "hello"), file("/elsewhere/b.txt", "no")];
+        let judged = p.judge(Ok(reads), limits(5));
+        assert_eq!(judged.made.len(), 1);
+        let made = &judged.made[0];
+        assert_eq!((made.mention, made.real.as_str()), (0, "/w/p/a.txt"));
+        assert_eq!(made.bytes, b"hello");
+        assert_eq!(
+            judged.notices,
+            [
+                "@b.txt stayed text, not attached: it is outside the session's project or the \
+                 device's roots",
+                "@c.txt stayed text, not attached: the shell did not read it",
+            ]
+        );
+        let (mut p, _) = asked(false).pending(found, limits(5), &remote(true, &[]));
+        let judged = p.judge(Err("no shell".into()), limits(5));
+        assert!(judged.made.is_empty());
+        assert_eq!(
+            judged.notices,
+            ["@a.txt @b.txt @c.txt stayed text, not attached: no shell"]
+        );
     }
 }
