@@ -439,6 +439,94 @@ impl Session {
     }
 }
 
+/// What an engine's report about a session's running turn comes to, for the device to pass on.
+pub(super) enum Reported {
+    /// Streamed text to pass on as it came.
+    Chunk(Chunk, String),
+    /// The session's records to persist, then updates and events for its clients, in order.
+    Shown {
+        records: Vec<Record>,
+        updates: Vec<SessionUpdate>,
+        events: Vec<LembasEvent>,
+    },
+    /// The session's mode is this now (its record).
+    Mode(Mode, Record),
+    /// The turn asks a card.
+    Ask(crate::engine::Card),
+    /// The turn ended, how.
+    Ended(Result<StopReason, String>),
+}
+
+impl Session {
+    /// What the engine's `event` about turn `turn` comes to: nothing when `turn` is not the
+    /// running one (late, after a cancel or a restart), or for streamed text not shown as it
+    /// streams (a compaction's). What it streams is kept to `max_answer` bytes; a mode the
+    /// engine sets is capped at `max_mode`.
+    pub(super) fn engine_report(
+        &mut self,
+        turn: &str,
+        event: EngineEvent,
+        max_mode: Mode,
+        max_answer: usize,
+    ) -> Option<Reported> {
+        let r = self.turns.running_mut(turn)?;
+        let shown = |updates: Vec<SessionUpdate>, events: Vec<LembasEvent>| Reported::Shown {
+            records: Vec::new(),
+            updates,
+            events,
+        };
+        let one = |event| shown(Vec::new(), vec![event]);
+        Some(match event {
+            EngineEvent::Text(text) => r
+                .streamed(Chunk::Message, &text, max_answer)
+                .then_some(Reported::Chunk(Chunk::Message, text))?,
+            EngineEvent::Thought(text) => r
+                .streamed(Chunk::Thought, &text, max_answer)
+                .then_some(Reported::Chunk(Chunk::Thought, text))?,
+            EngineEvent::ToolCall {
+                id,
+                title,
+                kind,
+                raw_input,
+            } => {
+                let (update, started) = r.tool_call(id, title, kind, raw_input);
+                shown(vec![update], vec![started])
+            }
+            EngineEvent::ToolCallUpdate {
+                id,
+                status,
+                output,
+                diff,
+            } => {
+                let (update, ended) = r.tool_call_update(id, status, output, diff);
+                shown(vec![update], ended.into_iter().collect())
+            }
+            EngineEvent::Steered { ids } => one(r.steered(&ids)?),
+            EngineEvent::ModeChanged(mode) => {
+                let (mode, record) = self.engine_mode(mode, max_mode);
+                Reported::Mode(mode, record)
+            }
+            EngineEvent::Plan(plan) => Reported::Shown {
+                records: vec![self.engine_plan(&plan)],
+                updates: vec![plan_update(plan.as_ref())],
+                events: vec![LembasEvent::Plan(PlanEvent { plan })],
+            },
+            EngineEvent::Ask(card) => Reported::Ask(card),
+            EngineEvent::Step(step) => one(LembasEvent::Step(StepEvent { step })),
+            EngineEvent::Usage {
+                input_tokens,
+                output_tokens,
+            } => one(LembasEvent::Usage(UsageEvent {
+                input_tokens,
+                output_tokens,
+            })),
+            EngineEvent::Notice(text) => one(LembasEvent::Notice(NoticeEvent { text })),
+            EngineEvent::Done(reason) => Reported::Ended(Ok(reason)),
+            EngineEvent::Failed(message) => Reported::Ended(Err(message)),
+        })
+    }
+}
+
 impl Device {
     /// Answer the prompt requests `waiting` for turn `turn_id` with `answer`, on the
     /// connections still open, in the session's lane: after the persist recording it.
@@ -704,81 +792,33 @@ impl Device {
     fn engine_event(&mut self, session: &str, turn: &str, event: EngineEvent, now: crate::Time) {
         self.clock.advance(now);
         let max_mode = self.config.remote.max_mode;
-        let limits = self.config.sessions;
-        let max_answer = limits.max_answer_bytes;
+        let max_answer = self.config.sessions.max_answer_bytes;
         let Some(s) = self.sessions.get_mut(session) else {
             return;
         };
-        let Some(r) = s.turns.running_mut(turn) else {
+        let Some(reported) = s.engine_report(turn, event, max_mode, max_answer) else {
             return;
         };
-        match event {
-            EngineEvent::Text(text) => {
-                if r.streamed(Chunk::Message, &text, max_answer) {
-                    self.broadcast_chunk(session, Chunk::Message, &text);
-                }
-            }
-            EngineEvent::Thought(text) => {
-                if r.streamed(Chunk::Thought, &text, max_answer) {
-                    self.broadcast_chunk(session, Chunk::Thought, &text);
-                }
-            }
-            EngineEvent::ToolCall {
-                id,
-                title,
-                kind,
-                raw_input,
+        match reported {
+            Reported::Chunk(chunk, text) => self.broadcast_chunk(session, chunk, &text),
+            Reported::Shown {
+                records,
+                updates,
+                events,
             } => {
-                let (update, event) = r.tool_call(id, title, kind, raw_input);
-                self.broadcast_update(session, update);
-                self.broadcast_event(session, event);
-            }
-            EngineEvent::ToolCallUpdate {
-                id,
-                status,
-                output,
-                diff,
-            } => {
-                let (update, ended) = r.tool_call_update(id, status, output, diff);
-                self.broadcast_update(session, update);
-                if let Some(event) = ended {
+                if !records.is_empty() {
+                    self.out.persist_in(Lane::of(session), records);
+                }
+                for update in updates {
+                    self.broadcast_update(session, update);
+                }
+                for event in events {
                     self.broadcast_event(session, event);
                 }
             }
-            EngineEvent::Steered { ids } => {
-                if let Some(event) = r.steered(&ids) {
-                    self.broadcast_event(session, event);
-                }
-            }
-            EngineEvent::ModeChanged(mode) => {
-                let (mode, record) = s.engine_mode(mode, max_mode);
-                self.announce_mode(session, mode, record);
-            }
-            EngineEvent::Plan(plan) => {
-                let record = s.engine_plan(&plan);
-                self.out.persist_in(Lane::of(session), vec![record]);
-                self.broadcast_update(session, plan_update(plan.as_ref()));
-                self.broadcast_event(session, LembasEvent::Plan(PlanEvent { plan }));
-            }
-            EngineEvent::Ask(card) => self.ask(session, turn, card),
-            EngineEvent::Step(step) => {
-                self.broadcast_event(session, LembasEvent::Step(StepEvent { step }))
-            }
-            EngineEvent::Usage {
-                input_tokens,
-                output_tokens,
-            } => self.broadcast_event(
-                session,
-                LembasEvent::Usage(UsageEvent {
-                    input_tokens,
-                    output_tokens,
-                }),
-            ),
-            EngineEvent::Notice(text) => {
-                self.broadcast_event(session, LembasEvent::Notice(NoticeEvent { text }))
-            }
-            EngineEvent::Done(reason) => self.finish(session, Ok(reason)),
-            EngineEvent::Failed(message) => self.finish(session, Err(message)),
+            Reported::Mode(mode, record) => self.announce_mode(session, mode, record),
+            Reported::Ask(card) => self.ask(session, turn, card),
+            Reported::Ended(outcome) => self.finish(session, outcome),
         }
     }
 
@@ -1230,5 +1270,76 @@ mod tests {
         assert_eq!(ids, ["m1"]);
         assert_eq!(texts, ["a", "b"]);
         assert!(r.steered(&[1]).is_none(), "taken once");
+    }
+
+    #[test]
+    fn an_engines_report_comes_to_what_the_device_passes_on() {
+        let mut s = crate::device::live::tests::session("s");
+        let report = |s: &mut Session, event| s.engine_report("t", event, Mode::Edit, 100);
+        assert!(
+            report(&mut s, EngineEvent::Text("hi".into())).is_none(),
+            "nothing runs"
+        );
+        running(&mut s, "t", Admission::default());
+        s.turns.start_next().expect("t starts");
+        let late = s.engine_report("u", EngineEvent::Notice("n".into()), Mode::Edit, 100);
+        assert!(late.is_none(), "not the running turn");
+        assert!(matches!(
+            report(&mut s, EngineEvent::Text("hi".into())),
+            Some(Reported::Chunk(Chunk::Message, ref t)) if t == "hi"
+        ));
+        assert!(matches!(
+            report(&mut s, EngineEvent::Thought("hm".into())),
+            Some(Reported::Chunk(Chunk::Thought, ref t)) if t == "hm"
+        ));
+        let update = EngineEvent::ToolCallUpdate {
+            id: "c".into(),
+            status: ToolStatus::InProgress,
+            output: None,
+            diff: None,
+        };
+        let Some(Reported::Shown {
+            records,
+            updates,
+            events,
+        }) = report(&mut s, update)
+        else {
+            panic!("shown");
+        };
+        assert!(records.is_empty() && events.is_empty());
+        assert!(matches!(updates[..], [SessionUpdate::ToolCallUpdate(_)]));
+        let plan = Some(json!({ "entries": [] }));
+        let Some(Reported::Shown {
+            records,
+            updates,
+            events,
+        }) = report(&mut s, EngineEvent::Plan(plan.clone()))
+        else {
+            panic!("shown");
+        };
+        assert_eq!(records, [s.record()]);
+        assert_eq!(s.durable.plan, plan);
+        assert_eq!(updates.len(), 1);
+        assert!(matches!(events[..], [LembasEvent::Plan(_)]));
+        let Some(Reported::Shown { events, .. }) = report(&mut s, EngineEvent::Notice("n".into()))
+        else {
+            panic!("shown");
+        };
+        assert!(
+            matches!(events[..], [LembasEvent::Notice(NoticeEvent { ref text })] if text == "n")
+        );
+        s.capped = true;
+        assert!(matches!(
+            report(&mut s, EngineEvent::ModeChanged(Mode::Auto)),
+            Some(Reported::Mode(Mode::Edit, _))
+        ));
+        assert!(matches!(
+            report(&mut s, EngineEvent::Failed("boom".into())),
+            Some(Reported::Ended(Err(ref m))) if m == "boom"
+        ));
+        assert!(matches!(
+            report(&mut s, EngineEvent::Done(StopReason::EndTurn)),
+            Some(Reported::Ended(Ok(StopReason::EndTurn)))
+        ));
     }
 }
