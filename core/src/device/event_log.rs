@@ -9,8 +9,9 @@
 //! The log is held within its bounds in memory (so its cost does not grow with the session's
 //! age: its params share one byte buffer, at most twice the bound, so an event costs no
 //! allocation of its own) and written to the store (`Table::Events`) in one block when the
-//! session goes idle (its turn ended) and when it is set aside: never a write per chunk, and
-//! no frame waits for a block (an answer reads memory). A session read back, or a restarted
+//! session goes idle (its turn ended; in a commit after the one its answer waits for) and when
+//! it is set aside: never a write per chunk, and no frame waits for a block (an answer reads
+//! memory). A session read back, or a restarted
 //! device, reads the blocks again.
 //!
 //! Seqs are never reused, and nothing mid-turn waits for a write to make sure of it: a start
@@ -46,6 +47,11 @@ pub(crate) fn seq_base(epoch: u64) -> u64 {
 /// What an entry costs besides its params (its seq, method and framing), so a flood of tiny
 /// events is bounded by bytes too.
 pub(crate) const ENTRY_OVERHEAD: usize = 48;
+
+/// How many bytes of logs are sealed at a time (or one session's, if more); the rest wait
+/// until those are written. 100 sessions ending at once sealed 25 MB in one commit, and a
+/// prompt sent then waited for all of it before its turn could start.
+const SEAL_BYTES_PER_COMMIT: usize = 1 << 20;
 
 /// The methods a log entry may name (read back from the store as these).
 const LOGGED: [&str; 6] = [
@@ -237,6 +243,9 @@ pub(crate) struct EventLog {
     blocks: VecDeque<(u64, u64)>,
     /// The store has every event sent (the record's `seq_next` says where the next begins).
     sealed: bool,
+    /// Idle with events the store lacks: the persist its seal waits to be written after (its
+    /// turn's end), taken when it was first found idle.
+    seal_after: Option<u64>,
 }
 
 impl Default for EventLog {
@@ -251,6 +260,7 @@ impl Default for EventLog {
             unflushed_bytes: 0,
             blocks: VecDeque::new(),
             sealed: true,
+            seal_after: None,
         }
     }
 }
@@ -616,7 +626,9 @@ impl Device {
     }
 
     /// Write the logs of the sessions gone idle (their turn ended): what the store lacks of
-    /// them and their exact next seq, behind nothing. A running session's waits for its end.
+    /// them and their exact next seq, behind nothing, once what the turn's end asked is
+    /// written, and at most [`SEAL_BYTES_PER_COMMIT`] of them at a time. A running session's
+    /// waits for its end.
     /// Ends every input.
     pub(super) fn flush_event_logs(&mut self) {
         if self.unflushed_logs.is_empty() {
@@ -634,16 +646,38 @@ impl Device {
             return;
         }
         let mut pending = std::mem::take(&mut self.unflushed_logs);
+        // The logs sealed last are not written yet: the rest wait for them.
+        let mut budget = if self.out.written_through(self.sealing) {
+            SEAL_BYTES_PER_COMMIT
+        } else {
+            0
+        };
         pending.retain(|id| {
             let Some(s) = self.sessions.get_mut(id) else {
                 return false;
             };
             if s.turns.running().is_some() {
+                s.events.seal_after = None;
                 return s.events.has_unflushed();
             }
+            // Sealed only once what its turn's end asked is written: in the same commit, its
+            // answer, which waits for that commit, would wait for the log's block too (100
+            // sessions ending at once: 25 MB in the commit every answer waited for). The block
+            // gates nothing, so it goes in a commit of its own, one later.
+            let after = *s.events.seal_after.get_or_insert(self.out.last_issued());
+            let bytes = s.events.unflushed_bytes;
+            // Past the budget: only a log bigger than all of it goes alone.
+            let over = bytes > budget && budget < SEAL_BYTES_PER_COMMIT;
+            if !self.out.written_through(after) || over {
+                return true;
+            }
+            s.events.seal_after = None;
             let records = s.seal_records();
             if !records.is_empty() {
+                // Its acknowledgement seals the rest.
+                budget = budget.saturating_sub(bytes);
                 self.out.persist_quiet(records);
+                self.sealing = self.out.last_issued();
             }
             false
         });
@@ -1158,5 +1192,199 @@ mod tests {
             notification_frame("session/update", &params.to_string()),
             crate::jsonrpc::encode_notification("session/update", &params)
         );
+    }
+}
+
+/// A turn's end on a device with a store: its log's block is written in a commit after the
+/// one its answer waits for.
+#[cfg(test)]
+mod seal_after_the_turns_end {
+    use serde_json::json;
+
+    use crate::config::DeviceConfig;
+    use crate::device::{ConnId, ConnKind, Device, Effect, Output};
+    use crate::engine::{EngineCommand, EngineEvent, StopReason};
+    use crate::store::{Record, Table};
+    use crate::time::Time;
+
+    fn request(d: &mut Device, conn: ConnId, id: u64, method: &str, p: serde_json::Value) {
+        let frame = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": p });
+        d.handle_frame(conn, frame.to_string().as_bytes(), Time(1))
+            .unwrap();
+    }
+
+    /// Every output until none is left, each persist acknowledged and each path resolved as
+    /// asked; the engine's commands.
+    fn drain(d: &mut Device) -> Vec<EngineCommand> {
+        let mut engine = Vec::new();
+        while let Some(out) = d.poll_output() {
+            match out {
+                Output::Effect(Effect::Persist { seq, .. }) => d.handle_persisted(seq, Time(1)),
+                Output::Effect(Effect::ResolvePath { request, path }) => {
+                    d.handle_path_resolved(request, Ok(path), Time(1))
+                }
+                Output::Effect(Effect::ReadCommands { request, .. }) => {
+                    d.handle_commands_read(request, Err("none here".into()), Time(1))
+                }
+                Output::Engine(c) => engine.push(c),
+                _ => {}
+            }
+        }
+        engine
+    }
+
+    /// The outputs until none is left, no persist acknowledged: the persists (number, whether
+    /// they hold a log block) and whether the prompt's answer was sent.
+    fn unacknowledged(d: &mut Device) -> (Vec<(u64, bool)>, bool) {
+        let (mut persists, mut answered) = (Vec::new(), false);
+        while let Some(out) = d.poll_output() {
+            match out {
+                Output::Effect(Effect::Persist { seq, records }) => {
+                    let block = records.iter().any(|r| {
+                        matches!(
+                            r,
+                            Record::Put {
+                                table: Table::Events,
+                                ..
+                            }
+                        )
+                    });
+                    persists.push((seq, block));
+                }
+                Output::Send { frame, .. } => {
+                    let frame = String::from_utf8(frame).unwrap();
+                    answered |= frame.contains(r#""id":2"#) && frame.contains("stopReason");
+                }
+                Output::Effect(Effect::ReadCommands { request, .. }) => {
+                    d.handle_commands_read(request, Err("none here".into()), Time(1))
+                }
+                _ => {}
+            }
+        }
+        (persists, answered)
+    }
+
+    /// Blocks asked in each commit until none is left: what is asked, then what another input
+    /// on `conn` asks before the shell has written it; then all of it acknowledged.
+    fn blocks_a_commit(d: &mut Device, conn: ConnId) -> Vec<usize> {
+        let mut steps = Vec::new();
+        loop {
+            let (mut persists, _) = unacknowledged(d);
+            d.handle_activity(conn, Time(3)).unwrap();
+            persists.extend(unacknowledged(d).0);
+            let Some(&(last, _)) = persists.last() else {
+                return steps;
+            };
+            steps.push(persists.iter().filter(|(_, block)| *block).count());
+            d.handle_persisted(last, Time(3));
+        }
+    }
+
+    #[test]
+    fn sessions_ending_at_once_have_their_logs_written_a_mebibyte_a_commit() {
+        let mut config = DeviceConfig::default();
+        // About 450 KB of params each: two fit in 1 MiB, three do not.
+        config.sessions.event_log_bytes = 560 * 1024;
+        config.sessions.event_log_events = 1_000_000;
+        let mut d = Device::new(config, Time(0)).unwrap();
+        let conn = d.handle_open(ConnKind::Stdio, Time(0)).unwrap();
+        request(
+            &mut d,
+            conn,
+            0,
+            "initialize",
+            json!({ "protocolVersion": 1 }),
+        );
+        drain(&mut d);
+        let mut turns = Vec::new();
+        for i in 0..3 {
+            let new = json!({ "cwd": "/p", "mcpServers": [] });
+            request(&mut d, conn, 1 + i, "session/new", new);
+            drain(&mut d);
+        }
+        let sessions: Vec<String> = d.held_sessions(conn).into_iter().map(|s| s.0).collect();
+        for (i, session) in sessions.iter().enumerate() {
+            let prompt =
+                json!({ "sessionId": session, "prompt": [{ "type": "text", "text": "hi" }] });
+            request(&mut d, conn, 10 + i as u64, "session/prompt", prompt);
+            for c in drain(&mut d) {
+                if let EngineCommand::Start(start) = c {
+                    turns.push((session.clone(), start.turn_id));
+                }
+            }
+        }
+        assert_eq!(turns.len(), 3);
+        // Each log ends at its bound.
+        let text = "x".repeat(100);
+        for (session, turn) in &turns {
+            for _ in 0..5_000 {
+                d.handle_engine(session, turn, EngineEvent::Text(text.clone()), Time(2));
+            }
+        }
+        for (session, turn) in &turns {
+            d.handle_engine(
+                session,
+                turn,
+                EngineEvent::Done(StopReason::EndTurn),
+                Time(2),
+            );
+        }
+        // The turns' ends, then two logs (past 1 MiB), then the third, whatever came between.
+        assert_eq!(blocks_a_commit(&mut d, conn), [0, 2, 1]);
+        assert!(d.at_rest());
+    }
+
+    #[test]
+    fn the_answer_waits_for_the_turns_end_and_the_block_is_written_after_it() {
+        let mut d = Device::new(DeviceConfig::default(), Time(0)).unwrap();
+        let conn = d.handle_open(ConnKind::Stdio, Time(0)).unwrap();
+        request(
+            &mut d,
+            conn,
+            0,
+            "initialize",
+            json!({ "protocolVersion": 1 }),
+        );
+        drain(&mut d);
+        let new = json!({ "cwd": "/p", "mcpServers": [] });
+        request(&mut d, conn, 1, "session/new", new);
+        drain(&mut d);
+        let session = d.held_sessions(conn)[0].0.clone();
+        let prompt = json!({ "sessionId": session, "prompt": [{ "type": "text", "text": "hi" }] });
+        request(&mut d, conn, 2, "session/prompt", prompt);
+        let started = drain(&mut d);
+        let Some(EngineCommand::Start(start)) = started.first() else {
+            panic!("no turn started: {started:?}");
+        };
+        let turn = start.turn_id.clone();
+        for event in [
+            EngineEvent::Text("hello".into()),
+            EngineEvent::Done(StopReason::EndTurn),
+        ] {
+            d.handle_engine(&session, &turn, event, Time(2));
+        }
+        // The turn's end is asked, and the answer waits for it; the log's block is not in it.
+        let (persists, answered) = unacknowledged(&mut d);
+        assert!(
+            !answered,
+            "the answer waits for the turn's end to be written"
+        );
+        assert!(!persists.is_empty(), "the turn's end is written");
+        assert!(
+            persists.iter().all(|(_, block)| !block),
+            "no log block beside the turn's end: {persists:?}"
+        );
+        assert!(!d.at_rest(), "the log waits to be written");
+        // Written: the answer leaves, and the block is asked for, in a persist of its own.
+        let last = persists.last().unwrap().0;
+        d.handle_persisted(last, Time(3));
+        let (persists, answered) = unacknowledged(&mut d);
+        assert!(answered, "the answer left once the turn's end was written");
+        assert!(
+            matches!(persists[..], [(seq, true)] if seq > last),
+            "{persists:?}"
+        );
+        d.handle_persisted(last + 1, Time(4));
+        assert!(d.at_rest());
     }
 }

@@ -424,6 +424,9 @@ pub struct Device {
     timers: timers::Timers,
     /// Sessions whose event log has entries the store lacks (event_log.rs).
     unflushed_logs: Vec<String>,
+    /// The last persist of idle sessions' logs (event_log.rs): no more are sealed until the
+    /// shell has written it.
+    sealing: u64,
     /// A chunk's params as they are written (chunks.rs), reused so a chunk allocates only its
     /// frames.
     chunk_params: String,
@@ -458,6 +461,7 @@ impl Device {
             request_ids: Default::default(),
             timers: Default::default(),
             unflushed_logs: Vec::new(),
+            sealing: 0,
             chunk_params: String::new(),
         };
         device.after_input();

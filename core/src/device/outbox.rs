@@ -121,6 +121,16 @@ impl Outbox {
         self.queue.is_empty() && self.resolutions.is_empty() && self.acked >= self.issued
     }
 
+    /// The number of the last persist asked of the shell.
+    pub(super) fn last_issued(&self) -> u64 {
+        self.issued
+    }
+
+    /// Whether the shell wrote every persist up to `seq`.
+    pub(super) fn written_through(&self, seq: u64) -> bool {
+        self.acked >= seq
+    }
+
     /// Send one frame on a connection, behind every persist issued so far.
     pub(crate) fn send(&mut self, conn: ConnId, frame: Vec<u8>) {
         self.push(None, Output::Send { conn, frame });
