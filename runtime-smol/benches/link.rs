@@ -950,21 +950,16 @@ fn stdio_streams_in(sessions: usize, each: usize, store: bool) -> (f64, usize) {
         let start = Instant::now();
         stdin.write_all(batch.as_bytes()).unwrap();
         stdin.flush().unwrap();
-        let (mut updates, mut frames, mut answered) = (0, 0, 0);
-        while answered < sessions {
+        let mut reader = StreamReader::default();
+        while reader.answered < sessions {
             line.clear();
             lines.read_line(&mut line).unwrap();
-            if line.contains("agent_message_chunk") {
-                frames += 1;
-                updates += chunks_in(&line);
-            } else if line.contains("\"stopReason\"") {
-                answered += 1;
-            }
+            reader.read(&line);
         }
-        assert_eq!(updates, sessions * each, "every chunk's text, once");
+        let updates = reader.chunks(sessions * each);
         let rate = updates as f64 / start.elapsed().as_secs_f64();
         if rate > best.0 {
-            best = (rate, frames);
+            best = (rate, reader.frames);
         }
     }
     drop(stdin);
@@ -973,15 +968,105 @@ fn stdio_streams_in(sessions: usize, each: usize, store: bool) -> (f64, usize) {
     best
 }
 
-/// The chunks an update frame holds: a reader behind gets runs of chunks merged into one
-/// update (coalescing), counted by their text, 64 bytes a chunk.
-fn chunks_in(frame: &str) -> usize {
-    let v: Value = serde_json::from_str(frame).unwrap();
-    v["params"]["update"]["content"]["text"]
-        .as_str()
-        .unwrap()
-        .len()
-        / 64
+/// The interleaved reader, the same for both sides of the ratio: every frame parsed (into the
+/// fields it checks, borrowed, not a `serde_json::Value` tree), every chunk's text counted by
+/// its bytes (a reader behind gets a run of a session's chunks merged into one update, 64
+/// bytes a chunk), each session's update seqs rising, and the prompts' answers counted.
+#[derive(Default)]
+struct StreamReader {
+    frames: usize,
+    text_bytes: usize,
+    answered: usize,
+    last_seq: std::collections::HashMap<String, u64>,
+}
+
+#[derive(serde::Deserialize)]
+struct ReadFrame<'a> {
+    #[serde(borrow, default)]
+    method: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow, default)]
+    params: Option<ReadParams<'a>>,
+    #[serde(default)]
+    result: Option<ReadResult>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ReadParams<'a> {
+    #[serde(borrow, default)]
+    session_id: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow, default)]
+    update: Option<ReadUpdate<'a>>,
+    #[serde(rename = "_meta", default)]
+    meta: Option<ReadMeta>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ReadUpdate<'a> {
+    #[serde(borrow)]
+    session_update: std::borrow::Cow<'a, str>,
+    #[serde(borrow, default)]
+    content: Option<ReadContent<'a>>,
+}
+
+#[derive(serde::Deserialize)]
+struct ReadContent<'a> {
+    #[serde(borrow, default)]
+    text: Option<std::borrow::Cow<'a, str>>,
+}
+
+#[derive(serde::Deserialize)]
+struct ReadMeta {
+    lembas: ReadSeq,
+}
+
+#[derive(serde::Deserialize)]
+struct ReadSeq {
+    seq: u64,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ReadResult {
+    #[serde(default)]
+    stop_reason: Option<serde::de::IgnoredAny>,
+}
+
+impl StreamReader {
+    fn read(&mut self, frame: &str) {
+        let f: ReadFrame<'_> = serde_json::from_str(frame).expect("a JSON-RPC frame");
+        if f.method.is_none() {
+            self.answered += usize::from(f.result.is_some_and(|r| r.stop_reason.is_some()));
+            return;
+        }
+        if f.method.as_deref() != Some("session/update") {
+            return;
+        }
+        let Some(p) = f.params else {
+            panic!("an update without params: {frame}");
+        };
+        let Some(u) = p
+            .update
+            .filter(|u| u.session_update == "agent_message_chunk")
+        else {
+            return;
+        };
+        let text = u.content.and_then(|c| c.text).expect("a chunk's text");
+        let session = p.session_id.expect("a chunk's sessionId");
+        let seq = p.meta.expect("a chunk's seq").lembas.seq;
+        let last = self.last_seq.entry(session.into_owned()).or_insert(0);
+        assert!(seq > *last, "a session's seqs rise: {seq} after {last}");
+        *last = seq;
+        self.frames += 1;
+        self.text_bytes += text.len();
+    }
+
+    /// The chunks read, checked to be `expected`, every one's 64 bytes once.
+    fn chunks(&self, expected: usize) -> usize {
+        assert_eq!(self.text_bytes, expected * 64, "every chunk's text, once");
+        expected
+    }
 }
 
 /// [`stdio_streams`] over the link: the driver on its thread, a LLeMbas client reading (so
@@ -1032,22 +1117,17 @@ fn link_streams(sessions: usize, each: usize) -> (f64, usize) {
                 .unwrap();
             }
             SinkExt::flush(&mut ws).await.unwrap();
-            let (mut updates, mut frames, mut answered) = (0, 0, 0);
-            while answered < sessions {
+            let mut reader = StreamReader::default();
+            while reader.answered < sessions {
                 let Some(Ok(Message::Text(t))) = ws.next().await else {
                     panic!("the link ended early")
                 };
-                if t.contains("agent_message_chunk") {
-                    frames += 1;
-                    updates += chunks_in(t.as_str());
-                } else if t.contains("\"stopReason\"") && !t.contains("\"method\"") {
-                    answered += 1;
-                }
+                reader.read(t.as_str());
             }
-            assert_eq!(updates, sessions * each, "every chunk's text, once");
+            let updates = reader.chunks(sessions * each);
             let rate = updates as f64 / start.elapsed().as_secs_f64();
             if rate > best.0 {
-                best = (rate, frames);
+                best = (rate, reader.frames);
             }
         }
         best
