@@ -64,16 +64,11 @@ pub(crate) struct PendingSearch {
     limit: usize,
 }
 
-impl Device {
-    /// `_lembas/files/search`: checked, then asked of the shell (answered in
-    /// [`Device::files_found`]).
-    pub(super) fn files_search(
-        &mut self,
-        conn: ConnId,
-        id: &Id,
-        p: SearchParams,
-    ) -> Result<(), RpcError> {
-        let limit = match p.limit {
+impl SearchParams {
+    /// The `limit` given (or the default), and the query checked: at most
+    /// [`MAX_QUERY_CHARS`] characters and no NUL; else -32602 naming the bound.
+    fn checked_limit(&self) -> Result<usize, RpcError> {
+        let limit = match self.limit {
             None => DEFAULT_LIMIT,
             Some(n) if (1..=MAX_LIMIT as u64).contains(&n) => n as usize,
             Some(n) => {
@@ -83,12 +78,52 @@ impl Device {
                 .with_data(json!({ "limit": n, "max": MAX_LIMIT })))
             }
         };
-        let chars = p.query.chars().count();
-        if chars > MAX_QUERY_CHARS || p.query.contains('\0') {
+        let chars = self.query.chars().count();
+        if chars > MAX_QUERY_CHARS || self.query.contains('\0') {
             return Err(RpcError::invalid_params(format!(
                 "`query` is {chars} characters: at most {MAX_QUERY_CHARS}, and no NUL"
             )));
         }
+        Ok(limit)
+    }
+}
+
+/// Where a `{ sessionId | cwd }` request works, as given: a session's directory, or a `cwd`
+/// (normalized).
+#[derive(Debug, PartialEq)]
+enum Where {
+    Session(String),
+    Cwd(String),
+}
+
+impl Where {
+    /// Exactly one of the two, and a `cwd` absolute; else -32602 saying which rule.
+    fn of(session_id: Option<String>, cwd: Option<String>) -> Result<Where, RpcError> {
+        match (session_id, cwd) {
+            (Some(session), None) => Ok(Where::Session(session)),
+            (None, Some(cwd)) => paths::normalize(&cwd).map(Where::Cwd).ok_or_else(|| {
+                RpcError::invalid_params(format!(
+                    "cwd `{}` is not an absolute path",
+                    cwd.escape_debug()
+                ))
+            }),
+            _ => Err(RpcError::invalid_params(
+                "give exactly one of `sessionId` and `cwd`",
+            )),
+        }
+    }
+}
+
+impl Device {
+    /// `_lembas/files/search`: checked, then asked of the shell (answered in
+    /// [`Device::files_found`]).
+    pub(super) fn files_search(
+        &mut self,
+        conn: ConnId,
+        id: &Id,
+        p: SearchParams,
+    ) -> Result<(), RpcError> {
+        let limit = p.checked_limit()?;
         let (root, capped) = self.root_of(conn, p.session_id, p.cwd)?;
         let roots = if capped {
             self.config.remote.roots.clone()
@@ -125,27 +160,14 @@ impl Device {
         cwd: Option<String>,
     ) -> Result<(String, bool), RpcError> {
         let on_link = self.conns[&conn].kind == ConnKind::Link;
-        let (root, capped) = match (session_id, cwd) {
-            (Some(session), None) => {
+        let (root, capped) = match Where::of(session_id, cwd)? {
+            Where::Session(session) => {
                 let s = self.sessions.touch(&session).ok_or_else(|| {
                     RpcError::invalid_params(format!("no session `{session}` on this device"))
                 })?;
                 (s.durable.cwd.clone(), s.capped || on_link)
             }
-            (None, Some(cwd)) => {
-                let root = paths::normalize(&cwd).ok_or_else(|| {
-                    RpcError::invalid_params(format!(
-                        "cwd `{}` is not an absolute path",
-                        cwd.escape_debug()
-                    ))
-                })?;
-                (root, on_link)
-            }
-            _ => {
-                return Err(RpcError::invalid_params(
-                    "give exactly one of `sessionId` and `cwd`",
-                ))
-            }
+            Where::Cwd(root) => (root, on_link),
         };
         if capped {
             super::limits::check_directory(&self.config.remote, &root)?;
@@ -255,6 +277,60 @@ mod tests {
         }
         for bad in ["", "/etc", "../x", "a/../../x", "a//b", "./a", "a/"] {
             assert!(!is_relative_below(bad), "{bad}");
+        }
+    }
+
+    fn params(query: &str, limit: Option<u64>) -> SearchParams {
+        SearchParams {
+            session_id: None,
+            cwd: None,
+            query: query.into(),
+            limit,
+        }
+    }
+
+    #[test]
+    fn the_limit_and_the_query_are_checked_naming_their_bounds() {
+        assert_eq!(params("a", None).checked_limit(), Ok(DEFAULT_LIMIT));
+        assert_eq!(params("a", Some(1)).checked_limit(), Ok(1));
+        assert_eq!(params("a", Some(50)).checked_limit(), Ok(MAX_LIMIT));
+        for n in [0, 51] {
+            let e = params("a", Some(n)).checked_limit().unwrap_err();
+            assert_eq!(e.message, format!("`limit` is {n}: it must be 1 to 50"));
+            assert_eq!(e.data, Some(json!({ "limit": n, "max": 50 })));
+        }
+        // Characters, not bytes.
+        assert!(params(&"é".repeat(256), None).checked_limit().is_ok());
+        let long = params(&"é".repeat(257), None).checked_limit().unwrap_err();
+        assert_eq!(
+            long.message,
+            "`query` is 257 characters: at most 256, and no NUL"
+        );
+        let nul = params("a\0b", None).checked_limit().unwrap_err();
+        assert_eq!(
+            nul.message,
+            "`query` is 3 characters: at most 256, and no NUL"
+        );
+    }
+
+    #[test]
+    fn a_request_works_in_exactly_one_of_a_session_and_an_absolute_cwd() {
+        assert_eq!(
+            Where::of(Some("ses_a".into()), None),
+            Ok(Where::Session("ses_a".into()))
+        );
+        assert_eq!(
+            Where::of(None, Some("/w/./p/".into())),
+            Ok(Where::Cwd("/w/p".into()))
+        );
+        let relative = Where::of(None, Some("w\n".into())).unwrap_err();
+        assert_eq!(relative.message, "cwd `w\\n` is not an absolute path");
+        for (s, c) in [
+            (None, None),
+            (Some("ses_a".to_string()), Some("/w".to_string())),
+        ] {
+            let e = Where::of(s, c).unwrap_err();
+            assert_eq!(e.message, "give exactly one of `sessionId` and `cwd`");
         }
     }
 }
