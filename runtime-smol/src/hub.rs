@@ -137,11 +137,25 @@ pub fn listen(path: &Path) -> Result<HubSocket, String> {
         Err(e) if e.kind() == ErrorKind::NotFound => {}
         Err(e) => return Err(format!("{}: {e}", path.display())),
     }
-    let listener = std::os::unix::net::UnixListener::bind(path)
+    // Made under a name of its own and closed to others (the directory is 0700 already) before
+    // it is linked at `path`: bound at `path`, it showed for a moment with the umask's mode, and
+    // an editor looking then refused it as open to others. The link fails if `path` exists, so
+    // of two services starting at once one is refused, as a bind at `path` refused it.
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let staging = dir.join(format!(".{name}.{}", std::process::id()));
+    let _ = std::fs::remove_file(&staging);
+    let listener = std::os::unix::net::UnixListener::bind(&staging)
         .map_err(|e| format!("cannot serve the hub at {}: {e}", path.display()))?;
-    // The directory is 0700 already; the socket itself is closed to others too.
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let linked = std::fs::set_permissions(&staging, std::fs::Permissions::from_mode(0o600))
+        .and_then(|()| std::fs::hard_link(&staging, path));
+    let _ = std::fs::remove_file(&staging);
+    linked.map_err(|e| match e.kind() {
+        ErrorKind::AlreadyExists => format!(
+            "another lembas service already serves the hub at {}",
+            path.display()
+        ),
+        _ => format!("cannot serve the hub at {}: {e}", path.display()),
+    })?;
     let inode = std::fs::symlink_metadata(path)
         .map_err(|e| format!("{}: {e}", path.display()))?
         .ino();
@@ -228,6 +242,38 @@ mod tests {
         drop(hub);
         assert!(!path.exists(), "the socket's file goes with the service");
         assert!(connect(&path).unwrap().is_none(), "no service, no hub");
+    }
+
+    #[test]
+    fn an_editor_never_finds_the_socket_open_to_others_while_it_is_made() {
+        let (_t, run) = private_dir();
+        let path = run.join("hub.sock");
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        // What an editor's `connect` looks at, as often as it can, while services come and go.
+        let watcher = {
+            let (path, stop) = (path.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut open = None;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    if let Ok(m) = std::fs::symlink_metadata(&path) {
+                        if m.mode() & 0o077 != 0 {
+                            open = Some(m.mode() & 0o777);
+                        }
+                    }
+                }
+                open
+            })
+        };
+        for _ in 0..300 {
+            drop(listen(&path).unwrap());
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let open = watcher.join().unwrap();
+        assert!(
+            open.is_none(),
+            "the socket was seen with mode {:o}",
+            open.unwrap_or(0)
+        );
     }
 
     #[test]
