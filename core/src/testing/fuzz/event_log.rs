@@ -26,7 +26,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use arbitrary::{Arbitrary, Unstructured};
+use arbitrary::Arbitrary;
 
 use crate::config::SessionLimits;
 use crate::device::event_log::{read_block, seq_base, EventLog, Page, ENTRY_OVERHEAD};
@@ -146,8 +146,7 @@ struct Driver {
 /// Drive one session's [`EventLog`] through operations read from `data`; panics on a broken
 /// promise.
 pub fn event_log(data: &[u8]) {
-    let mut u = Unstructured::new(data);
-    let Ok((events, bytes)) = <(u8, u16)>::arbitrary(&mut u) else {
+    let Some(((events, bytes), ops)) = super::read_input::<(u8, u16), Op>(data, MAX_LOG_OPS) else {
         return;
     };
     // Small bounds, so giving up is common: an event costs 70 to 350 bytes.
@@ -182,13 +181,7 @@ pub fn event_log(data: &[u8]) {
             sealed: true,
         },
     };
-    for _ in 0..MAX_LOG_OPS {
-        if u.is_empty() {
-            break;
-        }
-        let Ok(op) = Op::arbitrary(&mut u) else {
-            break;
-        };
+    for op in ops {
         d.step(op);
         d.check();
     }
@@ -197,21 +190,7 @@ pub fn event_log(data: &[u8]) {
 /// The bounds and operations [`event_log`] reads from `data`, one a line: to read a failing
 /// input.
 pub fn event_log_script(data: &[u8]) -> String {
-    let mut u = Unstructured::new(data);
-    let Ok(bounds) = <(u8, u16)>::arbitrary(&mut u) else {
-        return "(too short for the bounds)".into();
-    };
-    let mut lines = vec![format!("bounds {bounds:?}")];
-    for _ in 0..MAX_LOG_OPS {
-        if u.is_empty() {
-            break;
-        }
-        let Ok(op) = Op::arbitrary(&mut u) else {
-            break;
-        };
-        lines.push(format!("{op:?}"));
-    }
-    lines.join("\n")
+    super::script::<(u8, u16), Op>(data, MAX_LOG_OPS, "bounds")
 }
 
 impl Driver {

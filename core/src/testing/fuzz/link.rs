@@ -18,7 +18,7 @@
 //!   `ping_after_ms` and gives up a silent one after `dead_after_ms`, a drop like any other;
 //! - an open the device did not ask for is refused; no panic.
 
-use arbitrary::{Arbitrary, Unstructured};
+use arbitrary::Arbitrary;
 
 use crate::config::{Backoff, Liveness};
 use crate::device::link::{Link, LinkState, CLOSE_PROTOCOL};
@@ -109,8 +109,8 @@ struct Driver {
 
 /// Drive a [`Link`] through operations read from `data`; panics on a broken promise.
 pub fn link(data: &[u8]) {
-    let mut u = Unstructured::new(data);
-    let Ok((initial, max, liveness, seed)) = <(u8, u16, Option<(u8, u8)>, u64)>::arbitrary(&mut u)
+    let Some(((initial, max, liveness, seed), ops)) =
+        super::read_input::<(u8, u16, Option<(u8, u8)>, u64), Op>(data, MAX_LINK_OPS)
     else {
         return;
     };
@@ -141,13 +141,7 @@ pub fn link(data: &[u8]) {
             stops: 0,
         },
     };
-    for _ in 0..MAX_LINK_OPS {
-        if u.is_empty() {
-            break;
-        }
-        let Ok(op) = Op::arbitrary(&mut u) else {
-            break;
-        };
+    for op in ops {
         d.step(op);
         d.check();
     }
@@ -156,21 +150,7 @@ pub fn link(data: &[u8]) {
 /// The settings and operations [`link`] reads from `data`, one a line: to read a failing
 /// input.
 pub fn link_script(data: &[u8]) -> String {
-    let mut u = Unstructured::new(data);
-    let Ok(setup) = <(u8, u16, Option<(u8, u8)>, u64)>::arbitrary(&mut u) else {
-        return "(too short for the settings)".into();
-    };
-    let mut lines = vec![format!("settings {setup:?}")];
-    for _ in 0..MAX_LINK_OPS {
-        if u.is_empty() {
-            break;
-        }
-        let Ok(op) = Op::arbitrary(&mut u) else {
-            break;
-        };
-        lines.push(format!("{op:?}"));
-    }
-    lines.join("\n")
+    super::script::<(u8, u16, Option<(u8, u8)>, u64), Op>(data, MAX_LINK_OPS, "settings")
 }
 
 /// What the shell was asked, in order.

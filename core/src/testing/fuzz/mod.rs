@@ -183,6 +183,39 @@ mod outbox;
 mod run;
 mod turn_table;
 
+/// An input as a target of one concern reads it: its setup, then up to `max` operations,
+/// ending where the bytes run out or no longer make one. The target and its `_script` read it
+/// alike, so a script shows exactly what the target ran.
+fn read_input<'a, S: Arbitrary<'a>, O: Arbitrary<'a>>(
+    data: &'a [u8],
+    max: usize,
+) -> Option<(S, impl Iterator<Item = O> + 'a)> {
+    let mut u = Unstructured::new(data);
+    let setup = S::arbitrary(&mut u).ok()?;
+    let ops = std::iter::from_fn(move || {
+        if u.is_empty() {
+            return None;
+        }
+        O::arbitrary(&mut u).ok()
+    });
+    Some((setup, ops.take(max)))
+}
+
+/// [`read_input`]'s setup (named `label`) and operations, one a line: to read a failing input.
+fn script<'a, S, O>(data: &'a [u8], max: usize, label: &str) -> String
+where
+    S: Arbitrary<'a> + std::fmt::Debug,
+    O: Arbitrary<'a> + std::fmt::Debug,
+{
+    let Some((setup, ops)) = read_input::<S, O>(data, max) else {
+        return format!("(too short for the {label})");
+    };
+    std::iter::once(format!("{label} {setup:?}"))
+        .chain(ops.map(|op: O| format!("{op:?}")))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 pub use event_log::{event_log, event_log_script};
 pub use link::{link, link_script};
 pub use model_engine::model_engine;

@@ -25,7 +25,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use arbitrary::{Arbitrary, Unstructured};
+use arbitrary::Arbitrary;
 
 use crate::backlog::{self, Overflow};
 use crate::device::outbox::{Lane, Outbox};
@@ -182,8 +182,7 @@ struct Driver {
 
 /// Drive an [`Outbox`] through operations read from `data`; panics on a broken promise.
 pub fn outbox(data: &[u8]) {
-    let mut u = Unstructured::new(data);
-    let Ok((max, pause)) = <(u8, u8)>::arbitrary(&mut u) else {
+    let Some(((max, pause), ops)) = super::read_input::<(u8, u8), Op>(data, MAX_OUTBOX_OPS) else {
         return;
     };
     // Small bounds, so overflows are reached: frames are 12 to 267 bytes.
@@ -195,13 +194,7 @@ pub fn outbox(data: &[u8]) {
         max_bytes,
         pause_bytes: 1 + usize::from(pause) % max_bytes,
     };
-    for _ in 0..MAX_OUTBOX_OPS {
-        if u.is_empty() {
-            break;
-        }
-        let Ok(op) = Op::arbitrary(&mut u) else {
-            break;
-        };
+    for op in ops {
         d.step(op);
         d.check();
     }
@@ -210,21 +203,7 @@ pub fn outbox(data: &[u8]) {
 
 /// The bounds and operations [`outbox`] reads from `data`, one a line: to read a failing input.
 pub fn outbox_script(data: &[u8]) -> String {
-    let mut u = Unstructured::new(data);
-    let Ok(bounds) = <(u8, u8)>::arbitrary(&mut u) else {
-        return "(too short for the bounds)".into();
-    };
-    let mut lines = vec![format!("bounds {bounds:?}")];
-    for _ in 0..MAX_OUTBOX_OPS {
-        if u.is_empty() {
-            break;
-        }
-        let Ok(op) = Op::arbitrary(&mut u) else {
-            break;
-        };
-        lines.push(format!("{op:?}"));
-    }
-    lines.join("\n")
+    super::script::<(u8, u8), Op>(data, MAX_OUTBOX_OPS, "bounds")
 }
 
 fn lane_name(lane: u8) -> String {
