@@ -59,6 +59,7 @@ fn entries(turns: usize) -> Vec<Entry> {
             seq_next: 0,
             compaction: None,
             undoing: None,
+            events_floor: None,
         };
         out.push(Entry {
             table: Table::Sessions,

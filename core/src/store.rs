@@ -169,6 +169,12 @@ pub struct SessionRecord {
     /// (device/event_log.rs).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub seq_next: u64,
+    /// How far back the sealed log reached: every event sent with a seq above it is in the
+    /// store's log. Seqs between it and the first stored event were never sent (a start that
+    /// sent none, the jump to a later start's base), so a client there missed nothing. A record
+    /// written before it was kept reads as none: the log reaches back to its first event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub events_floor: Option<u64>,
     /// The summary `/compact` last folded the session's earlier turns into.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compaction: Option<Compaction>,
@@ -212,6 +218,7 @@ impl SessionRecord {
             seq_next: 0,
             compaction: None,
             undoing: None,
+            events_floor: None,
         }
     }
 }

@@ -275,13 +275,13 @@ impl EventLog {
         }
     }
 
-    /// A log read back from the store: `blocks` (first seq, events), `seq_next` the record's
-    /// (0: unsealed), `base` this start's first seq; trimmed to `limits`. Blocks left wholly
-    /// outside are deleted (`records`).
+    /// A log read back from the store: `blocks` (first seq, events), `seq_next` and `floor` the
+    /// record's (`seq_next` 0: unsealed), `base` this start's first seq; trimmed to `limits`.
+    /// Blocks left wholly outside are deleted (`records`).
     pub fn restore(
         session: &str,
         mut blocks: Vec<(u64, Vec<LoggedEvent>)>,
-        seq_next: u64,
+        (seq_next, floor): (u64, Option<u64>),
         base: u64,
         limits: &SessionLimits,
         records: &mut Vec<Record>,
@@ -301,9 +301,12 @@ impl EventLog {
         let logged = log.entries.back().map_or(0, |e| e.seq);
         log.next_seq = seq_next.max(logged + 1).max(base);
         log.sealed = seq_next != 0;
+        // Sealed, it reaches back to where the record says (never past its first event): the
+        // seqs between were never sent, so a client there missed nothing.
+        let reach = |below: u64| floor.map_or(below, |f| f.min(below));
         log.floor = match (log.sealed, log.entries.front()) {
-            (true, Some(first)) => first.seq - 1,
-            (true, None) => seq_next - 1,
+            (true, Some(first)) => reach(first.seq - 1),
+            (true, None) => reach(seq_next - 1),
             // Unsealed: a turn was cut, and what it sent may not have been written. Nothing
             // before this start can be vouched for.
             (false, _) => log.next_seq - 1,
@@ -323,6 +326,12 @@ impl EventLog {
     /// The seq the next event would get: what a seal writes.
     pub fn next_seq(&self) -> u64 {
         self.next_seq
+    }
+
+    /// How far back the log reaches, when the store has all of it (sealed): what a seal
+    /// writes beside the next seq.
+    pub fn sealed_floor(&self) -> Option<u64> {
+        self.sealed.then_some(self.floor)
     }
 
     fn append(&mut self, seq: u64, method: &'static str, params: &str) {
@@ -576,9 +585,31 @@ impl Session {
         if self.events.sealed {
             self.events.sealed = false;
             self.durable.seq_next = 0;
+            self.durable.events_floor = None;
             out.persist_in(lane, vec![self.record()]);
         }
         seq
+    }
+
+    /// Its log read back from the store's `blocks`, as its record left it, within `limits`
+    /// (`base`: this start's first seq). When that moved how far back the log reaches (trimmed
+    /// to smaller bounds, its evicted blocks deleted; a record from before it was kept), the
+    /// record saying so goes in the same write (`records`): a later read must not vouch for
+    /// events deleted here.
+    pub(crate) fn restore_events(
+        &mut self,
+        blocks: Vec<(u64, Vec<LoggedEvent>)>,
+        base: u64,
+        limits: &SessionLimits,
+        records: &mut Vec<Record>,
+    ) {
+        let stored = (self.durable.seq_next, self.durable.events_floor);
+        self.events = EventLog::restore(&self.durable.id, blocks, stored, base, limits, records);
+        let floor = self.events.sealed_floor();
+        if floor != self.durable.events_floor {
+            self.durable.events_floor = floor;
+            records.push(self.record());
+        }
     }
 
     /// The records that bring the store up to this session's log and seal it with its exact
@@ -586,9 +617,14 @@ impl Session {
     pub(crate) fn seal_records(&mut self) -> Vec<Record> {
         let mut records = self.events.flush(&self.durable.id);
         let next = self.events.next_seq();
-        if !self.events.sealed || self.durable.seq_next != next {
+        let floor = Some(self.events.floor);
+        if !self.events.sealed
+            || self.durable.seq_next != next
+            || self.durable.events_floor != floor
+        {
             self.events.sealed = true;
             self.durable.seq_next = next;
+            self.durable.events_floor = floor;
             records.push(self.record());
         }
         records
@@ -1002,16 +1038,94 @@ mod tests {
     }
 
     #[test]
+    fn a_log_read_back_reaches_as_far_as_its_record_says_across_starts_that_sent_nothing() {
+        let l = limits(100, 1 << 20);
+        let mut records = Vec::new();
+        // Sealed in start 0 having sent nothing, then three events in start 1: a client that
+        // last saw start 0 missed nothing.
+        let (first, before) = (seq_base(1), seq_base(0) - 1);
+        let blocks = || vec![block(first, first + 2)];
+        let back = EventLog::restore(
+            "s",
+            blocks(),
+            (first + 3, Some(before)),
+            seq_base(2),
+            &l,
+            &mut records,
+        );
+        let page = back.page(before, 10, usize::MAX);
+        assert_eq!((page.events.len(), page.truncated), (3, false));
+        assert_eq!(back.sealed_floor(), Some(before));
+        // A record from before the floor was kept vouches from its first event on.
+        let old = EventLog::restore(
+            "s",
+            blocks(),
+            (first + 3, None),
+            seq_base(2),
+            &l,
+            &mut records,
+        );
+        assert!(old.page(before, 10, usize::MAX).truncated);
+        assert!(!old.page(first - 1, 10, usize::MAX).truncated);
+    }
+
+    #[test]
+    fn a_log_trimmed_as_it_is_read_back_has_its_record_say_how_far_it_reaches_now() {
+        let mut s = crate::device::live::tests::session("s");
+        s.durable.seq_next = 11;
+        s.durable.events_floor = Some(0);
+        let mut records = Vec::new();
+        // Read back under smaller bounds: the oldest six give way.
+        s.restore_events(
+            vec![block(1, 10)],
+            seq_base(0),
+            &limits(4, 1 << 20),
+            &mut records,
+        );
+        assert_eq!(s.events.sealed_floor(), Some(6));
+        assert_eq!(s.durable.events_floor, Some(6));
+        assert_eq!(
+            records,
+            [s.record()],
+            "the record, so a later read does not vouch for 1-6"
+        );
+        // Read back again as it was left: nothing to say.
+        let mut records = Vec::new();
+        s.restore_events(
+            vec![block(1, 10)],
+            seq_base(0),
+            &limits(4, 1 << 20),
+            &mut records,
+        );
+        assert!(records.is_empty(), "{records:?}");
+        assert!(s.events.page(5, 10, usize::MAX).truncated);
+    }
+
+    #[test]
     fn a_sealed_log_read_back_reaches_as_far_and_goes_on_from_this_starts_base() {
         let l = limits(100, 1 << 20);
         let mut records = Vec::new();
         // Set aside and read back in the same start: it goes on where it was.
-        let back = EventLog::restore("s", vec![block(1, 3)], 4, seq_base(0), &l, &mut records);
+        let back = EventLog::restore(
+            "s",
+            vec![block(1, 3)],
+            (4, None),
+            seq_base(0),
+            &l,
+            &mut records,
+        );
         assert_eq!(back.next_seq(), 4);
         let page = back.page(0, 10, usize::MAX);
         assert_eq!((seqs(&page), page.truncated), (vec![1, 2, 3], false));
         // After a restart: above every seq of the last start, and still vouched for.
-        let back = EventLog::restore("s", vec![block(1, 3)], 4, seq_base(1), &l, &mut records);
+        let back = EventLog::restore(
+            "s",
+            vec![block(1, 3)],
+            (4, None),
+            seq_base(1),
+            &l,
+            &mut records,
+        );
         assert_eq!(back.next_seq(), seq_base(1));
         assert!(seq_base(1) > seq_base(0) + u64::from(u32::MAX));
         let page = back.page(1, 10, usize::MAX);
@@ -1027,7 +1141,14 @@ mod tests {
     fn an_unsealed_log_read_back_after_a_restart_vouches_for_nothing_before_it() {
         let l = limits(100, 1 << 20);
         let mut records = Vec::new();
-        let back = EventLog::restore("s", vec![block(1, 3)], 0, seq_base(1), &l, &mut records);
+        let back = EventLog::restore(
+            "s",
+            vec![block(1, 3)],
+            (0, None),
+            seq_base(1),
+            &l,
+            &mut records,
+        );
         assert_eq!(back.next_seq(), seq_base(1));
         let page = back.page(3, 10, usize::MAX);
         assert!(page.truncated && page.events.is_empty(), "{page:?}");
@@ -1130,7 +1251,7 @@ mod tests {
         logs.push(EventLog::restore(
             "s",
             vec![block(1, 3)],
-            4,
+            (4, None),
             seq_base(2),
             &l,
             &mut records,
@@ -1138,7 +1259,7 @@ mod tests {
         logs.push(EventLog::restore(
             "s",
             vec![block(1, 3)],
-            0,
+            (0, None),
             seq_base(2),
             &l,
             &mut records,

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{json, Map};
 
-use super::event_log::{read_block, EventLog, LoggedEvent};
+use super::event_log::{read_block, LoggedEvent};
 use super::history::Recent;
 use super::ledger::TurnState;
 use super::sessions::Session;
@@ -253,14 +253,7 @@ impl Session {
             return None;
         };
         let mut s = Session::new(rec, limits.ledger_turns);
-        s.events = EventLog::restore(
-            id,
-            stored.events,
-            s.durable.seq_next,
-            seq_base,
-            limits,
-            records,
-        );
+        s.restore_events(stored.events, seq_base, limits, records);
         let failed: BTreeSet<&str> = stored
             .turns
             .iter()

@@ -112,6 +112,7 @@ impl Session {
                 seq_next: seq_base,
                 compaction: None,
                 undoing: None,
+                events_floor: None,
             },
             ledger_turns,
         );
@@ -711,6 +712,7 @@ mod tests {
             seq_next: 7,
             compaction: None,
             undoing: None,
+            events_floor: None,
         };
         let s = Session::new(rec.clone(), 10);
         let Record::Put { table, key, value } = s.record() else {

@@ -29,7 +29,7 @@ use std::collections::{BTreeMap, VecDeque};
 use arbitrary::Arbitrary;
 
 use crate::config::SessionLimits;
-use crate::device::event_log::{read_block, seq_base, EventLog, Page, ENTRY_OVERHEAD};
+use crate::device::event_log::{read_block, seq_base, Page, ENTRY_OVERHEAD};
 use crate::device::outbox::{Lane, Outbox};
 use crate::device::sessions::Session;
 use crate::device::{Effect, Output};
@@ -83,6 +83,8 @@ struct Sealed {
     kept: VecDeque<Event>,
     /// The seq the next event gets.
     next: u64,
+    /// Every event sent with a seq above this is in `kept`.
+    floor: u64,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -176,6 +178,7 @@ pub fn event_log(data: &[u8]) {
             stored: Some(Sealed {
                 kept: VecDeque::new(),
                 next: seq_base(0),
+                floor: 0,
             }),
             epoch: 0,
             sealed: true,
@@ -387,14 +390,7 @@ impl Driver {
         let base = seq_base(epoch);
         let mut records = Vec::new();
         let mut session = Session::new(self.record.clone(), 10);
-        session.events = EventLog::restore(
-            SESSION,
-            blocks,
-            self.record.seq_next,
-            base,
-            &self.limits,
-            &mut records,
-        );
+        session.restore_events(blocks, base, &self.limits, &mut records);
         self.session = session;
         if !records.is_empty() {
             self.out.persist(records);
@@ -408,10 +404,9 @@ impl Driver {
                 // the store, and every frame of the session waited for it).
                 m.kept = sealed.kept;
                 m.latest = sealed.next.max(base) - 1;
-                // A log read back vouches from its first event on (the store does not say
-                // what was given up before it; only a `since` between two starts, which no
-                // client holds, is told `truncated` needlessly).
-                m.floor = m.kept.front().map_or(sealed.next - 1, |e| e.seq - 1);
+                // The store says how far back the log reached: a `since` in a gap between two
+                // starts (or before a start that sent nothing) missed nothing.
+                m.floor = sealed.floor;
                 m.sinces.retain(|s| *s < sealed.next);
             }
             None => {
@@ -421,7 +416,6 @@ impl Driver {
                 m.floor = base - 1;
             }
         }
-        // What the store says is unchanged: a read back writes no record.
         m.sinces.push(base - 1);
     }
 
@@ -521,6 +515,7 @@ impl Model {
         Sealed {
             kept: self.kept.clone(),
             next: self.latest + 1,
+            floor: self.floor,
         }
     }
 }
