@@ -10,6 +10,7 @@
 //! it reads a file of the project, proposes an edit and asks to run a command, and the client
 //! approves each card; the file really changes and the command really runs.
 
+use std::future::Future;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -24,8 +25,9 @@ use lembas_core::wire::event::card::{CardParams, PermissionParams};
 use lembas_core::wire::event::update::{SessionUpdate, ToolCallContent};
 use lembas_core::DeviceConfig;
 use serde_json::{json, Value};
+use smol::channel::Sender;
 
-use crate::driver::{Disk, Driver, Input};
+use crate::driver::{Disk, Driver, Exit, Input};
 use crate::engine::{DeviceEngine, EngineChoice};
 use crate::engine_io::Target;
 use crate::instance::{ChatReply, ChatStream, Event, InstanceOptions, TestInstance};
@@ -277,16 +279,7 @@ async fn demo(local: &smol::LocalExecutor<'_>, out: &mut dyn Write) -> Result<()
         out,
         "\n== a session deleted while the device is down, delivered on the next link",
     )?;
-    let _ = stop.send(Input::Shutdown).await;
-    let _ = smol::future::or(
-        async {
-            device_task.await;
-        },
-        async {
-            smol::Timer::after(Duration::from_secs(3)).await;
-        },
-    )
-    .await;
+    shut_down(&stop, device_task).await?;
     let (down, _) = instance.wait_for(T, |e| matches!(e, Event::LinkDown)).await;
     if down.is_none() {
         return Err("the link did not go down".into());
@@ -385,16 +378,7 @@ async fn demo(local: &smol::LocalExecutor<'_>, out: &mut dyn Write) -> Result<()
     let edited = std::fs::read_to_string(&notes).map_err(|e| e.to_string())?;
     say(out, format!("-- notes.md on the disk now: {edited:?}"))?;
 
-    let _ = stop.send(Input::Shutdown).await;
-    let _ = smol::future::or(
-        async {
-            device_task.await;
-        },
-        async {
-            smol::Timer::after(Duration::from_secs(3)).await;
-        },
-    )
-    .await;
+    shut_down(&stop, device_task).await?;
     say(out, "\n== done")?;
     Ok(())
 }
@@ -532,5 +516,26 @@ async fn new_session(instance: &TestInstance, params: serde_json::Value) -> Resu
             Ok(v["sessionId"].as_str().unwrap_or_default().to_string())
         }
         other => Err(format!("session/new failed: {other:?}")),
+    }
+}
+
+/// Stop the device and wait until it has (its store closed): the next step opens the store.
+async fn shut_down(stop: &Sender<Input>, device: impl Future<Output = Exit>) -> Result<(), String> {
+    let _ = stop.send(Input::Shutdown).await;
+    let stopped = smol::future::or(
+        async {
+            device.await;
+            true
+        },
+        async {
+            smol::Timer::after(Duration::from_secs(30)).await;
+            false
+        },
+    )
+    .await;
+    if stopped {
+        Ok(())
+    } else {
+        Err("the device did not stop within 30 s".into())
     }
 }

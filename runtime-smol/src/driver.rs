@@ -99,6 +99,8 @@ pub struct Driver {
     batch: Vec<Record>,
     batch_seq: u64,
     writing: bool,
+    /// The store's commit under way: it holds the store open until it is done.
+    committing: Option<smol::Task<()>>,
     attachments: PathBuf,
     /// What the model's tools may not touch, and the shell commands run through.
     tools: Arc<ToolSettings>,
@@ -174,6 +176,7 @@ impl Driver {
             batch: Vec::new(),
             batch_seq: 0,
             writing: false,
+            committing: None,
             attachments,
             tools,
             review_git_timeout: std::time::Duration::from_millis(
@@ -566,6 +569,12 @@ impl Driver {
         // client finds its turns in the ledger). stdout is written to its end, however slowly
         // it is read: a frame cut by the exit would be lost output that nothing recovers.
         self.tasks.clear();
+        // A commit under way is seen to its end (redb's commit is whole or nothing either way):
+        // dropped, it went on in the blocking pool holding the store open, and a device started
+        // right after this one (a restart in the same process, the demo's) found it locked.
+        if let Some(commit) = self.committing.take() {
+            commit.await;
+        }
         if let Some(stdout) = self.stdio_writer.take() {
             stdout.await;
         }
@@ -886,13 +895,12 @@ impl Driver {
                 let store = store.clone();
                 let tx = self.tx.clone();
                 log::trace!("committing {} records up to persist {seq}", records.len());
-                self.tasks.push(smol::spawn(async move {
+                self.committing = Some(smol::spawn(async move {
                     let result = blocking::unblock(move || store.commit(&records))
                         .await
                         .map_err(|e| e.to_string());
                     let _ = tx.send(Input::Persisted { seq, result }).await;
                 }));
-                self.reap();
                 false
             }
             Disk::Scratch(store) => {
