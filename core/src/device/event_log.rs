@@ -1356,6 +1356,34 @@ mod seal_after_the_turns_end {
 
     /// The outputs until none is left, no persist acknowledged: the persists (number, whether
     /// they hold a log block) and whether the prompt's answer was sent.
+    /// A device on stdio, initialized, with `n` sessions each running a turn: (session, turn).
+    /// The prompts are requests `n + 1` on (`unacknowledged` looks for the answer to 2).
+    fn turns_started(config: DeviceConfig, n: u64) -> (Device, ConnId, Vec<(String, String)>) {
+        let mut d = Device::new(config, Time(0)).unwrap();
+        let conn = d.handle_open(ConnKind::Stdio, Time(0)).unwrap();
+        let init = json!({ "protocolVersion": 1 });
+        request(&mut d, conn, 0, "initialize", init);
+        drain(&mut d);
+        for i in 0..n {
+            let new = json!({ "cwd": "/p", "mcpServers": [] });
+            request(&mut d, conn, 1 + i, "session/new", new);
+            drain(&mut d);
+        }
+        let mut turns = Vec::new();
+        for (i, (session, _)) in d.held_sessions(conn).into_iter().enumerate() {
+            let text = json!([{ "type": "text", "text": "hi" }]);
+            let prompt = json!({ "sessionId": session, "prompt": text });
+            request(&mut d, conn, 1 + n + i as u64, "session/prompt", prompt);
+            for c in drain(&mut d) {
+                if let EngineCommand::Start(start) = c {
+                    turns.push((session.clone(), start.turn_id));
+                }
+            }
+        }
+        assert_eq!(turns.len() as u64, n, "a turn started in each session");
+        (d, conn, turns)
+    }
+
     fn unacknowledged(d: &mut Device) -> (Vec<(u64, bool)>, bool) {
         let (mut persists, mut answered) = (Vec::new(), false);
         while let Some(out) = d.poll_output() {
@@ -1407,34 +1435,7 @@ mod seal_after_the_turns_end {
         // About 450 KB of params each: two fit in 1 MiB, three do not.
         config.sessions.event_log_bytes = 560 * 1024;
         config.sessions.event_log_events = 1_000_000;
-        let mut d = Device::new(config, Time(0)).unwrap();
-        let conn = d.handle_open(ConnKind::Stdio, Time(0)).unwrap();
-        request(
-            &mut d,
-            conn,
-            0,
-            "initialize",
-            json!({ "protocolVersion": 1 }),
-        );
-        drain(&mut d);
-        let mut turns = Vec::new();
-        for i in 0..3 {
-            let new = json!({ "cwd": "/p", "mcpServers": [] });
-            request(&mut d, conn, 1 + i, "session/new", new);
-            drain(&mut d);
-        }
-        let sessions: Vec<String> = d.held_sessions(conn).into_iter().map(|s| s.0).collect();
-        for (i, session) in sessions.iter().enumerate() {
-            let prompt =
-                json!({ "sessionId": session, "prompt": [{ "type": "text", "text": "hi" }] });
-            request(&mut d, conn, 10 + i as u64, "session/prompt", prompt);
-            for c in drain(&mut d) {
-                if let EngineCommand::Start(start) = c {
-                    turns.push((session.clone(), start.turn_id));
-                }
-            }
-        }
-        assert_eq!(turns.len(), 3);
+        let (mut d, conn, turns) = turns_started(config, 3);
         // Each log ends at its bound.
         let text = "x".repeat(100);
         for (session, turn) in &turns {
@@ -1457,27 +1458,8 @@ mod seal_after_the_turns_end {
 
     #[test]
     fn the_answer_waits_for_the_turns_end_and_the_block_is_written_after_it() {
-        let mut d = Device::new(DeviceConfig::default(), Time(0)).unwrap();
-        let conn = d.handle_open(ConnKind::Stdio, Time(0)).unwrap();
-        request(
-            &mut d,
-            conn,
-            0,
-            "initialize",
-            json!({ "protocolVersion": 1 }),
-        );
-        drain(&mut d);
-        let new = json!({ "cwd": "/p", "mcpServers": [] });
-        request(&mut d, conn, 1, "session/new", new);
-        drain(&mut d);
-        let session = d.held_sessions(conn)[0].0.clone();
-        let prompt = json!({ "sessionId": session, "prompt": [{ "type": "text", "text": "hi" }] });
-        request(&mut d, conn, 2, "session/prompt", prompt);
-        let started = drain(&mut d);
-        let Some(EngineCommand::Start(start)) = started.first() else {
-            panic!("no turn started: {started:?}");
-        };
-        let turn = start.turn_id.clone();
+        let (mut d, _, turns) = turns_started(DeviceConfig::default(), 1);
+        let (session, turn) = turns[0].clone();
         for event in [
             EngineEvent::Text("hello".into()),
             EngineEvent::Done(StopReason::EndTurn),
