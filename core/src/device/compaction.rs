@@ -440,15 +440,20 @@ mod tests {
             e.message,
             "session `s` is working: compact it once its turns are done"
         );
-        start(&mut s);
+        answer_hello(&mut s, &limits);
+        assert_eq!(s.may_compact(&limits), Ok(()));
+    }
+
+    /// Turn `t`, waiting, starts, says "hello" and ends, kept in the session's history.
+    fn answer_hello(s: &mut Session, limits: &SessionLimits) {
+        start(s);
         s.turns
             .running_mut("t")
             .expect("t runs")
             .text
             .push("hello", 100);
         let done = s.turns.finish(Ok(StopReason::EndTurn)).expect("t ran");
-        s.record_answer(done.running, &done.answer, done.order, 2, &limits);
-        assert_eq!(s.may_compact(&limits), Ok(()));
+        s.record_answer(done.running, &done.answer, done.order, 2, limits);
     }
 
     #[test]
@@ -457,14 +462,7 @@ mod tests {
         let mut s = Session::new(SessionRecord::testing("s"), 10);
         let first = s.turn_start("t".into(), "hi".into(), Vec::new());
         s.turns.admit(first, Admission::default(), waiter());
-        start(&mut s);
-        s.turns
-            .running_mut("t")
-            .expect("t runs")
-            .text
-            .push("hello", 100);
-        let done = s.turns.finish(Ok(StopReason::EndTurn)).expect("t ran");
-        s.record_answer(done.running, &done.answer, done.order, 2, &limits);
+        answer_hello(&mut s, &limits);
         let next = s.recent.next_index();
 
         let records = s.queue_compaction("c".into(), waiter(), 3);
