@@ -59,6 +59,20 @@ pub struct Remote {
     pub max_directory_entries: usize,
 }
 
+#[cfg(test)]
+impl Remote {
+    /// Remote work on in `roots`, with no trust asked: what most unit tests of a device on a
+    /// link start from.
+    pub(crate) fn open(roots: &[&str]) -> Remote {
+        Remote {
+            enabled: true,
+            roots: roots.iter().map(|r| r.to_string()).collect(),
+            require_trust: false,
+            ..Remote::default()
+        }
+    }
+}
+
 impl Default for Remote {
     fn default() -> Self {
         Remote {

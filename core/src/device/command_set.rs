@@ -423,12 +423,7 @@ mod tests {
     #[test]
     fn a_read_is_judged_under_the_roots_as_they_are_now() {
         let config = DeviceConfig {
-            remote: Remote {
-                enabled: true,
-                roots: vec!["/w".into()],
-                require_trust: false,
-                ..Remote::default()
-            },
+            remote: Remote::open(&["/w"]),
             ..DeviceConfig::default()
         };
         let e = judged(Err("denied".into()), &pending(false), &config).unwrap_err();

@@ -268,12 +268,7 @@ mod tests {
     impl Bare {
         fn new(tweak: impl FnOnce(&mut DeviceConfig)) -> Bare {
             let mut c = DeviceConfig {
-                remote: Remote {
-                    enabled: true,
-                    roots: vec!["/w".into()],
-                    require_trust: false,
-                    ..Remote::default()
-                },
+                remote: Remote::open(&["/w"]),
                 ..DeviceConfig::default()
             };
             tweak(&mut c);

@@ -138,11 +138,8 @@ mod tests {
 
     fn remote(max_mode: Mode) -> Remote {
         Remote {
-            enabled: true,
-            roots: vec!["/work".into()],
             max_mode,
-            require_trust: false,
-            ..Remote::default()
+            ..Remote::open(&["/work"])
         }
     }
 
