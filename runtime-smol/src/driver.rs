@@ -1376,4 +1376,39 @@ mod tests {
             let _ = waiting.await;
         });
     }
+
+    /// A stop while the store commits waits for that commit: the store is free once the
+    /// driver has ended, for a device started next in the same process (a restart, the demo's
+    /// offline delete). Dropped, the commit went on in the blocking pool, holding the store.
+    #[test]
+    fn a_stop_waits_for_the_commit_under_way() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(RedbStore::open(&dir.path().join("store.redb")).unwrap());
+        let device = Device::new(DeviceConfig::default(), Time(0)).unwrap();
+        let mut driver = Driver::new(
+            device,
+            Disk::Redb(store.clone()),
+            PathBuf::from("/nonexistent"),
+        );
+        // Large enough to be under way when the stop is handled, at once after.
+        driver.batch = (0..128)
+            .map(|i| Record::Put {
+                table: lembas_core::store::Table::History,
+                key: format!("s/{i:04}"),
+                value: "x".repeat(256 * 1024),
+            })
+            .collect();
+        driver.batch_seq = 1;
+        assert!(!driver.flush(), "a store's commit is under way, not done");
+        // Time for the executor to start the commit in the blocking pool, where a dropped
+        // task no longer stops it.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        driver.sender().try_send(Input::Shutdown).unwrap();
+        assert_eq!(smol::block_on(driver.run()).code, 0);
+        assert_eq!(
+            Arc::strong_count(&store),
+            1,
+            "no commit holds the store once the driver has ended"
+        );
+    }
 }
