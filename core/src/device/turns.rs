@@ -257,6 +257,15 @@ pub(super) struct Given<'a> {
     pub waiter: super::turn_table::Waiter,
 }
 
+/// What an attachment's write (or its failure) comes to for the turn that waited for it.
+pub(super) enum Wrote {
+    /// Written: the turn may start once nothing else holds it.
+    Written,
+    /// Not written: the turn never runs. Its answer, the requests waiting for it, and the
+    /// delete of its stored turn.
+    Refused(Answer, Vec<super::turn_table::Waiter>, Record),
+}
+
 /// A prompt's turn just queued, and what Device must then do for it.
 pub(super) struct QueuedPrompt {
     /// The turn queued (and the ledger's forgotten ones deleted), and the session as it is now.
@@ -398,6 +407,26 @@ impl Session {
             key: store::turn_key(&self.durable.id, turn_id),
         };
         Some((answer, waiting, delete))
+    }
+
+    /// The shell wrote the attachment `name` of turn `turn_id` (write `request`), or could
+    /// not: what that comes to, or `None` when no queued turn waited for this write (its
+    /// prompt was refused already).
+    pub(super) fn attachment_written(
+        &mut self,
+        request: u64,
+        turn_id: &str,
+        name: &str,
+        written: Result<(), String>,
+    ) -> Option<Wrote> {
+        match written {
+            Err(why) => {
+                let (answer, waiting, record) =
+                    self.refuse_unwritten(request, turn_id, name, &why)?;
+                Some(Wrote::Refused(answer, waiting, record))
+            }
+            Ok(()) => self.turns.written(request).then_some(Wrote::Written),
+        }
     }
 
     /// The engine changed the session's mode to `mode` (capped at `max` when the session is):
@@ -656,20 +685,16 @@ impl Device {
         let Some(s) = self.sessions.get_mut(&session) else {
             return;
         };
-        if let Err(why) = written {
-            let Some((answer, waiting, record)) =
-                s.refuse_unwritten(request, &turn_id, &name, &why)
-            else {
-                return;
-            };
+        let Some(wrote) = s.attachment_written(request, &turn_id, &name, written) else {
+            return;
+        };
+        if let Wrote::Refused(answer, waiting, record) = wrote {
             self.out.persist(vec![record]);
             for (conn, id) in waiting {
                 if self.conns.contains_key(&conn) {
                     self.out.send(conn, answer.frame(&id, &turn_id));
                 }
             }
-        } else if !s.turns.written(request) {
-            return;
         }
         self.pump(&session);
     }
@@ -1341,5 +1366,44 @@ mod tests {
             report(&mut s, EngineEvent::Done(StopReason::EndTurn)),
             Some(Reported::Ended(Ok(StopReason::EndTurn)))
         ));
+    }
+
+    #[test]
+    fn an_attachments_write_lets_its_turn_go_on_or_refuses_it_once() {
+        let mut s = crate::device::live::tests::session("s");
+        let writing = Admission {
+            writing: vec![4, 5],
+            ..Admission::default()
+        };
+        running(&mut s, "t", writing);
+        let mut wrote = |request, name, written| s.attachment_written(request, "t", name, written);
+        assert!(wrote(9, "a.png", Ok(())).is_none(), "no turn waited for 9");
+        assert!(matches!(wrote(4, "a.png", Ok(())), Some(Wrote::Written)));
+        assert!(wrote(4, "a.png", Ok(())).is_none(), "written once");
+        let Some(Wrote::Refused(answer, waiting, record)) =
+            wrote(5, "b.png", Err("disk full".into()))
+        else {
+            panic!("refused");
+        };
+        let Answer::Failed { message, .. } = answer else {
+            panic!("a failure: {answer:?}");
+        };
+        assert_eq!(
+            message,
+            "the attachment `b.png` could not be written, so the prompt did not run: disk full"
+        );
+        assert_eq!(waiting, vec![(ConnId(1), Id::number(1))]);
+        assert_eq!(
+            record,
+            Record::Delete {
+                table: Table::Turns,
+                key: store::turn_key("s", "t"),
+            }
+        );
+        assert!(
+            wrote(5, "b.png", Err("disk full".into())).is_none(),
+            "refused once"
+        );
+        assert_eq!(s.turns.queued(), 0);
     }
 }
