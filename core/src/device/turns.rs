@@ -468,6 +468,59 @@ impl Session {
     }
 }
 
+/// How a running turn's end comes out, for the device to pass on.
+pub(super) enum Ended {
+    /// A compaction's turn (asked for as `Compacting` says): compaction.rs takes what finished
+    /// and the event saying how.
+    Compaction(Compacting, Box<Finished>, LembasEvent),
+    /// A prompt's turn, answered.
+    Answered(Answered),
+}
+
+/// A prompt's turn that ended: what Device persists, then announces and answers.
+pub(super) struct Answered {
+    pub turn_id: String,
+    pub answer: Answer,
+    /// The prompt requests that wait for its answer.
+    pub waiting: Vec<super::turn_table::Waiter>,
+    /// The turn done, its history entry and the session as it is now.
+    pub records: Vec<Record>,
+    /// The event saying how it ended.
+    pub end: LembasEvent,
+}
+
+impl Session {
+    /// The running turn ended with `outcome` at `now`: a compaction's goes to compaction.rs as
+    /// it finished, a prompt's answer goes into the history (kept to `limits`). `None` when
+    /// nothing ran.
+    pub(super) fn end_turn(
+        &mut self,
+        outcome: Result<StopReason, String>,
+        now: u64,
+        limits: &SessionLimits,
+    ) -> Option<Ended> {
+        let (finished, end) = self.finish(outcome, now)?;
+        if let Some(via) = finished.running.compact {
+            return Some(Ended::Compaction(via, Box::new(finished), end));
+        }
+        let Finished {
+            running,
+            answer,
+            order,
+            waiting,
+        } = finished;
+        let turn_id = running.turn_id.clone();
+        let records = self.record_answer(running, &answer, order, now, limits);
+        Some(Ended::Answered(Answered {
+            turn_id,
+            answer,
+            waiting,
+            records,
+            end,
+        }))
+    }
+}
+
 /// What an engine's report about a session's running turn comes to, for the device to pass on.
 pub(super) enum Reported {
     /// Streamed text to pass on as it came.
@@ -854,33 +907,25 @@ impl Device {
         let Some(s) = self.sessions.get_mut(session) else {
             return;
         };
-        let Some((finished, end)) = s.finish(outcome, now) else {
-            return;
+        let done = match s.end_turn(outcome, now, &limits) {
+            None => return,
+            Some(Ended::Compaction(via, finished, end)) => {
+                self.compaction_finished(session, via, *finished, end);
+                return self.pump(session);
+            }
+            Some(Ended::Answered(done)) => done,
         };
-        if let Some(via) = finished.running.compact {
-            self.compaction_finished(session, via, finished, end);
-            self.pump(session);
-            return;
-        }
-        let Finished {
-            running,
-            answer,
-            order,
-            waiting,
-        } = finished;
-        let turn_id = running.turn_id.clone();
-        let records = s.record_answer(running, &answer, order, now, &limits);
         // All the session's own, and so are the answers announcing it: they wait for it and
         // for the session's frames before them, not for another session's commit.
-        self.out.persist_in(Lane::of(session), records);
-        self.drop_turn_cards(session, &turn_id);
-        self.broadcast_event(session, end);
-        self.answer_waiting(session, &turn_id, &answer, waiting);
+        self.out.persist_in(Lane::of(session), done.records);
+        self.drop_turn_cards(session, &done.turn_id);
+        self.broadcast_event(session, done.end);
+        self.answer_waiting(session, &done.turn_id, &done.answer, done.waiting);
         self.broadcast_event(
             session,
             LembasEvent::Task(TaskEvent {
                 state: TaskState::End,
-                turn_id,
+                turn_id: done.turn_id,
             }),
         );
         // The turn may have written a command file or made a skill.
@@ -1405,5 +1450,60 @@ mod tests {
             "refused once"
         );
         assert_eq!(s.turns.queued(), 0);
+    }
+
+    #[test]
+    fn a_turns_end_is_a_compactions_or_an_answer_kept_in_the_history() {
+        let mut s = crate::device::live::tests::session("s");
+        let limits = SessionLimits::default();
+        assert!(
+            s.end_turn(Ok(StopReason::EndTurn), 3, &limits).is_none(),
+            "nothing runs"
+        );
+        let compacting = Admission {
+            compact: Some(Compacting::Prompt),
+            ..Admission::default()
+        };
+        running(&mut s, "c", compacting);
+        s.turns.start_next().expect("c starts");
+        let next = s.recent.next_index();
+        let Some(Ended::Compaction(via, finished, end)) =
+            s.end_turn(Ok(StopReason::EndTurn), 4, &limits)
+        else {
+            panic!("a compaction's end");
+        };
+        assert_eq!(via, Compacting::Prompt);
+        assert_eq!(finished.running.turn_id, "c");
+        assert!(matches!(end, LembasEvent::Done(_)));
+        assert_eq!(s.recent.next_index(), next, "nothing kept in the history");
+        running(&mut s, "t", Admission::default());
+        s.turns.start_next().expect("t starts");
+        let r = s.turns.running_mut("t").expect("t runs");
+        r.text.push("the answer", 100);
+        let Some(Ended::Answered(answered)) = s.end_turn(Ok(StopReason::EndTurn), 5, &limits)
+        else {
+            panic!("a prompt's answer");
+        };
+        assert_eq!(answered.turn_id, "t");
+        assert!(matches!(
+            answered.answer,
+            Answer::Stopped {
+                stop_reason: StopReason::EndTurn,
+                ..
+            }
+        ));
+        assert_eq!(answered.waiting, vec![(ConnId(1), Id::number(1))]);
+        assert!(matches!(answered.end, LembasEvent::Done(_)));
+        let tables: Vec<Table> = answered
+            .records
+            .iter()
+            .map(|r| match r {
+                Record::Put { table, .. } => *table,
+                other => panic!("only puts: {other:?}"),
+            })
+            .collect();
+        assert_eq!(tables, [Table::Turns, Table::History, Table::Sessions]);
+        assert_eq!(s.recent.next_index(), next + 1, "kept in the history");
+        assert_eq!(s.durable.touched, 5);
     }
 }
