@@ -282,6 +282,18 @@ pub(super) struct QueuedPrompt {
     pub capped: bool,
 }
 
+/// What a prompt comes to in its session.
+pub(super) enum Prompted {
+    /// Its turn finished before: the answer's frame, sent at once.
+    Answered(Vec<u8>),
+    /// Its turn is queued or runs: answered when it ends.
+    Waiting,
+    /// An action answered at once (`/plan`), with no turn.
+    Action,
+    /// A new turn, queued.
+    Queued(QueuedPrompt),
+}
+
 impl Session {
     /// A new prompt `given` to this session, within `limits` (the queue's, a block's and a
     /// prompt's): its turn queued waiting for the requests `numbers` it needs, or `None` for an
@@ -340,6 +352,34 @@ impl Session {
             project: self.durable.cwd.clone(),
             capped: self.capped,
         }))
+    }
+
+    /// A prompt `given` to this session. A turn id seen before never runs again: a finished
+    /// turn's answer comes at once, an unfinished one's when it ends. A new one is refused
+    /// when the session's model is `unserved` (the reason), else queued as
+    /// [`Session::queue_prompt`] says.
+    pub(super) fn prompt(
+        &mut self,
+        given: Given<'_>,
+        unserved: Option<String>,
+        numbers: PromptRequests,
+        limits: &SessionLimits,
+        rng: &mut Rng,
+        now: u64,
+    ) -> Result<Prompted, RpcError> {
+        let (_, id) = &given.waiter;
+        match self.turns.seen(&given.turn_id, given.waiter.clone()) {
+            Seen::Done(answer) => return Ok(Prompted::Answered(answer.frame(id, &given.turn_id))),
+            Seen::Waiting => return Ok(Prompted::Waiting),
+            Seen::New => {}
+        }
+        if let Some(why) = unserved {
+            return Err(RpcError::invalid_params(why));
+        }
+        Ok(match self.queue_prompt(given, numbers, limits, rng, now)? {
+            Some(queued) => Prompted::Queued(queued),
+            None => Prompted::Action,
+        })
     }
 
     /// `_lembas/steer`'s `text` (the device's number `id` for it) for the running turn, while
@@ -650,14 +690,6 @@ impl Device {
         };
         let unserved = self.unserved(&p.session_id);
         let (s, rng) = self.attach_drawing(conn, &p.session_id)?;
-        match s.turns.seen(&turn_id, (conn, id.clone())) {
-            Seen::Done(answer) => return Ok(Some(answer.frame(id, &turn_id))),
-            Seen::Waiting => return Ok(None),
-            Seen::New => {}
-        }
-        if let Some(why) = unserved {
-            return Err(RpcError::invalid_params(why));
-        }
         let given = Given {
             turn_id: turn_id.clone(),
             blocks: p.prompt,
@@ -665,22 +697,18 @@ impl Device {
             waiter: (conn, id.clone()),
         };
         let session = s.durable.id.clone();
-        let Some(queued) = s.queue_prompt(given, numbers, &limits, rng, now)? else {
-            let answer = self.plan_action(&session, &turn_id);
-            return Ok(Some(answer.frame(id, &turn_id)));
+        let queued = match s.prompt(given, unserved, numbers, &limits, rng, now)? {
+            Prompted::Answered(frame) => return Ok(Some(frame)),
+            Prompted::Waiting => return Ok(None),
+            Prompted::Action => {
+                let answer = self.plan_action(&session, &turn_id);
+                return Ok(Some(answer.frame(id, &turn_id)));
+            }
+            Prompted::Queued(queued) => queued,
         };
-        let QueuedPrompt {
-            records,
-            attachments,
-            mentions,
-            plan,
-            look_up,
-            project,
-            capped,
-        } = queued;
         // Every record is this session's: only its own frames wait for it.
-        self.out.persist_in(Lane::of(&session), records);
-        for (i, (a, bytes)) in attachments.into_iter().enumerate() {
+        self.out.persist_in(Lane::of(&session), queued.records);
+        for (i, (a, bytes)) in queued.attachments.into_iter().enumerate() {
             let request = self.writes.ask((session.clone(), turn_id.clone(), a.name));
             // The turn was queued waiting for these numbers; nothing asked a write since.
             debug_assert_eq!(request, numbers.first_write + i as u64);
@@ -691,23 +719,23 @@ impl Device {
                 bytes,
             });
         }
-        if !mentions.is_empty() {
+        if !queued.mentions.is_empty() {
             let asked = super::mentioning::Asked {
                 session: session.clone(),
                 turn_id,
-                project: project.clone(),
-                capped,
+                project: queued.project.clone(),
+                capped: queued.capped,
             };
-            let request = self.ask_mentions(asked, mentions);
+            let request = self.ask_mentions(asked, queued.mentions);
             // The turn was queued waiting for this number; nothing asked a read since.
             debug_assert_eq!(request, numbers.mention_read);
         }
-        if plan {
+        if queued.plan {
             self.change_mode(&session, crate::config::Mode::Plan);
         }
-        if let Some(invoked) = look_up {
+        if let Some(invoked) = queued.look_up {
             let purpose = super::command_set::Purpose::Prompt(invoked);
-            let request = self.read_commands(project, capped, purpose);
+            let request = self.read_commands(queued.project, queued.capped, purpose);
             // The turn was queued waiting for this number; nothing asked a read since.
             debug_assert_eq!(request, numbers.command_read);
         }
@@ -1505,5 +1533,45 @@ mod tests {
         assert_eq!(tables, [Table::Turns, Table::History, Table::Sessions]);
         assert_eq!(s.recent.next_index(), next + 1, "kept in the history");
         assert_eq!(s.durable.touched, 5);
+    }
+
+    #[test]
+    fn a_prompt_seen_before_never_runs_again_and_an_unserved_model_refuses_a_new_one() {
+        let mut s = crate::device::live::tests::session("s");
+        let limits = SessionLimits::default();
+        let mut rng = Rng::new(1);
+        let mut prompt = |s: &mut Session, turn: &str, typed: &str, unserved: Option<&str>| {
+            let given = given(turn, vec![text(typed)]);
+            let unserved = unserved.map(str::to_string);
+            s.prompt(given, unserved, NUMBERS, &limits, &mut rng, 5)
+        };
+        let unserved = Some("the model `m` is not served");
+        let err = prompt(&mut s, "t", "hi", unserved).err().expect("refused");
+        assert_eq!(err.code, code::INVALID_PARAMS);
+        assert_eq!(err.message, "the model `m` is not served");
+        assert_eq!(s.turns.queued(), 0);
+        assert!(matches!(
+            prompt(&mut s, "t", "hi", None),
+            Ok(Prompted::Queued(_))
+        ));
+        // Known, it is answered when it ends, whatever its session's model is now.
+        assert!(matches!(
+            prompt(&mut s, "t", "hi", unserved),
+            Ok(Prompted::Waiting)
+        ));
+        assert_eq!(s.turns.queued(), 1, "not queued twice");
+        s.turns.start_next().expect("t starts");
+        s.finish(Ok(StopReason::EndTurn), 6).expect("t ran");
+        let Ok(Prompted::Answered(frame)) = prompt(&mut s, "t", "hi", unserved) else {
+            panic!("answered at once");
+        };
+        let frame: Value = serde_json::from_slice(&frame).expect("a frame");
+        assert_eq!(frame["id"], 1);
+        assert_eq!(frame["result"]["stopReason"], "end_turn");
+        assert_eq!(frame["result"]["_meta"]["lembas"]["turnId"], "t");
+        assert!(matches!(
+            prompt(&mut s, "p", "/plan", None),
+            Ok(Prompted::Action)
+        ));
     }
 }
