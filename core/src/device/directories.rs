@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 
 use super::{ConnId, ConnKind, Device, Effect};
 use crate::config::Remote;
-use crate::jsonrpc::{self, Id, RpcError};
+use crate::jsonrpc::{Id, RpcError};
 use crate::paths;
 
 /// `_lembas/directories`' params.
@@ -128,6 +128,62 @@ impl Dir {
     }
 }
 
+/// What `_lembas/directories` asks for.
+#[derive(Debug, PartialEq)]
+enum Asked {
+    /// No path: the places, each to be resolved by the shell.
+    Places(Vec<String>),
+    /// A directory's subdirectories: its path, normalized, inside the roots (lexically).
+    Listing(String),
+}
+
+impl DirectoriesParams {
+    /// What is asked, under the limits of this moment: remote work on and some roots, and a
+    /// path given absolute and inside the roots; else -32602 naming the rule.
+    fn asked(self, remote: &Remote) -> Result<Asked, RpcError> {
+        super::limits::remote_work_allowed(remote)?;
+        let Some(path) = self.path.filter(|p| !p.is_empty()) else {
+            return Ok(Asked::Places(places(remote)));
+        };
+        let asked = paths::normalize(&path).ok_or_else(|| {
+            RpcError::invalid_params(format!(
+                "path `{}` is not an absolute path",
+                path.escape_debug()
+            ))
+        })?;
+        super::limits::check_roots(remote, &asked)?;
+        Ok(Asked::Listing(asked))
+    }
+}
+
+impl PendingPlaces {
+    /// The place to resolve next (there is one until every place is resolved).
+    fn next(&self) -> &str {
+        &self.places[self.resolved.len()]
+    }
+
+    /// The next place resolved to `resolved`: whether that was the last.
+    fn resolved(&mut self, resolved: Result<String, String>) -> bool {
+        self.resolved.push(resolved);
+        self.resolved.len() == self.places.len()
+    }
+
+    /// The answer once every place is resolved, each judged under the limits of this moment.
+    fn answer(self, remote: &Remote) -> Result<Value, RpcError> {
+        super::limits::remote_work_allowed(remote)?;
+        let places: Vec<Dir> = self
+            .places
+            .into_iter()
+            .zip(self.resolved)
+            .map(|(path, real)| {
+                let refused = would_accept(remote, &path, real);
+                Dir::new(path, refused)
+            })
+            .collect();
+        Ok(json!({ "path": "", "places": places }))
+    }
+}
+
 impl Device {
     /// `_lembas/directories`: the places at once, or a listing asked of the shell (answered
     /// in [`Device::directory_listed`]).
@@ -143,53 +199,44 @@ impl Device {
             ));
         }
         let remote = &self.config.remote;
-        super::limits::remote_work_allowed(remote)?;
-        let Some(path) = params.path.filter(|p| !p.is_empty()) else {
-            let pending = PendingPlaces {
+        match params.asked(remote)? {
+            Asked::Places(places) => self.resolve_next_place(PendingPlaces {
                 conn,
                 id: id.clone(),
-                places: places(remote),
+                places,
                 resolved: Vec::new(),
-            };
-            self.resolve_next_place(pending);
-            return Ok(None);
-        };
-        let asked = paths::normalize(&path).ok_or_else(|| {
-            RpcError::invalid_params(format!(
-                "path `{}` is not an absolute path",
-                path.escape_debug()
-            ))
-        })?;
-        super::limits::check_roots(remote, &asked)?;
-        let max_entries = remote.max_directory_entries;
-        let request = self
-            .resolving
-            .ask(super::resolving::Resolving::Directory(Box::new(
-                PendingListing {
-                    conn,
-                    id: id.clone(),
-                    asked: asked.clone(),
-                },
-            )));
-        self.out.effect(Effect::ListDirectory {
-            request,
-            path: asked,
-            max_entries,
-        });
+            }),
+            Asked::Listing(asked) => {
+                let max_entries = remote.max_directory_entries;
+                let request = self
+                    .resolving
+                    .ask(super::resolving::Resolving::Directory(Box::new(
+                        PendingListing {
+                            conn,
+                            id: id.clone(),
+                            asked: asked.clone(),
+                        },
+                    )));
+                self.out.effect(Effect::ListDirectory {
+                    request,
+                    path: asked,
+                    max_entries,
+                });
+            }
+        }
         Ok(None)
     }
 
-    /// Ask the shell to resolve the next place (there is always one: the roots are not empty).
+    /// Ask the shell to resolve the next place.
     fn resolve_next_place(&mut self, pending: PendingPlaces) {
-        let path = pending.places[pending.resolved.len()].clone();
+        let path = pending.next().to_string();
         let request = self
             .resolving
             .ask(super::resolving::Resolving::Places(Box::new(pending)));
         self.out.resolve_path(request, path);
     }
 
-    /// A place resolved: the next is asked for, or, the last, the places are answered,
-    /// judged under the limits of this moment.
+    /// A place resolved: the next is asked for, or, the last, the places are answered.
     pub(super) fn place_resolved(
         &mut self,
         mut pending: PendingPlaces,
@@ -198,29 +245,12 @@ impl Device {
         if !self.conns.contains_key(&pending.conn) {
             return;
         }
-        pending.resolved.push(resolved);
-        if pending.resolved.len() < pending.places.len() {
+        if !pending.resolved(resolved) {
             return self.resolve_next_place(pending);
         }
-        let remote = &self.config.remote;
-        let answer = super::limits::remote_work_allowed(remote).map(|()| {
-            let places: Vec<Dir> = pending
-                .places
-                .into_iter()
-                .zip(pending.resolved)
-                .map(|(path, real)| {
-                    let refused = would_accept(remote, &path, real);
-                    Dir::new(path, refused)
-                })
-                .collect();
-            json!({ "path": "", "places": places })
-        });
-        match answer {
-            Ok(result) => self
-                .out
-                .send(pending.conn, jsonrpc::encode_result(&pending.id, &result)),
-            Err(e) => self.reply_error(pending.conn, &pending.id, &e),
-        }
+        let (conn, id) = (pending.conn, pending.id.clone());
+        let answer = pending.answer(&self.config.remote);
+        self.reply(conn, &id, answer);
     }
 
     /// The shell listed a directory it was asked to: the answer, judged under the limits of
@@ -233,12 +263,8 @@ impl Device {
         if !self.conns.contains_key(&pending.conn) {
             return;
         }
-        match answer_listing(&self.config.remote, &pending.asked, listed) {
-            Ok(result) => self
-                .out
-                .send(pending.conn, jsonrpc::encode_result(&pending.id, &result)),
-            Err(e) => self.reply_error(pending.conn, &pending.id, &e),
-        }
+        let answer = answer_listing(&self.config.remote, &pending.asked, listed);
+        self.reply(pending.conn, &pending.id, answer);
     }
 }
 
@@ -344,4 +370,77 @@ fn leads_outside(remote: &Remote, path: &str) -> RpcError {
 /// A name a directory entry can have: one segment, not `.` or `..`.
 fn is_one_segment(name: &str) -> bool {
     !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\0'])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn asked(remote: &Remote, path: Option<&str>) -> Result<Asked, RpcError> {
+        DirectoriesParams {
+            path: path.map(str::to_string),
+        }
+        .asked(remote)
+    }
+
+    #[test]
+    fn a_request_asks_for_the_places_or_one_directory_inside_the_roots() {
+        let mut remote = Remote::open(&["/w", "/v"]);
+        remote.trusted = vec!["/w/t".into(), "/elsewhere".into(), "/v".into()];
+        let places = Asked::Places(vec!["/w".into(), "/v".into(), "/w/t".into()]);
+        assert_eq!(asked(&remote, None), Ok(places));
+        assert!(matches!(asked(&remote, Some("")), Ok(Asked::Places(_))));
+        assert_eq!(
+            asked(&remote, Some("/w/./p/")),
+            Ok(Asked::Listing("/w/p".into()))
+        );
+        let relative = asked(&remote, Some("p\t")).unwrap_err();
+        assert_eq!(relative.message, "path `p\\t` is not an absolute path");
+        let outside = asked(&remote, Some("/etc")).unwrap_err();
+        assert_eq!(
+            outside.message,
+            "`/etc` is outside the device's roots (/w, /v)"
+        );
+        remote.enabled = false;
+        let off = asked(&remote, None).unwrap_err();
+        assert_eq!(
+            off.message,
+            "remote work is off on this device (remote.enabled is false)"
+        );
+    }
+
+    #[test]
+    fn places_are_resolved_one_after_the_other_then_judged_under_the_limits_of_that_moment() {
+        let mut pending = PendingPlaces {
+            conn: ConnId(1),
+            id: Id::number(1),
+            places: vec!["/w".into(), "/w/t".into()],
+            resolved: Vec::new(),
+        };
+        assert_eq!(pending.next(), "/w");
+        assert!(!pending.resolved(Ok("/w".into())));
+        assert_eq!(pending.next(), "/w/t");
+        assert!(pending.resolved(Err("gone".into())));
+        let remote = Remote::open(&["/w"]);
+        let answer = PendingPlaces {
+            places: pending.places.clone(),
+            resolved: pending.resolved.clone(),
+            conn: pending.conn,
+            id: pending.id.clone(),
+        }
+        .answer(&remote);
+        assert_eq!(
+            answer,
+            Ok(json!({ "path": "", "places": [
+                { "path": "/w", "name": "w", "accepted": true },
+                { "path": "/w/t", "name": "t", "accepted": false,
+                  "reason": "`/w/t` cannot be used: gone" },
+            ] }))
+        );
+        let off = pending.answer(&Remote::default()).unwrap_err();
+        assert_eq!(
+            off.message,
+            "remote work is off on this device (remote.enabled is false)"
+        );
+    }
 }

@@ -730,4 +730,12 @@ impl Device {
     fn reply_error(&mut self, conn: ConnId, id: &Id, error: &RpcError) {
         self.out.send(conn, jsonrpc::encode_error(Some(id), error));
     }
+
+    /// A request's answer: its result, or its error.
+    fn reply(&mut self, conn: ConnId, id: &Id, answer: Result<serde_json::Value, RpcError>) {
+        match answer {
+            Ok(result) => self.out.send(conn, jsonrpc::encode_result(id, &result)),
+            Err(e) => self.reply_error(conn, id, &e),
+        }
+    }
 }
