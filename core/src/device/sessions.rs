@@ -336,6 +336,17 @@ impl PendingNew {
             context: meta.lembas.map(Context::from).unwrap_or_default(),
         })
     }
+
+    /// Its `cwd` as the shell `resolved` it (symlinks followed), made canonical; the refusal
+    /// naming the `cwd` asked for when the shell could not resolve it (`Err`: why) or gave
+    /// back something that is not an absolute path.
+    pub fn resolved(&self, resolved: Result<String, String>) -> Result<String, RpcError> {
+        let real = resolved.map_err(|why| {
+            RpcError::invalid_params(format!("cwd `{}` cannot be used: {why}", self.cwd))
+        })?;
+        paths::normalize(&real)
+            .ok_or_else(|| RpcError::invalid_params(format!("cwd `{}` did not resolve", self.cwd)))
+    }
 }
 
 /// Keyed by session id; hashed with a fixed key so the dedup check is O(1) and deterministic.
@@ -391,30 +402,18 @@ impl Device {
         if !self.conns.contains_key(&pending.conn) {
             return;
         }
-        let outcome = resolved
-            .map_err(|why| {
-                RpcError::invalid_params(format!("cwd `{}` cannot be used: {why}", pending.cwd))
+        let (conn, id) = (pending.conn, pending.id.clone());
+        let made = pending.resolved(resolved).and_then(|real| {
+            let root = self.check_directory(&real)?;
+            self.create_session(PendingNew {
+                cwd: real,
+                root,
+                ..pending
             })
-            .and_then(|real| {
-                let real = paths::normalize(&real).ok_or_else(|| {
-                    RpcError::invalid_params(format!("cwd `{}` did not resolve", pending.cwd))
-                })?;
-                let root = self.check_directory(&real)?;
-                Ok((real, root))
-            });
-        match outcome {
-            Ok((real, root)) => {
-                let (conn, id) = (pending.conn, pending.id.clone());
-                match self.create_session(PendingNew {
-                    cwd: real,
-                    root,
-                    ..pending
-                }) {
-                    Ok(result) => self.out.send(conn, jsonrpc::encode_result(&id, &result)),
-                    Err(e) => self.reply_error(conn, &id, &e),
-                }
-            }
-            Err(e) => self.reply_error(pending.conn, &pending.id, &e),
+        });
+        match made {
+            Ok(result) => self.out.send(conn, jsonrpc::encode_result(&id, &result)),
+            Err(e) => self.reply_error(conn, &id, &e),
         }
     }
 
@@ -733,6 +732,23 @@ mod tests {
             effort: Some("low".into()),
             context: Context::default(),
         }
+    }
+
+    #[test]
+    fn a_resolved_cwd_is_made_canonical_and_a_failed_or_relative_one_refused_naming_the_cwd() {
+        let p = pending(1, None);
+        assert_eq!(
+            p.resolved(Ok("/real/./x//y/../p".into())).unwrap(),
+            "/real/x/p"
+        );
+        let err = p
+            .resolved(Err("no such directory".into()))
+            .expect_err("refused");
+        assert_eq!(err.code, crate::jsonrpc::code::INVALID_PARAMS);
+        assert_eq!(err.message, "cwd `/w/p` cannot be used: no such directory");
+        let err = p.resolved(Ok("real/p".into())).expect_err("not absolute");
+        assert_eq!(err.code, crate::jsonrpc::code::INVALID_PARAMS);
+        assert_eq!(err.message, "cwd `/w/p` did not resolve");
     }
 
     fn new_params(v: Value) -> NewSessionParams {
