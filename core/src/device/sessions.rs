@@ -200,6 +200,20 @@ impl Session {
         }
     }
 
+    /// `session/set_mode`'s `requested` mode at `now` ([`Session::mode_asked`]): the mode it
+    /// has now and the record that stores it.
+    pub fn mode_set(
+        &mut self,
+        requested: Mode,
+        on_link: bool,
+        max: Mode,
+        now: u64,
+    ) -> (Mode, Record) {
+        let mode = self.mode_asked(requested, on_link, max);
+        self.durable.touched = now;
+        (mode, self.switch_mode(mode))
+    }
+
     /// Its mode is now `mode`: the record that stores it.
     pub fn switch_mode(&mut self, mode: Mode) -> Record {
         self.durable.mode = mode;
@@ -503,9 +517,8 @@ impl Device {
         let max = self.config.remote.max_mode;
         let now = self.clock.now().0;
         let s = self.attach(conn, &p.session_id)?;
-        let mode = s.mode_asked(requested, on_link, max);
-        s.durable.touched = now;
-        self.change_mode(&p.session_id, mode);
+        let (mode, record) = s.mode_set(requested, on_link, max, now);
+        self.announce_mode(&p.session_id, mode, record);
         Ok(json!({}))
     }
 
@@ -891,6 +904,21 @@ mod tests {
             s.used_from_link(),
             None,
             "the mark lasts; nothing to store again"
+        );
+    }
+
+    #[test]
+    fn a_mode_set_is_lowered_as_asked_and_touches_the_session() {
+        let mut s = crate::device::live::tests::session("a");
+        s.capped = false;
+        let (mode, record) = s.mode_set(Mode::Auto, true, Mode::Edit, 7);
+        assert_eq!((mode, s.durable.mode), (Mode::Edit, Mode::Edit));
+        assert_eq!(s.durable.touched, 7);
+        assert_eq!(record, s.record());
+        let (mode, _) = s.mode_set(Mode::Auto, false, Mode::Edit, 8);
+        assert_eq!(
+            (mode, s.durable.mode, s.durable.touched),
+            (Mode::Auto, Mode::Auto, 8)
         );
     }
 
