@@ -156,6 +156,25 @@ impl Session {
         TakenUp { from_store, newly }
     }
 
+    /// Taken up for `conn` ([`Session::take_up`]; `on_link`: a client on the link): its plan
+    /// sent again when it was only in the store ([`Session::reopened_plan`]), and used from
+    /// the link ([`Session::used_from_link`]).
+    pub fn attached(
+        &mut self,
+        conn: ConnId,
+        on_link: bool,
+        out: &mut Outbox,
+        limits: &SessionLimits,
+    ) -> Attached {
+        let taken = self.take_up(conn);
+        let plan = match taken.from_store {
+            true => self.reopened_plan(out, limits),
+            false => None,
+        };
+        let given = on_link.then(|| self.used_from_link()).flatten();
+        Attached { taken, plan, given }
+    }
+
     /// Used from the link: remote work, its modes lowered from now on, and given (a client on
     /// the link may delete it later; the mark lasts). The record to store when it was not
     /// given before.
@@ -268,6 +287,16 @@ pub(crate) struct TakenUp {
 
 /// The status of a session this device does not have (`exists` false) or may not show now:
 /// nothing of its content.
+/// A session taken up for a connection ([`Session::attached`]), for Device to persist and send.
+pub(crate) struct Attached {
+    pub taken: TakenUp,
+    /// Its plan's frame for the connection that opened it from the store, and whether its log
+    /// has entries the store lacks now (and had none).
+    pub plan: Option<(Vec<u8>, bool)>,
+    /// Its record, given from the link for the first time.
+    pub given: Option<Record>,
+}
+
 fn thin_status(session: &str, exists: bool) -> StatusResult<'_> {
     StatusResult {
         session_id: session,
@@ -479,15 +508,12 @@ impl Device {
         if on_link {
             admit_over_link(&self.config.remote, session, &s.durable.cwd)?;
         }
-        let taken = s.take_up(conn);
-        let plan = match taken.from_store {
-            true => s.reopened_plan(&mut self.out, &self.config.sessions),
-            false => None,
-        };
+        let Attached { taken, plan, given } =
+            s.attached(conn, on_link, &mut self.out, &self.config.sessions);
         if let Some((_, true)) = plan {
             self.unflushed_logs.push(session.to_owned());
         }
-        if let Some(record) = on_link.then(|| s.used_from_link()).flatten() {
+        if let Some(record) = given {
             self.out.persist(vec![record]);
         }
         if let Some((frame, _)) = plan {
@@ -905,6 +931,29 @@ mod tests {
             None,
             "the mark lasts; nothing to store again"
         );
+    }
+
+    #[test]
+    fn attached_from_the_store_its_plan_goes_out_and_from_the_link_it_is_given_once() {
+        let limits = SessionLimits::default();
+        let mut out = Outbox::default();
+        let mut s = crate::device::live::tests::session("a");
+        s.durable.plan = Some(json!({ "phases": [] }));
+        s.capped = false;
+        let first = s.attached(ConnId(1), false, &mut out, &limits);
+        let both = TakenUp {
+            from_store: true,
+            newly: true,
+        };
+        assert_eq!(first.taken, both);
+        assert!(first.plan.is_some(), "opened from the store: its plan");
+        assert!(first.given.is_none() && !s.capped, "not from the link");
+        let linked = s.attached(ConnId(2), true, &mut out, &limits);
+        assert!(linked.taken.newly && !linked.taken.from_store);
+        assert!(linked.plan.is_none(), "open already");
+        assert!(linked.given.is_some() && s.capped, "given from the link");
+        let again = s.attached(ConnId(2), true, &mut out, &limits);
+        assert!(again.given.is_none() && !again.taken.newly, "given once");
     }
 
     #[test]
