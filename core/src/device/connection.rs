@@ -95,6 +95,17 @@ pub(crate) struct Connection {
     pub announce_due: bool,
 }
 
+/// What became of a frame offered to be held behind a waiting request.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Hold {
+    /// No request waits: the frame runs now.
+    NothingWaits,
+    /// Held, to run once the request before it has.
+    Held,
+    /// Not held: it would take the held bytes past the bound.
+    Over,
+}
+
 impl Connection {
     pub fn new(kind: ConnKind) -> Self {
         Connection {
@@ -119,6 +130,30 @@ impl Connection {
         if self.kind == ConnKind::Link {
             self.announce_due = true;
         }
+    }
+
+    /// Hold `frame` behind the request waiting (`gate`), if one waits: at most `max` bytes
+    /// held in all.
+    pub fn hold(&mut self, frame: &[u8], max: usize) -> Hold {
+        if self.gate.is_none() {
+            return Hold::NothingWaits;
+        }
+        if self.held_bytes.saturating_add(frame.len()) > max {
+            return Hold::Over;
+        }
+        self.held_bytes += frame.len();
+        self.held.push_back(frame.to_vec());
+        Hold::Held
+    }
+
+    /// The oldest held frame, to run now: none while a request waits.
+    pub fn next_held(&mut self) -> Option<Vec<u8>> {
+        if self.gate.is_some() {
+            return None;
+        }
+        let frame = self.held.pop_front()?;
+        self.held_bytes -= frame.len();
+        Some(frame)
     }
 
     /// Whether `_lembas/event` and the other `_lembas` notifications go to this client.
@@ -180,5 +215,22 @@ mod tests {
             );
             assert_eq!(c.announce_due, kind == ConnKind::Link, "{kind:?}");
         }
+    }
+
+    #[test]
+    fn frames_behind_a_waiting_request_are_held_to_the_bound_and_run_in_order_once_it_has() {
+        let mut c = Connection::new(ConnKind::Link);
+        assert_eq!(c.hold(b"a", 10), Hold::NothingWaits);
+        c.gate = Some(1);
+        assert_eq!(c.hold(b"first", 10), Hold::Held);
+        assert_eq!(c.hold(b"secon", 10), Hold::Held, "exactly at the bound");
+        assert_eq!(c.hold(b"x", 10), Hold::Over);
+        assert_eq!(c.held_bytes, 10, "a frame over the bound is not held");
+        assert_eq!(c.next_held(), None, "nothing runs while the request waits");
+        c.gate = None;
+        assert_eq!(c.next_held().as_deref(), Some(&b"first"[..]));
+        assert_eq!(c.held_bytes, 5);
+        assert_eq!(c.next_held().as_deref(), Some(&b"secon"[..]));
+        assert_eq!((c.next_held(), c.held_bytes), (None, 0));
     }
 }

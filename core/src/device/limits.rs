@@ -8,6 +8,7 @@
 //! `serve --stdio` and a terminal on the device are the device's own person at the device, and
 //! work where they are, as `session/new` lets them (its `initialize` says `limits: null`).
 
+use super::connection::{Connection, Hold};
 use super::{ConnId, ConnKind, Device};
 use crate::config::Remote;
 use crate::jsonrpc::RpcError;
@@ -103,6 +104,48 @@ impl Gate {
     pub fn conn(&self) -> ConnId {
         self.conn
     }
+
+    /// A request on the link `conn` about `session`, whose directory is `dir`, checked
+    /// lexically under the limits of this moment: `Ok(Some)`, the gate it waits at while the
+    /// shell resolves `dir`; `Ok(None)`, it runs now, refused, and its handler answers that
+    /// (`answers_refusal`); `Err`, the refusal.
+    fn lexical(
+        remote: &Remote,
+        answers_refusal: bool,
+        conn: ConnId,
+        session: String,
+        dir: String,
+        frame: &[u8],
+    ) -> Result<Option<Gate>, RpcError> {
+        match admit_over_link(remote, &session, &dir) {
+            Ok(()) => Ok(Some(Gate {
+                conn,
+                session,
+                dir,
+                frame: frame.to_vec(),
+            })),
+            Err(_) if answers_refusal => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The session's real directory, from what the shell resolved it to (normalized), or why
+    /// the request is refused without it.
+    fn real_dir(&self, resolved: Result<String, String>) -> Result<String, RpcError> {
+        let real = resolved.map_err(|why| {
+            RpcError::invalid_params(format!(
+                "session `{}` cannot be used over the link now: its directory `{}` cannot be \
+                 checked: {why}",
+                self.session, self.dir
+            ))
+        })?;
+        paths::normalize(&real).ok_or_else(|| {
+            RpcError::invalid_params(format!(
+                "session `{}`: its directory `{}` did not resolve",
+                self.session, self.dir
+            ))
+        })
+    }
 }
 
 /// The session a request names, if any (`files/search` and `commands` may name a `cwd`
@@ -111,6 +154,13 @@ impl Gate {
 #[serde(rename_all = "camelCase")]
 struct Named {
     session_id: Option<String>,
+}
+
+/// The session a request's params name, if they name one.
+fn named_session(params: Option<&serde_json::value::RawValue>) -> Option<String> {
+    params
+        .and_then(|p| serde_json::from_str::<Named>(p.get()).ok())
+        .and_then(|n| n.session_id)
 }
 
 impl Device {
@@ -132,8 +182,7 @@ impl Device {
         else {
             return Ok(false);
         };
-        let named = params.and_then(|p| serde_json::from_str::<Named>(p.get()).ok());
-        let Some(session) = named.and_then(|n| n.session_id) else {
+        let Some(session) = named_session(params) else {
             return Ok(false);
         };
         // One set aside reaches here only for what is answered without reading it back (a
@@ -149,22 +198,16 @@ impl Device {
             // Unknown: the handler says so.
             return Ok(false);
         };
-        if let Err(e) = admit_over_link(&self.config.remote, &session, &dir) {
-            // Its handler answers the refusal itself (runs with `admitted` false).
-            return if spec.answers_refusal {
-                Ok(false)
-            } else {
-                Err(e)
-            };
-        }
+        let remote = &self.config.remote;
+        let Some(gate) = Gate::lexical(remote, spec.answers_refusal, conn, session, dir, frame)?
+        else {
+            // Refused: its handler answers that itself (runs with `admitted` false).
+            return Ok(false);
+        };
+        let dir = gate.dir.clone();
         let request = self
             .resolving
-            .ask(super::resolving::Resolving::Gate(Box::new(Gate {
-                conn,
-                session,
-                dir: dir.clone(),
-                frame: frame.to_vec(),
-            })));
+            .ask(super::resolving::Resolving::Gate(Box::new(gate)));
         c.gate = Some(request);
         self.out.resolve_path(request, dir);
         Ok(true)
@@ -178,23 +221,9 @@ impl Device {
             return;
         };
         c.gate = None;
-        let admitted = resolved
-            .map_err(|why| {
-                RpcError::invalid_params(format!(
-                    "session `{}` cannot be used over the link now: its directory `{}` cannot be \
-                     checked: {why}",
-                    gate.session, gate.dir
-                ))
-            })
-            .and_then(|real| {
-                let real = paths::normalize(&real).ok_or_else(|| {
-                    RpcError::invalid_params(format!(
-                        "session `{}`: its directory `{}` did not resolve",
-                        gate.session, gate.dir
-                    ))
-                })?;
-                self.admit(gate.conn, &gate.session, &real)
-            });
+        let admitted = gate
+            .real_dir(resolved)
+            .and_then(|real| self.admit(gate.conn, &gate.session, &real));
         self.run_frame(gate.conn, &gate.frame, Some(admitted));
         self.release_held(gate.conn);
     }
@@ -206,38 +235,26 @@ impl Device {
         let Some(c) = self.conns.get_mut(&conn) else {
             return false;
         };
-        if c.gate.is_none() {
-            return false;
+        match c.hold(frame, max) {
+            Hold::NothingWaits => false,
+            Hold::Held => true,
+            Hold::Over => {
+                self.close_connection(
+                    conn,
+                    CLOSE_HELD_OVERFLOW,
+                    format!(
+                        "over {max} bytes arrived while a request waited for its directory \
+                         check (sessions.max_held_bytes)"
+                    ),
+                );
+                true
+            }
         }
-        if c.held_bytes.saturating_add(frame.len()) > max {
-            self.close_connection(
-                conn,
-                CLOSE_HELD_OVERFLOW,
-                format!(
-                    "over {max} bytes arrived while a request waited for its directory check \
-                     (sessions.max_held_bytes)"
-                ),
-            );
-            return true;
-        }
-        c.held_bytes += frame.len();
-        c.held.push_back(frame.to_vec());
-        true
     }
 
     /// Run the frames held on `conn`, in order, until one waits again.
     pub(super) fn release_held(&mut self, conn: ConnId) {
-        loop {
-            let Some(c) = self.conns.get_mut(&conn) else {
-                return;
-            };
-            if c.gate.is_some() {
-                return;
-            }
-            let Some(frame) = c.held.pop_front() else {
-                return;
-            };
-            c.held_bytes -= frame.len();
+        while let Some(frame) = self.conns.get_mut(&conn).and_then(Connection::next_held) {
             self.run_frame(conn, &frame, None);
         }
     }
@@ -337,6 +354,62 @@ mod tests {
                 .unwrap()
                 .to_string()
         }
+    }
+
+    #[test]
+    fn a_request_over_the_link_is_checked_lexically_then_waits_for_its_real_directory() {
+        let remote = Remote::open(&["/w"]);
+        let lexical = |answers_refusal, dir: &str| {
+            Gate::lexical(
+                &remote,
+                answers_refusal,
+                ConnId(3),
+                "s".into(),
+                dir.into(),
+                b"f",
+            )
+        };
+        let gate = lexical(false, "/w/p")
+            .unwrap()
+            .expect("inside the roots: it waits");
+        assert_eq!(
+            (gate.conn(), gate.dir.as_str(), gate.frame.as_slice()),
+            (ConnId(3), "/w/p", &b"f"[..])
+        );
+        let outside = "session `s` cannot be used over the link now: `/etc` is outside the \
+                       device's roots (/w)";
+        assert_eq!(lexical(false, "/etc").unwrap_err().message, outside);
+        assert!(
+            lexical(true, "/etc").unwrap().is_none(),
+            "its handler answers the refusal"
+        );
+        assert_eq!(gate.real_dir(Ok("/w/./q/".into())), Ok("/w/q".into()));
+        assert_eq!(
+            gate.real_dir(Ok("/etc".into())),
+            Ok("/etc".into()),
+            "the limits are the device's to apply"
+        );
+        let refused = |resolved| gate.real_dir(resolved).unwrap_err().message;
+        assert_eq!(
+            refused(Err("gone".into())),
+            "session `s` cannot be used over the link now: its directory `/w/p` cannot be \
+             checked: gone"
+        );
+        assert_eq!(
+            refused(Ok("q".into())),
+            "session `s`: its directory `/w/p` did not resolve"
+        );
+    }
+
+    #[test]
+    fn the_session_a_request_names_is_its_session_id_if_any() {
+        let raw = |s: &str| serde_json::value::RawValue::from_string(s.into()).unwrap();
+        let named = raw(r#"{ "sessionId": "s", "x": 1 }"#);
+        assert_eq!(named_session(Some(&named)), Some("s".into()));
+        for params in [r#"{ "cwd": "/w" }"#, r#"{ "sessionId": 7 }"#, "[]"] {
+            assert_eq!(named_session(Some(&raw(params))), None, "{params}");
+        }
+        assert_eq!(named_session(None), None);
     }
 
     #[test]
