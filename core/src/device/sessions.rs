@@ -11,7 +11,7 @@ use super::limits::admit_over_link;
 use super::outbox::{Lane, Outbox};
 use super::turn_table::TurnTable;
 use super::{ConnId, ConnKind, Device};
-use crate::config::{Mode, SessionLimits};
+use crate::config::{Mode, Remote, SessionLimits};
 use crate::engine::Context;
 use crate::jsonrpc::{self, Id, RpcError};
 use crate::paths;
@@ -249,6 +249,23 @@ impl Session {
     /// `conn` hears it from now on if it is open (held here); whether it did not before.
     pub fn hold_if_open(&mut self, conn: ConnId) -> bool {
         self.open && self.holders.insert(conn)
+    }
+
+    /// Asked for its status by `conn`: whether `conn` hears it newly ([`Session::hold_if_open`]),
+    /// or `None` when the rules of this moment do not admit it (`admitted` false: its directory
+    /// failed them after symlinks; `on_link`: held to `remote`'s), and nothing of it is read.
+    pub fn hold_for_status(
+        &mut self,
+        conn: ConnId,
+        admitted: bool,
+        on_link: bool,
+        remote: &Remote,
+    ) -> Option<bool> {
+        let over_link = |s: &Session| admit_over_link(remote, &s.durable.id, &s.durable.cwd);
+        if !admitted || (on_link && over_link(self).is_err()) {
+            return None;
+        }
+        Some(self.hold_if_open(conn))
     }
 
     /// Its `_lembas/session/status` (`editor_holds`: an editor or a terminal on the device
@@ -606,12 +623,9 @@ impl Device {
         let Some((s, recency)) = self.sessions.get_mut_with_recency(&p.session_id) else {
             return thin(false);
         };
-        let remote = &self.config.remote;
-        if !admitted || (on_link && admit_over_link(remote, &p.session_id, &s.durable.cwd).is_err())
-        {
+        let Some(newly) = s.hold_for_status(conn, admitted, on_link, &self.config.remote) else {
             return thin(true);
-        }
-        let newly = s.hold_if_open(conn);
+        };
         recency.mark(s);
         if newly {
             self.cards
@@ -1020,6 +1034,35 @@ mod tests {
             (Some("t"), 7)
         );
         assert_eq!(record, s.record());
+    }
+
+    #[test]
+    fn a_status_holds_it_only_where_the_rules_of_the_moment_admit_it() {
+        let mut s = crate::device::live::tests::session("a");
+        s.open = true;
+        s.durable.cwd = "/w/p".into();
+        let (inside, outside) = (Remote::open(&["/w"]), Remote::open(&["/elsewhere"]));
+        assert_eq!(s.hold_for_status(ConnId(1), false, false, &inside), None);
+        assert_eq!(s.hold_for_status(ConnId(1), true, true, &outside), None);
+        assert!(s.holders.is_empty(), "refused: not held");
+        assert_eq!(
+            s.hold_for_status(ConnId(1), true, false, &outside),
+            Some(true),
+            "off the link the roots do not hold it"
+        );
+        assert_eq!(
+            s.hold_for_status(ConnId(2), true, true, &inside),
+            Some(true)
+        );
+        assert_eq!(
+            s.hold_for_status(ConnId(2), true, true, &inside),
+            Some(false)
+        );
+        s.open = false;
+        assert_eq!(
+            s.hold_for_status(ConnId(3), true, true, &inside),
+            Some(false)
+        );
     }
 
     #[test]
