@@ -404,6 +404,35 @@ impl Session {
             })
     }
 
+    /// [`Session::steer`], and the command that gives the message to the engine.
+    pub(super) fn steer_command(
+        &mut self,
+        id: u64,
+        text: String,
+        message_id: Option<String>,
+        max: usize,
+    ) -> Result<(EngineCommand, usize), RpcError> {
+        let (turn_id, queued) = self.steer(id, text.clone(), message_id, max)?;
+        let session_id = self.durable.id.clone();
+        let steer = EngineCommand::Steer {
+            session_id,
+            turn_id,
+            id,
+            text,
+        };
+        Ok((steer, queued))
+    }
+
+    /// `session/cancel`: the command that stops the running turn, the first time only.
+    pub(super) fn cancel(&mut self) -> Option<EngineCommand> {
+        let turn_id = self.turns.cancel()?;
+        let session_id = self.durable.id.clone();
+        Some(EngineCommand::Cancel {
+            session_id,
+            turn_id,
+        })
+    }
+
     /// The running turn ended with `outcome` (`Err`: failed, with the engine's message) at
     /// `now`: what finished, and the event saying how, unless nothing ran.
     pub(super) fn finish(
@@ -842,16 +871,10 @@ impl Device {
         let Some(s) = self.sessions.get_mut(&p.session_id) else {
             return;
         };
-        let Some(turn_id) = s.turns.cancel() else {
+        let Some(command) = s.cancel() else {
             return;
         };
-        self.out.engine_in(
-            Lane::of(&p.session_id),
-            EngineCommand::Cancel {
-                session_id: p.session_id,
-                turn_id,
-            },
-        );
+        self.out.engine_in(Lane::of(&p.session_id), command);
     }
 
     /// `_lembas/steer`: a message for the running turn, at its next step.
@@ -859,18 +882,9 @@ impl Device {
         let max = self.config.sessions.max_steer;
         let id = self.next_steer;
         let s = self.attach(conn, &p.session_id)?;
-        let session = s.durable.id.clone();
-        let (turn_id, queued) = s.steer(id, p.text.clone(), p.message_id, max)?;
+        let (command, queued) = s.steer_command(id, p.text, p.message_id, max)?;
         self.next_steer += 1;
-        self.out.engine_in(
-            Lane::of(&session),
-            EngineCommand::Steer {
-                session_id: session,
-                turn_id,
-                id,
-                text: p.text,
-            },
-        );
+        self.out.engine_in(Lane::of(&p.session_id), command);
         Ok(json!({ "queued": queued }))
     }
 
@@ -1573,5 +1587,41 @@ mod tests {
             prompt(&mut s, "p", "/plan", None),
             Ok(Prompted::Action)
         ));
+    }
+
+    #[test]
+    fn a_steer_is_given_to_the_engine_with_its_number_and_text() {
+        let mut s = crate::device::live::tests::session("s");
+        let refused = s
+            .steer_command(1, "hi".into(), None, 2)
+            .expect_err("nothing runs");
+        assert_eq!(
+            refused.message,
+            "nothing runs in session `s`: send it as a prompt instead"
+        );
+        running(&mut s, "t", Admission::default());
+        s.turns.start_next().expect("t starts");
+        let (command, queued) = s.steer_command(4, "hi".into(), None, 2).expect("runs");
+        let steer = EngineCommand::Steer {
+            session_id: "s".into(),
+            turn_id: "t".into(),
+            id: 4,
+            text: "hi".into(),
+        };
+        assert_eq!((command, queued), (steer, 1));
+    }
+
+    #[test]
+    fn a_cancel_stops_the_running_turn_once() {
+        let mut s = crate::device::live::tests::session("s");
+        assert!(s.cancel().is_none(), "nothing runs");
+        running(&mut s, "t", Admission::default());
+        s.turns.start_next().expect("t starts");
+        let cancel = EngineCommand::Cancel {
+            session_id: "s".into(),
+            turn_id: "t".into(),
+        };
+        assert_eq!(s.cancel(), Some(cancel));
+        assert!(s.cancel().is_none(), "once");
     }
 }
