@@ -69,6 +69,9 @@ export interface DeviceConfig {
     eventsPage?: number;
     /** The most it answers at once; a larger `limit` is refused naming it. */
     maxEventsPage?: number;
+    /** Reads of set-aside sessions' logs (`read_events`) waiting at once; one more
+     * `_lembas/session/events` needing one is refused naming it. */
+    maxEventReads?: number;
     /** The bytes of turns one `_lembas/session/history` answers (the newest that fit; one turn
      * over it is cut, saying so). */
     historyBytes?: number;
@@ -166,6 +169,8 @@ export type DeviceInput =
   | { type: "session_load_failed"; request: number; error: string }
   | { type: "history_read"; request: number; entries: StoreEntry[] }
   | { type: "history_read"; request: number; error: string }
+  | { type: "events_read"; request: number; entries: StoreEntry[] }
+  | { type: "events_read"; request: number; error: string }
   /** `error` absent: it was written. */
   | { type: "attachment_written"; request: number; error?: string | null }
   | { type: "engine"; sessionId: string; turnId: string; event: EngineEvent }
@@ -260,6 +265,12 @@ export type Effect =
    * `historyRead(request, entries)` (`MemStore.history` reads it so), or
    * `historyReadFailed(request, error)`. Asked for once the persists before it are durable. */
   | { kind: "read_history"; request: number; sessionId: string; before?: number; limit: number; maxBytes: number }
+  /** Read a set-aside session's event log alone (`events` table, keys `<session>/<first seq,
+   * 20 digits>`): every block of it; then `eventsRead(request, entries)` (`MemStore.events`
+   * reads it so), or `eventsReadFailed(request, error)` (the `_lembas/session/events` request
+   * is refused with it). The session stays set aside. Asked for once the persists before it
+   * are durable. */
+  | { kind: "read_events"; request: number; sessionId: string }
   /** Write an attachment of a prompt under the session's directory; answer with
    * `attachmentWritten(request, error?)`. Its turn starts once all of its are written; an
    * error refuses the prompt with it. (A `DeviceDriver` hands it to `onEffect`: a throw or a

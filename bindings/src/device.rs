@@ -206,6 +206,37 @@ impl JsDevice {
         Ok(())
     }
 
+    /// The answer to a `read_events` effect: the set-aside session's event log blocks.
+    #[wasm_bindgen(js_name = eventsRead)]
+    pub fn events_read(
+        &mut self,
+        request: f64,
+        #[wasm_bindgen(unchecked_param_type = "StoreEntry[]")] entries: JsValue,
+        now: f64,
+    ) -> Result<(), JsError> {
+        let entries = json::read::<Vec<Entry>>("store entries", from_js(&entries)?).map_err(err)?;
+        self.inner
+            .handle_events_read(whole("request", request)?, Ok(entries), time(now)?);
+        Ok(())
+    }
+
+    /// The answer to a `read_events` effect whose read failed, with why: the
+    /// `_lembas/session/events` request is refused with it; the session stays set aside.
+    #[wasm_bindgen(js_name = eventsReadFailed)]
+    pub fn events_read_failed(
+        &mut self,
+        request: f64,
+        error: &str,
+        now: f64,
+    ) -> Result<(), JsError> {
+        self.inner.handle_events_read(
+            whole("request", request)?,
+            Err(error.to_string()),
+            time(now)?,
+        );
+        Ok(())
+    }
+
     /// The answer to a `resolve_path` effect: `{ path }` (resolved) or `{ error }`.
     #[wasm_bindgen(js_name = pathResolved)]
     pub fn path_resolved(
@@ -494,6 +525,12 @@ impl JsMemStore {
             whole("maxBytes", max_bytes)? as usize,
         );
         Ok(to_js(&json::out(&entries)))
+    }
+
+    /// A set-aside session's event log blocks as a `read_events` effect asks for them.
+    #[wasm_bindgen(unchecked_return_type = "StoreEntry[]")]
+    pub fn events(&self, #[wasm_bindgen(js_name = sessionId)] session_id: &str) -> JsValue {
+        to_js(&json::out(&self.inner.session_events(session_id)))
     }
 
     #[wasm_bindgen(getter)]

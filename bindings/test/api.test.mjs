@@ -68,6 +68,8 @@ class JsPair {
       } else if (e.kind === "read_history") {
         const read = this.store.history(e.sessionId, e.before, e.limit, e.maxBytes);
         this.device.historyRead(e.request, read, this.now);
+      } else if (e.kind === "read_events") {
+        this.device.eventsRead(e.request, this.store.events(e.sessionId), this.now);
       } else if (e.kind === "open_terminal") {
         // A fake shell: it echoes its keystrokes, and ends with 129 (SIGHUP) when hung up.
         this.device.terminalOpened(e.terminalId, { shell: "bash", integration: false }, this.now);

@@ -201,6 +201,10 @@ fn effects() -> Vec<Effect> {
             limit: 1000,
             max_bytes: 524_288,
         },
+        Effect::ReadEvents {
+            request: 9,
+            session_id: "ses_1".into(),
+        },
         Effect::WriteAttachment {
             request: 3,
             session_id: "ses_1".into(),
@@ -486,6 +490,10 @@ fn device_inputs() -> Vec<Value> {
         json!({ "type": "history_read", "request": 5,
                 "entries": [{ "table": "history", "key": "ses_1/0000000000", "value": "{}" }] }),
         json!({ "type": "history_read", "request": 5, "error": "disk" }),
+        json!({ "type": "events_read", "request": 9,
+                "entries": [{ "table": "events", "key": "ses_1/00000000000000000001",
+                              "value": "[]" }] }),
+        json!({ "type": "events_read", "request": 9, "error": "disk" }),
         json!({ "type": "attachment_written", "request": 3 }),
         json!({ "type": "attachment_written", "request": 3, "error": "disk full" }),
         json!({ "type": "engine", "sessionId": "ses_1", "turnId": "t1", "event": event }),

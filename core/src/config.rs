@@ -257,6 +257,11 @@ pub struct SessionLimits {
     pub events_page: usize,
     /// The most it answers at once: a larger `limit` is refused naming this.
     pub max_events_page: usize,
+    /// Reads of set-aside sessions' logs waiting for the store at once (a client that missed
+    /// some of such a session's events is answered from its log alone, read without making the
+    /// session live): one more is refused naming this. Each holds at most about one log
+    /// (`event_log_bytes`) while it is answered.
+    pub max_event_reads: usize,
     /// The bytes of turns one `_lembas/session/history` answers: the newest that fit, cut at a
     /// turn boundary (a single turn over it is cut, saying so), the answer saying how many
     /// older turns it left out. Well under `outbound.pause_bytes`: an answer is traffic the
@@ -298,6 +303,9 @@ impl Default for SessionLimits {
             // A whole log of the default size in one answer: catching up is one round trip.
             events_page: 2048,
             max_events_page: 2048,
+            // A reconnecting link catches up on every session it follows at once; 64 logs of
+            // the default size is 16 MiB at most in flight.
+            max_event_reads: 64,
             // Half the default pause mark, and a few hundred ordinary turns.
             history_bytes: 512 * 1024,
             max_history_turns: 1000,
@@ -705,6 +713,11 @@ fn validate_event_log(s: &SessionLimits) -> Result<(), ConfigError> {
             "sessions: event_log_events and event_log_bytes must be at least 1 (got {} and {})",
             s.event_log_events, s.event_log_bytes
         )));
+    }
+    if s.max_event_reads == 0 {
+        return Err(ConfigError(
+            "sessions: max_event_reads must be at least 1 (got 0)".into(),
+        ));
     }
     if s.events_page == 0 || s.events_page > s.max_events_page {
         return Err(ConfigError(format!(

@@ -443,6 +443,32 @@ pub fn history_of(
         .collect()
 }
 
+/// Whether `entry` is a block of session `session`'s event log (`Table::Events`, keys
+/// `<session>/<first seq>`): what a shell hands back for `Effect::ReadEvents`, all of them.
+pub fn is_event_block_of(entry: &Entry, session: &str) -> bool {
+    entry.table == Table::Events
+        && entry
+            .key
+            .strip_prefix(session)
+            .is_some_and(|rest| rest.starts_with('/'))
+}
+
+/// The first seq of an event log block from its key (`<session>/<first seq>`).
+pub fn event_block_first(key: &str) -> Option<u64> {
+    key.rsplit_once('/')?.1.parse().ok()
+}
+
+/// [`MemStore::session_events`] over a whole store's entries in any order (a JS store's
+/// `entries()`).
+pub fn events_of(entries: Vec<Entry>, session: &str) -> Vec<Entry> {
+    let mut mine: Vec<Entry> = entries
+        .into_iter()
+        .filter(|e| is_event_block_of(e, session))
+        .collect();
+    mine.sort_by(|a, b| a.key.cmp(&b.key));
+    mine
+}
+
 /// Whether `entry` is part of session `session`: its record, or one of its turns or history
 /// entries (what a shell hands back for `Effect::LoadSession`).
 pub fn belongs_to(entry: &Entry, session: &str) -> bool {
@@ -516,6 +542,21 @@ impl MemStore {
             );
         }
         out
+    }
+
+    /// A session's event log as `Effect::ReadEvents` asks for it: every block of it, oldest
+    /// first (a prefix range, as [`is_event_block_of`] says).
+    pub fn session_events(&self, session: &str) -> Vec<Entry> {
+        let prefix = session_prefix(session);
+        self.map
+            .range((Table::Events, prefix.clone())..)
+            .take_while(|((t, k), _)| *t == Table::Events && k.starts_with(prefix.as_str()))
+            .map(|((t, k), v)| Entry {
+                table: *t,
+                key: k.clone(),
+                value: v.clone(),
+            })
+            .collect()
     }
 
     /// A session's history as `Effect::ReadHistory` asks for it: the entries before

@@ -432,7 +432,7 @@ fn a_catch_up_on_many_sessions_set_aside_over_a_new_link_reads_none_back() {
 }
 
 #[test]
-fn a_catch_up_on_a_session_set_aside_that_missed_events_reads_it_back_and_gets_them() {
+fn a_catch_up_on_a_session_set_aside_that_missed_events_gets_them_from_its_log() {
     let mut p = linked(2);
     let s = p.new_session("/home/dev/work/a");
     prompt(&mut p, &s, "sleep 1000\nsay end", "t1");
@@ -459,5 +459,169 @@ fn a_catch_up_on_a_session_set_aside_that_missed_events_reads_it_back_and_gets_t
     let events = answer["result"]["events"].as_array().unwrap();
     assert!(!events.is_empty(), "{answer}");
     assert!(events.iter().all(|e| e["seq"].as_u64() > Some(*since)));
+    // The catch-up read its log alone; the client's `status` on the turn it followed is what
+    // reads the session back.
+    assert_eq!(p.os.event_reads, vec![s.clone()]);
     assert_eq!(p.os.loads, vec![s.clone()]);
+}
+
+/// A session `s` with a finished turn, set aside (two more sessions took its place).
+fn set_aside_after_a_turn(p: &mut Pair) -> String {
+    let s = p.new_session("/home/dev/work/a");
+    prompt(p, &s, "say kept and more", "t1");
+    p.settle().unwrap();
+    set_aside(p, &s);
+    assert!(p.os.loads.is_empty());
+    s
+}
+
+#[test]
+fn a_page_of_a_set_aside_session_with_events_is_read_from_its_log_alone() {
+    let mut p = linked(2);
+    let s = set_aside_after_a_turn(&mut p);
+    // A client that missed all of it (since 0) needs its events.
+    let page = p
+        .call(
+            "_lembas/session/events",
+            json!({ "sessionId": s, "since": 0 }),
+        )
+        .unwrap();
+    let events = page["events"].as_array().unwrap();
+    let seqs: Vec<u64> = events.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs.first(), Some(&1), "{page}");
+    assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "{seqs:?}");
+    assert_eq!(page["next"].as_u64(), seqs.last().copied(), "{page}");
+    assert_eq!(page["truncated"], false, "{page}");
+    let text: String = events
+        .iter()
+        .filter(|e| e["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+        .filter_map(|e| e["params"]["update"]["content"]["text"].as_str())
+        .collect();
+    assert_eq!(text, "kept and more", "{page}");
+    // Its log alone was read: not read back, no other evicted, still set aside, not held.
+    assert_eq!(p.os.event_reads, vec![s.clone()]);
+    assert_eq!(p.os.loads, Vec::<String>::new());
+    assert_eq!(p.device.live_session_count(), 2);
+    assert_eq!(p.device.session_count(), 3);
+    assert!(p.device.turn_state(&s, "t1").is_none(), "still set aside");
+    assert!(p.device.at_rest(), "no read left in flight");
+    // A page cut by its limit says where to go on, as in memory.
+    let cut = p
+        .call(
+            "_lembas/session/events",
+            json!({ "sessionId": s, "since": 0, "limit": 2 }),
+        )
+        .unwrap();
+    assert_eq!(cut["events"].as_array().unwrap().len(), 2, "{cut}");
+    assert_eq!(cut["next"].as_u64(), Some(seqs[1]), "{cut}");
+    // Each page is the one the log answers in memory: read back, the same asks get them.
+    let st = p
+        .call("_lembas/session/status", json!({ "sessionId": s }))
+        .unwrap();
+    assert_eq!(st["exists"], true, "{st}");
+    assert_eq!(p.os.loads, vec![s.clone()]);
+    for (since, limit, read) in [(0, None, &page), (0, Some(2), &cut)] {
+        let mut params = json!({ "sessionId": s, "since": since });
+        if let Some(l) = limit {
+            params["limit"] = json!(l);
+        }
+        let live = p.call("_lembas/session/events", params).unwrap();
+        assert_eq!(&live, read, "since {since}, limit {limit:?}");
+    }
+}
+
+#[test]
+fn a_log_read_that_fails_refuses_the_catch_up_naming_why_and_leaves_the_session_set_aside() {
+    let mut p = linked(2);
+    let s = set_aside_after_a_turn(&mut p);
+    p.os.load_fails = Some("disk I/O error".into());
+    let e = p
+        .call(
+            "_lembas/session/events",
+            json!({ "sessionId": s, "since": 0 }),
+        )
+        .unwrap_err();
+    assert_eq!(e.code, code::INTERNAL_ERROR);
+    assert!(
+        e.message
+            .contains("could not be read from the store: disk I/O error"),
+        "{}",
+        e.message
+    );
+    assert_eq!(p.os.loads, Vec::<String>::new());
+    assert!(p.device.turn_state(&s, "t1").is_none(), "still set aside");
+    assert!(p.device.at_rest(), "answered, not left waiting");
+    // Not lost: asked again once the store reads, it is answered.
+    p.os.load_fails = None;
+    let page = p
+        .call(
+            "_lembas/session/events",
+            json!({ "sessionId": s, "since": 0 }),
+        )
+        .unwrap();
+    assert!(!page["events"].as_array().unwrap().is_empty(), "{page}");
+}
+
+/// The answer the client heard to its call `id`, if any yet.
+fn answer_to(
+    p: &Pair,
+    id: &lembas_core::jsonrpc::Id,
+) -> Option<Result<Value, lembas_core::jsonrpc::RpcError>> {
+    p.client_events.iter().rev().find_map(|e| match e {
+        ClientEvent::Answer { id: i, outcome, .. } if i == id => Some(outcome.clone()),
+        _ => None,
+    })
+}
+
+#[test]
+fn log_reads_waiting_at_once_are_bounded_and_one_more_is_refused_naming_the_bound() {
+    let mut p = Pair::default_with(&["/home/dev/work"], |d| {
+        d.sessions.max_live = 2;
+        d.sessions.max_event_reads = 1;
+    });
+    p.start().unwrap();
+    let s = set_aside_after_a_turn(&mut p);
+    let other = p.new_session("/home/dev/work/d");
+    // A write not yet durable: the read asked behind it waits.
+    p.os.hold_persists = true;
+    let title = json!({ "sessionId": other, "title": "held" });
+    p.client
+        .call("_lembas/session/title", &title, p.now)
+        .unwrap();
+    p.drive().unwrap();
+    let since = json!({ "sessionId": s, "since": 0 });
+    let first = p
+        .client
+        .call("_lembas/session/events", &since, p.now)
+        .unwrap();
+    p.drive().unwrap();
+    assert!(
+        answer_to(&p, &first).is_none(),
+        "the read waits for the write"
+    );
+    let second = p
+        .client
+        .call("_lembas/session/events", &since, p.now)
+        .unwrap();
+    p.drive().unwrap();
+    assert!(p.os.event_reads.is_empty(), "the read waits for the write");
+    assert!(!p.device.at_rest(), "a read is in flight");
+    // The write is durable: the first read is made and answered; the second, asked while it
+    // waited, was refused naming the bound (its answer queued behind the same write).
+    p.os.hold_persists = false;
+    let held = p.os.held.len();
+    p.os.release(&mut p.device, held, p.now);
+    p.settle().unwrap();
+    let page = answer_to(&p, &first).expect("answered").unwrap();
+    assert!(!page["events"].as_array().unwrap().is_empty(), "{page}");
+    let e = answer_to(&p, &second).expect("answered").unwrap_err();
+    assert_eq!(e.code, code::INVALID_PARAMS);
+    assert!(
+        e.message.contains("(sessions.max_event_reads)"),
+        "{}",
+        e.message
+    );
+    assert_eq!(e.data, Some(json!({ "limit": 1 })));
+    assert_eq!(p.os.event_reads, vec![s.clone()]);
+    assert!(p.device.at_rest());
 }

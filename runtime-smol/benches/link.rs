@@ -538,6 +538,7 @@ impl Bench {
                         | Effect::Stop { .. }
                         | Effect::LoadSession { .. }
                         | Effect::ReadHistory { .. }
+                        | Effect::ReadEvents { .. }
                         | Effect::ListDirectory { .. }
                         | Effect::CheckChanges { .. }
                         | Effect::ReadMentions { .. }

@@ -84,6 +84,11 @@ pub enum Input {
         request: u64,
         result: Result<Vec<Entry>, String>,
     },
+    /// A set-aside session's event log was read from the store (`Effect::ReadEvents`).
+    EventsRead {
+        request: u64,
+        result: Result<Vec<Entry>, String>,
+    },
     /// A terminal's shell wrote this (counted in its link's queue gauge until handed over).
     TerminalOutput {
         id: String,

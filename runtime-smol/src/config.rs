@@ -185,6 +185,7 @@ limits_block! {
         event_log_events: usize = 1,
         events_page: usize = 1,
         max_events_page: usize = 1,
+        max_event_reads: usize = 1,
         history_bytes: usize = lembas_core::config::MIN_HISTORY_BYTES,
         max_history_turns: usize = 1,
     }
@@ -816,7 +817,8 @@ mod tests {
                     max_held_bytes: 99999999999\n  max_live: 20\n  max_answer_bytes: 21\n  \
                     max_context_turns: 0\n  max_context_bytes: 23\n  max_summary_bytes: 24\n  \
                     event_log_bytes: 25\n  event_log_events: 26\n  events_page: 27\n  \
-                    max_events_page: 28\n  history_bytes: 5000\n  max_history_turns: 30\n";
+                    max_events_page: 28\n  history_bytes: 5000\n  max_history_turns: 30\n  \
+                    max_event_reads: 31\n";
         let c = parse(text, p, None).unwrap();
         let d = crate::device::device_config(&c, None).sessions;
         let got = [
@@ -840,6 +842,7 @@ mod tests {
             d.max_events_page,
             d.history_bytes,
             d.max_history_turns,
+            d.max_event_reads,
         ];
         let want = [
             11,
@@ -862,6 +865,7 @@ mod tests {
             28,
             5000,
             30,
+            31,
         ];
         assert_eq!(got, want);
         // The undo journal names as many dropped turns as the ledger keeps.

@@ -750,6 +750,11 @@ impl Driver {
                 .host
                 .device_mut()
                 .handle_history_read(request, result, now),
+            // Likewise: the request is refused naming why; the session stays set aside.
+            Input::EventsRead { request, result } => self
+                .host
+                .device_mut()
+                .handle_events_read(request, result, now),
             Input::TerminalOutput { id, bytes, _held } => {
                 self.host
                     .device_mut()
@@ -1191,6 +1196,33 @@ impl Driver {
                     self.off_thread(
                         move || store.history(&session_id, before, limit, max_bytes),
                         move |read| Input::HistoryRead {
+                            request,
+                            result: read.map_err(|e| e.to_string()),
+                        },
+                    );
+                }
+            },
+            Effect::ReadEvents {
+                request,
+                session_id,
+            } => match &self.disk {
+                Disk::Mem(mem) => {
+                    let entries = mem.session_events(&session_id);
+                    self.host
+                        .device_mut()
+                        .handle_events_read(request, Ok(entries), now);
+                }
+                Disk::Scratch(store) => {
+                    let read = store.session_events(&session_id).map_err(|e| e.to_string());
+                    self.host
+                        .device_mut()
+                        .handle_events_read(request, read, now);
+                }
+                Disk::Redb(store) => {
+                    let store = store.clone();
+                    self.off_thread(
+                        move || store.session_events(&session_id),
+                        move |read| Input::EventsRead {
                             request,
                             result: read.map_err(|e| e.to_string()),
                         },

@@ -268,6 +268,28 @@ impl RedbStore {
         Ok(out)
     }
 
+    /// A set-aside session's event log as `Effect::ReadEvents` asks for it: every block of
+    /// it, oldest first (`store::is_event_block_of`), by one prefix range.
+    pub fn session_events(&self, session: &str) -> Result<Vec<Entry>, StoreError> {
+        let other = |e: &dyn std::fmt::Display| self.other(e);
+        let txn = self.db.begin_read().map_err(|e| other(&e))?;
+        let t = txn.open_table(def(Table::Events)).map_err(|e| other(&e))?;
+        let prefix = lembas_core::store::session_prefix(session);
+        let mut out = Vec::new();
+        for item in t.range(prefix.as_str()..).map_err(|e| other(&e))? {
+            let (k, v) = item.map_err(|e| other(&e))?;
+            if !k.value().starts_with(prefix.as_str()) {
+                break;
+            }
+            out.push(Entry {
+                table: Table::Events,
+                key: k.value().to_string(),
+                value: v.value().to_string(),
+            });
+        }
+        Ok(out)
+    }
+
     /// A session's history as `Effect::ReadHistory` asks for it: its entries before `before`,
     /// newest first, as `HistoryPick` takes them (a backward range read, stopped at the
     /// first not taken: a read costs what it answers, not the history's length).

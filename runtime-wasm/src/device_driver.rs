@@ -478,6 +478,10 @@ impl Shared {
                 limit,
                 max_bytes,
             } => self.read_history(request, session_id, (before, limit, max_bytes)),
+            DeviceAction::ReadEvents {
+                request,
+                session_id,
+            } => self.read_events(request, session_id),
             DeviceAction::Stop(message) => {
                 if let Some(f) = &self.hooks.on_stop {
                     if let Err(e) = f.call1(&JsValue::UNDEFINED, &message.into()) {
@@ -823,6 +827,32 @@ impl Shared {
                 js::on_settled(&read, loaded, &rejected);
             }
             Err(e) => failed(self.clone(), e),
+        }
+    }
+
+    /// Read a set-aside session's event log from the JS store: its `entries()` (sync or a
+    /// promise), of which the device is given the session's blocks (`store::events_of`). A
+    /// read that fails refuses the `_lembas/session/events` request with the reason; the
+    /// session stays set aside.
+    fn read_events(self: &Rc<Self>, request: u64, session_id: String) {
+        let answer = move |me: Rc<Shared>, read: Result<Vec<Entry>, String>| {
+            me.input(|s, now| s.run.device_mut().handle_events_read(request, read, now));
+        };
+        let Some(store) = &self.hooks.store else {
+            // Never asked without one (the loop answers then); said rather than left waiting.
+            return answer(self.clone(), Err("this device was given no store".into()));
+        };
+        match store.entries.call0(&store.object) {
+            Ok(read) => {
+                let (me, me_too) = (self.clone(), self.clone());
+                let loaded = js::once(move |v| match entries(&v) {
+                    Ok(all) => answer(me, Ok(lembas_core::store::events_of(all, &session_id))),
+                    Err(e) => answer(me, Err(js::message_of(&e))),
+                });
+                let rejected = js::once(move |e| answer(me_too, Err(js::message_of(&e))));
+                js::on_settled(&read, loaded, &rejected);
+            }
+            Err(e) => answer(self.clone(), Err(js::message_of(&e))),
         }
     }
 

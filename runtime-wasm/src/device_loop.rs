@@ -59,6 +59,12 @@ pub enum DeviceAction {
         limit: usize,
         max_bytes: usize,
     },
+    /// Only with a store in JS: read a set-aside session's event log blocks, then
+    /// `handle_events_read(request)`.
+    ReadEvents {
+        request: u64,
+        session_id: String,
+    },
     Stop(String),
     /// The engine's HTTP to the instance or an attachment read: answer with `handle_io`.
     Io(IoCall),
@@ -208,6 +214,20 @@ impl DeviceLoop {
             Effect::ReadHistory { request, .. } => device.handle_history_read(
                 request,
                 Err("this device was given no store, so it keeps no history".into()),
+                now,
+            ),
+            Effect::ReadEvents {
+                request,
+                session_id,
+            } if self.store_in_js => out.push(DeviceAction::ReadEvents {
+                request,
+                session_id,
+            }),
+            // Without a store nothing is set aside (`has_store: false`), so nothing asks; were
+            // one asked, the request is refused saying why rather than answered "no events".
+            Effect::ReadEvents { request, .. } => device.handle_events_read(
+                request,
+                Err("this device was given no store, so it keeps no event log there".into()),
                 now,
             ),
             Effect::ResolvePath { request, path } if self.resolve_in_js => {

@@ -40,6 +40,11 @@ impl<T> Asked<T> {
         self.waiting.remove(&request)
     }
 
+    /// How many are waited for.
+    pub fn len(&self) -> usize {
+        self.waiting.len()
+    }
+
     /// Nothing is waited for.
     pub fn is_empty(&self) -> bool {
         self.waiting.is_empty()

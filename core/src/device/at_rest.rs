@@ -24,6 +24,7 @@ impl Device {
             && self.writes.is_empty()
             && self.mention_reads.is_empty()
             && self.history_reads.is_empty()
+            && self.event_reads.is_empty()
             && self.command_reads.is_empty()
             && self.change_checks.is_empty()
             && self.searches.is_empty()

@@ -159,7 +159,7 @@ pub(crate) struct Page<'a> {
 
 impl Page<'_> {
     /// `{"events":[...],"next":..,"truncated":..}`.
-    fn to_json(&self) -> String {
+    pub(super) fn to_json(&self) -> String {
         let bytes: usize = self.events.iter().map(EventView::cost).sum();
         let mut out = String::with_capacity(bytes + 64);
         out.push_str(r#"{"events":["#);
@@ -313,6 +313,33 @@ impl EventLog {
         };
         log.trim(limits);
         records.extend(log.forget_evicted_blocks(session));
+        log
+    }
+
+    /// The log of a set-aside session, whose page `at_rest` says, from the store's `blocks`
+    /// (first seq, events) alone: what it held when it was set aside, so a page of it is the
+    /// page the log in memory answered. The store's blocks may still hold events evicted
+    /// since (a block is deleted only once all of it is); kept within `limits` as in memory,
+    /// they give way again. Nothing past the last seq it sent is taken (a block written after
+    /// it came back to memory is not this log's).
+    pub fn read_back(
+        mut blocks: Vec<(u64, Vec<LoggedEvent>)>,
+        at_rest: AtRest,
+        limits: &SessionLimits,
+    ) -> EventLog {
+        blocks.sort_by_key(|(first, _)| *first);
+        let mut log = EventLog {
+            next_seq: at_rest.latest + 1,
+            floor: at_rest.floor,
+            ..EventLog::default()
+        };
+        for e in blocks.into_iter().flat_map(|(_, events)| events) {
+            let newer = log.entries.back().is_none_or(|b| e.seq > b.seq);
+            if newer && e.seq <= at_rest.latest {
+                log.append(e.seq, e.method, &e.params);
+            }
+        }
+        log.trim(limits);
         log
     }
 
@@ -513,6 +540,7 @@ impl EventLog {
         AtRest {
             quiet_from: self.floor.max(last_logged),
             latest: self.next_seq - 1,
+            floor: self.floor,
         }
     }
 
@@ -531,6 +559,8 @@ pub(crate) struct AtRest {
     quiet_from: u64,
     /// The last seq sent (or the one before this start's first, read back after a restart).
     latest: u64,
+    /// How far back the log reaches: a page from before it is truncated.
+    floor: u64,
 }
 
 impl AtRest {
@@ -548,7 +578,8 @@ impl AtRest {
         })
     }
 
-    /// Whether a page from `since` is answered from this alone.
+    /// Whether a page from `since` is answered from this alone (tests and the fuzzer's model).
+    #[cfg(any(test, feature = "testing"))]
     pub fn answers(&self, since: u64) -> bool {
         since >= self.quiet_from
     }
@@ -733,10 +764,11 @@ impl Device {
     }
 
     /// Whether a request on `conn` naming `session`, set aside, whose row may be answered at
-    /// rest (`methods::MethodSpec::at_rest`: `_lembas/session/events`), is answered from what
-    /// is kept of it, without reading it back (see [`Device::session_events`]): a page
-    /// without events, or a refusal by the limits of this moment. Params that are no page
-    /// request are not: the request waits for the session, as any other.
+    /// rest (`methods::MethodSpec::at_rest`: `_lembas/session/events`), is answered without
+    /// reading the session back (see [`Device::session_events`]): a page without events from
+    /// what is kept of it, a page read from its log alone, or a refusal by the limits of this
+    /// moment. Params that are no page request are not: the request waits for the session, as
+    /// any other.
     pub(super) fn kept_answers(
         &self,
         conn: ConnId,
@@ -755,9 +787,7 @@ impl Device {
         {
             return true;
         }
-        params
-            .and_then(|p| serde_json::from_str::<EventsParams>(p.get()).ok())
-            .is_some_and(|p| summary.events.answers(p.since))
+        params.is_some_and(|p| serde_json::from_str::<EventsParams>(p.get()).is_ok())
     }
 
     /// `session`, in memory, when `conn` is a link asking after it and no client was ever
@@ -783,17 +813,19 @@ impl Device {
     ///
     /// A session set aside is idle (only an idle one leaves memory) and its log changes no more
     /// while it is out: a client that missed none of its events (the usual catch-up on a new
-    /// link, on every session it follows) is answered from the two numbers kept of it, without
-    /// reading it back, evicting another or holding it. The connection then holds nothing of
+    /// link, on every session it follows) is answered from the numbers kept of it; one that
+    /// did miss some, from its log alone, read from the store (events_read.rs). Either way it
+    /// is not read back, evicts no other and is not held. The connection then holds nothing of
     /// it, as a link's hold did not outlast the session's setting aside before either (holders
     /// are not stored): if another connection makes it live again, the web hears of it as of
     /// any session (`announce` for a terminal's), and its own prompt or `status` takes it up.
-    /// A client that did miss some is parked until it is read back (live.rs), as before.
+    /// `None`: answered once the log is read.
     pub(super) fn session_events(
         &mut self,
         conn: ConnId,
+        id: &crate::jsonrpc::Id,
         p: EventsParams,
-    ) -> Result<Box<RawValue>, RpcError> {
+    ) -> Result<Option<Box<RawValue>>, RpcError> {
         let max = self.config.sessions.max_events_page;
         let limit = match p.limit {
             None => self.config.sessions.events_page,
@@ -819,15 +851,16 @@ impl Device {
                     admit_over_link(&self.config.remote, &p.session_id, &summary.cwd)?;
                 }
                 let Some(page) = summary.events.page(p.since) else {
-                    // Parking asks for a read of such a session first (live.rs).
-                    return Err(RpcError::new(
-                        crate::jsonrpc::code::INTERNAL_ERROR,
-                        format!(
-                            "session `{}` is set aside and its events since {} were not read \
-                             back; ask again",
-                            p.session_id, p.since
-                        ),
-                    ));
+                    let read = super::events_read::Wanted {
+                        since: p.since,
+                        limit,
+                        max_bytes,
+                        at_rest: summary.events,
+                        // What a link was sent of a session no client was given: its sets.
+                        unheld: self.on_link(conn) && !summary.given,
+                    };
+                    self.read_events(conn, id, &p.session_id, read)?;
+                    return Ok(None);
                 };
                 page.to_json()
             }
@@ -843,7 +876,9 @@ impl Device {
                 }
             },
         };
-        Ok(RawValue::from_string(json).expect("the log writes JSON"))
+        Ok(Some(
+            RawValue::from_string(json).expect("the log writes JSON"),
+        ))
     }
 }
 

@@ -189,7 +189,9 @@ fn terminal_open(d: &mut Device, c: &Call<'_>) -> Result<Reply, RpcError> {
 }
 
 fn events(d: &mut Device, c: &Call<'_>) -> Result<Reply, RpcError> {
-    c.answer(&d.session_events(c.conn, c.params()?)?)
+    // A set-aside session's missed events: answered once the shell has read its log.
+    let page = d.session_events(c.conn, c.id, c.params()?)?;
+    Ok(page.map(|p| jsonrpc::encode_result(c.id, &p)))
 }
 
 fn directories(d: &mut Device, c: &Call<'_>) -> Result<Reply, RpcError> {

@@ -89,6 +89,11 @@ pub enum Input {
         request: u64,
         read: Result<Vec<Entry>, String>,
     },
+    /// `events_read {request, entries | error}`: the answer to a `read_events` effect.
+    EventsRead {
+        request: u64,
+        read: Result<Vec<Entry>, String>,
+    },
     /// `attachment_written {request, error?}`: `error` absent when it was written.
     AttachmentWritten {
         request: u64,
@@ -220,6 +225,10 @@ impl Device {
                 self.handle_history_read(request, read, now);
                 Handled::Done
             }
+            Input::EventsRead { request, read } => {
+                self.handle_events_read(request, read, now);
+                Handled::Done
+            }
             Input::AttachmentWritten { request, written } => {
                 self.handle_attachment_written(request, written, now);
                 Handled::Done
@@ -310,6 +319,7 @@ enum Tag {
     SessionLoaded,
     SessionLoadFailed,
     HistoryRead,
+    EventsRead,
     AttachmentWritten,
     Engine,
     TerminalOpened,
@@ -378,7 +388,7 @@ fn pick(f: Fields) -> Result<Input, Misfit> {
         Tag::ChangesChecked => &["request", "changes", "error"],
         Tag::FilesUndone => &["request", "undone", "error"],
         Tag::SessionLoaded => &["request", "entries"],
-        Tag::HistoryRead => &["request", "entries", "error"],
+        Tag::HistoryRead | Tag::EventsRead => &["request", "entries", "error"],
         Tag::SessionLoadFailed | Tag::AttachmentWritten => &["request", "error"],
         Tag::Engine => &["sessionId", "turnId", "event"],
         Tag::TerminalOpened => &["terminalId", "shell", "integration", "error"],
@@ -456,6 +466,10 @@ fn pick(f: Fields) -> Result<Input, Misfit> {
             request: need(f.request, "request")?,
             read: either(f.entries, f.error, "entries or error (exactly one)")?,
         },
+        Tag::EventsRead => Input::EventsRead {
+            request: need(f.request, "request")?,
+            read: either(f.entries, f.error, "entries or error (exactly one)")?,
+        },
         Tag::AttachmentWritten => Input::AttachmentWritten {
             request: need(f.request, "request")?,
             written: f.error.map_or(Ok(()), Err),
@@ -522,6 +536,7 @@ impl Input {
             Input::SessionLoaded { .. } => "session_loaded",
             Input::SessionLoadFailed { .. } => "session_load_failed",
             Input::HistoryRead { .. } => "history_read",
+            Input::EventsRead { .. } => "events_read",
             Input::AttachmentWritten { .. } => "attachment_written",
             Input::Engine { .. } => "engine",
             Input::TerminalOpened { .. } => "terminal_opened",
@@ -613,7 +628,7 @@ impl Serialize for Input {
                 m.serialize_entry("request", request)?;
                 m.serialize_entry("error", error)?;
             }
-            Input::HistoryRead { request, read } => {
+            Input::HistoryRead { request, read } | Input::EventsRead { request, read } => {
                 m.serialize_entry("request", request)?;
                 match read {
                     Ok(entries) => m.serialize_entry("entries", entries)?,
@@ -904,6 +919,18 @@ mod tests {
                 request: 8,
                 read: Err(s("locked")),
             },
+            Input::EventsRead {
+                request: 9,
+                read: Ok(vec![Entry {
+                    table: Table::Events,
+                    key: s("ses_1/00000000000000000001"),
+                    value: s("[]"),
+                }]),
+            },
+            Input::EventsRead {
+                request: 9,
+                read: Err(s("locked")),
+            },
             Input::AttachmentWritten {
                 request: 5,
                 written: Ok(()),
@@ -981,6 +1008,7 @@ mod tests {
             Input::CommandsRead { .. } => 23,
             Input::ChangesChecked { .. } => 24,
             Input::FilesUndone { .. } => 25,
+            Input::EventsRead { .. } => 26,
         }
     }
 
@@ -988,7 +1016,7 @@ mod tests {
     fn every_input_writes_the_shape_it_is_read_from() {
         let inputs = every_input();
         let seen: std::collections::BTreeSet<usize> = inputs.iter().map(variant).collect();
-        assert_eq!(seen.len(), 26, "a variant has no sample: {seen:?}");
+        assert_eq!(seen.len(), 27, "a variant has no sample: {seen:?}");
         for input in inputs {
             let text = serde_json::to_string(&input).unwrap();
             let back: Input = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{text}: {e}"));

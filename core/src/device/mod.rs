@@ -31,6 +31,7 @@ mod deletes;
 mod directories;
 mod dispatch;
 pub(crate) mod event_log;
+mod events_read;
 mod files_search;
 mod frecency;
 pub(crate) mod handlers;
@@ -235,6 +236,12 @@ pub enum Effect {
         limit: usize,
         max_bytes: usize,
     },
+    /// Read a set-aside session's event log alone (`Table::Events`, keys `<session>/<first
+    /// seq>`): every block of it, as `store::is_event_block_of` says (`MemStore::session_events`
+    /// reads it so; at most about the log's bounds, `sessions.event_log_bytes`); answer with
+    /// `handle_events_read`. The session stays set aside. Asked for once every persist before
+    /// it is acknowledged. A read that fails is answered with the reason.
+    ReadEvents { request: u64, session_id: String },
     /// Write a prompt's attachment under the session's attachment directory; answer with
     /// `handle_attachment_written`. The turn that names it starts only once every one of its
     /// attachments is written; a failed write refuses its prompt with the reason.
@@ -404,6 +411,9 @@ pub struct Device {
     mention_reads: asked::Asked<mentioning::Pending>,
     /// `history` requests waiting for the shell to read the store (history.rs).
     history_reads: asked::Asked<history::PendingHistory>,
+    /// `_lembas/session/events` requests on set-aside sessions waiting for the shell to read
+    /// their logs (events_read.rs).
+    event_reads: asked::Asked<events_read::PendingEvents>,
     /// Command sets asked of the shell, until their answers (command_set.rs).
     command_reads: asked::Asked<command_set::PendingCommands>,
     /// `/review`s' looks for changes asked of the shell, until their answers
@@ -451,6 +461,7 @@ impl Device {
             writes: Default::default(),
             mention_reads: Default::default(),
             history_reads: Default::default(),
+            event_reads: Default::default(),
             searches: Default::default(),
             undos: Default::default(),
             command_reads: Default::default(),
@@ -557,6 +568,7 @@ impl Device {
         self.resolving.forget_connection(conn);
         self.sessions.forget_connection(conn);
         self.forget_history_reads(conn);
+        self.forget_event_reads(conn);
         for session in shared {
             self.shared_lost(&session);
         }

@@ -39,6 +39,9 @@ pub(super) struct Summary {
     /// Its event log's reach, so a client that missed none of its events catches up on it
     /// without a read of the store (event_log.rs).
     pub events: AtRest,
+    /// A client on the link was given it: a link that missed some of its events is sent
+    /// them all, not only its command sets (events_read.rs).
+    pub given: bool,
 }
 
 impl Summary {
@@ -48,6 +51,7 @@ impl Summary {
             title: s.durable.title.as_deref().map(Into::into),
             touched: s.durable.touched,
             events: s.events.at_rest(),
+            given: s.durable.given,
         }
     }
 }

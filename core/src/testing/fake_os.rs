@@ -69,9 +69,11 @@ pub struct FakeOs {
     pub attachment_write_fails: Option<String>,
     /// When set, one attachment write in five fails (request ids 4, 9, ...): a flaky disk.
     pub every_fifth_write_fails: bool,
-    /// When set, reading a session back from the store (`LoadSession`) or its history
-    /// (`ReadHistory`) fails with this reason.
+    /// When set, reading a session back from the store (`LoadSession`), its history
+    /// (`ReadHistory`) or its event log (`ReadEvents`) fails with this reason.
     pub load_fails: Option<String>,
+    /// Sessions whose event logs the device asked to read alone (`ReadEvents`), in order.
+    pub event_reads: Vec<String>,
     /// Sessions the device asked to read back from the store (`LoadSession`), in order.
     pub loads: Vec<String>,
     /// The fake shells of open terminals and their sizes. A fake shell echoes its input as its
@@ -219,6 +221,18 @@ impl FakeOs {
                 } else {
                     answer(device, Input::HistoryRead { request, read }, now);
                 }
+            }
+            // Asked for only once every persist before it is acknowledged, like `LoadSession`.
+            Effect::ReadEvents {
+                request,
+                session_id,
+            } => {
+                self.event_reads.push(session_id.clone());
+                let read = match self.load_fails.clone() {
+                    Some(error) => Err(error),
+                    None => Ok(self.store.session_events(&session_id)),
+                };
+                answer(device, Input::EventsRead { request, read }, now);
             }
             Effect::UndoFiles {
                 request,

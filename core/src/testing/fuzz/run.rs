@@ -407,6 +407,7 @@ impl Run {
             | Effect::CheckChanges { .. }
             | Effect::LoadSession { .. }
             | Effect::ReadHistory { .. }
+            | Effect::ReadEvents { .. }
             | Effect::WriteAttachment { .. }
             | Effect::ResizeTerminal { .. }
             | Effect::RemoveAttachments { .. }
