@@ -76,3 +76,19 @@ Feature: A session's event log, for a client that missed events (beyond the spec
     And the client was handed each command set of the editor's session once, and no chunk or gap of it
     When the editor sends, for its own session: {"jsonrpc":"2.0","id":6,"method":"session/prompt","params":{"sessionId":"$SESSION","prompt":[{"type":"text","text":"say shown"}]}}
     Then the link carried no chunk of the editor's session
+
+  Scenario: A client that missed events of a session set aside gets them from its log alone
+    The device keeps one session in memory, and the client's session, idle, was set aside for
+    another. Asked for its events after a seq noted before its last turn, the device reads the
+    session's log alone from the store and pages it as in memory: the session is not read back,
+    stays set aside, and evicts nothing.
+    Given the device keeps at most 1 session in memory
+    And a client with a session on the device
+    When the client prompts "say first" as turn "t1"
+    And the client notes the last seq it heard
+    And the client prompts "say kept" as turn "t2"
+    And the client opens 1 more session
+    And the client asks the session's events since the noted seq
+    Then the events answered follow the noted seq one by one
+    And the device read the session's event log alone, and did not read the session back
+    And the device has 2 sessions, 1 of them in memory

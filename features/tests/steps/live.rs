@@ -36,3 +36,11 @@ fn read_back(w: &mut LinkWorld) {
     let s = session(w);
     assert_eq!(w.built().os.loads, vec![s]);
 }
+
+#[then("the device read the session's event log alone, and did not read the session back")]
+fn read_log_alone(w: &mut LinkWorld) {
+    let s = session(w);
+    let os = &w.built().os;
+    assert_eq!(os.event_reads, vec![s], "the log read");
+    assert!(os.loads.is_empty(), "read back: {:?}", os.loads);
+}
