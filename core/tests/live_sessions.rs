@@ -625,3 +625,44 @@ fn log_reads_waiting_at_once_are_bounded_and_one_more_is_refused_naming_the_boun
     assert_eq!(p.os.event_reads, vec![s.clone()]);
     assert!(p.device.at_rest());
 }
+
+#[test]
+fn a_link_asking_after_a_set_aside_session_no_client_was_given_reads_its_sets_alone() {
+    let mut p = linked(2);
+    // An editor's session, announced to the link, runs a turn, and the editor goes.
+    let e = editor(&mut p);
+    let made = stdio_line(
+        &mut p,
+        e,
+        json!({ "jsonrpc": "2.0", "id": 1, "method": "session/new", "params": { "cwd": "/home/dev/work/ed", "mcpServers": [] } }),
+    );
+    let s = made["result"]["sessionId"].as_str().unwrap().to_string();
+    stdio_line(
+        &mut p,
+        e,
+        json!({ "jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": { "sessionId": s, "prompt": [{ "type": "text", "text": "say hidden" }] } }),
+    );
+    p.device.handle_closed(e, None, p.now).unwrap();
+    p.settle().unwrap();
+    // Two sessions of the link's take its place.
+    p.new_session("/home/dev/work/b");
+    p.new_session("/home/dev/work/c");
+    assert_eq!(p.device.live_session_count(), 2);
+    let page = p
+        .call(
+            "_lembas/session/events",
+            json!({ "sessionId": s, "since": 0 }),
+        )
+        .unwrap();
+    let events = page["events"].as_array().unwrap();
+    assert!(!events.is_empty(), "its command sets: {page}");
+    assert!(
+        events
+            .iter()
+            .all(|e| e["params"]["update"]["sessionUpdate"] == "available_commands_update"),
+        "only what the link was sent of it: {page}"
+    );
+    assert_eq!(p.os.event_reads, vec![s.clone()]);
+    assert_eq!(p.os.loads, Vec::<String>::new());
+    assert_eq!(p.device.live_session_count(), 2);
+}
