@@ -29,7 +29,7 @@ use std::collections::{BTreeMap, VecDeque};
 use arbitrary::Arbitrary;
 
 use crate::config::SessionLimits;
-use crate::device::event_log::{read_block, seq_base, Page, ENTRY_OVERHEAD};
+use crate::device::event_log::{read_block, seq_base, EventLog, Page, ENTRY_OVERHEAD};
 use crate::device::outbox::{Lane, Outbox};
 use crate::device::sessions::Session;
 use crate::device::{Effect, Output};
@@ -241,7 +241,27 @@ impl Driver {
                 }
                 // The read back comes after every write asked before it.
                 while self.write_one() {}
+                // Its log alone, read from the store's blocks (events_read.rs), pages as the
+                // session read back from the store does (what answered such a page before).
+                let blocks = self
+                    .blocks
+                    .iter()
+                    .map(|(key, b)| {
+                        let first = crate::store::event_block_first(key).expect("a block's key");
+                        (first, read_block(b).expect("a block the log wrote"))
+                    })
+                    .collect();
+                let alone = EventLog::read_back(blocks, rest, &self.limits);
                 self.read_back(self.m.epoch);
+                for since in self.probes().into_iter().chain([self.m.latest + 1]) {
+                    for limit in [1, 2, usize::MAX] {
+                        assert_eq!(
+                            flat(&alone.page(since, limit, usize::MAX)),
+                            flat(&self.session.events.page(since, limit, usize::MAX)),
+                            "the log read alone pages from {since}, {limit} at most, as read back"
+                        );
+                    }
+                }
                 let stored: usize = self
                     .blocks
                     .values()
