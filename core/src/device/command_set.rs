@@ -9,6 +9,8 @@
 //! confined; [`crate::commands`] decides the rest), so nothing of it is kept but a fingerprint
 //! a session to tell a change.
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use serde::Deserialize;
 use serde_json::json;
 
@@ -18,9 +20,10 @@ use super::files_search::judge_real_root;
 use super::outbox::Lane;
 use super::{ConnId, Device, Effect};
 use crate::commands::{self, CommandSet, CommandsRead};
-use crate::jsonrpc::{self, Id, RpcError};
+use crate::jsonrpc::{Id, RpcError};
 use crate::wire::event::seq::SeqMeta;
 use crate::wire::event::update::{AvailableCommands, SessionUpdate, UpdateParams};
+use crate::DeviceConfig;
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -57,6 +60,51 @@ pub(crate) enum Purpose {
 pub(super) fn hears_commands(c: &Connection, config: &crate::DeviceConfig) -> bool {
     c.phase == Phase::Ready
         && super::handshake::capabilities(config, c.kind).any(|n| n == "commands")
+}
+
+/// Whether `conn` is there and the device tells it of command sets.
+fn hears(conns: &BTreeMap<ConnId, Connection>, conn: &ConnId, config: &DeviceConfig) -> bool {
+    conns.get(conn).is_some_and(|c| hears_commands(c, config))
+}
+
+/// Who an update of a session held by `holders` goes to: of `to` alone (a holder that has
+/// just taken it up) or else every holder, those that hear of sets.
+fn recipients(
+    holders: &BTreeSet<ConnId>,
+    to: Option<ConnId>,
+    conns: &BTreeMap<ConnId, Connection>,
+    config: &DeviceConfig,
+) -> Vec<ConnId> {
+    holders
+        .iter()
+        .filter(|c| to.is_none_or(|to| to == **c))
+        .filter(|c| hears(conns, c, config))
+        .copied()
+        .collect()
+}
+
+/// The shell's read of `root`'s command files, asked as `request`: held to the roots when
+/// `capped`, bounded by `commands.*`.
+fn read_effect(request: u64, root: String, capped: bool, config: &DeviceConfig) -> Effect {
+    Effect::ReadCommands {
+        request,
+        project: root,
+        roots: if capped {
+            config.remote.roots.clone()
+        } else {
+            Vec::new()
+        },
+        max_files: config.commands.max_files,
+        max_file_bytes: config.commands.max_file_bytes,
+    }
+}
+
+/// An `available_commands_update` of `session` listing `set`, as its event `seq`: the params
+/// its log keeps, and the frame.
+fn commands_update(session: &str, seq: u64, set: &CommandSet) -> (String, Vec<u8>) {
+    let params = commands_params(session, SeqMeta::some(seq), set);
+    let frame = notification_frame("session/update", &params);
+    (params, frame)
 }
 
 impl Purpose {
@@ -121,25 +169,13 @@ impl Device {
 
     /// Ask the shell for the command files of `root`. The number of the request.
     pub(super) fn read_commands(&mut self, root: String, capped: bool, purpose: Purpose) -> u64 {
-        let roots = if capped {
-            self.config.remote.roots.clone()
-        } else {
-            Vec::new()
-        };
-        let limits = self.config.commands;
         let lane = purpose.lane();
         let request = self.command_reads.ask(PendingCommands {
             root: root.clone(),
             capped,
             purpose,
         });
-        let effect = Effect::ReadCommands {
-            request,
-            project: root,
-            roots,
-            max_files: limits.max_files,
-            max_file_bytes: limits.max_file_bytes,
-        };
+        let effect = read_effect(request, root, capped, &self.config);
         match lane {
             Some(lane) => self.out.effect_in(lane, effect),
             None => self.out.effect(effect),
@@ -149,10 +185,7 @@ impl Device {
 
     /// Tell `conn` session `session`'s set once read, if it hears of sets.
     pub(super) fn tell_commands(&mut self, session: &str, conn: ConnId) {
-        let hears = self
-            .conns
-            .get(&conn)
-            .is_some_and(|c| hears_commands(c, &self.config));
+        let hears = hears(&self.conns, &conn, &self.config);
         let Some(s) = self.sessions.get(session).filter(|_| hears) else {
             return;
         };
@@ -168,10 +201,7 @@ impl Device {
     /// announced to `link`, which does not hold it: tell it the set once read, if it hears of
     /// sets and could take the session up (inside the roots; the read is held to them).
     pub(super) fn tell_announced(&mut self, session: &str, link: ConnId) {
-        let hears = self
-            .conns
-            .get(&link)
-            .is_some_and(|c| hears_commands(c, &self.config));
+        let hears = hears(&self.conns, &link, &self.config);
         let Some(s) = self.sessions.get(session).filter(|_| hears) else {
             return;
         };
@@ -192,12 +222,7 @@ impl Device {
         let Some(s) = self.sessions.get(session) else {
             return;
         };
-        let anyone = s.holders.iter().any(|c| {
-            self.conns
-                .get(c)
-                .is_some_and(|c| hears_commands(c, &self.config))
-        });
-        if anyone {
+        if !recipients(&s.holders, None, &self.conns, &self.config).is_empty() {
             let (root, capped) = (s.durable.cwd.clone(), s.capped);
             let purpose = Purpose::AfterTurn {
                 session: session.to_owned(),
@@ -231,15 +256,8 @@ impl Device {
         let judged = judged(read, &p, &self.config);
         match p.purpose {
             Purpose::Method { conn, id } => {
-                if !self.conns.contains_key(&conn) {
-                    return;
-                }
-                match judged {
-                    Ok(set) => {
-                        let result = listing(&set);
-                        self.out.send(conn, jsonrpc::encode_result(&id, &result));
-                    }
-                    Err(e) => self.reply_error(conn, &id, &e),
+                if self.conns.contains_key(&conn) {
+                    self.reply(conn, &id, judged.map(|set| listing(&set)));
                 }
             }
             Purpose::Tell { session, to } => {
@@ -285,17 +303,7 @@ impl Device {
             return;
         };
         s.commands_told = Some(set.fingerprint());
-        let recipients: Vec<ConnId> = s
-            .holders
-            .iter()
-            .filter(|c| to.is_none_or(|to| to == **c))
-            .filter(|c| {
-                self.conns
-                    .get(c)
-                    .is_some_and(|c| hears_commands(c, &self.config))
-            })
-            .copied()
-            .collect();
+        let recipients = recipients(&s.holders, to, &self.conns, &self.config);
         // Told to one connection that has gone (or let go) since: nothing to say.
         if to.is_some() && recipients.is_empty() {
             return;
@@ -303,8 +311,7 @@ impl Device {
         let Some(seq) = self.next_seq(session) else {
             return;
         };
-        let params = commands_params(session, SeqMeta::some(seq), set);
-        let frame = notification_frame("session/update", &params);
+        let (params, frame) = commands_update(session, seq, set);
         let lane = Lane::of(session);
         for conn in recipients {
             self.out.send_in(lane, conn, frame.clone());
@@ -323,18 +330,13 @@ impl Device {
         if !self.editor_holds(s) || s.holders.contains(&link) {
             return;
         }
-        let hears = self
-            .conns
-            .get(&link)
-            .is_some_and(|c| hears_commands(c, &self.config));
-        if !hears {
+        if !hears(&self.conns, &link, &self.config) {
             return;
         }
         let Some(seq) = self.next_seq(session) else {
             return;
         };
-        let params = commands_params(session, SeqMeta::some(seq), set);
-        let frame = notification_frame("session/update", &params);
+        let (params, frame) = commands_update(session, seq, set);
         self.out.send_in(Lane::of(session), link, frame);
         self.log_event(session, seq, "session/update", &params);
     }
@@ -384,7 +386,7 @@ fn or_builtins(judged: Result<CommandSet, RpcError>) -> CommandSet {
 mod tests {
     use super::*;
     use crate::config::Remote;
-    use crate::DeviceConfig;
+    use crate::device::ConnKind;
 
     #[test]
     fn a_read_about_a_session_waits_in_its_lane_and_the_methods_in_none() {
@@ -444,6 +446,72 @@ mod tests {
         assert!(
             judged(read("/elsewhere"), &pending(false), &config).is_ok(),
             "not held to the roots"
+        );
+    }
+
+    #[test]
+    fn a_set_goes_to_the_holders_that_hear_of_sets_or_only_to_the_one_it_is_for() {
+        let ready = |kind| {
+            let mut c = Connection::new(kind);
+            c.initialized(crate::wire::handshake::ClientSaid::default());
+            c
+        };
+        let conns = BTreeMap::from([
+            (ConnId(1), ready(ConnKind::Link)),
+            (ConnId(2), Connection::new(ConnKind::Stdio)),
+            (ConnId(3), ready(ConnKind::Hub)),
+        ]);
+        let config = DeviceConfig::default();
+        // 2 has not answered `initialize`; 9 is gone.
+        let holders = BTreeSet::from([ConnId(1), ConnId(2), ConnId(3), ConnId(9)]);
+        let to = |to| recipients(&holders, to, &conns, &config);
+        assert_eq!(to(None), vec![ConnId(1), ConnId(3)]);
+        assert_eq!(to(Some(ConnId(3))), vec![ConnId(3)]);
+        for not in [2, 9, 4] {
+            assert_eq!(to(Some(ConnId(not))), vec![], "{not}");
+        }
+        assert!(recipients(&BTreeSet::new(), None, &conns, &config).is_empty());
+    }
+
+    #[test]
+    fn a_read_is_held_to_the_roots_only_when_capped_and_bounded_by_the_commands_limits() {
+        let mut config = DeviceConfig {
+            remote: Remote::open(&["/w", "/v"]),
+            ..DeviceConfig::default()
+        };
+        config.commands.max_files = 7;
+        config.commands.max_file_bytes = 99;
+        let read = |capped| read_effect(4, "/w/p".into(), capped, &config);
+        let roots = |e: Effect| match e {
+            Effect::ReadCommands {
+                request: 4,
+                project,
+                roots,
+                max_files: 7,
+                max_file_bytes: 99,
+            } if project == "/w/p" => roots,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(roots(read(true)), vec!["/w".to_string(), "/v".into()]);
+        assert!(roots(read(false)).is_empty());
+    }
+
+    #[test]
+    fn an_update_is_an_event_of_the_session_at_its_seq_listing_the_set() {
+        let set = or_builtins(Err(RpcError::invalid_params("none")));
+        let (params, frame) = commands_update("s", 12, &set);
+        let sent: serde_json::Value = serde_json::from_slice(&frame).unwrap();
+        assert_eq!(
+            sent,
+            json!({ "jsonrpc": "2.0", "method": "session/update", "params": {
+                "_meta": { "lembas": { "seq": 12 } },
+                "sessionId": "s",
+                "update": { "sessionUpdate": "available_commands_update",
+                            "availableCommands": set.listed() } } })
+        );
+        assert_eq!(
+            sent["params"],
+            serde_json::from_str::<serde_json::Value>(&params).unwrap()
         );
     }
 
