@@ -1,4 +1,5 @@
-//! The device's store: one redb file, one redb table per core [`Table`]. The core's
+//! The device's store: one redb file, one redb table per core [`Table`], and History's big
+//! values in one of their own ([`HISTORY_BIG`]). The core's
 //! `Record::{Put, Delete, DeletePrefix}` are applied in order; the driver hands every record of
 //! one loop iteration to [`RedbStore::commit`] as one write transaction (group commit). At
 //! start-up [`RedbStore::restore_entries`] gives back what `Device::restore` needs: every
@@ -16,9 +17,47 @@ use lembas_core::store::{Entry, HistoryPick, Record, Table};
 use lembas_core::{DeviceConfig, Time};
 use redb::{Database, DatabaseError, Durability, ReadableDatabase, ReadableTable, TableDefinition};
 
+/// The redb table of each core [`Table`] (History's is [`HISTORY`]).
 fn def(table: Table) -> TableDefinition<'static, &'static str, &'static str> {
-    TableDefinition::new(table.name())
+    match table {
+        Table::History => HISTORY,
+        t => TableDefinition::new(t.name()),
+    }
 }
+
+/// A History value over this many bytes is kept in [`HISTORY_BIG`] under its key, with
+/// [`BIG_MARKER`] in its place. A redb leaf holds whole values, so a small entry put beside a
+/// 64 KB (or 4 MiB) answer made redb rewrite that answer: a turn-start commit of 52 KB of
+/// records wrote 13.2 MB. Apart, History's leaves hold small values only, and a neighbour costs
+/// at most about a page (4 KiB).
+const BIG_HISTORY_BYTES: usize = 4096;
+
+/// What History holds for a value kept in [`HISTORY_BIG`]. It is no value History keeps
+/// inline, whatever the core stores: a value that begins with it goes to [`HISTORY_BIG`] at any
+/// size (the core's are JSON, which never begins with NUL, so in practice only big ones do).
+const BIG_MARKER: &str = "\0";
+
+/// The session history's small values and the markers of its big ones.
+const HISTORY: TableDefinition<'static, &'static str, &'static str> =
+    TableDefinition::new("history.2");
+
+/// The session history's big values, under the keys of their markers in [`HISTORY`].
+const HISTORY_BIG: TableDefinition<'static, &'static str, &'static str> =
+    TableDefinition::new("history.2.big");
+
+/// Where a store written before [`HISTORY_BIG`] keeps its history, all of it inline. Such a
+/// store's history is moved to [`HISTORY`] at open ([`RedbStore::open`]).
+const HISTORY_BEFORE: TableDefinition<'static, &'static str, &'static str> =
+    TableDefinition::new("history");
+
+/// What takes the place of [`HISTORY_BEFORE`]: a table of another type under its name, so a
+/// lembas from before, which opens `history` as text, refuses the store (redb: "history is of
+/// type ...") rather than read markers as turns or miss the history.
+const HISTORY_GUARD: TableDefinition<'static, &'static str, u64> = TableDefinition::new("history");
+
+/// The key of the store's layout in [`HISTORY_GUARD`], and its value.
+const LAYOUT_KEY: &str = "layout";
+const LAYOUT: u64 = 2;
 
 /// Why the store could not be used; `Display` names the file.
 #[derive(Debug)]
@@ -78,10 +117,31 @@ impl RedbStore {
             }
             Err(e) => return Err(other(&e)),
         };
+        RedbStore::with_tables(db, path)
+    }
+
+    /// The store over `db`, once every table is there (and a store from before
+    /// [`HISTORY_BIG`] has its history moved).
+    fn with_tables(db: Database, path: &Path) -> Result<RedbStore, StoreError> {
+        let other =
+            |e: &dyn std::fmt::Display| StoreError::Other(path.to_path_buf(), e.to_string());
         let txn = db.begin_write().map_err(|e| other(&e))?;
         for t in Table::ALL {
             txn.open_table(def(t)).map_err(|e| other(&e))?;
         }
+        txn.open_table(HISTORY_BIG).map_err(|e| other(&e))?;
+        let guarded = match txn.open_table(HISTORY_GUARD) {
+            Ok(_) => true,
+            Err(redb::TableError::TableTypeMismatch { .. }) => false,
+            Err(e) => return Err(other(&e)),
+        };
+        if !guarded {
+            move_history_from_before(&txn).map_err(|e| other(&e))?;
+        }
+        txn.open_table(HISTORY_GUARD)
+            .map_err(|e| other(&e))?
+            .insert(LAYOUT_KEY, LAYOUT)
+            .map_err(|e| other(&e))?;
         txn.commit().map_err(|e| other(&e))?;
         Ok(RedbStore {
             db,
@@ -149,18 +209,41 @@ impl RedbStore {
     ) -> Result<Vec<Entry>, StoreError> {
         let other = |e: &dyn std::fmt::Display| self.other(e);
         let mut out = Vec::new();
+        let big = txn.open_table(HISTORY_BIG).map_err(|e| other(&e))?;
         for table in tables {
             let t = txn.open_table(def(table)).map_err(|e| other(&e))?;
             for item in t.iter().map_err(|e| other(&e))? {
                 let (k, v) = item.map_err(|e| other(&e))?;
+                let value = match table {
+                    Table::History => self.history_value(&big, k.value(), v.value())?,
+                    _ => v.value().to_string(),
+                };
                 out.push(Entry {
                     table,
                     key: k.value().to_string(),
-                    value: v.value().to_string(),
+                    value,
                 });
             }
         }
         Ok(out)
+    }
+
+    /// A History value as read: itself, or for [`BIG_MARKER`], the value it stands for.
+    fn history_value(
+        &self,
+        big: &impl ReadableTable<&'static str, &'static str>,
+        key: &str,
+        stored: &str,
+    ) -> Result<String, StoreError> {
+        if stored != BIG_MARKER {
+            return Ok(stored.to_string());
+        }
+        match big.get(key).map_err(|e| self.other(&e))? {
+            Some(v) => Ok(v.value().to_string()),
+            None => Err(self.other(&format!(
+                "the history entry {key} stands for a big value the store does not have"
+            ))),
+        }
     }
 
     /// What `Device::restore` reads: every entry of every table but `History`, of which only
@@ -192,16 +275,18 @@ impl RedbStore {
             .map(|(s, t)| (s.to_string(), RecentPick::new(limits, t)))
             .collect();
         let t = txn.open_table(def(Table::History)).map_err(|e| other(&e))?;
+        let big = txn.open_table(HISTORY_BIG).map_err(|e| other(&e))?;
         for (session, pick) in picks {
-            self.recent_history(&t, &session, pick, &mut out)?;
+            self.recent_history((&t, &big), &session, pick, &mut out)?;
         }
         Ok(out)
     }
 
-    /// A session's newest history entries as `pick` takes them, into `out`.
-    fn recent_history(
+    /// A session's newest history entries as `pick` takes them, into `out` (`t`: [`HISTORY`]
+    /// and [`HISTORY_BIG`]).
+    fn recent_history<T: ReadableTable<&'static str, &'static str>>(
         &self,
-        t: &impl ReadableTable<&'static str, &'static str>,
+        (t, big): (&T, &T),
         session: &str,
         mut pick: RecentPick,
         out: &mut Vec<Entry>,
@@ -214,13 +299,14 @@ impl RedbStore {
             .rev()
         {
             let (k, v) = item.map_err(|e| other(&e))?;
-            if !pick.take(v.value()) {
+            let value = self.history_value(big, k.value(), v.value())?;
+            if !pick.take(&value) {
                 break;
             }
             out.push(Entry {
                 table: Table::History,
                 key: k.value().to_string(),
-                value: v.value().to_string(),
+                value,
             });
         }
         Ok(())
@@ -264,7 +350,8 @@ impl RedbStore {
         }
         let pick = RecentPick::new(limits, &out);
         let t = txn.open_table(def(Table::History)).map_err(|e| other(&e))?;
-        self.recent_history(&t, session, pick, &mut out)?;
+        let big = txn.open_table(HISTORY_BIG).map_err(|e| other(&e))?;
+        self.recent_history((&t, &big), session, pick, &mut out)?;
         Ok(out)
     }
 
@@ -303,6 +390,7 @@ impl RedbStore {
         let other = |e: &dyn std::fmt::Display| self.other(e);
         let txn = self.db.begin_read().map_err(|e| other(&e))?;
         let t = txn.open_table(def(Table::History)).map_err(|e| other(&e))?;
+        let big = txn.open_table(HISTORY_BIG).map_err(|e| other(&e))?;
         let (start, end) = lembas_core::store::history_range(session, before);
         let mut pick = HistoryPick::new(limit, max_bytes);
         let mut out = Vec::new();
@@ -312,13 +400,14 @@ impl RedbStore {
             .rev()
         {
             let (k, v) = item.map_err(|e| other(&e))?;
-            if !pick.take(v.value().len()) {
+            let value = self.history_value(&big, k.value(), v.value())?;
+            if !pick.take(value.len()) {
                 break;
             }
             out.push(Entry {
                 table: Table::History,
                 key: k.value().to_string(),
-                value: v.value().to_string(),
+                value,
             });
         }
         Ok(out)
@@ -338,6 +427,38 @@ impl RedbStore {
         }
         for r in records {
             match r {
+                Record::Put {
+                    table: Table::History,
+                    key,
+                    value,
+                } => {
+                    let mut t = txn.open_table(HISTORY).map_err(|e| other(&e))?;
+                    let mut big = txn.open_table(HISTORY_BIG).map_err(|e| other(&e))?;
+                    put_history(&mut t, &mut big, key, value).map_err(|e| other(&e))?;
+                }
+                Record::Delete {
+                    table: Table::History,
+                    key,
+                } => {
+                    let mut t = txn.open_table(HISTORY).map_err(|e| other(&e))?;
+                    let was_big = t
+                        .remove(key.as_str())
+                        .map_err(|e| other(&e))?
+                        .is_some_and(|old| old.value() == BIG_MARKER);
+                    if was_big {
+                        let mut big = txn.open_table(HISTORY_BIG).map_err(|e| other(&e))?;
+                        big.remove(key.as_str()).map_err(|e| other(&e))?;
+                    }
+                }
+                Record::DeletePrefix {
+                    table: Table::History,
+                    prefix,
+                } => {
+                    for d in [HISTORY, HISTORY_BIG] {
+                        let mut t = txn.open_table(d).map_err(|e| other(&e))?;
+                        remove_prefix(&mut t, prefix).map_err(|e| other(&e))?;
+                    }
+                }
                 Record::Put { table, key, value } => {
                     let mut t = txn.open_table(def(*table)).map_err(|e| other(&e))?;
                     t.insert(key.as_str(), value.as_str())
@@ -349,22 +470,66 @@ impl RedbStore {
                 }
                 Record::DeletePrefix { table, prefix } => {
                     let mut t = txn.open_table(def(*table)).map_err(|e| other(&e))?;
-                    let keys: Vec<String> = t
-                        .range(prefix.as_str()..)
-                        .map_err(|e| other(&e))?
-                        .map(|item| item.map(|(k, _)| k.value().to_string()))
-                        .take_while(|k| k.as_ref().map_or(true, |k| k.starts_with(prefix.as_str())))
-                        .collect::<Result<_, _>>()
-                        .map_err(|e| other(&e))?;
-                    for k in keys {
-                        t.remove(k.as_str()).map_err(|e| other(&e))?;
-                    }
+                    remove_prefix(&mut t, prefix).map_err(|e| other(&e))?;
                 }
                 _ => return Err(other(&"a record kind this build does not know")),
             }
         }
         txn.commit().map_err(|e| other(&e))
     }
+}
+
+/// Put `value` under `key` in the history: inline, or in [`HISTORY_BIG`] with [`BIG_MARKER`]
+/// in [`HISTORY`]; a big value it replaces leaves [`HISTORY_BIG`], so none is left behind.
+fn put_history(
+    history: &mut redb::Table<&'static str, &'static str>,
+    big: &mut redb::Table<&'static str, &'static str>,
+    key: &str,
+    value: &str,
+) -> Result<(), redb::StorageError> {
+    let out_of_line = value.len() > BIG_HISTORY_BYTES || value.starts_with(BIG_MARKER);
+    let kept = if out_of_line { BIG_MARKER } else { value };
+    let was_big = history
+        .insert(key, kept)?
+        .is_some_and(|old| old.value() == BIG_MARKER);
+    if out_of_line {
+        big.insert(key, value)?;
+    } else if was_big {
+        big.remove(key)?;
+    }
+    Ok(())
+}
+
+/// Remove every entry of `t` whose key begins with `prefix`.
+fn remove_prefix(
+    t: &mut redb::Table<&'static str, &'static str>,
+    prefix: &str,
+) -> Result<(), redb::StorageError> {
+    let keys: Vec<String> = t
+        .range(prefix..)?
+        .map(|item| item.map(|(k, _)| k.value().to_string()))
+        .take_while(|k| k.as_ref().map_or(true, |k| k.starts_with(prefix)))
+        .collect::<Result<_, _>>()?;
+    for k in keys {
+        t.remove(k.as_str())?;
+    }
+    Ok(())
+}
+
+/// Move a store's history from before [`HISTORY_BIG`] ([`HISTORY_BEFORE`]) into [`HISTORY`],
+/// its big values out, and drop the old table, in the open's transaction `txn`.
+fn move_history_from_before(txn: &redb::WriteTransaction) -> Result<(), redb::Error> {
+    {
+        let before = txn.open_table(HISTORY_BEFORE)?;
+        let mut history = txn.open_table(HISTORY)?;
+        let mut big = txn.open_table(HISTORY_BIG)?;
+        for item in before.iter()? {
+            let (k, v) = item?;
+            put_history(&mut history, &mut big, k.value(), v.value())?;
+        }
+    }
+    txn.delete_table(HISTORY_BEFORE)?;
+    Ok(())
 }
 
 /// The device as the store has it. An entry it cannot read is kept out and logged, not fatal.
@@ -534,5 +699,230 @@ mod tests {
         };
         assert!(matches!(e, StoreError::Locked(_)), "{e}");
         assert!(e.to_string().contains(path.to_str().unwrap()), "{e}");
+    }
+
+    /// A History value over [`BIG_HISTORY_BYTES`]: JSON, as the core's are.
+    fn big(tag: &str) -> String {
+        format!("{{\"v\":\"{tag}{}\"}}", "x".repeat(BIG_HISTORY_BYTES))
+    }
+
+    /// Markers in History and values in [`HISTORY_BIG`], as counts: equal when none is orphaned.
+    fn markers_and_big_values(store: &RedbStore) -> (usize, usize) {
+        let txn = store.db.begin_read().unwrap();
+        let markers = txn
+            .open_table(HISTORY)
+            .unwrap()
+            .iter()
+            .unwrap()
+            .filter(|i| i.as_ref().unwrap().1.value() == BIG_MARKER)
+            .count();
+        let big = txn.open_table(HISTORY_BIG).unwrap().iter().unwrap().count();
+        (markers, big)
+    }
+
+    fn assert_reads_as(store: &RedbStore, mem: &MemStore, when: &str) {
+        assert_eq!(store.entries().unwrap(), mem.entries(), "{when}");
+        let limits = SessionLimits::default();
+        for session in ["ses_a", "ses_ab", "ses_b"] {
+            for before in [None, Some(1), Some(3)] {
+                for (limit, max_bytes) in [(100, 1 << 20), (2, 1 << 20), (100, 100), (100, 1)] {
+                    assert_eq!(
+                        store.history(session, before, limit, max_bytes).unwrap(),
+                        mem.history(session, before, limit, max_bytes),
+                        "{when}: {session} {before:?} {limit} {max_bytes}"
+                    );
+                }
+            }
+            let mut got = store.session_entries(session, &limits).unwrap();
+            let mut want = mem.session_entries(session);
+            for e in [&mut got, &mut want] {
+                e.sort_by(|a, b| (a.table.name(), &a.key).cmp(&(b.table.name(), &b.key)));
+            }
+            assert_eq!(got, want, "{when}: {session}");
+        }
+        // What restore reads of the history is some of it, as the mem store has it.
+        let all = mem.entries();
+        for e in store.restore_entries(&limits).unwrap() {
+            assert!(
+                all.contains(&e),
+                "{when}: restore read {}/{}",
+                e.table.name(),
+                e.key
+            );
+        }
+        let (markers, big) = markers_and_big_values(store);
+        assert_eq!(markers, big, "{when}: a big value orphaned or missing");
+    }
+
+    /// Big values are kept apart and read back as the mem store has them, through overwrites
+    /// big to small and back, deletes and reopening, leaving no big value behind.
+    #[test]
+    fn big_history_values_read_as_the_mem_store_has_them_and_none_is_left_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lembas.redb");
+        let key = |s: &str, i: usize| lembas_core::store::history_key(s, i);
+        let del = |key: String| Record::Delete {
+            table: Table::History,
+            key,
+        };
+        let batches = [
+            vec![
+                put(Table::Sessions, "ses_a", "{}"),
+                put(Table::History, &key("ses_a", 0), "{\"v\":\"small\"}"),
+                put(Table::History, &key("ses_a", 1), &big("a1")),
+                put(Table::History, &key("ses_a", 2), &big("a2")),
+                put(Table::History, &key("ses_a", 3), "{}"),
+                put(Table::History, &key("ses_ab", 0), &big("ab0")),
+                put(Table::History, &key("ses_b", 0), &big("b0")),
+                // Not JSON, but the marker itself and a value beginning as it does are read
+                // back as they were put.
+                put(Table::History, &key("ses_b", 1), BIG_MARKER),
+                put(Table::History, &key("ses_b", 2), "\0{}"),
+            ],
+            vec![
+                // Big to small, small to big, big to big.
+                put(Table::History, &key("ses_a", 1), "{\"v\":\"now small\"}"),
+                put(Table::History, &key("ses_a", 3), &big("a3")),
+                put(Table::History, &key("ses_a", 2), &big("a2 again")),
+                put(Table::History, &key("ses_b", 1), "{}"),
+            ],
+            vec![
+                del(key("ses_a", 2)),
+                del(key("ses_a", 0)),
+                del(key("ses_a", 9)),
+                put(Table::History, &key("ses_a", 4), &big("a4")),
+                del(key("ses_a", 4)),
+            ],
+            vec![
+                Record::DeletePrefix {
+                    table: Table::History,
+                    prefix: "ses_ab/".into(),
+                },
+                put(Table::History, &key("ses_a", 5), &big("a5")),
+            ],
+        ];
+        let mut mem = MemStore::default();
+        {
+            let store = RedbStore::open(&path).unwrap();
+            for (i, b) in batches.iter().enumerate() {
+                store.commit(b).unwrap();
+                mem.apply(b);
+                assert_reads_as(&store, &mem, &format!("after batch {i}"));
+            }
+            assert_eq!(markers_and_big_values(&store), (4, 4));
+        }
+        let store = RedbStore::open(&path).unwrap();
+        assert_reads_as(&store, &mem, "reopened");
+    }
+
+    /// A store written before big values were kept apart (every table under its core name,
+    /// values inline) opens and reads as it did; after, a lembas from before, which opens
+    /// `history` as text, is refused it rather than read markers as turns.
+    #[test]
+    fn a_store_from_before_reads_as_it_did_and_one_from_before_refuses_it_after() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lembas.redb");
+        let records = vec![
+            put(Table::Sessions, "ses_a", "{}"),
+            put(Table::Turns, "ses_a/t1", "1"),
+            put(Table::History, "ses_a/0000000000", "{\"v\":\"small\"}"),
+            put(Table::History, "ses_a/0000000001", &big("a1")),
+            put(Table::History, "ses_b/0000000000", &big("b0")),
+            put(Table::Device, "epoch", "3"),
+        ];
+        let as_before = |t: Table| TableDefinition::<&str, &str>::new(t.name());
+        {
+            // What `open` and `commit` wrote before.
+            let db = Database::create(&path).unwrap();
+            let txn = db.begin_write().unwrap();
+            for t in Table::ALL {
+                txn.open_table(as_before(t)).unwrap();
+            }
+            for r in &records {
+                if let Record::Put { table, key, value } = r {
+                    let mut t = txn.open_table(as_before(*table)).unwrap();
+                    t.insert(key.as_str(), value.as_str()).unwrap();
+                }
+            }
+            txn.commit().unwrap();
+        }
+        let mut mem = MemStore::default();
+        mem.apply(&records);
+        for _ in 0..2 {
+            let store = RedbStore::open(&path).unwrap();
+            assert_reads_as(&store, &mem, "a store from before");
+            assert_eq!(markers_and_big_values(&store), (2, 2));
+        }
+        let db = Database::create(&path).unwrap();
+        let txn = db.begin_write().unwrap();
+        let refused = txn.open_table(as_before(Table::History)).err();
+        let refused = refused.map(|e| e.to_string()).unwrap_or_default();
+        assert!(refused.contains("history"), "opened as before: {refused:?}");
+    }
+
+    /// Bytes written to the store's storage, counted.
+    #[derive(Debug)]
+    struct Counted {
+        inner: redb::backends::InMemoryBackend,
+        written: std::sync::Arc<AtomicU64>,
+    }
+
+    impl redb::StorageBackend for Counted {
+        fn len(&self) -> std::io::Result<u64> {
+            self.inner.len()
+        }
+        fn read(&self, offset: u64, out: &mut [u8]) -> std::io::Result<()> {
+            self.inner.read(offset, out)
+        }
+        fn set_len(&self, len: u64) -> std::io::Result<()> {
+            self.inner.set_len(len)
+        }
+        fn sync_data(&self) -> std::io::Result<()> {
+            self.inner.sync_data()
+        }
+        fn write(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+            self.written.fetch_add(data.len() as u64, Ordering::Relaxed);
+            self.inner.write(offset, data)
+        }
+    }
+
+    /// Each prompt's small entry put beside the last turn's big answer does not make the
+    /// commit write that answer again: 100 sessions' 64 KB answers, then one small entry each
+    /// in one commit (a round's turn-start commit) writes a small part of the answers' bytes
+    /// (with the answers inline, redb rewrote their leaves: more than their 6.4 MB).
+    #[test]
+    fn a_small_history_entry_beside_a_big_answer_does_not_rewrite_it() {
+        let written = std::sync::Arc::new(AtomicU64::new(0));
+        let backend = Counted {
+            inner: redb::backends::InMemoryBackend::new(),
+            written: written.clone(),
+        };
+        let db = Database::builder().create_with_backend(backend).unwrap();
+        let store = RedbStore::with_tables(db, Path::new("counted")).unwrap();
+        let sessions = 100;
+        let answer = format!("{{\"v\":\"{}\"}}", "x".repeat(64_000));
+        let entry = |n: u64, i: usize, value: &str| {
+            put(
+                Table::History,
+                &lembas_core::store::history_key(&format!("ses_{n:03}"), i),
+                value,
+            )
+        };
+        let prompts = |i: usize| -> Vec<Record> {
+            (0..sessions)
+                .map(|n| entry(n, i, "{\"role\":\"user\",\"text\":\"a prompt\"}"))
+                .collect()
+        };
+        store.commit(&prompts(0)).unwrap();
+        let answers: Vec<Record> = (0..sessions).map(|n| entry(n, 1, &answer)).collect();
+        store.commit(&answers).unwrap();
+        let before = written.load(Ordering::Relaxed);
+        store.commit(&prompts(2)).unwrap();
+        let start_commit = written.load(Ordering::Relaxed) - before;
+        let answers_bytes = sessions * answer.len() as u64;
+        assert!(
+            start_commit < answers_bytes / 10,
+            "the start commit wrote {start_commit} bytes; the answers beside are {answers_bytes}"
+        );
     }
 }
