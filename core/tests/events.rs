@@ -4,6 +4,7 @@
 //! outrun; seqs never repeat across a restart.
 
 use lembas_core::config::DeviceConfig;
+use lembas_core::device::{ConnId, ConnKind};
 use lembas_core::jsonrpc::code;
 use lembas_core::store::Table;
 use lembas_core::testing::Pair;
@@ -363,4 +364,157 @@ fn a_session_set_aside_and_read_back_keeps_its_log() {
     let answer = events(&mut p, &s, last);
     assert_eq!(answer["truncated"], false, "{answer}");
     assert_eq!(answer["events"][0]["seq"], json!(last + 1));
+}
+
+/// A hub editor's session in `cwd`, made and idle, announced to the link: the editor's
+/// connection and the session.
+fn editor_session(p: &mut Pair, cwd: &str) -> (ConnId, String) {
+    let editor = p.open_local(ConnKind::Hub);
+    let init = json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize",
+                       "params": { "protocolVersion": 1 } });
+    p.stdio(editor, init.to_string().as_bytes()).unwrap();
+    let new = json!({ "jsonrpc": "2.0", "id": 2, "method": "session/new",
+                      "params": { "cwd": cwd, "mcpServers": [] } });
+    let answer = p
+        .stdio_answer(editor, new.to_string().as_bytes())
+        .expect("session/new answered");
+    let s = answer["result"]["sessionId"].as_str().unwrap().to_string();
+    p.settle().unwrap();
+    (editor, s)
+}
+
+/// The command sets of `session` the link carried, in order.
+fn sets_on_link(p: &Pair, session: &str) -> Vec<Value> {
+    session_frames(p, session)
+        .into_iter()
+        .filter(is_commands)
+        .collect()
+}
+
+/// What the store holds of `session`: its record and its log's blocks.
+fn stored_of(p: &Pair, session: &str) -> Vec<(String, String)> {
+    let blocks = format!("{session}/");
+    p.os.store
+        .entries()
+        .into_iter()
+        .filter(|e| e.key == session || e.key.starts_with(&blocks))
+        .map(|e| (e.key, e.value))
+        .collect()
+}
+
+/// Cut the link and let it come back.
+fn reconnect(p: &mut Pair) {
+    p.cut().unwrap();
+    p.advance(120_000).unwrap();
+    p.settle().unwrap();
+    assert!(p.client.is_ready(), "linked again");
+}
+
+/// The params of the last command set among a page's events, as logged.
+fn last_set(page: &Value) -> Value {
+    page["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|e| is_commands(e))
+        .map(|e| e["params"].clone())
+        .unwrap_or_else(|| panic!("no set logged: {page}"))
+}
+
+/// An idle session an editor holds is announced again on each link's connect, with its set:
+/// the set it last logged, as that very event (its seq and bytes). Its log, its seqs and the
+/// store do not grow with the reconnects.
+#[test]
+fn an_idle_shared_session_announced_again_sends_its_logged_set_and_logs_nothing() {
+    let mut p = Pair::default_with(&[ROOT], |_| {});
+    p.start().unwrap();
+    let (_editor, s) = editor_session(&mut p, ROOT);
+    assert_eq!(sets_on_link(&p, &s).len(), 1);
+    let page = events(&mut p, &s, 0);
+    let logged = last_set(&page);
+    let stored = stored_of(&p, &s);
+    for n in 1..=3 {
+        reconnect(&mut p);
+        let sent = sets_on_link(&p, &s);
+        assert_eq!(sent.len(), n + 1, "announced with its set again");
+        assert_eq!(sent[n]["params"], logged, "the logged event again");
+    }
+    assert_eq!(
+        events(&mut p, &s, 0),
+        page,
+        "nothing logged, its last seq where it was"
+    );
+    assert_eq!(stored_of(&p, &s), stored, "nothing written");
+}
+
+/// The editor takes its session up again after a restart: the link is told the set the
+/// session logged before the restart, at its seq (not above the session's last), and a
+/// catch-up on the session returns it. Reconnects after that log nothing either.
+#[test]
+fn a_shared_session_after_a_restart_is_announced_with_the_set_its_log_holds() {
+    let mut p = Pair::default_with(&[ROOT], |_| {});
+    p.start().unwrap();
+    let (_editor, s) = editor_session(&mut p, ROOT);
+    let logged = last_set(&events(&mut p, &s, 0));
+    let seq = seq_of(&logged).unwrap();
+    p.restart_device().unwrap();
+    p.advance(120_000).unwrap();
+    let editor = p.open_local(ConnKind::Hub);
+    let init = json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize",
+                       "params": { "protocolVersion": 1 } });
+    p.stdio(editor, init.to_string().as_bytes()).unwrap();
+    let load = json!({ "jsonrpc": "2.0", "id": 2, "method": "session/load",
+                       "params": { "sessionId": s, "cwd": ROOT, "mcpServers": [] } });
+    p.stdio(editor, load.to_string().as_bytes()).unwrap();
+    p.settle().unwrap();
+    let sent = sets_on_link(&p, &s);
+    assert_eq!(sent.len(), 2, "announced again with its set: {sent:?}");
+    assert_eq!(
+        sent[1]["params"], logged,
+        "the set its log holds, as logged"
+    );
+    let page = events(&mut p, &s, 0);
+    assert_eq!(page["truncated"], false, "{page}");
+    let got = page["events"].as_array().unwrap();
+    assert!(
+        got.iter().any(|e| e["params"] == logged),
+        "the catch-up returns it: {page}"
+    );
+    assert!(page["next"].as_u64().unwrap() >= seq);
+    let stored = stored_of(&p, &s);
+    reconnect(&mut p);
+    assert_eq!(sets_on_link(&p, &s)[2]["params"], last_set(&page));
+    assert_eq!(events(&mut p, &s, 0), page);
+    assert_eq!(stored_of(&p, &s), stored, "nothing written");
+}
+
+/// A log a restart cut mid-turn vouches for nothing from before the restart: the set
+/// announced after it is logged anew, at a seq of this start, so a client following from it
+/// is not told `truncated`.
+#[test]
+fn a_shared_session_whose_turn_a_restart_cut_is_announced_with_its_set_logged_anew() {
+    let mut p = Pair::default_with(&[ROOT], |_| {});
+    p.start().unwrap();
+    let (editor, s) = editor_session(&mut p, ROOT);
+    let before = seq_of(&sets_on_link(&p, &s)[0]["params"]).unwrap();
+    let prompt = json!({ "jsonrpc": "2.0", "id": 3, "method": "session/prompt",
+        "params": { "sessionId": s, "prompt": [{ "type": "text", "text": "say a\nsleep 5000\nsay b" }] } });
+    p.stdio(editor, prompt.to_string().as_bytes()).unwrap();
+    p.advance(1_000).unwrap();
+    p.restart_device().unwrap();
+    p.advance(120_000).unwrap();
+    let editor = p.open_local(ConnKind::Hub);
+    let init = json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize",
+                       "params": { "protocolVersion": 1 } });
+    p.stdio(editor, init.to_string().as_bytes()).unwrap();
+    let load = json!({ "jsonrpc": "2.0", "id": 2, "method": "session/load",
+                       "params": { "sessionId": s, "cwd": ROOT, "mcpServers": [] } });
+    p.stdio(editor, load.to_string().as_bytes()).unwrap();
+    p.settle().unwrap();
+    let sent = sets_on_link(&p, &s);
+    let now = seq_of(&sent.last().unwrap()["params"]).unwrap();
+    assert!(now > before, "logged anew: {before} then {now}");
+    let page = events(&mut p, &s, now);
+    assert_eq!(page["truncated"], false, "{page}");
 }

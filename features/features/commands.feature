@@ -98,15 +98,17 @@ Feature: The session's commands: _lembas/commands, available_commands_update and
     Then the client was sent the session's commands 2 times
 
   Scenario: A terminal's session shared to the web is sent with its set, as part of the announce
+    Announced again on each link's connect, an idle session's set is the one it last logged:
+    that event is sent again, its seq and bytes, and nothing is logged (events.feature).
     Given a device whose remote work is on over "/home/dev/work"
     And a client with a session on the device
     And the project has the command file "commands/fix.md" reading "Fix"
     And a local process on the hub, initialized, with a session in "/home/dev/work/app"
     Then the link carried 1 "_lembas/session/announce"
     And the link carried the command set of the editor's session once, with the session's seqs: "compact, plan, undo, review, changelog, init, continue, fix"
-    When the link is cut and comes back 1 time
-    Then the link carried 2 "_lembas/session/announce"
-    And the link carried the command set of the editor's session 2 times, with the session's seqs: "compact, plan, undo, review, changelog, init, continue, fix"
+    When the link is cut and comes back 3 times
+    Then the link carried 4 "_lembas/session/announce"
+    And the link carried the command set of the editor's session 4 times, the last 3 the same event: "compact, plan, undo, review, changelog, init, continue, fix"
 
   Scenario: A shared session's set changed by a turn is sent to the link it was announced to
     The link does not hold the session; the set is an event of the session all the same: the

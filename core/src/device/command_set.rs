@@ -3,11 +3,14 @@
 //! session is opened from the store or a connection takes it up, and after a turn that changed
 //! the set; a link a shared session is announced to is sent it with the announce and after a
 //! turn that changed it. Every one is an event of the session like any other (issue 16): the
-//! session's next seq, kept in its log. A link that does not hold the session hears of it
-//! nothing but these, so its catch-up on it reads these alone ([`heard_unheld`]). The set is
-//! read fresh each time (`Effect::ReadCommands`: the shell reads the files, bounded and
-//! confined; [`crate::commands`] decides the rest), so nothing of it is kept but a fingerprint
-//! a session to tell a change.
+//! session's next seq, kept in its log. But a set announced to a link that is the one the
+//! session last logged (an idle session is announced again on every link's connect) is sent as
+//! that event again, its seq and bytes, and nothing is logged or written: an idle session's
+//! log, store and seqs do not grow with reconnects. A link that does not hold the session
+//! hears of it nothing but these, so its catch-up on it reads these alone ([`heard_unheld`]).
+//! The set is read fresh each time (`Effect::ReadCommands`: the shell reads the files, bounded
+//! and confined; [`crate::commands`] decides the rest), so nothing of it is kept but a
+//! fingerprint a session to tell a change, and the seq of the set it last logged.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -18,6 +21,7 @@ use super::connection::{Connection, Phase};
 use super::event_log::{notification_frame, EventView};
 use super::files_search::judge_real_root;
 use super::outbox::Lane;
+use super::sessions::Session;
 use super::{ConnId, Device, Effect};
 use crate::commands::{self, CommandSet, CommandsRead};
 use crate::jsonrpc::{Id, RpcError};
@@ -316,12 +320,13 @@ impl Device {
         for conn in recipients {
             self.out.send_in(lane, conn, frame.clone());
         }
-        self.log_event(session, seq, "session/update", &params);
+        self.log_set(session, seq, &params);
     }
 
     /// The set of `session` to `link`, to which it was announced: the session's next seq,
     /// kept in its log like every event of it, so the link's client follows the session and,
-    /// cut off, fetches the sets it missed (without taking the session up: event_log.rs).
+    /// cut off, fetches the sets it missed (without taking the session up: event_log.rs); or,
+    /// unchanged since the set it last logged, that event as logged.
     fn send_announced(&mut self, session: &str, link: ConnId, set: &CommandSet) {
         let Some(s) = self.sessions.get(session) else {
             return;
@@ -333,12 +338,46 @@ impl Device {
         if !hears(&self.conns, &link, &self.config) {
             return;
         }
+        let lane = Lane::of(session);
+        let Some(s) = self.sessions.get_mut(session) else {
+            return;
+        };
+        // The set last logged, unchanged (an idle session is announced again on every link's
+        // connect): that event again, its seq and bytes as logged, and nothing logged or
+        // written. A client that heard it drops it; one that did not takes it.
+        if let Some(logged) = s.logged_set() {
+            if logged.params == commands_params(session, SeqMeta::some(logged.seq), set) {
+                let frame = notification_frame(logged.method, logged.params);
+                self.out.send_in(lane, link, frame);
+                return;
+            }
+        }
         let Some(seq) = self.next_seq(session) else {
             return;
         };
         let (params, frame) = commands_update(session, seq, set);
-        self.out.send_in(Lane::of(session), link, frame);
-        self.log_event(session, seq, "session/update", &params);
+        self.out.send_in(lane, link, frame);
+        self.log_set(session, seq, &params);
+    }
+
+    /// Keep the set sent about `session` with `seq` in its log, as the one it last logged.
+    fn log_set(&mut self, session: &str, seq: u64, params: &str) {
+        if let Some(s) = self.sessions.get_mut(session) {
+            s.commands_logged = Some(seq);
+        }
+        self.log_event(session, seq, "session/update", params);
+    }
+}
+
+impl Session {
+    /// The command set this session last logged, as logged, while its log vouches for it (a
+    /// client following from it is not told `truncated`). Looked up in the log when this run
+    /// has logged none: the session was read back, or the device restarted.
+    fn logged_set(&mut self) -> Option<EventView<'_>> {
+        if self.commands_logged.is_none() {
+            self.commands_logged = self.events.last_vouched(heard_unheld).map(|e| e.seq);
+        }
+        self.events.vouched(self.commands_logged?)
     }
 }
 

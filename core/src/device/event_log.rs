@@ -533,6 +533,29 @@ impl EventLog {
         }
     }
 
+    /// The event sent with `seq`, while the log holds it and vouches for it: a client that
+    /// follows from it is not told `truncated`.
+    pub fn vouched(&self, seq: u64) -> Option<EventView<'_>> {
+        if seq <= self.floor {
+            return None;
+        }
+        let i = self.entries.partition_point(|e| e.seq < seq);
+        self.entries
+            .get(i)
+            .filter(|e| e.seq == seq)
+            .map(|e| self.view(e))
+    }
+
+    /// The newest event `which` keeps among those the log vouches for.
+    pub fn last_vouched(&self, which: impl Fn(&EventView<'_>) -> bool) -> Option<EventView<'_>> {
+        self.entries
+            .iter()
+            .rev()
+            .take_while(|e| e.seq > self.floor)
+            .map(|e| self.view(e))
+            .find(|e| which(e))
+    }
+
     /// What a page of this log says without its events, kept for the session while it is
     /// set aside (its log then changes no more).
     pub fn at_rest(&self) -> AtRest {

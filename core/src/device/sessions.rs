@@ -51,6 +51,9 @@ pub(crate) struct Session {
     pub events: super::event_log::EventLog,
     /// The fingerprint of the command set its holders were last told of (command_set.rs).
     pub commands_told: Option<u64>,
+    /// The seq of the command set it last logged (command_set.rs), so an unchanged one is sent
+    /// again as that event; looked up in its log when this run has logged none.
+    pub commands_logged: Option<u64>,
 }
 
 impl Session {
@@ -67,6 +70,7 @@ impl Session {
             used: 0,
             events: Default::default(),
             commands_told: None,
+            commands_logged: None,
         }
     }
 

@@ -225,6 +225,31 @@ fn editor_set_last(w: &mut LinkWorld, times: String, list: String) {
     assert_eq!(names(last), roots(&list), "{sets:?}");
 }
 
+#[then(
+    regex = r#"^the link carried the command set of the editor's session (once|\d+ times), the last (\d+) the same event: "([^"]*)"$"#
+)]
+fn editor_set_again(w: &mut LinkWorld, times: String, again: usize, list: String) {
+    let sets = editor_session_sets(w);
+    assert_eq!(sets.len(), count(&times), "{sets:?}");
+    for f in &sets {
+        let listed = f["params"]["update"]["availableCommands"]
+            .as_array()
+            .unwrap();
+        assert_eq!(names(listed), roots(&list), "{f}");
+    }
+    let last = &sets[sets.len() - again..];
+    assert!(last.iter().all(|f| *f == last[0]), "{sets:?}");
+    let seqs: Vec<Option<u64>> = sets
+        .iter()
+        .map(|f| f["params"]["_meta"]["lembas"]["seq"].as_u64())
+        .collect();
+    assert!(
+        seqs.iter().all(Option::is_some),
+        "a set without a seq: {sets:?}"
+    );
+    assert!(seqs.windows(2).all(|p| p[0] <= p[1]), "{seqs:?}");
+}
+
 #[then("the link carried no command set of the editor's session")]
 fn editor_set_not_sent(w: &mut LinkWorld) {
     let sets = editor_session_sets(w);
