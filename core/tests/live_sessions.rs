@@ -4,7 +4,7 @@
 
 use lembas_core::client::{ClientEvent, Reattach};
 use lembas_core::device::ConnId;
-use lembas_core::jsonrpc::code;
+use lembas_core::jsonrpc::{code, RpcError};
 use lembas_core::store::Table;
 use lembas_core::testing::Pair;
 use serde_json::{json, Value};
@@ -32,6 +32,14 @@ fn set_aside(p: &mut Pair, s: &str) {
         p.device.turn_state(s, "t1").is_none(),
         "the session is no longer in memory"
     );
+}
+
+/// The client's `_lembas/session/events` for all of session `s`'s events (`since: 0`).
+fn events_from_start(p: &mut Pair, s: &str) -> Result<Value, RpcError> {
+    p.call(
+        "_lembas/session/events",
+        json!({ "sessionId": s, "since": 0 }),
+    )
 }
 
 fn stdio_line(p: &mut Pair, conn: ConnId, line: Value) -> Value {
@@ -416,12 +424,7 @@ fn a_catch_up_on_many_sessions_set_aside_over_a_new_link_reads_none_back() {
     remote.trusted = remote.roots.clone();
     p.device.reconfigure(remote, p.now).unwrap();
     p.settle().unwrap();
-    let e = p
-        .call(
-            "_lembas/session/events",
-            json!({ "sessionId": ids[0], "since": 0 }),
-        )
-        .unwrap_err();
+    let e = events_from_start(&mut p, &ids[0]).unwrap_err();
     assert_eq!(e.code, code::INVALID_PARAMS);
     assert!(
         e.message.contains("cannot be used over the link now"),
@@ -480,12 +483,7 @@ fn a_page_of_a_set_aside_session_with_events_is_read_from_its_log_alone() {
     let mut p = linked(2);
     let s = set_aside_after_a_turn(&mut p);
     // A client that missed all of it (since 0) needs its events.
-    let page = p
-        .call(
-            "_lembas/session/events",
-            json!({ "sessionId": s, "since": 0 }),
-        )
-        .unwrap();
+    let page = events_from_start(&mut p, &s).unwrap();
     let events = page["events"].as_array().unwrap();
     let seqs: Vec<u64> = events.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
     assert_eq!(seqs.first(), Some(&1), "{page}");
@@ -535,12 +533,7 @@ fn a_log_read_that_fails_refuses_the_catch_up_naming_why_and_leaves_the_session_
     let mut p = linked(2);
     let s = set_aside_after_a_turn(&mut p);
     p.os.load_fails = Some("disk I/O error".into());
-    let e = p
-        .call(
-            "_lembas/session/events",
-            json!({ "sessionId": s, "since": 0 }),
-        )
-        .unwrap_err();
+    let e = events_from_start(&mut p, &s).unwrap_err();
     assert_eq!(e.code, code::INTERNAL_ERROR);
     assert!(
         e.message
@@ -553,12 +546,7 @@ fn a_log_read_that_fails_refuses_the_catch_up_naming_why_and_leaves_the_session_
     assert!(p.device.at_rest(), "answered, not left waiting");
     // Not lost: asked again once the store reads, it is answered.
     p.os.load_fails = None;
-    let page = p
-        .call(
-            "_lembas/session/events",
-            json!({ "sessionId": s, "since": 0 }),
-        )
-        .unwrap();
+    let page = events_from_start(&mut p, &s).unwrap();
     assert!(!page["events"].as_array().unwrap().is_empty(), "{page}");
 }
 
@@ -648,12 +636,7 @@ fn a_link_asking_after_a_set_aside_session_no_client_was_given_reads_its_sets_al
     p.new_session("/home/dev/work/b");
     p.new_session("/home/dev/work/c");
     assert_eq!(p.device.live_session_count(), 2);
-    let page = p
-        .call(
-            "_lembas/session/events",
-            json!({ "sessionId": s, "since": 0 }),
-        )
-        .unwrap();
+    let page = events_from_start(&mut p, &s).unwrap();
     let events = page["events"].as_array().unwrap();
     assert!(!events.is_empty(), "its command sets: {page}");
     assert!(

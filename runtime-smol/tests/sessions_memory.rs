@@ -39,6 +39,21 @@ fn said(events: &[Event]) -> Vec<String> {
         .collect()
 }
 
+/// Turn `turn` of `session` started and left running (it says "long", then sleeps a minute):
+/// the session is busy, so it cannot be set aside.
+async fn start_long(instance: &TestInstance, session: &str, turn: &str) {
+    let params = json!({
+        "sessionId": session,
+        "prompt": [{ "type": "text", "text": "say long\nsleep 60000" }],
+        "_meta": { "lembas": { "turnId": turn } },
+    });
+    instance.call("session/prompt", params).await.unwrap();
+    let (started, _) = instance
+        .wait_for(common::T, |e| said(std::slice::from_ref(e)) == ["long"])
+        .await;
+    assert!(started.is_some(), "turn {turn} did not start");
+}
+
 #[test]
 fn an_idle_session_is_set_aside_in_redb_and_read_back_and_the_bound_refuses_new_ones() {
     smol::block_on(async {
@@ -60,16 +75,7 @@ fn an_idle_session_is_set_aside_in_redb_and_read_back_and_the_bound_refuses_new_
         assert_eq!(again, first);
         assert!(said(&seen).is_empty(), "turn t1 ran again: {seen:?}");
         // `a` busy: nothing can be set aside, so a third session is refused.
-        let params = json!({
-            "sessionId": a,
-            "prompt": [{ "type": "text", "text": "say long\nsleep 60000" }],
-            "_meta": { "lembas": { "turnId": "t2" } },
-        });
-        instance.call("session/prompt", params).await.unwrap();
-        let (started, _) = instance
-            .wait_for(common::T, |e| said(std::slice::from_ref(e)) == ["long"])
-            .await;
-        assert!(started.is_some(), "turn t2 did not start");
+        start_long(&instance, &a, "t2").await;
         let refused = common::call(
             &instance,
             "session/new",
@@ -141,16 +147,7 @@ fn a_missed_catch_up_on_a_session_set_aside_in_redb_reads_its_log_alone() {
         assert_eq!(first.as_ref().unwrap()["stopReason"], "end_turn");
         // `b` takes the only place in memory, and is busy: `a` cannot come back.
         let b = new_session(&instance, &home.work.join("proj")).await;
-        let params = json!({
-            "sessionId": b,
-            "prompt": [{ "type": "text", "text": "say long\nsleep 60000" }],
-            "_meta": { "lembas": { "turnId": "t2" } },
-        });
-        instance.call("session/prompt", params).await.unwrap();
-        let (started, _) = instance
-            .wait_for(common::T, |e| said(std::slice::from_ref(e)) == ["long"])
-            .await;
-        assert!(started.is_some(), "turn t2 did not start");
+        start_long(&instance, &b, "t2").await;
         // A client that missed everything of `a`: from before this start's first seq (its base,
         // `epoch << 32`; from 0 the page says truncated, as this start vouches for no earlier).
         let probe = common::call(

@@ -981,6 +981,17 @@ mod tests {
     use super::*;
     use crate::device::prompt_blocks::tests::image;
 
+    /// The tables `records` put to, in order; a record that is no put fails the test.
+    fn put_tables(records: &[Record]) -> Vec<Table> {
+        records
+            .iter()
+            .map(|r| match r {
+                Record::Put { table, .. } => *table,
+                other => panic!("only puts: {other:?}"),
+            })
+            .collect()
+    }
+
     fn user(text: &str) -> HistoryTurn {
         HistoryTurn::User {
             text: text.into(),
@@ -1116,14 +1127,10 @@ mod tests {
             panic!("a history entry: {records:?}");
         };
         assert!(value.contains("\"the answer\""), "{value}");
-        let tables: Vec<Table> = records
-            .iter()
-            .map(|r| match r {
-                Record::Put { table, .. } => *table,
-                other => panic!("only puts: {other:?}"),
-            })
-            .collect();
-        assert_eq!(tables, [Table::Turns, Table::History, Table::Sessions]);
+        assert_eq!(
+            put_tables(&records),
+            [Table::Turns, Table::History, Table::Sessions]
+        );
     }
 
     #[test]
@@ -1177,15 +1184,7 @@ mod tests {
         assert!(!queued.plan && queued.look_up.is_none());
         assert_eq!(s.turns.queued(), 1);
         assert_eq!(s.durable.touched, 5);
-        let tables: Vec<Table> = queued
-            .records
-            .iter()
-            .map(|r| match r {
-                Record::Put { table, .. } => *table,
-                other => panic!("only puts: {other:?}"),
-            })
-            .collect();
-        assert_eq!(tables, [Table::Turns, Table::Sessions]);
+        assert_eq!(put_tables(&queued.records), [Table::Turns, Table::Sessions]);
         // Waits for both writes (4 and 5) and the read (7): the last write alone does not
         // let it start.
         assert!(s.turns.written(5));
@@ -1536,15 +1535,10 @@ mod tests {
         ));
         assert_eq!(answered.waiting, vec![(ConnId(1), Id::number(1))]);
         assert!(matches!(answered.end, LembasEvent::Done(_)));
-        let tables: Vec<Table> = answered
-            .records
-            .iter()
-            .map(|r| match r {
-                Record::Put { table, .. } => *table,
-                other => panic!("only puts: {other:?}"),
-            })
-            .collect();
-        assert_eq!(tables, [Table::Turns, Table::History, Table::Sessions]);
+        assert_eq!(
+            put_tables(&answered.records),
+            [Table::Turns, Table::History, Table::Sessions]
+        );
         assert_eq!(s.recent.next_index(), next + 1, "kept in the history");
         assert_eq!(s.durable.touched, 5);
     }
