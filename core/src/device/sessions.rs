@@ -1,11 +1,11 @@
 //! Sessions: `session/new` (roots, trust, models, modes), `session/set_mode`, the title, status
 //! and history, a session opened again from the store, and who hears a session's updates.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde_json::{json, Value};
 
-use super::connection::Phase;
+use super::connection::{Connection, Phase};
 use super::event_log::notification_frame;
 use super::limits::admit_over_link;
 use super::outbox::{Lane, Outbox};
@@ -202,12 +202,7 @@ impl Session {
     ) -> Option<(Vec<u8>, bool)> {
         let plan = self.durable.plan.clone()?;
         let seq = self.take_seq(out, Lane::of(&self.durable.id));
-        let params = serde_json::to_string(&UpdateParams {
-            meta: SeqMeta::some(seq),
-            session_id: self.durable.id.clone(),
-            update: plan_update(Some(&plan)),
-        })
-        .expect("updates serialize");
+        let params = update_params(&self.durable.id, seq, plan_update(Some(&plan)));
         let frame = notification_frame("session/update", &params);
         let unflushed = self.events.push(seq, "session/update", &params, limits);
         Some((frame, unflushed))
@@ -649,15 +644,8 @@ impl Device {
         let Some(seq) = self.next_seq(session) else {
             return;
         };
-        let params = serde_json::to_string(&UpdateParams {
-            meta: SeqMeta::some(seq),
-            session_id: session.to_owned(),
-            update,
-        })
-        .expect("updates serialize");
-        self.broadcast_logged(session, seq, "session/update", params, |c| {
-            c.phase == Phase::Ready
-        });
+        let params = update_params(session, seq, update);
+        self.broadcast_logged(session, seq, "session/update", params, hears_updates);
     }
 
     /// An `_lembas/event` to every holder whose client said `_meta.lembas`, with the
@@ -667,15 +655,8 @@ impl Device {
         let Some(seq) = self.next_seq(session) else {
             return;
         };
-        let params = serde_json::to_string(&EventParams {
-            meta: SeqMeta::some(seq),
-            event,
-            session_id: session.to_owned(),
-        })
-        .expect("events serialize");
-        self.broadcast_logged(session, seq, "_lembas/event", params, |c| {
-            c.may_receive("_lembas/event")
-        });
+        let params = event_params(session, seq, event);
+        self.broadcast_logged(session, seq, "_lembas/event", params, hears_events);
     }
 
     /// Send a notification of the session, its params encoded with `seq`, to every holder
@@ -687,21 +668,64 @@ impl Device {
         seq: u64,
         method: &'static str,
         params: String,
-        hears: impl Fn(&super::connection::Connection) -> bool,
+        hears: impl Fn(&Connection) -> bool,
     ) {
         let Some(s) = self.sessions.get(session) else {
             return;
         };
         let lane = Lane::of(session);
         let mut frame = None;
-        for conn in &s.holders {
-            if self.conns.get(conn).is_some_and(&hears) {
-                let frame = frame.get_or_insert_with(|| notification_frame(method, &params));
-                self.out.send_in(lane, *conn, frame.clone());
-            }
+        for conn in hearers(&s.holders, &self.conns, hears) {
+            let frame = frame.get_or_insert_with(|| notification_frame(method, &params));
+            self.out.send_in(lane, conn, frame.clone());
         }
         self.log_event(session, seq, method, &params);
     }
+}
+
+/// A `session/update` of `session` carrying `update`, as its event `seq`: the params its log
+/// keeps and its frame wraps.
+fn update_params(session: &str, seq: u64, update: SessionUpdate) -> String {
+    serde_json::to_string(&UpdateParams {
+        meta: SeqMeta::some(seq),
+        session_id: session.to_owned(),
+        update,
+    })
+    .expect("updates serialize")
+}
+
+/// An `_lembas/event` of `session` carrying `event`, as its event `seq`: the params its log
+/// keeps and its frame wraps.
+fn event_params(session: &str, seq: u64, event: LembasEvent) -> String {
+    serde_json::to_string(&EventParams {
+        meta: SeqMeta::some(seq),
+        event,
+        session_id: session.to_owned(),
+    })
+    .expect("events serialize")
+}
+
+/// Whether a connection hears a session's `session/update`s: any that answered `initialize`.
+fn hears_updates(c: &Connection) -> bool {
+    c.phase == Phase::Ready
+}
+
+/// Whether a connection hears a session's `_lembas/event`s: a client that said
+/// `_meta.lembas` ([`Connection::may_receive`]).
+fn hears_events(c: &Connection) -> bool {
+    c.may_receive("_lembas/event")
+}
+
+/// The holders of a session that are still connected and `hears` say hear it, in id order.
+fn hearers<'a>(
+    holders: &'a BTreeSet<ConnId>,
+    conns: &'a BTreeMap<ConnId, Connection>,
+    hears: impl Fn(&Connection) -> bool + 'a,
+) -> impl Iterator<Item = ConnId> + 'a {
+    holders
+        .iter()
+        .filter(move |c| conns.get(c).is_some_and(&hears))
+        .copied()
 }
 
 /// The `plan` session update: ACP's flat `entries` and the structure in `_meta.lembas.plan`
@@ -1020,6 +1044,54 @@ mod tests {
         assert_eq!(s.mode_asked(Mode::Plan, false, Mode::Edit), Mode::Plan);
         assert_eq!(s.switch_mode(Mode::Manual), s.record());
         assert_eq!(s.durable.mode, Mode::Manual);
+    }
+
+    #[test]
+    fn a_broadcast_goes_to_the_connected_holders_that_hear_it() {
+        let ready = |kind, lembas| {
+            let mut c = Connection::new(kind);
+            c.initialized(crate::wire::handshake::ClientSaid {
+                lembas,
+                protocol: 3,
+                show: false,
+            });
+            c
+        };
+        let conns = BTreeMap::from([
+            (ConnId(1), ready(ConnKind::Link, true)),
+            (ConnId(2), Connection::new(ConnKind::Stdio)),
+            (ConnId(3), ready(ConnKind::Hub, false)),
+            (ConnId(4), ready(ConnKind::Stdio, true)),
+        ]);
+        // 2 has not answered `initialize`; 9 is gone; 4 does not hold the session.
+        let holders = BTreeSet::from([ConnId(1), ConnId(2), ConnId(3), ConnId(9)]);
+        let updates: Vec<_> = hearers(&holders, &conns, hears_updates).collect();
+        assert_eq!(updates, [ConnId(1), ConnId(3)]);
+        let events: Vec<_> = hearers(&holders, &conns, hears_events).collect();
+        assert_eq!(events, [ConnId(1)], "only a client that said _meta.lembas");
+    }
+
+    #[test]
+    fn updates_and_events_are_params_of_the_session_at_their_seq() {
+        let update = SessionUpdate::CurrentModeUpdate(CurrentModeUpdate {
+            current_mode_id: Mode::Plan,
+        });
+        let params: Value = serde_json::from_str(&update_params("s", 12, update)).unwrap();
+        assert_eq!(
+            params,
+            json!({ "_meta": { "lembas": { "seq": 12 } }, "sessionId": "s",
+                    "update": { "sessionUpdate": "current_mode_update", "currentModeId": "plan" } })
+        );
+        let event = LembasEvent::Title(TitleEvent {
+            id: "s".into(),
+            title: "t".into(),
+        });
+        let params: Value = serde_json::from_str(&event_params("s", 13, event)).unwrap();
+        assert_eq!(
+            params,
+            json!({ "_meta": { "lembas": { "seq": 13 } }, "sessionId": "s",
+                    "event": { "type": "title", "id": "s", "title": "t" } })
+        );
     }
 
     #[test]
