@@ -179,6 +179,23 @@ impl Session {
         Attached { taken, plan, given }
     }
 
+    /// [`Session::attached`] once the rules of this moment admit it: from the link
+    /// (`on_link`) its directory must be inside `remote`'s roots. Refused, nothing of it
+    /// changes.
+    pub fn attach_admitted(
+        &mut self,
+        conn: ConnId,
+        on_link: bool,
+        remote: &Remote,
+        out: &mut Outbox,
+        limits: &SessionLimits,
+    ) -> Result<Attached, RpcError> {
+        if on_link {
+            admit_over_link(remote, &self.durable.id, &self.durable.cwd)?;
+        }
+        Ok(self.attached(conn, on_link, out, limits))
+    }
+
     /// Used from the link: remote work, its modes lowered from now on, and given (a client on
     /// the link may delete it later; the mark lasts). The record to store when it was not
     /// given before.
@@ -301,8 +318,6 @@ pub(crate) struct TakenUp {
     pub newly: bool,
 }
 
-/// The status of a session this device does not have (`exists` false) or may not show now:
-/// nothing of its content.
 /// A session taken up for a connection ([`Session::attached`]), for Device to persist and send.
 pub(crate) struct Attached {
     pub taken: TakenUp,
@@ -313,6 +328,21 @@ pub(crate) struct Attached {
     pub given: Option<Record>,
 }
 
+impl Attached {
+    /// Whether the connection is told the session's command set. Spec: the set is sent after
+    /// a session is opened from the store or taken up by a new connection.
+    pub fn tells_commands(&self) -> bool {
+        self.taken.newly || self.taken.from_store
+    }
+}
+
+/// The refusal of a request naming a session the device does not have.
+pub(super) fn unknown_session(session: &str) -> RpcError {
+    RpcError::invalid_params(format!("no session `{session}` on this device"))
+}
+
+/// The status of a session this device does not have (`exists` false) or may not show now:
+/// nothing of its content.
 fn thin_status(session: &str, exists: bool) -> StatusResult<'_> {
     StatusResult {
         session_id: session,
@@ -517,15 +547,12 @@ impl Device {
     ) -> Result<(&mut Session, &mut Rng), RpcError> {
         let on_link = self.on_link(conn);
         let Some(s) = self.sessions.touch(session) else {
-            return Err(RpcError::invalid_params(format!(
-                "no session `{session}` on this device"
-            )));
+            return Err(unknown_session(session));
         };
-        if on_link {
-            admit_over_link(&self.config.remote, session, &s.durable.cwd)?;
-        }
-        let Attached { taken, plan, given } =
-            s.attached(conn, on_link, &mut self.out, &self.config.sessions);
+        let (remote, limits) = (&self.config.remote, &self.config.sessions);
+        let attached = s.attach_admitted(conn, on_link, remote, &mut self.out, limits)?;
+        let tells_commands = attached.tells_commands();
+        let Attached { taken, plan, given } = attached;
         if let Some((_, true)) = plan {
             self.unflushed_logs.push(session.to_owned());
         }
@@ -538,9 +565,7 @@ impl Device {
         if taken.newly {
             self.shared_gained(conn, session);
         }
-        // Spec: the set is sent after a session is opened from the store or taken up by a new
-        // connection.
-        if taken.newly || taken.from_store {
+        if tells_commands {
             self.tell_commands(session, conn);
         }
         let Some(s) = self.sessions.get_mut(session) else {
@@ -996,6 +1021,49 @@ mod tests {
         assert!(linked.given.is_some() && s.capped, "given from the link");
         let again = s.attached(ConnId(2), true, &mut out, &limits);
         assert!(again.given.is_none() && !again.taken.newly, "given once");
+    }
+
+    #[test]
+    fn attached_from_the_link_only_inside_the_roots_and_refused_it_is_left_as_it_was() {
+        let limits = SessionLimits::default();
+        let mut out = Outbox::default();
+        let mut s = crate::device::live::tests::session("a");
+        s.durable.cwd = "/w/p".into();
+        s.capped = false;
+        let (inside, outside) = (Remote::open(&["/w"]), Remote::open(&["/elsewhere"]));
+        let e = s
+            .attach_admitted(ConnId(1), true, &outside, &mut out, &limits)
+            .err()
+            .expect("outside the roots, from the link: refused");
+        assert_eq!(e.code, crate::jsonrpc::code::INVALID_PARAMS);
+        assert!(
+            !s.open && s.holders.is_empty() && !s.capped && !s.durable.given,
+            "refused: untouched"
+        );
+        let editor = s
+            .attach_admitted(ConnId(1), false, &outside, &mut out, &limits)
+            .expect("off the link the roots do not hold it");
+        assert!(editor.tells_commands(), "opened from the store");
+        let linked = s
+            .attach_admitted(ConnId(2), true, &inside, &mut out, &limits)
+            .expect("inside the roots");
+        assert!(
+            linked.tells_commands() && linked.given.is_some(),
+            "a new holder"
+        );
+        let again = s
+            .attach_admitted(ConnId(2), true, &inside, &mut out, &limits)
+            .expect("inside the roots");
+        assert!(!again.tells_commands(), "open and heard already");
+        s.open = false;
+        let reopened = s
+            .attach_admitted(ConnId(2), true, &inside, &mut out, &limits)
+            .expect("inside the roots");
+        assert!(reopened.tells_commands(), "opened from the store again");
+        assert_eq!(
+            unknown_session("b").message,
+            "no session `b` on this device"
+        );
     }
 
     #[test]
