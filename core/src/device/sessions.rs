@@ -26,6 +26,7 @@ use crate::wire::event::update::{
 use crate::wire::session::{
     ModeInfo, Modes, NewSessionParams, SessionIdParams, SetModeParams, StatusResult, TitleParams,
 };
+use crate::DeviceConfig;
 
 /// A session in memory: what of it is stored (its record, written as it is) and what lives only
 /// while the device runs.
@@ -125,6 +126,26 @@ impl Session {
         session.holders.insert(p.conn);
         session.capped = on_link;
         session
+    }
+
+    /// [`Session::created`] for a connection of `kind`, named by a draw of `rng`, as `config`
+    /// holds sessions: the session, the record that stores it and the `session/new` answer
+    /// (the modes `kind` may use).
+    pub fn made(
+        p: PendingNew,
+        kind: ConnKind,
+        rng: &mut Rng,
+        now: u64,
+        seq_base: u64,
+        config: &DeviceConfig,
+    ) -> (Session, Record, Value) {
+        let id = format!("ses_{}", rng.token(20));
+        let ledger_turns = config.sessions.ledger_turns;
+        let on_link = kind == ConnKind::Link;
+        let session = Session::created(p, id, on_link, now, seq_base, ledger_turns);
+        let answer = session.result(max_mode(&config.remote, kind));
+        let record = session.record();
+        (session, record, answer)
     }
 
     /// The answer to a `session/new` (and a load's, less its id): its modes (those up to
@@ -357,6 +378,15 @@ fn thin_status(session: &str, exists: bool) -> StatusResult<'_> {
     }
 }
 
+/// The highest mode a connection of `kind` may use: on the link, what `remote` allows; an
+/// editor or a terminal on the device, any.
+pub(super) fn max_mode(remote: &Remote, kind: ConnKind) -> Mode {
+    match kind {
+        ConnKind::Link => remote.max_mode,
+        ConnKind::Stdio | ConnKind::Terminal | ConnKind::Hub => Mode::Auto,
+    }
+}
+
 /// A mode a client names, or `-32602` naming the four.
 fn parse_mode(m: &str) -> Result<Mode, RpcError> {
     Mode::parse(m).ok_or_else(|| {
@@ -443,10 +473,7 @@ pub(crate) type Sessions = HashMap<String, Session, super::ledger::Fixed>;
 
 impl Device {
     pub(super) fn max_mode(&self, kind: ConnKind) -> Mode {
-        match kind {
-            ConnKind::Link => self.config.remote.max_mode,
-            ConnKind::Stdio | ConnKind::Terminal | ConnKind::Hub => Mode::Auto,
-        }
+        max_mode(&self.config.remote, kind)
     }
 
     pub(super) fn on_link(&self, conn: ConnId) -> bool {
@@ -509,18 +536,10 @@ impl Device {
     /// A new session in memory (room made for it first, see live.rs).
     fn create_session(&mut self, p: PendingNew) -> Result<Value, RpcError> {
         self.make_room()?;
-        let id = format!("ses_{}", self.rng.token(20));
         let (conn, kind) = (p.conn, self.conns[&p.conn].kind);
-        let session = Session::created(
-            p,
-            id,
-            kind == ConnKind::Link,
-            self.clock.now().0,
-            self.seq_base(),
-            self.config.sessions.ledger_turns,
-        );
-        let record = session.record();
-        let result = session.result(self.max_mode(kind));
+        let (now, seq_base) = (self.clock.now().0, self.seq_base());
+        let made = Session::made(p, kind, &mut self.rng, now, seq_base, &self.config);
+        let (session, record, result) = made;
         let id = session.durable.id.clone();
         self.sessions.insert_live(session);
         self.out.persist(vec![record]);
@@ -939,6 +958,29 @@ mod tests {
             (editor.durable.model.as_deref(), editor.durable.instance),
             (None, false)
         );
+    }
+
+    #[test]
+    fn a_session_is_named_by_a_draw_and_answered_with_the_modes_its_connection_may_use() {
+        let mut config = DeviceConfig::default();
+        config.remote.max_mode = Mode::Manual;
+        let mut rng = Rng::new(5);
+        let drawn = format!("ses_{}", Rng::new(5).token(20));
+        let (s, record, answer) =
+            Session::made(pending(2, None), ConnKind::Link, &mut rng, 9, 65, &config);
+        assert_eq!(s.durable.id, drawn);
+        assert!(s.capped && s.durable.given, "made on the link");
+        assert_eq!(record, s.record());
+        assert_eq!(answer, s.result(Mode::Manual));
+        let (editor, _, answer) =
+            Session::made(pending(2, None), ConnKind::Stdio, &mut rng, 9, 65, &config);
+        assert_ne!(editor.durable.id, drawn, "the next draw");
+        assert!(!editor.capped && !editor.durable.given);
+        assert_eq!(answer, editor.result(Mode::Auto));
+        assert_eq!(max_mode(&config.remote, ConnKind::Link), Mode::Manual);
+        for kind in [ConnKind::Stdio, ConnKind::Terminal, ConnKind::Hub] {
+            assert_eq!(max_mode(&config.remote, kind), Mode::Auto, "{kind:?}");
+        }
     }
 
     #[test]
