@@ -1,17 +1,20 @@
 //! Turns: `session/prompt` (dedup by turn id, blocks and their limits, the queue),
 //! `session/cancel`, `_lembas/steer`, and what the engine reports while a turn runs.
 
+use std::collections::BTreeMap;
+
 use serde_json::{json, Value};
 
 use super::chunks::Chunk;
 use super::command_prompt::{classify, AsCommand, Invoked};
 use super::compaction;
+use super::connection::Connection;
 use super::outbox::Lane;
 use super::prompt_blocks::prepare;
 use super::sessions::plan_update;
 use super::sessions::Session;
 use super::turn_start::{prompt_started, StartRules, Started, Starting};
-use super::turn_table::{Admission, Compacting, Finished, Running, Seen, Unsteered};
+use super::turn_table::{Admission, Compacting, Finished, Running, Seen, Unsteered, Waiter};
 use super::{ConnId, Device, Effect};
 use crate::config::{Mode, SessionLimits};
 use crate::engine::{Attachment, EngineCommand, EngineEvent, PriorTurn, StopReason, ToolStatus};
@@ -170,6 +173,20 @@ fn turn_id_given(given: Option<String>, rng: &mut Rng) -> Result<String, RpcErro
         Some(t) => Ok(t),
         None => Ok(format!("turn_{}", rng.token(16))),
     }
+}
+
+/// Turn `turn_id`'s `answer` to each prompt request `waiting` for it whose connection is still
+/// open (in `conns`), as the answer to that request's own id; in the order they came.
+fn answers<'a>(
+    waiting: Vec<Waiter>,
+    conns: &'a BTreeMap<ConnId, Connection>,
+    answer: &'a Answer,
+    turn_id: &'a str,
+) -> impl Iterator<Item = (ConnId, Vec<u8>)> + 'a {
+    waiting
+        .into_iter()
+        .filter(|(conn, _)| conns.contains_key(conn))
+        .map(move |(conn, id)| (conn, answer.frame(&id, turn_id)))
 }
 
 impl Running {
@@ -686,13 +703,11 @@ impl Device {
         session: &str,
         turn_id: &str,
         answer: &Answer,
-        waiting: Vec<super::turn_table::Waiter>,
+        waiting: Vec<Waiter>,
     ) {
-        for (conn, id) in waiting {
-            if self.conns.contains_key(&conn) {
-                self.out
-                    .send_in(Lane::of(session), conn, answer.frame(&id, turn_id));
-            }
+        let lane = Lane::of(session);
+        for (conn, frame) in answers(waiting, &self.conns, answer, turn_id) {
+            self.out.send_in(lane, conn, frame);
         }
     }
 
@@ -800,10 +815,8 @@ impl Device {
         };
         if let Wrote::Refused(answer, waiting, record) = wrote {
             self.out.persist(vec![record]);
-            for (conn, id) in waiting {
-                if self.conns.contains_key(&conn) {
-                    self.out.send(conn, answer.frame(&id, &turn_id));
-                }
+            for (conn, frame) in answers(waiting, &self.conns, &answer, &turn_id) {
+                self.out.send(conn, frame);
             }
         }
         self.pump(&session);
@@ -1603,6 +1616,29 @@ mod tests {
             text: "hi".into(),
         };
         assert_eq!((command, queued), (steer, 1));
+    }
+
+    #[test]
+    fn a_turns_answer_goes_to_each_request_waiting_whose_connection_is_open() {
+        use crate::device::ConnKind;
+        let conns = BTreeMap::from([
+            (ConnId(1), Connection::new(ConnKind::Link)),
+            (ConnId(3), Connection::new(ConnKind::Stdio)),
+        ]);
+        let answer = Answer::stopped(StopReason::EndTurn, Default::default());
+        // 2 is gone; 1 asked twice, under two ids.
+        let waiting = vec![
+            (ConnId(3), Id::number(7)),
+            (ConnId(2), Id::number(8)),
+            (ConnId(1), Id::number(9)),
+            (ConnId(1), Id::number(10)),
+        ];
+        let sent: Vec<_> = answers(waiting, &conns, &answer, "t1").collect();
+        let expected = [(3, 7), (1, 9), (1, 10)]
+            .map(|(conn, id)| (ConnId(conn), answer.frame(&Id::number(id), "t1")));
+        assert_eq!(sent, expected);
+        let none: Vec<_> = answers(Vec::new(), &conns, &answer, "t1").collect();
+        assert!(none.is_empty());
     }
 
     #[test]
