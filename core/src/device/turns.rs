@@ -189,6 +189,30 @@ fn answers<'a>(
         .map(move |(conn, id)| (conn, answer.frame(&id, turn_id)))
 }
 
+/// The writes of turn `turn_id`'s `attachments` (in `session`), numbered from `first` as the
+/// turn waits for them: each request's number, what its answer is about (session, turn, the
+/// name the client gave) and the shell's effect.
+fn attachment_writes<'a>(
+    session: &'a str,
+    turn_id: &'a str,
+    first: u64,
+    attachments: Vec<(Attachment, Vec<u8>)>,
+) -> impl Iterator<Item = (u64, (String, String, String), Effect)> + 'a {
+    attachments
+        .into_iter()
+        .zip(first..)
+        .map(move |((a, bytes), request)| {
+            let asked = (session.to_owned(), turn_id.to_owned(), a.name);
+            let effect = Effect::WriteAttachment {
+                request,
+                session_id: session.to_owned(),
+                file_name: a.file_name,
+                bytes,
+            };
+            (request, asked, effect)
+        })
+}
+
 impl Running {
     /// The engine called a tool: kept in the turn, and the update and event announcing it.
     fn tool_call(
@@ -752,16 +776,12 @@ impl Device {
         };
         // Every record is this session's: only its own frames wait for it.
         self.out.persist_in(Lane::of(&session), queued.records);
-        for (i, (a, bytes)) in queued.attachments.into_iter().enumerate() {
-            let request = self.writes.ask((session.clone(), turn_id.clone(), a.name));
+        let writes = attachment_writes(&session, &turn_id, numbers.first_write, queued.attachments);
+        for (request, asked, effect) in writes {
             // The turn was queued waiting for these numbers; nothing asked a write since.
-            debug_assert_eq!(request, numbers.first_write + i as u64);
-            self.out.effect(Effect::WriteAttachment {
-                request,
-                session_id: session.clone(),
-                file_name: a.file_name,
-                bytes,
-            });
+            let numbered = self.writes.ask(asked);
+            debug_assert_eq!(numbered, request);
+            self.out.effect(effect);
         }
         if !queued.mentions.is_empty() {
             let asked = super::mentioning::Asked {
@@ -1639,6 +1659,37 @@ mod tests {
         assert_eq!(sent, expected);
         let none: Vec<_> = answers(Vec::new(), &conns, &answer, "t1").collect();
         assert!(none.is_empty());
+    }
+
+    #[test]
+    fn a_turns_attachments_are_written_as_the_requests_it_waits_for_in_order() {
+        let attachment = |name: &str| Attachment {
+            file_name: format!("1-x-{name}"),
+            name: name.into(),
+            mime_type: "text/plain".into(),
+            size: 1,
+            text: true,
+            first_line: None,
+        };
+        let attachments = vec![
+            (attachment("a.txt"), b"a".to_vec()),
+            (attachment("b.txt"), b"b".to_vec()),
+        ];
+        let writes: Vec<_> = attachment_writes("s", "t1", 4, attachments).collect();
+        let asked: Vec<_> = writes.iter().map(|(r, a, _)| (*r, a.clone())).collect();
+        let about = |name: &str| ("s".to_owned(), "t1".to_owned(), name.to_owned());
+        assert_eq!(asked, [(4, about("a.txt")), (5, about("b.txt"))]);
+        let effects: Vec<_> = writes.into_iter().map(|(_, _, e)| e).collect();
+        let written = |request, name: &str, bytes: &[u8]| Effect::WriteAttachment {
+            request,
+            session_id: "s".into(),
+            file_name: format!("1-x-{name}"),
+            bytes: bytes.to_vec(),
+        };
+        assert_eq!(
+            effects,
+            [written(4, "a.txt", b"a"), written(5, "b.txt", b"b")]
+        );
     }
 
     #[test]
