@@ -16,6 +16,7 @@ use serde_json::value::RawValue;
 
 use super::connection::{Connection, Phase};
 use super::restore::{Grouped, Unreadable};
+use super::session_set::SessionSet;
 use super::sessions::Session;
 use super::{ConnId, ConnKind, Device, Effect};
 use crate::jsonrpc::{self, Message, RpcError};
@@ -123,6 +124,30 @@ fn named_session(params: Option<&RawValue>) -> Option<Cow<'_, str>> {
     names.session_id
 }
 
+/// The session a request from `conn` (`None`: gone) with `params` waits for: one it names
+/// that is set aside in `sessions` or being read back, once the connection is past
+/// `initialize` (before that, the request is answered as it is).
+fn awaited<'a>(
+    sessions: &SessionSet,
+    conn: Option<&Connection>,
+    params: Option<&'a RawValue>,
+) -> Option<Cow<'a, str>> {
+    if !sessions.any_aside() || conn.is_none_or(|c| c.phase != Phase::Ready) {
+        return None;
+    }
+    let session = named_session(params)?;
+    (sessions.loads.contains(&session) || sessions.is_set_aside(&session)).then_some(session)
+}
+
+/// The answer to the requests that waited for `session` when the shell could not read it
+/// back (`why`): an internal error, the session still set aside.
+fn load_failed(session: &str, why: &str) -> RpcError {
+    RpcError::new(
+        jsonrpc::code::INTERNAL_ERROR,
+        format!("session `{session}` could not be read back from the store: {why}"),
+    )
+}
+
 /// The refusal of a new session in memory: `live` are, the limit is `max`, and none can be set
 /// aside (`has_store`: each works or is held; without a store, none ever is).
 fn no_room(live: usize, max: usize, has_store: bool) -> RpcError {
@@ -183,22 +208,9 @@ impl Device {
         method: &str,
         params: Option<&RawValue>,
     ) -> bool {
-        if !self.sessions.any_aside() {
-            return false;
-        }
-        if self
-            .conns
-            .get(&conn)
-            .is_none_or(|c| c.phase != Phase::Ready)
-        {
-            return false;
-        }
-        let Some(session) = named_session(params) else {
+        let Some(session) = awaited(&self.sessions, self.conns.get(&conn), params) else {
             return false;
         };
-        if !self.sessions.loads.contains(&session) && !self.sessions.is_set_aside(&session) {
-            return false;
-        }
         // The table says which requests may be answered from what a set-aside session keeps;
         // whether that answers this one is the kept summary's to say.
         let at_rest = crate::methods::find(method).is_some_and(|m| m.at_rest);
@@ -289,11 +301,7 @@ impl Device {
         let Some((session, parked)) = self.sessions.loads.take(request) else {
             return;
         };
-        let e = RpcError::new(
-            jsonrpc::code::INTERNAL_ERROR,
-            format!("session `{session}` could not be read back from the store: {why}"),
-        );
-        self.unpark(parked, Some(&e));
+        self.unpark(parked, Some(&load_failed(&session, why)));
     }
 
     /// The requests that waited for a session's read run now, in arrival order, or are
@@ -396,6 +404,49 @@ pub(super) mod tests {
         assert_eq!(named_session(Some(&raw(r#"{"cwd":"/w"}"#))), None);
         assert_eq!(named_session(Some(&raw("[1]"))), None);
         assert_eq!(named_session(None), None);
+    }
+
+    #[test]
+    fn a_request_waits_only_for_a_session_it_names_that_is_set_aside_or_being_read() {
+        use crate::wire::handshake::ClientSaid;
+        let raw = |text: &str| RawValue::from_string(text.to_string()).unwrap();
+        let names = |id: &str| raw(&format!(r#"{{"sessionId":"{id}"}}"#));
+        let (a, b, c) = (names("ses_a"), names("ses_b"), names("ses_c"));
+        let mut ready = Connection::new(ConnKind::Link);
+        ready.initialized(ClientSaid::default());
+        let fresh = Connection::new(ConnKind::Link);
+        let mut sessions = SessionSet::default();
+        sessions.insert_live(session("ses_a"));
+        sessions.insert_live(session("ses_b"));
+        let awaits =
+            |s: &SessionSet, conn, params| awaited(s, conn, Some(params)).map(|n| n.into_owned());
+        assert_eq!(awaits(&sessions, Some(&ready), &a), None, "none set aside");
+        sessions.set_aside("ses_a");
+        assert_eq!(
+            awaits(&sessions, Some(&ready), &a).as_deref(),
+            Some("ses_a")
+        );
+        assert_eq!(awaits(&sessions, Some(&ready), &b), None, "in memory");
+        assert_eq!(awaits(&sessions, Some(&ready), &c), None, "unknown");
+        assert_eq!(
+            awaits(&sessions, Some(&fresh), &a),
+            None,
+            "before initialize"
+        );
+        assert_eq!(awaits(&sessions, None, &a), None, "gone");
+        assert_eq!(awaited(&sessions, Some(&ready), None), None, "names none");
+        // Read back into memory, and named meanwhile: it still waits.
+        sessions.loads.park("ses_b", ConnId(1), b"f");
+        assert_eq!(
+            awaits(&sessions, Some(&ready), &b).as_deref(),
+            Some("ses_b")
+        );
+        let e = load_failed("ses_a", "disk gone");
+        assert_eq!(e.code, crate::jsonrpc::code::INTERNAL_ERROR);
+        assert_eq!(
+            e.message,
+            "session `ses_a` could not be read back from the store: disk gone"
+        );
     }
 
     #[test]
