@@ -1,4 +1,4 @@
-//! Replays the committed fuzz corpus (`fuzz/corpus/{frame,device}`) through the same functions
+//! Replays the committed fuzz corpus (`fuzz/corpus/<target>`) through the same functions
 //! the cargo-fuzz targets call, so every `cargo test` exercises it on stable. An empty or
 //! missing corpus directory fails the test.
 
@@ -85,6 +85,11 @@ fn event_log_corpus_replays() {
 #[test]
 fn link_corpus_replays() {
     replay("link", fuzz::link, fuzz::link_script);
+}
+
+#[test]
+fn cards_corpus_replays() {
+    replay("cards", fuzz::cards, fuzz::cards_script);
 }
 
 #[test]

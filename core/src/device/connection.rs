@@ -69,7 +69,7 @@ impl RequestIds {
 /// requests it owes an answer), the ids of the requests the device sends, and the queue that
 /// sends them. Built from `Device`'s fields one by one, so a concern can use it while the
 /// device lends it a session too.
-pub(super) struct Reach<'a> {
+pub(crate) struct Reach<'a> {
     pub conns: &'a mut BTreeMap<ConnId, Connection>,
     pub ids: &'a mut RequestIds,
     pub out: &'a mut super::outbox::Outbox,

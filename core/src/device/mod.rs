@@ -20,13 +20,13 @@ macro_rules! reach {
 
 mod asked;
 mod at_rest;
-mod cards;
+pub(crate) mod cards;
 mod chunks;
 mod coalesce;
 mod command_prompt;
 mod command_set;
 mod compaction;
-mod connection;
+pub(crate) mod connection;
 mod deletes;
 mod directories;
 mod dispatch;

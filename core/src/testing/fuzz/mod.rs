@@ -5,9 +5,9 @@
 //! a failing input replays the same way everywhere.
 //!
 //! By job: this file holds the drivers and the frame checks; `turn_table.rs`, `outbox.rs`,
-//! `event_log.rs` and `link.rs` drivers of one concern alone, each against a model of its
-//! rules (a session's turns, the persist-gated output queue, a session's event log, the
-//! instance link); `grammar.rs` what the `device` driver reads from its
+//! `event_log.rs`, `link.rs` and `cards.rs` drivers of one concern alone, each against a model
+//! of its rules (a session's turns, the persist-gated output queue, a session's event log, the
+//! instance link, the open cards); `grammar.rs` what the `device` driver reads from its
 //! input; `run.rs` the shell it plays around the device (on `testing/fake_os.rs`, the Pair's
 //! fake OS) and
 //! the invariants it checks after every operation (those on what is said on each connection are
@@ -175,6 +175,7 @@ pub(crate) fn lossy(bytes: &[u8]) -> String {
 // ---------------------------------------------------------------------------------------------
 // device
 
+mod cards;
 mod event_log;
 mod grammar;
 mod link;
@@ -216,6 +217,7 @@ where
         .join("\n")
 }
 
+pub use cards::{cards, cards_script};
 pub use event_log::{event_log, event_log_script};
 pub use link::{link, link_script};
 pub use model_engine::model_engine;

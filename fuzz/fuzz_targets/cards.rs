@@ -1,0 +1,8 @@
+//! The open cards alone: see `lembas_core::testing::fuzz::cards`.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    lembas_core::testing::fuzz::cards(data);
+});
