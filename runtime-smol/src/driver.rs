@@ -849,8 +849,8 @@ impl Driver {
         crate::store::log_unreadable(&unreadable);
     }
 
-    /// Drain the host until the device and the engine are quiet, then hand the batch of
-    /// persists to the disk.
+    /// Drain the host until the device and the engine are quiet, or until an input waits, then
+    /// hand the batch of persists to the disk.
     async fn pump(&mut self) {
         loop {
             let now = self.clock.now();
@@ -865,16 +865,28 @@ impl Driver {
                 }
                 full.is_some()
             });
-            if let Some(out) = out {
-                self.route(out, now).await;
-                continue;
-            }
-            self.blocked = blocked;
+            let input_waits = match out {
+                Some(out) => {
+                    self.route(out, now).await;
+                    // An input waits (a prompt, a cancel): it is taken now, and the pump goes
+                    // on after it. Drained to the end first, an engine whose events are all
+                    // ready (the scripted one) ran a turn whole, or to its reader's pause,
+                    // before the driver read on: with the store written in the step (in
+                    // memory, scratch), 100 turns prompted at once ran one after another.
+                    if self.rx.is_empty() {
+                        continue;
+                    }
+                    true
+                }
+                None => false,
+            };
+            // Stopped for an input, the driver does not sleep: that input is ready.
+            self.blocked = if input_waits { None } else { blocked };
             // The step's frames go to their writers together (see `Outbox`).
             for c in self.conns.values_mut() {
                 c.out.hand_over();
             }
-            if !self.flush() {
+            if !self.flush() || input_waits {
                 return;
             }
         }
@@ -1407,6 +1419,92 @@ mod tests {
             // a hang here is a producer stuck on a driver that will never take its input.
             let _ = waiting.await;
         });
+    }
+
+    /// One turn of `run`'s loop: the next input, handled, and the host drained.
+    async fn step(driver: &mut Driver) {
+        let input = driver.rx.recv().await.expect("an input");
+        let now = driver.clock.now();
+        driver.handle(input, now);
+        driver.pump().await;
+    }
+
+    /// An input that waits is taken while a turn streams, not after it: a prompt sent beside
+    /// another is answered first when its turn is the shorter, though the other turn's events
+    /// are all ready at once (the scripted engine's) and its reader is never behind. Before,
+    /// the pump ran the first turn to its end before it read the second prompt.
+    #[test]
+    fn a_waiting_input_is_taken_while_a_ready_turn_streams() {
+        let dir = tempfile::tempdir().unwrap();
+        let cwd = std::fs::canonicalize(dir.path()).unwrap();
+        let mut driver = driver();
+        let now = driver.clock.now();
+        let conn = driver
+            .host
+            .device_mut()
+            .handle_open(ConnKind::Stdio, now)
+            .unwrap();
+        let (out_tx, out_rx) = channel::unbounded();
+        let out = driver.outbox(out_tx, &out_rx, ConnKind::Stdio);
+        driver.conns.insert(
+            conn,
+            Conn {
+                out,
+                kind: ConnKind::Stdio,
+            },
+        );
+        let inbound = driver.inbound();
+        let frame = |v: serde_json::Value| Input::Frame {
+            conn,
+            bytes: v.to_string().into_bytes(),
+            held: inbound.hold(0),
+        };
+        let tx = driver.sender();
+        smol::block_on(async {
+            tx.try_send(frame(serde_json::json!({"jsonrpc":"2.0","id":0,
+                "method":"initialize","params":{"protocolVersion":1}})))
+                .unwrap();
+            for id in [1, 2] {
+                tx.try_send(frame(serde_json::json!({"jsonrpc":"2.0","id":id,
+                    "method":"session/new","params":{"cwd":cwd,"mcpServers":[]}})))
+                    .unwrap();
+            }
+            while driver.device().held_sessions(conn).len() < 2 {
+                step(&mut driver).await;
+            }
+            let sessions: Vec<String> = driver
+                .device()
+                .held_sessions(conn)
+                .into_iter()
+                .map(|(id, _)| id)
+                .collect();
+            let prompt = |id: u64, session: &str, text: &str| {
+                frame(
+                    serde_json::json!({"jsonrpc":"2.0","id":id,"method":"session/prompt",
+                    "params":{"sessionId":session,"prompt":[{"type":"text","text":text}]}}),
+                )
+            };
+            // Well below the pause mark: its reader is never behind.
+            tx.try_send(prompt(10, &sessions[0], "chunks 200 8"))
+                .unwrap();
+            tx.try_send(prompt(11, &sessions[1], "say short")).unwrap();
+            while !tx.is_empty() || driver.host.engine().running() > 0 {
+                step(&mut driver).await;
+            }
+        });
+        let answered: Vec<u64> = std::iter::from_fn(|| out_rx.try_recv().ok())
+            .flat_map(|o| match o {
+                Outgoing::Frames(frames) => frames,
+                _ => Vec::new(),
+            })
+            .filter_map(|(f, _)| {
+                let v: serde_json::Value = serde_json::from_slice(&f).unwrap();
+                v["result"]["stopReason"]
+                    .is_string()
+                    .then(|| v["id"].as_u64().unwrap())
+            })
+            .collect();
+        assert_eq!(answered, [11, 10], "the short turn ends first");
     }
 
     /// A stop while the store commits waits for that commit: the store is free once the
