@@ -18,8 +18,7 @@
 //! a shell that stops polling a session (`poll_event_unless`, while a holder of the session is
 //! not reading) holds its turn where it is, and nothing piles up in between.
 
-use std::collections::{BTreeMap, VecDeque};
-use std::ops::Bound::{Excluded, Unbounded};
+use std::collections::VecDeque;
 
 pub use crate::engine::Report;
 use crate::engine::{
@@ -146,13 +145,19 @@ impl Run {
     }
 }
 
+/// A run's key: its session and turn.
+type Key = (String, String);
+
 #[derive(Debug, Default)]
 pub struct ScriptedEngine {
-    runs: BTreeMap<(String, String), Run>,
-    /// The run that took the last step: the next poll looks at the runs after it first, so
-    /// turns running at once take turns, as a model's streams do, rather than the first in
-    /// order streaming whole before the next starts.
-    last: Option<(String, String)>,
+    /// The runs in key order.
+    runs: Vec<(Key, Run)>,
+    /// Where the runs after the one that took the last step begin: the next poll looks at
+    /// them first, so turns running at once take turns, as a model's streams do, rather than
+    /// the first in order streaming whole before the next starts. Kept as a place, not a key
+    /// looked up each poll (with 100 turns at once, a chunk cost a search of the runs by two
+    /// strings and a clone of both).
+    cursor: Cursor,
     out: VecDeque<Report>,
     /// The latest time given: a run ready by then makes its next step when polled.
     now: Time,
@@ -162,9 +167,66 @@ pub struct ScriptedEngine {
     replies: VecDeque<String>,
 }
 
+/// The place of the run that took the last step, `last`, among the runs in key order: the
+/// runs before `next` are at or before it, those from `next` on after it. The position moves as
+/// runs come and go, so every poll finds the runs after `last` without comparing keys.
+#[derive(Debug, Default)]
+struct Cursor {
+    next: usize,
+    /// A run has taken a step (else every run is after `last`).
+    stepped: bool,
+    /// `last`'s key once its run is gone (it ended, or was cancelled): a run started later
+    /// at or before that key goes before the cursor. While its run is there, it is the one
+    /// just before `next`.
+    gone: Option<Key>,
+}
+
 impl ScriptedEngine {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    fn find(&self, key: &(&str, &str)) -> Result<usize, usize> {
+        self.runs
+            .binary_search_by(|((s, t), _)| (s.as_str(), t.as_str()).cmp(key))
+    }
+
+    /// Put `run` in its place by key (in place of a run with the same key), the cursor kept
+    /// on the same runs.
+    fn insert(&mut self, key: Key, run: Run) {
+        let at = match self.find(&(key.0.as_str(), key.1.as_str())) {
+            Ok(at) => {
+                self.runs[at].1 = run;
+                return;
+            }
+            Err(at) => at,
+        };
+        let c = &mut self.cursor;
+        // At the cursor, it is after `last` unless `last` is gone and it is at or before it.
+        let before_cursor =
+            at < c.next || (at == c.next && c.gone.as_ref().is_some_and(|g| key <= *g));
+        if before_cursor {
+            c.next += 1;
+            if c.gone.as_ref() == Some(&key) {
+                // `last`'s key is back, just before the cursor.
+                c.gone = None;
+            }
+        }
+        self.runs.insert(at, (key, run));
+    }
+
+    /// Take the run at `at` out, the cursor kept on the same runs.
+    fn remove(&mut self, at: usize) -> (Key, Run) {
+        let removed = self.runs.remove(at);
+        let c = &mut self.cursor;
+        if at < c.next {
+            if at + 1 == c.next && c.stepped && c.gone.is_none() {
+                // `last` itself: its key is kept to place runs started later.
+                c.gone = Some(removed.0.clone());
+            }
+            c.next -= 1;
+        }
+        removed
     }
 
     /// Answer the next turns with `replies`, one each, whatever their prompts say (replacing
@@ -183,7 +245,7 @@ impl ScriptedEngine {
             let script = self.replies.pop_front();
             parse(script.as_deref().unwrap_or(&turn.text))
         };
-        self.runs.insert(
+        self.insert(
             key,
             Run {
                 steps,
@@ -197,16 +259,16 @@ impl ScriptedEngine {
 
     /// Stop a turn at once: it reports `Done(Cancelled)`.
     pub fn cancel(&mut self, session: &str, turn: &str) {
-        let key = (session.to_string(), turn.to_string());
-        if self.runs.remove(&key).is_some() {
+        if let Ok(at) = self.find(&(session, turn)) {
+            let (key, _) = self.remove(at);
             self.out
                 .push_back((key.0, key.1, EngineEvent::Done(StopReason::Cancelled)));
         }
     }
 
     pub fn steer(&mut self, session: &str, turn: &str, id: u64, text: &str) {
-        if let Some(run) = self.runs.get_mut(&(session.to_string(), turn.to_string())) {
-            run.steer.push((id, text.to_string()));
+        if let Ok(at) = self.find(&(session, turn)) {
+            self.runs[at].1.steer.push((id, text.to_string()));
         }
     }
 
@@ -220,22 +282,23 @@ impl ScriptedEngine {
         now: Time,
     ) {
         self.now = self.now.max(now);
-        let key = (session.to_string(), turn.to_string());
-        let Some(run) = self.runs.get_mut(&key) else {
+        let Ok(at) = self.find(&(session, turn)) else {
             return;
         };
+        let run = &mut self.runs[at].1;
         if run.waiting.as_deref() != Some(tool_call_id) {
             return;
         }
         run.waiting = None;
         run.next_at = now;
         let said = say_decision(decision);
-        self.out.push_back((key.0, key.1, EngineEvent::Text(said)));
+        self.out
+            .push_back((session.into(), turn.into(), EngineEvent::Text(said)));
     }
 
     /// Stop every running turn (the shell is shutting down): each reports `Done(Cancelled)`.
     pub fn cancel_all(&mut self) {
-        let keys: Vec<(String, String)> = self.runs.keys().cloned().collect();
+        let keys: Vec<Key> = self.runs.iter().map(|(k, _)| k.clone()).collect();
         for (session, turn) in keys {
             self.cancel(&session, &turn);
         }
@@ -243,18 +306,20 @@ impl ScriptedEngine {
 
     /// Forget every run (the process died).
     pub fn clear(&mut self) {
-        self.runs.clear();
+        while !self.runs.is_empty() {
+            self.remove(self.runs.len() - 1);
+        }
         self.out.clear();
     }
 
-    fn advance(&mut self, key: &(String, String), now: Time) {
-        let report = |out: &mut VecDeque<Report>, e: EngineEvent| {
+    /// The run at `at` takes its steps up to its next event.
+    fn advance(&mut self, at: usize, now: Time) {
+        let report = |out: &mut VecDeque<Report>, key: &Key, e: EngineEvent| {
             out.push_back((key.0.clone(), key.1.clone(), e));
         };
         loop {
-            let Some(run) = self.runs.get_mut(key) else {
-                return;
-            };
+            let (key, run) = &mut self.runs[at];
+            let key = &*key;
             if run.next_at > now || run.waiting.is_some() {
                 return;
             }
@@ -262,6 +327,7 @@ impl ScriptedEngine {
                 let taken: Vec<(u64, String)> = std::mem::take(&mut run.steer);
                 report(
                     &mut self.out,
+                    key,
                     EngineEvent::Steered {
                         ids: taken.iter().map(|(id, _)| *id).collect(),
                     },
@@ -269,24 +335,26 @@ impl ScriptedEngine {
                 for (_, text) in taken {
                     report(
                         &mut self.out,
+                        key,
                         EngineEvent::Text(format!("steered: {text}\n")),
                     );
                 }
             }
             let Some(step) = run.steps.pop_front() else {
-                self.runs.remove(key);
-                report(&mut self.out, EngineEvent::Done(StopReason::EndTurn));
+                report(&mut self.out, key, EngineEvent::Done(StopReason::EndTurn));
+                self.remove(at);
                 return;
             };
             match step {
-                Step::Say(t) => report(&mut self.out, EngineEvent::Text(t)),
-                Step::Think(t) => report(&mut self.out, EngineEvent::Thought(t)),
+                Step::Say(t) => report(&mut self.out, key, EngineEvent::Text(t)),
+                Step::Think(t) => report(&mut self.out, key, EngineEvent::Thought(t)),
                 Step::Sleep(ms) => run.next_at = now.plus_ms(ms),
                 Step::Tool(title) => {
                     run.tools += 1;
                     let id = format!("call_{}", run.tools);
                     report(
                         &mut self.out,
+                        key,
                         EngineEvent::ToolCall {
                             id: id.clone(),
                             title: title.clone(),
@@ -296,6 +364,7 @@ impl ScriptedEngine {
                     );
                     report(
                         &mut self.out,
+                        key,
                         EngineEvent::ToolCallUpdate {
                             id,
                             status: ToolStatus::Completed,
@@ -310,6 +379,7 @@ impl ScriptedEngine {
                     }
                     report(
                         &mut self.out,
+                        key,
                         EngineEvent::Text(numbered_chunk(next, bytes)),
                     );
                     if next + 1 < n {
@@ -360,12 +430,16 @@ impl ScriptedEngine {
                         },
                         _ => unreachable!("matched above"),
                     };
-                    report(&mut self.out, EngineEvent::Ask(Card { tool_call_id, ask }));
+                    report(
+                        &mut self.out,
+                        key,
+                        EngineEvent::Ask(Card { tool_call_id, ask }),
+                    );
                     return;
                 }
                 Step::Fail(message) => {
-                    self.runs.remove(key);
-                    report(&mut self.out, EngineEvent::Failed(message));
+                    report(&mut self.out, key, EngineEvent::Failed(message));
+                    self.remove(at);
                     return;
                 }
             }
@@ -383,7 +457,8 @@ impl ScriptedEngine {
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Time> {
         self.runs
-            .values()
+            .iter()
+            .map(|(_, r)| r)
             .filter(|r| r.waiting.is_none() && r.next_at > self.now)
             .map(|r| r.next_at)
             .min()
@@ -433,20 +508,18 @@ impl Engine for ScriptedEngine {
             // Nothing made yet: a ready run takes its next step (which reports something,
             // sleeps, waits on a card, or ends).
             let now = self.now;
-            let ready = |(key, run): &(&(String, String), &Run)| run.ready(now) && !paused(&key.0);
-            // The runs after the last, then those up to it: found by the map's order, not by
-            // comparing every key (with many turns at once, each poll looked at them all).
-            let (after, up_to) = match &self.last {
-                Some(last) => (
-                    self.runs
-                        .range::<(String, String), _>((Excluded(last), Unbounded)),
-                    self.runs.range::<(String, String), _>(..=last),
-                ),
-                None => (self.runs.range(..), Default::default()),
+            // The runs after the last, then those up to it.
+            let next = self.cursor.next;
+            let at = (next..self.runs.len()).chain(0..next).find(|&i| {
+                let ((session, _), run) = &self.runs[i];
+                run.ready(now) && !paused(session)
+            })?;
+            self.cursor = Cursor {
+                next: at + 1,
+                stepped: true,
+                gone: None,
             };
-            let key = after.chain(up_to).find(ready).map(|(key, _)| key.clone())?;
-            self.advance(&key, now);
-            self.last = Some(key);
+            self.advance(at, now);
         }
     }
 
@@ -647,6 +720,108 @@ mod tests {
             .map(|(s, _, _)| s)
             .collect();
         assert_eq!(order, ["a", "b", "c", "a", "b", "c"]);
+    }
+
+    /// The order turns take their steps in, as the engine kept it when it looked the last run
+    /// up by key each poll: the runs after it in key order, then those up to it; a run gone
+    /// (ended, cancelled, cleared) still places the runs started after it.
+    #[derive(Default)]
+    struct ByKey {
+        runs: std::collections::BTreeMap<Key, u32>,
+        last: Option<Key>,
+        out: VecDeque<(String, String, &'static str)>,
+    }
+
+    impl ByKey {
+        fn poll(
+            &mut self,
+            paused: &dyn Fn(&str) -> bool,
+        ) -> Option<(String, String, &'static str)> {
+            use std::ops::Bound::{Excluded, Unbounded};
+            if let Some(i) = self.out.iter().position(|(s, _, _)| !paused(s)) {
+                return self.out.remove(i);
+            }
+            let (after, up_to) = match &self.last {
+                Some(last) => (
+                    self.runs.range::<Key, _>((Excluded(last), Unbounded)),
+                    self.runs.range::<Key, _>(..=last),
+                ),
+                None => (self.runs.range(..), Default::default()),
+            };
+            let key = after
+                .chain(up_to)
+                .map(|(k, _)| k)
+                .find(|k| !paused(&k.0))?
+                .clone();
+            self.last = Some(key.clone());
+            let left = self.runs.get_mut(&key).unwrap();
+            if *left > 0 {
+                *left -= 1;
+                return Some((key.0, key.1, "chunk"));
+            }
+            self.runs.remove(&key);
+            Some((key.0, key.1, "end"))
+        }
+    }
+
+    fn kind(e: &EngineEvent) -> &'static str {
+        match e {
+            EngineEvent::Text(_) => "chunk",
+            EngineEvent::Done(StopReason::EndTurn) => "end",
+            EngineEvent::Done(StopReason::Cancelled) => "cancelled",
+            other => panic!("not scripted here: {other:?}"),
+        }
+    }
+
+    /// Turns started, cancelled and cleared while others stream, some sessions paused: the
+    /// engine takes its steps in exactly the order a lookup of the last run by key gave (the
+    /// place it keeps instead moves as runs come and go).
+    #[test]
+    fn turns_take_turns_in_key_order_as_runs_come_and_go() {
+        for seed in 1..=40u64 {
+            let mut state = seed;
+            let mut roll = |n: u64| {
+                state = state
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+                (state >> 33) % n
+            };
+            let mut engine = ScriptedEngine::new();
+            let mut model = ByKey::default();
+            for step in 0..600 {
+                let session = format!("s{}", roll(5));
+                let turn_id = format!("t{}", roll(2));
+                match roll(10) {
+                    0 | 1 => {
+                        let n = roll(4) as u32;
+                        let mut start = turn(&session, &format!("chunks {n} 4"));
+                        start.turn_id = turn_id.clone();
+                        engine.start(&start, Time(0));
+                        model.runs.insert((session, turn_id), n);
+                    }
+                    2 => {
+                        engine.cancel(&session, &turn_id);
+                        let key = (session, turn_id);
+                        if model.runs.remove(&key).is_some() {
+                            model.out.push_back((key.0, key.1, "cancelled"));
+                        }
+                    }
+                    3 if roll(8) == 0 => {
+                        engine.clear();
+                        model.runs.clear();
+                        model.out.clear();
+                    }
+                    _ => {
+                        let still = format!("s{}", roll(8));
+                        let paused = |s: &str| s == still;
+                        let got = engine
+                            .poll_event_unless(&mut |s| paused(s))
+                            .map(|(s, t, e)| (s, t, kind(&e)));
+                        assert_eq!(got, model.poll(&paused), "seed {seed}, step {step}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]
