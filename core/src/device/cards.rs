@@ -231,9 +231,11 @@ impl Cards {
         outcome: Result<Value, RpcError>,
         max_mode: Mode,
     ) -> Option<Decided> {
-        // Decided already, or taken down: a late answer changes nothing.
+        // Decided already, or taken down: a late answer changes nothing. Nor does an answer
+        // from a connection the card was not put to (or that answered it already): only those
+        // asked may decide, whoever calls.
         let open = self.open.get_mut(key)?;
-        open.asked.remove(&conn);
+        open.asked.remove(&conn)?;
         let decision = match outcome {
             Err(e) if e.code == code::METHOD_NOT_FOUND && !is_permission(&open.card) => {
                 // That client cannot be asked (it is protocol 1 now); the others still may.
@@ -693,6 +695,39 @@ mod tests {
         // The id another connection was asked with, or none at all, answers nothing.
         assert_eq!(cards.asked_with(terminal, &Id::string("0-1")), None);
         assert_eq!(cards.asked_with(web, &Id::string("0-9")), None);
+    }
+
+    #[test]
+    fn only_a_connection_the_card_was_put_to_decides_it() {
+        let (web, terminal, stranger) = (ConnId(1), ConnId(2), ConnId(3));
+        let mut cards = Cards::default();
+        let key: CardKey = ("s".into(), "call_1".into());
+        cards.open.insert(
+            key.clone(),
+            OpenCard {
+                turn_id: "t".into(),
+                card: question(&["a"]),
+                deadline: Time(0),
+                asked: [(web, Id::string("0-1")), (terminal, Id::string("0-2"))].into(),
+                capped: false,
+                seq: None,
+            },
+        );
+        let answer = || Ok(json!({ "outcome": { "outcome": "cancelled" } }));
+        assert!(cards
+            .answered(stranger, &key, answer(), Mode::Auto)
+            .is_none());
+        assert_eq!(
+            cards.open[&key].asked.len(),
+            2,
+            "the asked are still waited for"
+        );
+        let decided = cards.answered(terminal, &key, answer(), Mode::Auto);
+        assert_eq!(decided.map(|d| d.by), Some(Some(terminal)));
+        // The terminal's answer is in; a second one from it is not another decision.
+        assert!(cards
+            .answered(terminal, &key, answer(), Mode::Auto)
+            .is_none());
     }
 
     #[test]
