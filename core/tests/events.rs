@@ -410,6 +410,20 @@ fn reconnect(p: &mut Pair) {
     assert!(p.client.is_ready(), "linked again");
 }
 
+/// The device restarts, the link comes back, and the editor loads its session `s` again.
+fn restart_and_reload(p: &mut Pair, s: &str) {
+    p.restart_device().unwrap();
+    p.advance(120_000).unwrap();
+    let editor = p.open_local(ConnKind::Hub);
+    let init = json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize",
+                       "params": { "protocolVersion": 1 } });
+    p.stdio(editor, init.to_string().as_bytes()).unwrap();
+    let load = json!({ "jsonrpc": "2.0", "id": 2, "method": "session/load",
+                       "params": { "sessionId": s, "cwd": ROOT, "mcpServers": [] } });
+    p.stdio(editor, load.to_string().as_bytes()).unwrap();
+    p.settle().unwrap();
+}
+
 /// The params of the last command set among a page's events, as logged.
 fn last_set(page: &Value) -> Value {
     page["events"]
@@ -458,16 +472,7 @@ fn a_shared_session_after_a_restart_is_announced_with_the_set_its_log_holds() {
     let (_editor, s) = editor_session(&mut p, ROOT);
     let logged = last_set(&events(&mut p, &s, 0));
     let seq = seq_of(&logged).unwrap();
-    p.restart_device().unwrap();
-    p.advance(120_000).unwrap();
-    let editor = p.open_local(ConnKind::Hub);
-    let init = json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize",
-                       "params": { "protocolVersion": 1 } });
-    p.stdio(editor, init.to_string().as_bytes()).unwrap();
-    let load = json!({ "jsonrpc": "2.0", "id": 2, "method": "session/load",
-                       "params": { "sessionId": s, "cwd": ROOT, "mcpServers": [] } });
-    p.stdio(editor, load.to_string().as_bytes()).unwrap();
-    p.settle().unwrap();
+    restart_and_reload(&mut p, &s);
     let sent = sets_on_link(&p, &s);
     assert_eq!(sent.len(), 2, "announced again with its set: {sent:?}");
     assert_eq!(
@@ -502,16 +507,7 @@ fn a_shared_session_whose_turn_a_restart_cut_is_announced_with_its_set_logged_an
         "params": { "sessionId": s, "prompt": [{ "type": "text", "text": "say a\nsleep 5000\nsay b" }] } });
     p.stdio(editor, prompt.to_string().as_bytes()).unwrap();
     p.advance(1_000).unwrap();
-    p.restart_device().unwrap();
-    p.advance(120_000).unwrap();
-    let editor = p.open_local(ConnKind::Hub);
-    let init = json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize",
-                       "params": { "protocolVersion": 1 } });
-    p.stdio(editor, init.to_string().as_bytes()).unwrap();
-    let load = json!({ "jsonrpc": "2.0", "id": 2, "method": "session/load",
-                       "params": { "sessionId": s, "cwd": ROOT, "mcpServers": [] } });
-    p.stdio(editor, load.to_string().as_bytes()).unwrap();
-    p.settle().unwrap();
+    restart_and_reload(&mut p, &s);
     let sent = sets_on_link(&p, &s);
     let now = seq_of(&sent.last().unwrap()["params"]).unwrap();
     assert!(now > before, "logged anew: {before} then {now}");

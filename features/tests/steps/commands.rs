@@ -184,16 +184,17 @@ fn editor_session_sets(w: &LinkWorld) -> Vec<Value> {
     command_updates(w, &s)
 }
 
+/// Each set's seq of the session; a set without one fails.
+fn seqs(sets: &[Value]) -> Vec<u64> {
+    sets.iter()
+        .map(|f| f["params"]["_meta"]["lembas"]["seq"].as_u64())
+        .collect::<Option<_>>()
+        .unwrap_or_else(|| panic!("a set without a seq: {sets:?}"))
+}
+
 /// Each set carries a seq of the session, each above the one before.
 fn assert_sequenced(sets: &[Value]) {
-    let seqs: Vec<Option<u64>> = sets
-        .iter()
-        .map(|f| f["params"]["_meta"]["lembas"]["seq"].as_u64())
-        .collect();
-    assert!(
-        seqs.iter().all(Option::is_some),
-        "a set without a seq: {sets:?}"
-    );
+    let seqs = seqs(sets);
     assert!(seqs.windows(2).all(|p| p[0] < p[1]), "{seqs:?}");
 }
 
@@ -239,14 +240,7 @@ fn editor_set_again(w: &mut LinkWorld, times: String, again: usize, list: String
     }
     let last = &sets[sets.len() - again..];
     assert!(last.iter().all(|f| *f == last[0]), "{sets:?}");
-    let seqs: Vec<Option<u64>> = sets
-        .iter()
-        .map(|f| f["params"]["_meta"]["lembas"]["seq"].as_u64())
-        .collect();
-    assert!(
-        seqs.iter().all(Option::is_some),
-        "a set without a seq: {sets:?}"
-    );
+    let seqs = seqs(&sets);
     assert!(seqs.windows(2).all(|p| p[0] <= p[1]), "{seqs:?}");
 }
 
