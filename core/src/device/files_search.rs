@@ -9,6 +9,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use super::sessions::unknown_session;
 use super::{ConnId, ConnKind, Device, Effect};
 use crate::jsonrpc::{self, Id, RpcError};
 use crate::paths;
@@ -162,9 +163,10 @@ impl Device {
         let on_link = self.conns[&conn].kind == ConnKind::Link;
         let (root, capped) = match Where::of(session_id, cwd)? {
             Where::Session(session) => {
-                let s = self.sessions.touch(&session).ok_or_else(|| {
-                    RpcError::invalid_params(format!("no session `{session}` on this device"))
-                })?;
+                let s = self
+                    .sessions
+                    .touch(&session)
+                    .ok_or_else(|| unknown_session(&session))?;
                 (s.durable.cwd.clone(), s.capped || on_link)
             }
             Where::Cwd(root) => (root, on_link),

@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 use super::connection::Phase;
 use super::history::{Purpose, Selected};
 use super::session_set::Listed;
-use super::sessions::Session;
+use super::sessions::{unknown_session, Session};
 use super::{ConnId, ConnKind, Device};
 use crate::config::Mode;
 use crate::engine::ToolStatus;
@@ -219,10 +219,7 @@ impl Device {
             return Ok(Some(self.load_result(conn, &p.session_id, None)));
         }
         let Some(s) = self.sessions.get(&p.session_id) else {
-            return Err(RpcError::invalid_params(format!(
-                "no session `{}` on this device",
-                p.session_id
-            )));
+            return Err(unknown_session(&p.session_id));
         };
         // The connection holds it only once its history is replayed, so nothing live of the
         // session reaches it before: the replay ends where the live updates begin.
@@ -282,10 +279,7 @@ impl Device {
                 // Set aside: nothing runs and no one holds it.
                 return Ok(json!({}));
             }
-            return Err(RpcError::invalid_params(format!(
-                "no session `{}` on this device",
-                p.session_id
-            )));
+            return Err(unknown_session(&p.session_id));
         };
         s.holders.remove(&conn);
         let session = p.session_id.clone();
@@ -298,10 +292,7 @@ impl Device {
     /// the link's client hears it now or after its next `initialize`.
     pub(super) fn delete_from_editor(&mut self, p: SessionIdParams) -> Result<Value, RpcError> {
         if !self.delete_on_device(&p.session_id) {
-            return Err(RpcError::invalid_params(format!(
-                "no session `{}` on this device",
-                p.session_id
-            )));
+            return Err(unknown_session(&p.session_id));
         }
         Ok(json!({}))
     }
