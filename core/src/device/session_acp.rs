@@ -13,10 +13,10 @@
 
 use serde_json::{json, Value};
 
-use super::connection::Phase;
+use super::connection::{Connection, Phase};
 use super::history::{Purpose, Selected};
 use super::session_set::Listed;
-use super::sessions::{unknown_session, Session};
+use super::sessions::{hearers, unknown_session, Session};
 use super::{ConnId, ConnKind, Device};
 use crate::config::Mode;
 use crate::engine::ToolStatus;
@@ -304,20 +304,16 @@ impl Device {
             return;
         };
         let frame = s.info_frame();
-        let editors: Vec<ConnId> = s
-            .holders
-            .iter()
-            .copied()
-            .filter(|c| {
-                self.conns.get(c).is_some_and(|c| {
-                    matches!(c.kind, ConnKind::Stdio | ConnKind::Hub) && c.phase == Phase::Ready
-                })
-            })
-            .collect();
-        for conn in editors {
+        for conn in hearers(&s.holders, &self.conns, hears_info) {
             self.out.send(conn, frame.clone());
         }
     }
+}
+
+/// Whether a connection hears a session's `session_info_update`: an editor's (stdio, the
+/// hub) that answered `initialize`; the link's client has the `title` event instead.
+fn hears_info(c: &Connection) -> bool {
+    matches!(c.kind, ConnKind::Stdio | ConnKind::Hub) && c.phase == Phase::Ready
 }
 
 fn update_frame(session: &str, update: SessionUpdate) -> Vec<u8> {
@@ -675,5 +671,23 @@ mod tests {
             "session_info_update"
         );
         assert_eq!(info["params"]["sessionId"], "s");
+    }
+
+    #[test]
+    fn a_title_change_reaches_the_editors_that_answered_initialize() {
+        let ready = |kind| {
+            let mut c = Connection::new(kind);
+            c.initialized(crate::wire::handshake::ClientSaid {
+                lembas: true,
+                protocol: 3,
+                show: false,
+            });
+            c
+        };
+        assert!(hears_info(&ready(ConnKind::Stdio)));
+        assert!(hears_info(&ready(ConnKind::Hub)));
+        assert!(!hears_info(&ready(ConnKind::Link)), "it has the event");
+        assert!(!hears_info(&ready(ConnKind::Terminal)));
+        assert!(!hears_info(&Connection::new(ConnKind::Stdio)), "not ready");
     }
 }

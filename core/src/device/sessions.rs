@@ -283,6 +283,23 @@ impl Session {
         self.record()
     }
 
+    /// `_lembas/session/title`'s change, `title` (checked with [`check_title`] before the
+    /// session is taken up) at `now`: what the device persists, announces and answers.
+    pub(super) fn titled(&mut self, title: String, now: u64) -> Retitled {
+        let event = LembasEvent::Title(TitleEvent {
+            id: self.durable.id.clone(),
+            title: title.clone(),
+        });
+        // Spec: the result is `{ title }`.
+        let answer = json!({ "title": title });
+        let record = self.retitle(title, now);
+        Retitled {
+            record,
+            event,
+            answer,
+        }
+    }
+
     /// `conn` hears it from now on if it is open (held here); whether it did not before.
     pub fn hold_if_open(&mut self, conn: ConnId) -> bool {
         self.open && self.holders.insert(conn)
@@ -392,6 +409,16 @@ fn parse_mode(m: &str) -> Result<Mode, RpcError> {
     Mode::parse(m).ok_or_else(|| {
         RpcError::invalid_params(format!("mode `{m}` is not one of plan, manual, edit, auto"))
     })
+}
+
+/// A session's title changed ([`Session::titled`]).
+pub(super) struct Retitled {
+    /// The session's record, storing it.
+    pub record: Record,
+    /// The `title` event its holders hear.
+    pub event: LembasEvent,
+    /// The answer to the request that changed it.
+    pub answer: Value,
 }
 
 /// A title within `max` characters (`sessions.max_title_chars`), or the refusal naming it.
@@ -634,17 +661,11 @@ impl Device {
         check_title(&p.title, self.config.sessions.max_title_chars)?;
         let now = self.clock.now().0;
         let s = self.attach(conn, &p.session_id)?;
-        let record = s.retitle(p.title.clone(), now);
-        self.out.persist(vec![record]);
-        self.broadcast_event(
-            &p.session_id,
-            LembasEvent::Title(TitleEvent {
-                id: p.session_id.clone(),
-                title: p.title.clone(),
-            }),
-        );
+        let retitled = s.titled(p.title, now);
+        self.out.persist(vec![retitled.record]);
+        self.broadcast_event(&p.session_id, retitled.event);
         self.tell_editors_title(&p.session_id);
-        Ok(json!({ "title": p.title }))
+        Ok(retitled.answer)
     }
 
     /// `_lembas/session/status`. An unknown id is an answer here (`exists: false`), not an
@@ -761,7 +782,7 @@ fn hears_events(c: &Connection) -> bool {
 }
 
 /// The holders of a session that are still connected and `hears` say hear it, in id order.
-fn hearers<'a>(
+pub(super) fn hearers<'a>(
     holders: &'a BTreeSet<ConnId>,
     conns: &'a BTreeMap<ConnId, Connection>,
     hears: impl Fn(&Connection) -> bool + 'a,
@@ -1220,6 +1241,20 @@ mod tests {
             (Some("t"), 7)
         );
         assert_eq!(record, s.record());
+    }
+
+    #[test]
+    fn a_title_set_is_stored_announced_by_the_session_and_answered() {
+        let mut s = crate::device::live::tests::session("a");
+        let retitled = s.titled("t".into(), 7);
+        assert_eq!(
+            (s.durable.title.as_deref(), s.durable.touched),
+            (Some("t"), 7)
+        );
+        assert_eq!(retitled.record, s.record());
+        let event = serde_json::to_value(&retitled.event).unwrap();
+        assert_eq!(event, json!({ "type": "title", "id": "a", "title": "t" }));
+        assert_eq!(retitled.answer, json!({ "title": "t" }));
     }
 
     #[test]
