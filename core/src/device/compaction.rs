@@ -16,6 +16,7 @@ use serde_json::{json, Map, Value};
 use super::outbox::Lane;
 use super::sessions::Session;
 use super::turn_table::{Admission, Compacting, Finished, Waiter};
+use super::turns::task_ended;
 use super::{ConnId, Device};
 use crate::config::SessionLimits;
 use crate::engine::{EngineCommand, StopReason, TurnStart};
@@ -303,13 +304,7 @@ impl Device {
             self.out.send_in(Lane::of(session), conn, frame);
         }
         if started {
-            self.broadcast_event(
-                session,
-                LembasEvent::Task(TaskEvent {
-                    state: TaskState::End,
-                    turn_id: r.turn_id,
-                }),
-            );
+            self.broadcast_event(session, task_ended(r.turn_id));
         }
     }
 }

@@ -175,6 +175,28 @@ fn turn_id_given(given: Option<String>, rng: &mut Rng) -> Result<String, RpcErro
     }
 }
 
+/// The event saying how a turn ended: `done` with its stop reason, or `error` with the
+/// engine's message.
+fn end_event(outcome: &Result<StopReason, String>) -> LembasEvent {
+    match outcome {
+        Ok(stop_reason) => LembasEvent::Done(DoneEvent {
+            stop_reason: *stop_reason,
+        }),
+        Err(message) => LembasEvent::Error(ErrorEvent {
+            message: message.clone(),
+        }),
+    }
+}
+
+/// The `task` event ending turn `turn_id`: the last its session's clients hear of it, after
+/// its answer.
+pub(super) fn task_ended(turn_id: String) -> LembasEvent {
+    LembasEvent::Task(TaskEvent {
+        state: TaskState::End,
+        turn_id,
+    })
+}
+
 /// Turn `turn_id`'s `answer` to each prompt request `waiting` for it whose connection is still
 /// open (in `conns`), as the answer to that request's own id; in the order they came.
 fn answers<'a>(
@@ -481,14 +503,7 @@ impl Session {
         outcome: Result<StopReason, String>,
         now: u64,
     ) -> Option<(Finished, LembasEvent)> {
-        let end = match &outcome {
-            Ok(stop_reason) => LembasEvent::Done(DoneEvent {
-                stop_reason: *stop_reason,
-            }),
-            Err(message) => LembasEvent::Error(ErrorEvent {
-                message: message.clone(),
-            }),
-        };
+        let end = end_event(&outcome);
         let finished = self.turns.finish(outcome)?;
         self.durable.touched = now;
         Some((finished, end))
@@ -996,13 +1011,7 @@ impl Device {
         self.drop_turn_cards(session, &done.turn_id);
         self.broadcast_event(session, done.end);
         self.answer_waiting(session, &done.turn_id, &done.answer, done.waiting);
-        self.broadcast_event(
-            session,
-            LembasEvent::Task(TaskEvent {
-                state: TaskState::End,
-                turn_id: done.turn_id,
-            }),
-        );
+        self.broadcast_event(session, task_ended(done.turn_id));
         // The turn may have written a command file or made a skill.
         self.recheck_commands(session);
         self.pump(session);
@@ -1365,6 +1374,22 @@ mod tests {
                 stop_reason: StopReason::EndTurn
             })
         ));
+    }
+
+    #[test]
+    fn a_turns_end_is_told_as_done_or_error_then_its_task_ends() {
+        let told = |event: &LembasEvent| serde_json::to_value(event).unwrap();
+        let done = end_event(&Ok(StopReason::MaxTokens));
+        assert_eq!(
+            told(&done),
+            json!({ "type": "done", "stopReason": "max_tokens" })
+        );
+        let failed = end_event(&Err("boom".into()));
+        assert_eq!(told(&failed), json!({ "type": "error", "message": "boom" }));
+        assert_eq!(
+            told(&task_ended("t".into())),
+            json!({ "type": "task", "state": "end", "turnId": "t" })
+        );
     }
 
     #[test]

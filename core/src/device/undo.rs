@@ -25,6 +25,7 @@ use serde_json::{json, Map, Value};
 use super::outbox::Lane;
 use super::sessions::Session;
 use super::turn_table::Waiter;
+use super::turns::task_ended;
 use super::{Device, Effect};
 use crate::engine::StopReason;
 use crate::store::{done_record, Record, Undoing};
@@ -269,13 +270,7 @@ impl Device {
             self.broadcast_event(session, LembasEvent::Notice(NoticeEvent { text }));
         }
         self.answer_waiting(session, turn_id, &end.answer, end.waiting);
-        self.broadcast_event(
-            session,
-            LembasEvent::Task(TaskEvent {
-                state: TaskState::End,
-                turn_id: turn_id.to_string(),
-            }),
-        );
+        self.broadcast_event(session, task_ended(turn_id.to_string()));
     }
 }
 
