@@ -9,6 +9,7 @@ use super::chunks::Chunk;
 use super::command_prompt::{classify, AsCommand, Invoked};
 use super::compaction;
 use super::connection::Connection;
+use super::mentioning::Asked as MentionsAsked;
 use super::outbox::Lane;
 use super::prompt_blocks::prepare;
 use super::sessions::plan_update;
@@ -343,6 +344,27 @@ pub(super) struct QueuedPrompt {
     pub look_up: Option<Invoked>,
     pub project: String,
     pub capped: bool,
+}
+
+impl QueuedPrompt {
+    /// Its mentions, to be read for turn `turn_id` of `session` (from its directory, held to
+    /// the roots when the session is capped); `None` when it has none. Taken: asked once.
+    pub(super) fn mentions_asked(
+        &mut self,
+        session: &str,
+        turn_id: &str,
+    ) -> Option<(MentionsAsked, Vec<Mention>)> {
+        if self.mentions.is_empty() {
+            return None;
+        }
+        let asked = MentionsAsked {
+            session: session.to_owned(),
+            turn_id: turn_id.to_owned(),
+            project: self.project.clone(),
+            capped: self.capped,
+        };
+        Some((asked, std::mem::take(&mut self.mentions)))
+    }
 }
 
 /// What a prompt comes to in its session.
@@ -780,7 +802,7 @@ impl Device {
             waiter: (conn, id.clone()),
         };
         let session = s.durable.id.clone();
-        let queued = match s.prompt(given, unserved, numbers, &limits, rng, now)? {
+        let mut queued = match s.prompt(given, unserved, numbers, &limits, rng, now)? {
             Prompted::Answered(frame) => return Ok(Some(frame)),
             Prompted::Waiting => return Ok(None),
             Prompted::Action => {
@@ -789,6 +811,7 @@ impl Device {
             }
             Prompted::Queued(queued) => queued,
         };
+        let mentions = queued.mentions_asked(&session, &turn_id);
         // Every record is this session's: only its own frames wait for it.
         self.out.persist_in(Lane::of(&session), queued.records);
         let writes = attachment_writes(&session, &turn_id, numbers.first_write, queued.attachments);
@@ -798,14 +821,8 @@ impl Device {
             debug_assert_eq!(numbered, request);
             self.out.effect(effect);
         }
-        if !queued.mentions.is_empty() {
-            let asked = super::mentioning::Asked {
-                session: session.clone(),
-                turn_id,
-                project: queued.project.clone(),
-                capped: queued.capped,
-            };
-            let request = self.ask_mentions(asked, queued.mentions);
+        if let Some((asked, mentions)) = mentions {
+            let request = self.ask_mentions(asked, mentions);
             // The turn was queued waiting for this number; nothing asked a read since.
             debug_assert_eq!(request, numbers.mention_read);
         }
@@ -1237,6 +1254,33 @@ mod tests {
             s.turns.start_next().is_none(),
             "it still waits for its read"
         );
+    }
+
+    #[test]
+    fn a_queued_prompts_mentions_are_asked_once_for_its_turn_in_its_directory() {
+        let mut s = crate::device::live::tests::session("s");
+        s.durable.cwd = "/w/p".into();
+        s.capped = true;
+        let limits = SessionLimits::default();
+        let mut rng = Rng::new(1);
+        let blocks = vec![text("look at @src/a.rs")];
+        let mut queued = s
+            .queue_prompt(given("t", blocks), NUMBERS, &limits, &mut rng, 5)
+            .expect("within the limits")
+            .expect("a turn");
+        let (asked, mentions) = queued.mentions_asked("s", "t").expect("one");
+        assert_eq!(
+            (asked.session, asked.turn_id, asked.project, asked.capped),
+            ("s".into(), "t".into(), "/w/p".into(), true)
+        );
+        let paths: Vec<_> = mentions.iter().map(|m| m.path.as_str()).collect();
+        assert_eq!(paths, ["src/a.rs"]);
+        assert!(queued.mentions_asked("s", "t").is_none(), "once");
+        let mut plain = s
+            .queue_prompt(given("u", vec![text("hi")]), NUMBERS, &limits, &mut rng, 6)
+            .expect("within the limits")
+            .expect("a turn");
+        assert!(plain.mentions_asked("s", "u").is_none(), "none");
     }
 
     #[test]
