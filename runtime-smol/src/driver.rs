@@ -1460,6 +1460,7 @@ mod tests {
             held: inbound.hold(0),
         };
         let tx = driver.sender();
+        let mut told = 0;
         smol::block_on(async {
             tx.try_send(frame(serde_json::json!({"jsonrpc":"2.0","id":0,
                 "method":"initialize","params":{"protocolVersion":1}})))
@@ -1469,7 +1470,10 @@ mod tests {
                     "method":"session/new","params":{"cwd":cwd,"mcpServers":[]}})))
                     .unwrap();
             }
-            while driver.device().held_sessions(conn).len() < 2 {
+            // Each session's command set is read off the driver's thread (`Effect::ReadCommands`),
+            // and a prompt's turn waits behind its session's read: both are told before the
+            // prompts, so neither turn starts late by the blocking pool's timing.
+            while told_sets(&mut told, &out_rx) < 2 {
                 step(&mut driver).await;
             }
             let sessions: Vec<String> = driver
@@ -1492,19 +1496,35 @@ mod tests {
                 step(&mut driver).await;
             }
         });
-        let answered: Vec<u64> = std::iter::from_fn(|| out_rx.try_recv().ok())
-            .flat_map(|o| match o {
-                Outgoing::Frames(frames) => frames,
-                _ => Vec::new(),
-            })
-            .filter_map(|(f, _)| {
-                let v: serde_json::Value = serde_json::from_slice(&f).unwrap();
+        let answered: Vec<u64> = written(&out_rx)
+            .into_iter()
+            .filter_map(|v| {
                 v["result"]["stopReason"]
                     .is_string()
                     .then(|| v["id"].as_u64().unwrap())
             })
             .collect();
         assert_eq!(answered, [11, 10], "the short turn ends first");
+    }
+
+    /// The frames handed to a connection's writer so far, parsed.
+    fn written(out_rx: &channel::Receiver<Outgoing>) -> Vec<serde_json::Value> {
+        std::iter::from_fn(|| out_rx.try_recv().ok())
+            .flat_map(|o| match o {
+                Outgoing::Frames(frames) => frames,
+                _ => Vec::new(),
+            })
+            .map(|(f, _)| serde_json::from_slice(&f).unwrap())
+            .collect()
+    }
+
+    /// How many command sets were written so far, counted into `told`.
+    fn told_sets(told: &mut usize, out_rx: &channel::Receiver<Outgoing>) -> usize {
+        *told += written(out_rx)
+            .iter()
+            .filter(|v| v["params"]["update"]["sessionUpdate"] == "available_commands_update")
+            .count();
+        *told
     }
 
     /// A stop while the store commits waits for that commit: the store is free once the
