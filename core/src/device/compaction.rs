@@ -16,14 +16,13 @@ use serde_json::{json, Map, Value};
 use super::outbox::Lane;
 use super::sessions::Session;
 use super::turn_table::{Admission, Compacting, Finished, Waiter};
-use super::turns::task_ended;
 use super::{ConnId, Device};
 use crate::config::SessionLimits;
 use crate::engine::{EngineCommand, StopReason, TurnStart};
 use crate::jsonrpc::{self, code, Id, RpcError};
 use crate::store::{done_record, Compaction, Record};
 use crate::turn::Answer;
-use crate::wire::event::lembas::{CompactedEvent, LembasEvent, NoticeEvent, TaskEvent, TaskState};
+use crate::wire::event::lembas::{CompactedEvent, LembasEvent, NoticeEvent, TaskState};
 use crate::wire::session::SessionIdParams;
 
 /// What a `/compact` prompt answers when there is nothing to fold.
@@ -239,13 +238,7 @@ impl Device {
         let turn_id = start.turn_id.clone();
         self.out
             .engine_in(Lane::of(session), EngineCommand::Start(Box::new(start)));
-        self.broadcast_event(
-            session,
-            LembasEvent::Task(TaskEvent {
-                state: TaskState::Start,
-                turn_id,
-            }),
-        );
+        self.broadcast_event(session, LembasEvent::task(TaskState::Start, turn_id));
     }
 
     /// A compaction's turn ended (`end`: its `done` or `error` event): what the engine said is
@@ -304,7 +297,7 @@ impl Device {
             self.out.send_in(Lane::of(session), conn, frame);
         }
         if started {
-            self.broadcast_event(session, task_ended(r.turn_id));
+            self.broadcast_event(session, LembasEvent::task(TaskState::End, r.turn_id));
         }
     }
 }

@@ -276,13 +276,6 @@ impl Session {
         self.record()
     }
 
-    /// Named `title` at `now` (checked with [`check_title`]): the record that stores it.
-    pub fn retitle(&mut self, title: String, now: u64) -> Record {
-        self.durable.title = Some(title);
-        self.durable.touched = now;
-        self.record()
-    }
-
     /// `_lembas/session/title`'s change, `title` (checked with [`check_title`] before the
     /// session is taken up) at `now`: what the device persists, announces and answers.
     pub(super) fn titled(&mut self, title: String, now: u64) -> Retitled {
@@ -292,9 +285,10 @@ impl Session {
         });
         // Spec: the result is `{ title }`.
         let answer = json!({ "title": title });
-        let record = self.retitle(title, now);
+        self.durable.title = Some(title);
+        self.durable.touched = now;
         Retitled {
-            record,
+            record: self.record(),
             event,
             answer,
         }
@@ -1234,13 +1228,6 @@ mod tests {
                 .contains("6 characters, over the limit of 5 (max_title_chars)"),
             "{e:?}"
         );
-        let mut s = crate::device::live::tests::session("a");
-        let record = s.retitle("t".into(), 7);
-        assert_eq!(
-            (s.durable.title.as_deref(), s.durable.touched),
-            (Some("t"), 7)
-        );
-        assert_eq!(record, s.record());
     }
 
     #[test]

@@ -12,7 +12,7 @@ use crate::config::{DeviceConfig, Mode, SessionLimits};
 use crate::engine::{Attachment, TurnStart};
 use crate::store::{history_record, turn_record_at, Record, StoredTurnState};
 use crate::turn::Answer;
-use crate::wire::event::lembas::{LembasEvent, NoticeEvent, PromptEvent, TaskEvent, TaskState};
+use crate::wire::event::lembas::{LembasEvent, NoticeEvent, PromptEvent, TaskState};
 use crate::wire::session::{AttachmentMeta, HistoryTurn};
 
 /// The device's settings a turn starts under, as they are at its start.
@@ -48,10 +48,7 @@ pub(super) fn prompt_started(
     event: PromptEvent,
     notices: Vec<String>,
 ) -> Vec<LembasEvent> {
-    let task = LembasEvent::Task(TaskEvent {
-        state: TaskState::Start,
-        turn_id: start.turn_id.clone(),
-    });
+    let task = LembasEvent::task(TaskState::Start, start.turn_id.clone());
     let notices = notices
         .into_iter()
         .map(|text| LembasEvent::Notice(NoticeEvent { text }));
@@ -393,10 +390,7 @@ mod tests {
             turn_id: "t".into(),
         };
         let notice = |text: &str| LembasEvent::Notice(NoticeEvent { text: text.into() });
-        let task = LembasEvent::Task(TaskEvent {
-            state: TaskState::Start,
-            turn_id: "t".into(),
-        });
+        let task = LembasEvent::task(TaskState::Start, "t".into());
         assert_eq!(
             prompt_started(&start, event.clone(), vec!["one".into(), "two".into()]),
             [

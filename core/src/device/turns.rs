@@ -28,8 +28,8 @@ use crate::store::{
 };
 use crate::turn::Answer;
 use crate::wire::event::lembas::{
-    DoneEvent, ErrorEvent, LembasEvent, NoticeEvent, PlanEvent, SteeredEvent, StepEvent, TaskEvent,
-    TaskState, ToolEndEvent, ToolStartEvent, UsageEvent,
+    DoneEvent, ErrorEvent, LembasEvent, NoticeEvent, PlanEvent, SteeredEvent, StepEvent, TaskState,
+    ToolEndEvent, ToolStartEvent, UsageEvent,
 };
 use crate::wire::event::update::{SessionUpdate, ToolCall, ToolCallContent, ToolCallUpdate};
 use crate::wire::session::{ContentBlock, HistoryTurn, PromptParams, SessionIdParams, SteerParams};
@@ -187,15 +187,6 @@ fn end_event(outcome: &Result<StopReason, String>) -> LembasEvent {
             message: message.clone(),
         }),
     }
-}
-
-/// The `task` event ending turn `turn_id`: the last its session's clients hear of it, after
-/// its answer.
-pub(super) fn task_ended(turn_id: String) -> LembasEvent {
-    LembasEvent::Task(TaskEvent {
-        state: TaskState::End,
-        turn_id,
-    })
 }
 
 /// Turn `turn_id`'s `answer` to each prompt request `waiting` for it whose connection is still
@@ -1028,7 +1019,7 @@ impl Device {
         self.drop_turn_cards(session, &done.turn_id);
         self.broadcast_event(session, done.end);
         self.answer_waiting(session, &done.turn_id, &done.answer, done.waiting);
-        self.broadcast_event(session, task_ended(done.turn_id));
+        self.broadcast_event(session, LembasEvent::task(TaskState::End, done.turn_id));
         // The turn may have written a command file or made a skill.
         self.recheck_commands(session);
         self.pump(session);
@@ -1431,7 +1422,7 @@ mod tests {
         let failed = end_event(&Err("boom".into()));
         assert_eq!(told(&failed), json!({ "type": "error", "message": "boom" }));
         assert_eq!(
-            told(&task_ended("t".into())),
+            told(&LembasEvent::task(TaskState::End, "t".into())),
             json!({ "type": "task", "state": "end", "turnId": "t" })
         );
     }

@@ -25,13 +25,12 @@ use serde_json::{json, Map, Value};
 use super::outbox::Lane;
 use super::sessions::Session;
 use super::turn_table::Waiter;
-use super::turns::task_ended;
 use super::{Device, Effect};
 use crate::engine::StopReason;
 use crate::store::{done_record, Record, Undoing};
 use crate::time::Time;
 use crate::turn::Answer;
-use crate::wire::event::lembas::{LembasEvent, NoticeEvent, TaskEvent, TaskState};
+use crate::wire::event::lembas::{LembasEvent, NoticeEvent, TaskState};
 use crate::wire::session::HistoryTurn;
 
 /// What the shell did for an `Effect::UndoFiles`: the files it put back (removed, for one the
@@ -181,13 +180,8 @@ impl Device {
     pub(super) fn start_undo(&mut self, session: &str, turn_id: String) {
         let now = self.clock.now().0;
         let roots = self.config.remote.roots.clone();
-        self.broadcast_event(
-            session,
-            LembasEvent::Task(TaskEvent {
-                state: TaskState::Start,
-                turn_id: turn_id.clone(),
-            }),
-        );
+        let started = LembasEvent::task(TaskState::Start, turn_id.clone());
+        self.broadcast_event(session, started);
         let Some(s) = self.sessions.get_mut(session) else {
             return;
         };
@@ -270,7 +264,10 @@ impl Device {
             self.broadcast_event(session, LembasEvent::Notice(NoticeEvent { text }));
         }
         self.answer_waiting(session, turn_id, &end.answer, end.waiting);
-        self.broadcast_event(session, task_ended(turn_id.to_string()));
+        self.broadcast_event(
+            session,
+            LembasEvent::task(TaskState::End, turn_id.to_string()),
+        );
     }
 }
 

@@ -61,6 +61,11 @@ pub enum LembasEvent {
 }
 
 impl LembasEvent {
+    /// The `task` event of turn `turn_id` in `state`: a turn's first event and its last.
+    pub fn task(state: TaskState, turn_id: String) -> LembasEvent {
+        LembasEvent::Task(TaskEvent { state, turn_id })
+    }
+
     /// Its `type`.
     pub fn kind(&self) -> &'static str {
         match self {
