@@ -1178,16 +1178,14 @@ fn median_run(runs: &mut [(f64, usize)]) -> (f64, usize) {
     runs[runs.len() / 2]
 }
 
-/// The least, the median (of an even count, the mean of the middle two) and the greatest.
+/// The least, the median (the upper one of an even count, as [`median_run`]'s) and the greatest.
 fn spread(values: &mut [f64]) -> (f64, f64, f64) {
     values.sort_by(f64::total_cmp);
-    let n = values.len();
-    let median = if n % 2 == 1 {
-        values[n / 2]
-    } else {
-        (values[n / 2 - 1] + values[n / 2]) / 2.0
-    };
-    (values[0], median, values[n - 1])
+    (
+        values[0],
+        values[values.len() / 2],
+        values[values.len() - 1],
+    )
 }
 
 /// 10 s of a 1,000 chunks/s stream made while the link is down, then how long the client takes

@@ -1460,7 +1460,6 @@ mod tests {
             held: inbound.hold(0),
         };
         let tx = driver.sender();
-        let mut told = 0;
         smol::block_on(async {
             tx.try_send(frame(serde_json::json!({"jsonrpc":"2.0","id":0,
                 "method":"initialize","params":{"protocolVersion":1}})))
@@ -1473,8 +1472,13 @@ mod tests {
             // Each session's command set is read off the driver's thread (`Effect::ReadCommands`),
             // and a prompt's turn waits behind its session's read: both are told before the
             // prompts, so neither turn starts late by the blocking pool's timing.
-            while told_sets(&mut told, &out_rx) < 2 {
+            let mut sets_told = 0;
+            while sets_told < 2 {
                 step(&mut driver).await;
+                sets_told += written(&out_rx)
+                    .iter()
+                    .filter(|v| is_command_set(v))
+                    .count();
             }
             let sessions: Vec<String> = driver
                 .device()
@@ -1518,13 +1522,8 @@ mod tests {
             .collect()
     }
 
-    /// How many command sets were written so far, counted into `told`.
-    fn told_sets(told: &mut usize, out_rx: &channel::Receiver<Outgoing>) -> usize {
-        *told += written(out_rx)
-            .iter()
-            .filter(|v| v["params"]["update"]["sessionUpdate"] == "available_commands_update")
-            .count();
-        *told
+    fn is_command_set(frame: &serde_json::Value) -> bool {
+        frame["params"]["update"]["sessionUpdate"] == "available_commands_update"
     }
 
     /// A stop while the store commits waits for that commit: the store is free once the
