@@ -7,6 +7,7 @@ use serde_json::{json, Value};
 
 use super::chunks::Chunk;
 use super::command_prompt::{classify, AsCommand, Invoked};
+use super::command_set::Purpose;
 use super::compaction;
 use super::connection::Connection;
 use super::mentioning::Asked as MentionsAsked;
@@ -337,10 +338,60 @@ pub(super) struct QueuedPrompt {
     pub capped: bool,
 }
 
+/// One thing a queued prompt asks of the device, with the request number its turn waits for.
+pub(super) enum PromptAsk {
+    /// Its records, persisted in its session's lane.
+    Persist(Vec<Record>),
+    /// An attachment written: the request's number, what its answer is about (session, turn,
+    /// the name the client gave) and the shell's effect.
+    Write(u64, (String, String, String), Effect),
+    /// Its mentions read: the request's number, whose they are, and they.
+    ReadMentions(u64, MentionsAsked, Vec<Mention>),
+    /// Its session goes to plan mode.
+    PlanMode,
+    /// Its `/name` looked up: the request's number, the session's directory, whether it is
+    /// held to the roots, and what the set is read for.
+    LookUp(u64, String, bool, Purpose),
+}
+
 impl QueuedPrompt {
+    /// What turn `turn_id` of `session`, queued waiting for `numbers`, asks of the device, in
+    /// the order it is to be done: its records first (only its session's frames wait for
+    /// them), its attachments' writes from `numbers.first_write` on, its mentions' read, plan
+    /// mode, its `/name`'s look-up.
+    pub(super) fn asks(
+        mut self,
+        session: &str,
+        turn_id: &str,
+        numbers: PromptRequests,
+    ) -> Vec<PromptAsk> {
+        let mentions = self.mentions_asked(session, turn_id);
+        let mut asks = vec![PromptAsk::Persist(self.records)];
+        let writes = attachment_writes(session, turn_id, numbers.first_write, self.attachments);
+        asks.extend(
+            writes.map(|(request, asked, effect)| PromptAsk::Write(request, asked, effect)),
+        );
+        if let Some((asked, mentions)) = mentions {
+            asks.push(PromptAsk::ReadMentions(
+                numbers.mention_read,
+                asked,
+                mentions,
+            ));
+        }
+        if self.plan {
+            asks.push(PromptAsk::PlanMode);
+        }
+        if let Some(invoked) = self.look_up {
+            let purpose = Purpose::Prompt(invoked);
+            let read = PromptAsk::LookUp(numbers.command_read, self.project, self.capped, purpose);
+            asks.push(read);
+        }
+        asks
+    }
+
     /// Its mentions, to be read for turn `turn_id` of `session` (from its directory, held to
     /// the roots when the session is capped); `None` when it has none. Taken: asked once.
-    pub(super) fn mentions_asked(
+    fn mentions_asked(
         &mut self,
         session: &str,
         turn_id: &str,
@@ -793,7 +844,7 @@ impl Device {
             waiter: (conn, id.clone()),
         };
         let session = s.durable.id.clone();
-        let mut queued = match s.prompt(given, unserved, numbers, &limits, rng, now)? {
+        let queued = match s.prompt(given, unserved, numbers, &limits, rng, now)? {
             Prompted::Answered(frame) => return Ok(Some(frame)),
             Prompted::Waiting => return Ok(None),
             Prompted::Action => {
@@ -802,29 +853,31 @@ impl Device {
             }
             Prompted::Queued(queued) => queued,
         };
-        let mentions = queued.mentions_asked(&session, &turn_id);
-        // Every record is this session's: only its own frames wait for it.
-        self.out.persist_in(Lane::of(&session), queued.records);
-        let writes = attachment_writes(&session, &turn_id, numbers.first_write, queued.attachments);
-        for (request, asked, effect) in writes {
-            // The turn was queued waiting for these numbers; nothing asked a write since.
-            let numbered = self.writes.ask(asked);
+        // The turn was queued waiting for these numbers; nothing asked a request since, so
+        // each registry numbers its request as the turn expects.
+        for ask in queued.asks(&session, &turn_id, numbers) {
+            let (request, numbered) = match ask {
+                PromptAsk::Persist(records) => {
+                    self.out.persist_in(Lane::of(&session), records);
+                    continue;
+                }
+                PromptAsk::Write(request, asked, effect) => {
+                    let numbered = self.writes.ask(asked);
+                    self.out.effect(effect);
+                    (request, numbered)
+                }
+                PromptAsk::ReadMentions(request, asked, mentions) => {
+                    (request, self.ask_mentions(asked, mentions))
+                }
+                PromptAsk::PlanMode => {
+                    self.change_mode(&session, Mode::Plan);
+                    continue;
+                }
+                PromptAsk::LookUp(request, project, capped, purpose) => {
+                    (request, self.read_commands(project, capped, purpose))
+                }
+            };
             debug_assert_eq!(numbered, request);
-            self.out.effect(effect);
-        }
-        if let Some((asked, mentions)) = mentions {
-            let request = self.ask_mentions(asked, mentions);
-            // The turn was queued waiting for this number; nothing asked a read since.
-            debug_assert_eq!(request, numbers.mention_read);
-        }
-        if queued.plan {
-            self.change_mode(&session, crate::config::Mode::Plan);
-        }
-        if let Some(invoked) = queued.look_up {
-            let purpose = super::command_set::Purpose::Prompt(invoked);
-            let request = self.read_commands(queued.project, queued.capped, purpose);
-            // The turn was queued waiting for this number; nothing asked a read since.
-            debug_assert_eq!(request, numbers.command_read);
         }
         self.pump(&session);
         Ok(None)
@@ -1272,6 +1325,82 @@ mod tests {
             .expect("within the limits")
             .expect("a turn");
         assert!(plain.mentions_asked("s", "u").is_none(), "none");
+    }
+
+    /// Each ask as what it is and the request number it carries (its record count for a
+    /// persist), with what makes it this turn's.
+    fn asked(asks: Vec<PromptAsk>) -> Vec<(&'static str, u64, String)> {
+        asks.into_iter()
+            .map(|ask| match ask {
+                PromptAsk::Persist(records) => ("persist", records.len() as u64, String::new()),
+                PromptAsk::Write(request, (session, turn, name), effect) => {
+                    let Effect::WriteAttachment { request: r, .. } = effect else {
+                        panic!("a write's effect writes an attachment");
+                    };
+                    assert_eq!(r, request, "the effect carries the request's number");
+                    ("write", request, format!("{session} {turn} {name}"))
+                }
+                PromptAsk::ReadMentions(request, asked, mentions) => {
+                    let paths: Vec<_> = mentions.iter().map(|m| m.path.clone()).collect();
+                    let about = format!("{} {} {}", asked.session, asked.turn_id, paths.join(","));
+                    ("mentions", request, about)
+                }
+                PromptAsk::PlanMode => ("plan", 0, String::new()),
+                PromptAsk::LookUp(request, project, capped, purpose) => {
+                    let Purpose::Prompt(invoked) = purpose else {
+                        panic!("looked up for the prompt");
+                    };
+                    let about = format!("{} {project} {capped} {}", invoked.session, invoked.name);
+                    ("look up", request, about)
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_queued_prompt_asks_its_records_writes_read_plan_and_look_up_in_order_as_numbered() {
+        let mut s = crate::device::live::tests::session("s");
+        s.durable.cwd = "/w/p".into();
+        s.capped = true;
+        let limits = SessionLimits::default();
+        let mut rng = Rng::new(1);
+        let blocks = vec![text("/tidy @src/a.rs"), image("a.png"), image("b.png")];
+        let queued = s
+            .queue_prompt(given("t", blocks), NUMBERS, &limits, &mut rng, 5)
+            .expect("within the limits")
+            .expect("a turn");
+        let say = |s: &str| s.to_string();
+        assert_eq!(
+            asked(queued.asks("s", "t", NUMBERS)),
+            [
+                ("persist", 2, say("")),
+                ("write", 4, say("s t a.png")),
+                ("write", 5, say("s t b.png")),
+                ("mentions", 7, say("s t src/a.rs")),
+                ("look up", 9, say("s /w/p true tidy")),
+            ]
+        );
+        let plan = vec![text("/plan fix @src/b.rs")];
+        let queued = s
+            .queue_prompt(given("u", plan), NUMBERS, &limits, &mut rng, 6)
+            .expect("within the limits")
+            .expect("a turn");
+        assert_eq!(
+            asked(queued.asks("s", "u", NUMBERS)),
+            [
+                ("persist", 2, say("")),
+                ("mentions", 7, say("s u src/b.rs")),
+                ("plan", 0, say("")),
+            ]
+        );
+        let plain = s
+            .queue_prompt(given("v", vec![text("hi")]), NUMBERS, &limits, &mut rng, 7)
+            .expect("within the limits")
+            .expect("a turn");
+        assert_eq!(
+            asked(plain.asks("s", "v", NUMBERS)),
+            [("persist", 2, say(""))]
+        );
     }
 
     #[test]
