@@ -2,7 +2,8 @@
 //! device's settings as they are now: its mode lowered to `remote.max_mode` and the roots given
 //! when the session is capped, a model adopted by a session that had none, the earlier turns
 //! the model is given. A prompt's turn goes into the session's history here; the device only
-//! announces what [`Session::start_next`] hands back and passes the turn on (turns.rs).
+//! announces what [`Session::start_next`] hands back and passes the turn on, in the order
+//! [`Started::tells`] gives (turns.rs).
 
 use super::ledger::TurnState;
 use super::sessions::Session;
@@ -82,6 +83,57 @@ pub(super) enum Starting {
         event: PromptEvent,
         notices: Vec<String>,
     },
+}
+
+/// One thing a turn's start tells, for the device to do in order.
+pub(super) enum StartTell {
+    /// The session's mode lowered to this: its record (persisted), then announced.
+    Mode(Mode, Record),
+    /// Records of the session or the turn, persisted in the session's lane.
+    Persist(Vec<Record>),
+    /// The session's model as it is now, told to its clients.
+    ModelEvent,
+    /// An event to the session's clients.
+    Event(LembasEvent),
+    /// The turn, to the engine.
+    Engine(TurnStart),
+    /// An `/undo`'s turn (its id) to undo.rs.
+    Undo(String),
+    /// A compaction's turn to compaction.rs.
+    Compaction(TurnStart, Compacting),
+}
+
+impl Started {
+    /// What the start tells, in order: what it changed of the session (its mode lowered, its
+    /// model adopted, each durable before it is told), the turn's own records (only the
+    /// session's frames and commands wait for them), then who runs it and, for a prompt's
+    /// turn, what its start shows ([`prompt_started`]) once the engine has it.
+    pub(super) fn tells(self) -> Vec<StartTell> {
+        let Started {
+            start,
+            lowered,
+            adopted,
+            records,
+            kind,
+        } = self;
+        let mut tells = Vec::new();
+        // Lowered, the session's mode is the one the turn runs at.
+        tells.extend(lowered.map(|record| StartTell::Mode(start.mode, record)));
+        if let Some(record) = adopted {
+            tells.extend([StartTell::Persist(vec![record]), StartTell::ModelEvent]);
+        }
+        tells.push(StartTell::Persist(records));
+        match kind {
+            Starting::Undo => tells.push(StartTell::Undo(start.turn_id)),
+            Starting::Compaction(via) => tells.push(StartTell::Compaction(start, via)),
+            Starting::Prompt { event, notices } => {
+                let events = prompt_started(&start, event, notices);
+                tells.push(StartTell::Engine(start));
+                tells.extend(events.into_iter().map(StartTell::Event));
+            }
+        }
+        tells
+    }
 }
 
 impl Session {
@@ -307,6 +359,61 @@ mod tests {
         let started = s.start_next(&rules(&[])).expect("a starts");
         assert!(started.adopted.is_none());
         assert_eq!(started.start.model.as_deref(), Some("mine"));
+    }
+
+    /// Each tell as what it is, with the mode, record count, turn or event kind it carries.
+    fn told(started: Started) -> Vec<String> {
+        let turn = |start: &TurnStart| start.turn_id.clone();
+        started
+            .tells()
+            .into_iter()
+            .map(|tell| match tell {
+                StartTell::Mode(mode, _) => format!("mode {mode:?}"),
+                StartTell::Persist(records) => format!("persist {}", records.len()),
+                StartTell::ModelEvent => "model".into(),
+                StartTell::Event(event) => format!("event {}", event.kind()),
+                StartTell::Engine(start) => format!("engine {}", turn(&start)),
+                StartTell::Undo(turn_id) => format!("undo {turn_id}"),
+                StartTell::Compaction(start, via) => format!("compact {} {via:?}", turn(&start)),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_start_tells_the_sessions_changes_then_the_turns_records_then_who_runs_it() {
+        let roots = vec!["/w".to_string()];
+        let mut s = session(Mode::Auto, None);
+        queue(&mut s, "a", Admission::default());
+        let started = s.start_next(&rules(&roots)).expect("a starts");
+        assert_eq!(
+            told(started),
+            [
+                "mode Edit",
+                "persist 1",
+                "model",
+                "persist 2",
+                "engine a",
+                "event prompt",
+                "event task"
+            ]
+        );
+        s.turns.finish(Ok(crate::engine::StopReason::EndTurn));
+
+        let undo = Admission {
+            undo: true,
+            ..Admission::default()
+        };
+        let compact = Admission {
+            compact: Some(Compacting::Method),
+            ..Admission::default()
+        };
+        queue(&mut s, "u", undo);
+        queue(&mut s, "c", compact);
+        let started = s.start_next(&rules(&roots)).expect("u starts");
+        assert_eq!(told(started), ["persist 1", "undo u"], "nothing changed");
+        s.turns.finish(Ok(crate::engine::StopReason::EndTurn));
+        let started = s.start_next(&rules(&roots)).expect("c starts");
+        assert_eq!(told(started), ["persist 1", "compact c Method"]);
     }
 
     #[test]

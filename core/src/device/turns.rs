@@ -15,7 +15,7 @@ use super::outbox::Lane;
 use super::prompt_blocks::prepare;
 use super::sessions::plan_update;
 use super::sessions::Session;
-use super::turn_start::{prompt_started, StartRules, Started, Starting};
+use super::turn_start::{StartRules, StartTell};
 use super::turn_table::{Admission, Compacting, Finished, Running, Seen, Unsteered, Waiter};
 use super::{ConnId, Device, Effect};
 use crate::config::{Mode, SessionLimits};
@@ -924,51 +924,29 @@ impl Device {
         // A `/review` next in line looks for changes first (it starts once answered).
         self.ask_review(session);
         let rules = StartRules::of(&self.config, self.clock.now().0);
-        let max = rules.max_mode;
         let Some(s) = self.sessions.get_mut(session) else {
             return;
         };
         let Some(started) = s.start_next(&rules) else {
             return;
         };
-        let Started {
-            start,
-            lowered,
-            adopted,
-            records,
-            kind,
-        } = started;
-        self.announce_start_changes(session, max, lowered, adopted);
-        // The turn's own state: only the session's frames and commands wait for it.
-        self.out.persist_in(Lane::of(session), records);
-        let events = match kind {
-            Starting::Undo => return self.start_undo(session, start.turn_id),
-            Starting::Compaction(via) => return self.start_compaction(session, start, via),
-            Starting::Prompt { event, notices } => prompt_started(&start, event, notices),
-        };
-        self.out
-            .engine_in(Lane::of(session), EngineCommand::Start(Box::new(start)));
-        for event in events {
-            self.broadcast_event(session, event);
-        }
-    }
-
-    /// What a turn's start changed of its session: its mode lowered to `max`, its model
-    /// adopted (each the session's record as it is now).
-    fn announce_start_changes(
-        &mut self,
-        session: &str,
-        max: crate::config::Mode,
-        lowered: Option<Record>,
-        adopted: Option<Record>,
-    ) {
-        if let Some(record) = lowered {
-            self.announce_mode(session, max, record);
-        }
-        if let Some(record) = adopted {
-            self.out.persist_in(Lane::of(session), vec![record]);
-            if let Some(event) = self.model_event(session) {
-                self.broadcast_event(session, event);
+        let lane = Lane::of(session);
+        for tell in started.tells() {
+            match tell {
+                StartTell::Mode(mode, record) => self.announce_mode(session, mode, record),
+                StartTell::Persist(records) => self.out.persist_in(lane, records),
+                StartTell::ModelEvent => {
+                    if let Some(event) = self.model_event(session) {
+                        self.broadcast_event(session, event);
+                    }
+                }
+                StartTell::Event(event) => self.broadcast_event(session, event),
+                StartTell::Engine(start) => {
+                    self.out
+                        .engine_in(lane, EngineCommand::Start(Box::new(start)));
+                }
+                StartTell::Undo(turn_id) => self.start_undo(session, turn_id),
+                StartTell::Compaction(start, via) => self.start_compaction(session, start, via),
             }
         }
     }
