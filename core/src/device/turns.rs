@@ -678,6 +678,38 @@ pub(super) struct Answered {
     pub end: LembasEvent,
 }
 
+/// One thing a prompt's turn's end tells, for the device to do in order.
+pub(super) enum EndTell {
+    /// Its records, persisted in its session's lane.
+    Persist(Vec<Record>),
+    /// The cards it asked (by its id) that are still open, dropped.
+    DropCards(String),
+    /// An event to the session's clients.
+    Event(LembasEvent),
+    /// Its answer (its id, the answer) to the prompt requests waiting for it.
+    Answer(String, Answer, Vec<Waiter>),
+    /// The session's command set read again, to tell its holders if it changed.
+    RecheckCommands,
+}
+
+impl Answered {
+    /// What the end tells, in order: its records first (its answers wait for them and for the
+    /// session's frames before them, not for another session's commit), its cards dropped, the
+    /// event saying how it ended, the answer to who waits, the task's end, then a look at the
+    /// command set, since the turn may have written a command file or made a skill.
+    pub(super) fn tells(self) -> Vec<EndTell> {
+        let task = LembasEvent::task(TaskState::End, self.turn_id.clone());
+        vec![
+            EndTell::Persist(self.records),
+            EndTell::DropCards(self.turn_id.clone()),
+            EndTell::Event(self.end),
+            EndTell::Answer(self.turn_id, self.answer, self.waiting),
+            EndTell::Event(task),
+            EndTell::RecheckCommands,
+        ]
+    }
+}
+
 impl Session {
     /// The running turn ended with `outcome` at `now`: a compaction's goes to compaction.rs as
     /// it finished, a prompt's answer goes into the history (kept to `limits`). `None` when
@@ -1044,15 +1076,17 @@ impl Device {
             }
             Some(Ended::Answered(done)) => done,
         };
-        // All the session's own, and so are the answers announcing it: they wait for it and
-        // for the session's frames before them, not for another session's commit.
-        self.out.persist_in(Lane::of(session), done.records);
-        self.drop_turn_cards(session, &done.turn_id);
-        self.broadcast_event(session, done.end);
-        self.answer_waiting(session, &done.turn_id, &done.answer, done.waiting);
-        self.broadcast_event(session, LembasEvent::task(TaskState::End, done.turn_id));
-        // The turn may have written a command file or made a skill.
-        self.recheck_commands(session);
+        for tell in done.tells() {
+            match tell {
+                EndTell::Persist(records) => self.out.persist_in(Lane::of(session), records),
+                EndTell::DropCards(turn_id) => self.drop_turn_cards(session, &turn_id),
+                EndTell::Event(event) => self.broadcast_event(session, event),
+                EndTell::Answer(turn_id, answer, waiting) => {
+                    self.answer_waiting(session, &turn_id, &answer, waiting);
+                }
+                EndTell::RecheckCommands => self.recheck_commands(session),
+            }
+        }
         self.pump(session);
     }
 }
@@ -1741,6 +1775,52 @@ mod tests {
         );
         assert_eq!(s.recent.next_index(), next + 1, "kept in the history");
         assert_eq!(s.durable.touched, 5);
+    }
+
+    #[test]
+    fn an_answered_turns_end_persists_drops_its_cards_tells_answers_ends_its_task_then_rechecks() {
+        let answer = Answer::Stopped {
+            stop_reason: StopReason::MaxTokens,
+            extra: None,
+        };
+        let records = vec![done_record("s", "t", 1, &answer, 5, None)];
+        let answered = Answered {
+            turn_id: "t".into(),
+            answer,
+            waiting: vec![(ConnId(2), Id::number(3))],
+            records,
+            end: end_event(&Ok(StopReason::MaxTokens)),
+        };
+        let told: Vec<String> = answered
+            .tells()
+            .into_iter()
+            .map(|tell| match tell {
+                EndTell::Persist(records) => format!("persist {}", records.len()),
+                EndTell::DropCards(turn_id) => format!("drop cards {turn_id}"),
+                EndTell::Event(LembasEvent::Task(task)) => {
+                    format!("task {:?} {}", task.state, task.turn_id)
+                }
+                EndTell::Event(event) => format!("event {}", event.kind()),
+                EndTell::Answer(turn_id, answer, waiting) => {
+                    let Answer::Stopped { stop_reason, .. } = answer else {
+                        panic!("the turn's answer");
+                    };
+                    format!("answer {turn_id} {stop_reason:?} to {}", waiting.len())
+                }
+                EndTell::RecheckCommands => "recheck commands".into(),
+            })
+            .collect();
+        assert_eq!(
+            told,
+            [
+                "persist 1",
+                "drop cards t",
+                "event done",
+                "answer t MaxTokens to 1",
+                "task End t",
+                "recheck commands"
+            ]
+        );
     }
 
     #[test]
