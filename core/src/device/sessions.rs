@@ -360,11 +360,52 @@ pub(crate) struct Attached {
     pub given: Option<Record>,
 }
 
+/// One thing taking a session up tells, for the device to do in order.
+#[derive(Debug, PartialEq)]
+pub(crate) enum AttachTell {
+    /// Its log has entries the store lacks: it is flushed with the others.
+    UnflushedLog,
+    /// Its record, persisted.
+    Persist(Record),
+    /// Its plan's frame, to the connection.
+    Plan(Vec<u8>),
+    /// The connection hears it now: what sharing it changes.
+    SharedGained,
+    /// Its command set, to the connection.
+    Commands,
+    /// Its open cards, offered to the connection.
+    OfferCards,
+}
+
 impl Attached {
     /// Whether the connection is told the session's command set. Spec: the set is sent after
     /// a session is opened from the store or taken up by a new connection.
     pub fn tells_commands(&self) -> bool {
         self.taken.newly || self.taken.from_store
+    }
+
+    /// What it tells, in order: its log kept to flush, its record given from the link
+    /// (durable before anything about it goes out), its plan, then for a new holder what
+    /// sharing it changes, its command set (also when opened from the store) and its cards.
+    pub fn tells(self) -> Vec<AttachTell> {
+        let commands = self.tells_commands();
+        let Attached { taken, plan, given } = self;
+        let mut tells = Vec::new();
+        if let Some((_, true)) = plan {
+            tells.push(AttachTell::UnflushedLog);
+        }
+        tells.extend(given.map(AttachTell::Persist));
+        tells.extend(plan.map(|(frame, _)| AttachTell::Plan(frame)));
+        if taken.newly {
+            tells.push(AttachTell::SharedGained);
+        }
+        if commands {
+            tells.push(AttachTell::Commands);
+        }
+        if taken.newly {
+            tells.push(AttachTell::OfferCards);
+        }
+        tells
     }
 }
 
@@ -591,30 +632,24 @@ impl Device {
         };
         let (remote, limits) = (&self.config.remote, &self.config.sessions);
         let attached = s.attach_admitted(conn, on_link, remote, &mut self.out, limits)?;
-        let tells_commands = attached.tells_commands();
-        let Attached { taken, plan, given } = attached;
-        if let Some((_, true)) = plan {
-            self.unflushed_logs.push(session.to_owned());
-        }
-        if let Some(record) = given {
-            self.out.persist(vec![record]);
-        }
-        if let Some((frame, _)) = plan {
-            self.out.send(conn, frame);
-        }
-        if taken.newly {
-            self.shared_gained(conn, session);
-        }
-        if tells_commands {
-            self.tell_commands(session, conn);
+        for tell in attached.tells() {
+            match tell {
+                AttachTell::UnflushedLog => self.unflushed_logs.push(session.to_owned()),
+                AttachTell::Persist(record) => self.out.persist(vec![record]),
+                AttachTell::Plan(frame) => self.out.send(conn, frame),
+                AttachTell::SharedGained => self.shared_gained(conn, session),
+                AttachTell::Commands => self.tell_commands(session, conn),
+                AttachTell::OfferCards => {
+                    if let Some(s) = self.sessions.get(session) {
+                        self.cards
+                            .offer_open(session, conn, &s.holders, reach!(self));
+                    }
+                }
+            }
         }
         let Some(s) = self.sessions.get_mut(session) else {
             unreachable!("attached just now");
         };
-        if taken.newly {
-            self.cards
-                .offer_open(session, conn, &s.holders, reach!(self));
-        }
         Ok((s, &mut self.rng))
     }
 
@@ -1078,6 +1113,44 @@ mod tests {
         assert!(linked.given.is_some() && s.capped, "given from the link");
         let again = s.attached(ConnId(2), true, &mut out, &limits);
         assert!(again.given.is_none() && !again.taken.newly, "given once");
+    }
+
+    #[test]
+    fn taken_up_it_tells_its_log_record_plan_then_to_a_new_holder_sharing_commands_cards() {
+        let attached = |from_store, newly, plan: Option<(Vec<u8>, bool)>, given| Attached {
+            taken: TakenUp { from_store, newly },
+            plan,
+            given,
+        };
+        let record = || crate::device::live::tests::session("a").record();
+        let all = attached(true, true, Some((b"plan".to_vec(), true)), Some(record()));
+        assert_eq!(
+            all.tells(),
+            [
+                AttachTell::UnflushedLog,
+                AttachTell::Persist(record()),
+                AttachTell::Plan(b"plan".to_vec()),
+                AttachTell::SharedGained,
+                AttachTell::Commands,
+                AttachTell::OfferCards,
+            ]
+        );
+        let reopened = attached(true, false, Some((b"plan".to_vec(), false)), None);
+        assert_eq!(
+            reopened.tells(),
+            [AttachTell::Plan(b"plan".to_vec()), AttachTell::Commands],
+            "a holder already: no sharing, no cards; its log has nothing the store lacks"
+        );
+        let joined = attached(false, true, None, None);
+        assert_eq!(
+            joined.tells(),
+            [
+                AttachTell::SharedGained,
+                AttachTell::Commands,
+                AttachTell::OfferCards
+            ]
+        );
+        assert_eq!(attached(false, false, None, None).tells(), []);
     }
 
     #[test]
