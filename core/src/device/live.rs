@@ -15,7 +15,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::connection::{Connection, Phase};
-use super::restore::{Grouped, Unreadable};
+use super::restore::{Grouped, StoredSession, Unreadable};
 use super::session_set::SessionSet;
 use super::sessions::Session;
 use super::{ConnId, ConnKind, Device, Effect};
@@ -251,21 +251,12 @@ impl Device {
         let Some((session, parked)) = self.sessions.loads.take(request) else {
             return Vec::new();
         };
-        let mut grouped = Grouped::read(
-            entries
-                .into_iter()
-                .filter(|e| store::belongs_to(e, &session))
-                .collect(),
-        );
-        let bad = std::mem::take(&mut grouped.bad);
+        let (stored, bad) = read_back(&session, entries);
         let mut refused = None;
         // Deleted on the device meanwhile: it stays gone.
         if self.sessions.is_set_aside(&session) {
             let mut records = Vec::new();
-            let rebuilt = grouped
-                .sessions
-                .remove(&session)
-                .and_then(|s| self.rebuild(&session, s, now, &mut records));
+            let rebuilt = stored.and_then(|s| self.rebuild(&session, s, now, &mut records));
             if !records.is_empty() {
                 self.out.persist(records);
             }
@@ -335,6 +326,17 @@ impl Device {
     }
 }
 
+/// What the shell read back for `session` (`Effect::LoadSession`): its stored parts, when the
+/// store has any, and those of its entries that could not be read. Another session's entries
+/// (one whose id starts with this one's) are not its own, read or not.
+fn read_back(session: &str, entries: Vec<Entry>) -> (Option<StoredSession>, Vec<Unreadable>) {
+    let own = entries
+        .into_iter()
+        .filter(|e| store::belongs_to(e, session));
+    let mut grouped = Grouped::read(own.collect());
+    (grouped.sessions.remove(session), grouped.bad)
+}
+
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
@@ -342,6 +344,32 @@ pub(super) mod tests {
 
     pub(in crate::device) fn session(id: &str) -> Session {
         Session::new(SessionRecord::testing(id), 10)
+    }
+
+    #[test]
+    fn read_back_a_session_is_its_own_entries_and_what_of_them_could_not_be_read() {
+        let entry = |table, key: &str, value: &str| Entry {
+            table,
+            key: key.into(),
+            value: value.into(),
+        };
+        let record = |id: &str| serde_json::to_string(&SessionRecord::testing(id)).unwrap();
+        let entries = vec![
+            entry(store::Table::Sessions, "a", &record("a")),
+            entry(store::Table::Turns, "a/t1", "not json"),
+            entry(store::Table::Sessions, "ab", &record("ab")),
+            entry(store::Table::Turns, "ab/t1", "not json"),
+        ];
+        let (stored, bad) = read_back("a", entries.clone());
+        let stored = stored.expect("its record");
+        assert_eq!(stored.record.map(|r| r.id).as_deref(), Some("a"));
+        let keys: Vec<_> = bad.iter().map(|u| u.key.as_str()).collect();
+        assert_eq!(keys, ["a/t1"], "only its own");
+        let (stored, bad) = read_back("c", entries);
+        assert!(
+            stored.is_none() && bad.is_empty(),
+            "the store has none of it"
+        );
     }
 
     #[test]
