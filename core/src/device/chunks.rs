@@ -5,8 +5,9 @@
 //! does. The bytes are the same as the generic path's (keys in the order a `Value` map sorts
 //! them); a test holds the two to it.
 
+use super::chunk_params::{event_params, update_params, Text};
 use super::connection::Phase;
-use super::event_log::{notification_frame, push_u64};
+use super::event_log::{notification_frame, LoggedChunk};
 use super::outbox::Lane;
 use super::{ConnId, Device};
 use crate::wire::event::lembas::{LembasEvent, TextEvent};
@@ -51,52 +52,6 @@ impl Chunk {
     }
 }
 
-/// A JSON string: as serde_json writes it (the same escaping), with a plain copy when nothing
-/// in it needs escaping (the usual chunk).
-fn push_json_str(out: &mut String, s: &str) {
-    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
-        out.push('"');
-        out.push_str(s);
-        out.push('"');
-    } else {
-        out.push_str(&serde_json::to_string(s).expect("a string always serializes"));
-    }
-}
-
-/// `{"_meta":{"lembas":{"seq":N}},`: how a chunk's params open.
-fn push_seq(out: &mut String, seq: u64) {
-    out.push_str(r#"{"_meta":{"lembas":{"seq":"#);
-    push_u64(out, seq);
-    out.push_str("}},");
-}
-
-/// `session/update` params for a chunk, written directly: the fixed parts are literals, and
-/// only the session id and the text are escaped (serde_json spent most of a chunk on the keys).
-fn update_params(f: &mut String, session: &str, seq: u64, update: &'static str, text: &str) {
-    f.clear();
-    push_seq(f, seq);
-    f.push_str(r#""sessionId":"#);
-    push_json_str(f, session);
-    f.push_str(r#","update":{"content":{"text":"#);
-    push_json_str(f, text);
-    f.push_str(r#","type":"text"},"sessionUpdate":""#);
-    f.push_str(update);
-    f.push_str(r#""}}"#);
-}
-
-/// `_lembas/event` params for a chunk, written as [`update_params`] are.
-fn event_params(f: &mut String, session: &str, seq: u64, event: &'static str, text: &str) {
-    f.clear();
-    push_seq(f, seq);
-    f.push_str(r#""event":{"text":"#);
-    push_json_str(f, text);
-    f.push_str(r#","type":""#);
-    f.push_str(event);
-    f.push_str(r#""},"sessionId":"#);
-    push_json_str(f, session);
-    f.push('}');
-}
-
 impl Device {
     /// Send one chunk of `session`'s running turn to its holders.
     pub(super) fn broadcast_chunk(&mut self, session: &str, chunk: Chunk, text: &str) {
@@ -135,22 +90,30 @@ impl Device {
         let lane = Lane::of(session);
         let update_seq = s.take_seq(&mut self.out, lane);
         let event_seq = s.take_seq(&mut self.out, lane);
-        // Written into one reused buffer: the frame and the log each copy it.
+        // Written into reused buffers (the event's from the update's escaped text): the frames
+        // copy them, the log keeps the text alone.
         let params = &mut self.chunk_params;
         let limits = &self.config.sessions;
-        update_params(params, session, update_seq, update, text);
+        let quoted = update_params(params, session, update_seq, update, Text::Raw(text));
         if nu > 0 {
             let frame = notification_frame("session/update", params);
             self.out.send_to_all_in(lane, &updates[..nu], frame);
         }
-        let first = s.events.push(update_seq, "session/update", params, limits);
-        event_params(params, session, event_seq, event, text);
+        let update_len = params.len();
+        let text = &params[quoted];
+        let event_buf = &mut self.chunk_event_params;
+        event_params(event_buf, session, event_seq, event, Text::Quoted(text));
         if ne > 0 {
-            let frame = notification_frame("_lembas/event", params);
+            let frame = notification_frame("_lembas/event", event_buf);
             self.out.send_to_all_in(lane, &events[..ne], frame);
         }
-        let second = s.events.push(event_seq, "_lembas/event", params, limits);
-        if first || second {
+        let logged = LoggedChunk {
+            session,
+            update: (update_seq, update, update_len),
+            event: (event_seq, event, event_buf.len()),
+            quoted: text,
+        };
+        if s.events.push_chunk(logged, limits) {
             self.unflushed_logs.push(session.to_owned());
         }
     }
@@ -175,13 +138,13 @@ mod tests {
     // A seq of several digits, and a buffer that held something longer before.
     fn update_frame(session: &str, update: &'static str, text: &str) -> Vec<u8> {
         let mut params = "stale".repeat(100);
-        update_params(&mut params, session, 1234567890, update, text);
+        update_params(&mut params, session, 1234567890, update, Text::Raw(text));
         notification_frame("session/update", &params)
     }
 
     fn event_frame(session: &str, event: &'static str, text: &str) -> Vec<u8> {
         let mut params = "stale".repeat(100);
-        event_params(&mut params, session, 1234567890, event, text);
+        event_params(&mut params, session, 1234567890, event, Text::Raw(text));
         notification_frame("_lembas/event", &params)
     }
 

@@ -347,7 +347,7 @@ impl Device {
         // written. A client that heard it drops it; one that did not takes it.
         if let Some(logged) = s.logged_set() {
             if logged.params == commands_params(session, SeqMeta::some(logged.seq), set) {
-                let frame = notification_frame(logged.method, logged.params);
+                let frame = notification_frame(logged.method, &logged.params);
                 self.out.send_in(lane, link, frame);
                 return;
             }
@@ -395,7 +395,7 @@ pub(super) fn heard_unheld(event: &EventView<'_>) -> bool {
         session_update: String,
     }
     event.method == "session/update"
-        && serde_json::from_str::<Params>(event.params)
+        && serde_json::from_str::<Params>(&event.params)
             .is_ok_and(|p| p.update.session_update == "available_commands_update")
 }
 

@@ -8,7 +8,9 @@
 //!
 //! The log is held within its bounds in memory (so its cost does not grow with the session's
 //! age: its params share one byte buffer, at most twice the bound, so an event costs no
-//! allocation of its own) and written to the store (`Table::Events`) in one block when the
+//! allocation of its own; a text chunk's two events keep its quoted text once, their params
+//! written again from it by chunk_params.rs when a page or a block asks, byte for byte as
+//! sent) and written to the store (`Table::Events`) in one block when the
 //! session goes idle (its turn ended; in a commit after the one its answer waits for) and when
 //! it is set aside: never a write per chunk, and no frame waits for a block (an answer reads
 //! memory). A session read back, or a restarted
@@ -23,11 +25,13 @@
 //! before its restart of an unsealed one (its turn was cut: what it sent may not have been
 //! written): a client asking from there is told `truncated`.
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use super::chunk_params::{event_params, push_u64, update_params, Text};
 use super::limits::admit_over_link;
 use super::outbox::{Lane, Outbox};
 use super::sessions::Session;
@@ -72,12 +76,12 @@ pub(crate) struct LoggedEvent {
     pub params: String,
 }
 
-/// One event of the log, borrowed from it.
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// One event of the log, borrowed from it (a chunk's params written again from its text).
+#[derive(Clone, Debug, PartialEq)]
 pub(crate) struct EventView<'a> {
     pub seq: u64,
     pub method: &'static str,
-    pub params: &'a str,
+    pub params: Cow<'a, str>,
 }
 
 impl EventView<'_> {
@@ -91,7 +95,7 @@ impl EventView<'_> {
         out.push_str(r#"{"method":""#);
         out.push_str(self.method);
         out.push_str(r#"","params":"#);
-        out.push_str(self.params);
+        out.push_str(&self.params);
         out.push_str(r#","seq":"#);
         push_u64(out, self.seq);
         out.push('}');
@@ -100,23 +104,6 @@ impl EventView<'_> {
 
 fn cost(method: &str, params: usize) -> usize {
     params + method.len() + ENTRY_OVERHEAD
-}
-
-/// A number in decimal, without the formatting machinery (the hot path writes two a chunk).
-pub(super) fn push_u64(out: &mut String, mut n: u64) {
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    for d in &digits[i..] {
-        out.push(char::from(*d));
-    }
 }
 
 /// An entry as the store holds it.
@@ -180,14 +167,29 @@ impl Page<'_> {
     }
 }
 
-/// An entry: its seq and method, and where its params lie in the log's bytes.
+/// An entry: its seq and method, and where its bytes lie in the log's: its params, or a text
+/// chunk's quoted text alone (`chunk`: its `sessionUpdate` or event `type`), which its two
+/// entries share. 100 sessions streaming at once kept 100 logs of both params whole, and
+/// their chunks cost half as much again as one session's in cache misses.
 #[derive(Debug)]
 struct Entry {
     seq: u64,
     method: &'static str,
-    /// Offset since the log began (the buffer's front moves as old params give way).
+    /// Offset since the log began (the buffer's front moves as old bytes give way).
     at: u64,
     len: usize,
+    /// Its params' length as sent: what the bounds count.
+    params_len: usize,
+    chunk: Option<&'static str>,
+}
+
+/// A text chunk's two events as sent, for [`EventLog::push_chunk`]: each's seq, `sessionUpdate`
+/// or `type`, and params' length, and their text, quoted as the params have it.
+pub(crate) struct LoggedChunk<'a> {
+    pub session: &'a str,
+    pub update: (u64, &'static str, usize),
+    pub event: (u64, &'static str, usize),
+    pub quoted: &'a str,
 }
 
 /// The params of the log's entries, back to back: appended at the end, given up at the front.
@@ -207,6 +209,11 @@ impl ParamBytes {
         let at = self.base + self.buf.len() as u64;
         self.buf.push_str(params);
         at
+    }
+
+    /// The offset the next byte gets.
+    fn end(&self) -> u64 {
+        self.base + self.buf.len() as u64
     }
 
     fn get(&self, at: u64, len: usize) -> &str {
@@ -243,6 +250,8 @@ pub(crate) struct EventLog {
     blocks: VecDeque<(u64, u64)>,
     /// The store has every event sent (the record's `seq_next` says where the next begins).
     sealed: bool,
+    /// The session its chunks' params name (set by the first chunk kept).
+    session: String,
     /// Idle with events the store lacks: the persist its seal waits to be written after (its
     /// turn's end), taken when it was first found idle.
     seal_after: Option<u64>,
@@ -261,6 +270,7 @@ impl Default for EventLog {
             blocks: VecDeque::new(),
             sealed: true,
             seal_after: None,
+            session: String::new(),
         }
     }
 }
@@ -369,15 +379,59 @@ impl EventLog {
             method,
             at,
             len: params.len(),
+            params_len: params.len(),
+            chunk: None,
         });
     }
 
     fn view(&self, e: &Entry) -> EventView<'_> {
+        let kept = self.params.get(e.at, e.len);
+        let params = match e.chunk {
+            None => Cow::Borrowed(kept),
+            Some(kind) => {
+                let write = if e.method == "session/update" {
+                    update_params
+                } else {
+                    event_params
+                };
+                let mut params = String::with_capacity(e.params_len);
+                write(&mut params, &self.session, e.seq, kind, Text::Quoted(kept));
+                Cow::Owned(params)
+            }
+        };
         EventView {
             seq: e.seq,
             method: e.method,
-            params: self.params.get(e.at, e.len),
+            params,
         }
+    }
+
+    /// Keep a text chunk's two events as [`EventLog::push`] keeps each, their text once.
+    pub fn push_chunk(&mut self, chunk: LoggedChunk<'_>, limits: &SessionLimits) -> bool {
+        let was_clean = self.unflushed == 0;
+        if self.session.is_empty() {
+            self.session = chunk.session.to_owned();
+        }
+        debug_assert_eq!(self.session, chunk.session, "a log is one session's");
+        let at = self.params.push(chunk.quoted);
+        for ((seq, kind, params_len), method) in [
+            (chunk.update, "session/update"),
+            (chunk.event, "_lembas/event"),
+        ] {
+            self.bytes += cost(method, params_len);
+            self.entries.push_back(Entry {
+                seq,
+                method,
+                at,
+                len: chunk.quoted.len(),
+                params_len,
+                chunk: Some(kind),
+            });
+            self.unflushed += 1;
+            self.unflushed_bytes += params_len;
+        }
+        self.trim(limits);
+        was_clean && self.unflushed > 0
     }
 
     /// Keep an event sent with `seq` (its params as sent); the oldest give way to stay within
@@ -399,22 +453,24 @@ impl EventLog {
     }
 
     fn trim(&mut self, limits: &SessionLimits) {
-        let mut gave_up = None;
+        let mut gave_up = false;
         while self.entries.len() > limits.event_log_events || self.bytes > limits.event_log_bytes {
             let Some(old) = self.entries.pop_front() else {
                 break;
             };
-            self.bytes -= cost(old.method, old.len);
+            self.bytes -= cost(old.method, old.params_len);
             self.floor = self.floor.max(old.seq);
-            gave_up = Some(old.at + old.len as u64);
+            gave_up = true;
             // An entry never written leaves before the store has it.
             if self.unflushed > self.entries.len() {
                 self.unflushed -= 1;
-                self.unflushed_bytes = self.unflushed_bytes.saturating_sub(old.len);
+                self.unflushed_bytes = self.unflushed_bytes.saturating_sub(old.params_len);
             }
         }
-        if let Some(to) = gave_up {
-            self.params.give_up_to(to);
+        if gave_up {
+            // A chunk's two entries share its text: it goes once the second has.
+            let live = self.entries.front().map_or(self.params.end(), |e| e.at);
+            self.params.give_up_to(live);
         }
     }
 
@@ -1050,11 +1106,89 @@ mod tests {
         assert_eq!(page.events.len(), 8);
         for v in &page.events {
             assert_eq!(
-                seq_of(&serde_json::from_str(v.params).unwrap()),
+                seq_of(&serde_json::from_str(&v.params).unwrap()),
                 Some(v.seq)
             );
         }
         assert!(live_max > 0);
+    }
+
+    /// Pushes a chunk of `text` as the hot path does; returns its two events as sent.
+    fn push_chunk(log: &mut EventLog, text: &str, limits: &SessionLimits) -> [LoggedEvent; 2] {
+        use super::super::chunk_params::{event_params, update_params, Text};
+        let (useq, eseq) = (log.take(), log.take());
+        let (mut update, mut event) = (String::new(), String::new());
+        let quoted = update_params(
+            &mut update,
+            "ses_c",
+            useq,
+            "agent_thought_chunk",
+            Text::Raw(text),
+        );
+        event_params(&mut event, "ses_c", eseq, "reasoning", Text::Raw(text));
+        let chunk = LoggedChunk {
+            session: "ses_c",
+            update: (useq, "agent_thought_chunk", update.len()),
+            event: (eseq, "reasoning", event.len()),
+            quoted: &update[quoted],
+        };
+        log.push_chunk(chunk, limits);
+        [
+            LoggedEvent {
+                seq: useq,
+                method: "session/update",
+                params: update,
+            },
+            LoggedEvent {
+                seq: eseq,
+                method: "_lembas/event",
+                params: event,
+            },
+        ]
+    }
+
+    #[test]
+    fn a_chunk_keeps_its_text_once_and_pages_both_its_params_as_sent() {
+        // An odd count: the log often keeps a chunk's event without its update.
+        let l = limits(5, 1 << 20);
+        let mut log = EventLog::default();
+        let mut sent = Vec::new();
+        for i in 0..300 {
+            let text = format!(
+                "chunk {i} with a \"quote\", a \\ and a\nnewline {}",
+                "t".repeat(i % 50)
+            );
+            sent.extend(push_chunk(&mut log, &text, &l));
+            let kept: Vec<LoggedEvent> = sent[sent.len().saturating_sub(5)..].to_vec();
+            let page = log.page(0, 100, usize::MAX);
+            let paged: Vec<LoggedEvent> = page
+                .events
+                .iter()
+                .map(|e| LoggedEvent {
+                    seq: e.seq,
+                    method: e.method,
+                    params: e.params.to_string(),
+                })
+                .collect();
+            assert_eq!(paged, kept, "after chunk {i}");
+            // The bounds count the params as sent; the buffer holds the texts alone.
+            let cost: usize = kept.iter().map(|e| cost(e.method, e.params.len())).sum();
+            assert_eq!(log.bytes, cost);
+            let texts: usize = kept
+                .iter()
+                .step_by(2)
+                .map(|_| text.len() + 16)
+                .sum::<usize>()
+                + text.len()
+                + 16;
+            assert!(
+                log.params.buf.len() <= 2 * texts,
+                "{} bytes held for {} events of texts of {} bytes",
+                log.params.buf.len(),
+                kept.len(),
+                text.len()
+            );
+        }
     }
 
     #[test]

@@ -21,6 +21,7 @@ macro_rules! reach {
 mod asked;
 mod at_rest;
 pub(crate) mod cards;
+pub(crate) mod chunk_params;
 mod chunks;
 mod coalesce;
 mod command_prompt;
@@ -437,9 +438,10 @@ pub struct Device {
     /// The last persist of idle sessions' logs (event_log.rs): no more are sealed until the
     /// shell has written it.
     sealing: u64,
-    /// A chunk's params as they are written (chunks.rs), reused so a chunk allocates only its
-    /// frames.
+    /// A chunk's update and event params as they are written (chunks.rs), reused so a chunk
+    /// allocates only its frames.
     chunk_params: String,
+    chunk_event_params: String,
 }
 
 impl Device {
@@ -474,6 +476,7 @@ impl Device {
             unflushed_logs: Vec::new(),
             sealing: 0,
             chunk_params: String::new(),
+            chunk_event_params: String::new(),
         };
         device.after_input();
         Ok(device)

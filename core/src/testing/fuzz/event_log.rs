@@ -29,7 +29,8 @@ use std::collections::{BTreeMap, VecDeque};
 use arbitrary::Arbitrary;
 
 use crate::config::SessionLimits;
-use crate::device::event_log::{read_block, seq_base, EventLog, Page, ENTRY_OVERHEAD};
+use crate::device::chunk_params::{event_params, update_params, Text};
+use crate::device::event_log::{read_block, seq_base, EventLog, LoggedChunk, Page, ENTRY_OVERHEAD};
 use crate::device::outbox::{Lane, Outbox};
 use crate::device::sessions::Session;
 use crate::device::{Effect, Output};
@@ -47,6 +48,9 @@ const METHODS: [&str; 3] = ["session/update", "_lembas/event", "_lembas/plan"];
 enum Op {
     /// An event about the session is sent, its params `len` bytes past the seq.
     Event { method: u8, len: u8 },
+    /// A text chunk is streamed: its update and its event, `len` bytes of text (with a quote
+    /// to escape, if `quote`), kept as one text.
+    Chunk { len: u8, quote: bool },
     /// The shell writes the next `n` persists durably.
     Write { n: u8 },
     /// The session's turn ended: its log is sealed in the store (a quiet persist).
@@ -200,6 +204,7 @@ impl Driver {
     fn step(&mut self, op: Op) {
         match op {
             Op::Event { method, len } => self.event(method, len),
+            Op::Chunk { len, quote } => self.chunk(len, quote),
             Op::Write { n } => {
                 for _ in 0..n {
                     if !self.write_one() {
@@ -297,7 +302,8 @@ impl Driver {
         }
     }
 
-    fn event(&mut self, method: u8, len: u8) {
+    /// The seq the next event is sent with.
+    fn take(&mut self) -> u64 {
         let asked = self.m.unwritten.len();
         let seq = self.session.take_seq(&mut self.out, Lane::of(SESSION));
         self.take_persists(Mark::Unseal);
@@ -317,6 +323,26 @@ impl Driver {
         );
         m.highest = seq;
         m.latest = seq;
+        seq
+    }
+
+    /// What the model keeps of an event sent.
+    fn sent(&mut self, event: Event) {
+        let m = &mut self.m;
+        m.taken.insert(event.seq, event.clone());
+        m.sinces.push(event.seq);
+        m.kept.push_back(event);
+        // The newest events within both bounds; the oldest give way.
+        while m.kept.len() > self.limits.event_log_events
+            || m.kept.iter().map(Event::cost).sum::<usize>() > self.limits.event_log_bytes
+        {
+            let old = m.kept.pop_front().expect("over a bound, so not empty");
+            m.floor = m.floor.max(old.seq);
+        }
+    }
+
+    fn event(&mut self, method: u8, len: u8) {
+        let seq = self.take();
         let method = METHODS[usize::from(method) % METHODS.len()];
         let params = format!(r#"{{"seq":{seq},"p":"{}"}}"#, "x".repeat(usize::from(len)));
         let event = Event {
@@ -327,15 +353,36 @@ impl Driver {
         self.session
             .events
             .push(seq, method, &event.params, &self.limits);
-        m.taken.insert(seq, event.clone());
-        m.sinces.push(seq);
-        m.kept.push_back(event);
-        // The newest events within both bounds; the oldest give way.
-        while m.kept.len() > self.limits.event_log_events
-            || m.kept.iter().map(Event::cost).sum::<usize>() > self.limits.event_log_bytes
-        {
-            let old = m.kept.pop_front().expect("over a bound, so not empty");
-            m.floor = m.floor.max(old.seq);
+        self.sent(event);
+    }
+
+    /// A chunk's two events, as the device's hot path sends and keeps them.
+    fn chunk(&mut self, len: u8, quote: bool) {
+        let (update_seq, event_seq) = (self.take(), self.take());
+        let mut text = "x".repeat(usize::from(len));
+        if quote {
+            text.push('"');
+        }
+        let (mut update, mut event) = (String::new(), String::new());
+        let kind = "agent_message_chunk";
+        let quoted = update_params(&mut update, SESSION, update_seq, kind, Text::Raw(&text));
+        event_params(&mut event, SESSION, event_seq, "text", Text::Raw(&text));
+        let chunk = LoggedChunk {
+            session: SESSION,
+            update: (update_seq, kind, update.len()),
+            event: (event_seq, "text", event.len()),
+            quoted: &update[quoted],
+        };
+        self.session.events.push_chunk(chunk, &self.limits);
+        for (seq, method, params) in [
+            (update_seq, "session/update", update),
+            (event_seq, "_lembas/event", event),
+        ] {
+            self.sent(Event {
+                seq,
+                method,
+                params,
+            });
         }
     }
 

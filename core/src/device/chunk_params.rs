@@ -1,0 +1,149 @@
+//! A text chunk's params, written directly: the fixed parts are literals, and only the session
+//! id and the text are escaped (serde_json spent most of a chunk on the keys). The bytes are
+//! the generic path's (keys in the order a `Value` map sorts them); chunks.rs's test holds the
+//! two to it. The event log keeps a chunk's text alone and writes its params again from it
+//! when they are asked for, with these same functions: the same bytes as were sent.
+
+use std::ops::Range;
+
+/// A number in decimal, without the formatting machinery (the hot path writes two a chunk).
+pub(super) fn push_u64(out: &mut String, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for d in &digits[i..] {
+        out.push(char::from(*d));
+    }
+}
+
+/// A JSON string: as serde_json writes it (the same escaping), with a plain copy when nothing
+/// in it needs escaping (the usual chunk).
+pub(super) fn push_json_str(out: &mut String, s: &str) {
+    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.push('"');
+        out.push_str(s);
+        out.push('"');
+    } else {
+        out.push_str(&serde_json::to_string(s).expect("a string always serializes"));
+    }
+}
+
+/// `{"_meta":{"lembas":{"seq":N}},`: how a chunk's params open.
+fn push_seq(out: &mut String, seq: u64) {
+    out.push_str(r#"{"_meta":{"lembas":{"seq":"#);
+    push_u64(out, seq);
+    out.push_str("}},");
+}
+
+/// A chunk's text as a JSON string, quotes included: raw (escaped here) or as escaped before.
+#[derive(Clone, Copy)]
+pub(crate) enum Text<'a> {
+    Raw(&'a str),
+    Quoted(&'a str),
+}
+
+impl Text<'_> {
+    /// Writes it; returns where it lies in `out`.
+    fn push(self, out: &mut String) -> Range<usize> {
+        let start = out.len();
+        match self {
+            Text::Raw(text) => push_json_str(out, text),
+            Text::Quoted(quoted) => out.push_str(quoted),
+        }
+        start..out.len()
+    }
+}
+
+/// `session/update` params for a chunk (`update`: its `sessionUpdate`) into `f`, which is
+/// cleared first. Returns where the quoted text lies in them.
+pub(crate) fn update_params(
+    f: &mut String,
+    session: &str,
+    seq: u64,
+    update: &str,
+    text: Text<'_>,
+) -> Range<usize> {
+    f.clear();
+    push_seq(f, seq);
+    f.push_str(r#""sessionId":"#);
+    push_json_str(f, session);
+    f.push_str(r#","update":{"content":{"text":"#);
+    let quoted = text.push(f);
+    f.push_str(r#","type":"text"},"sessionUpdate":""#);
+    f.push_str(update);
+    f.push_str(r#""}}"#);
+    quoted
+}
+
+/// `_lembas/event` params for a chunk (`event`: its `type`), written as [`update_params`] are.
+pub(crate) fn event_params(
+    f: &mut String,
+    session: &str,
+    seq: u64,
+    event: &str,
+    text: Text<'_>,
+) -> Range<usize> {
+    f.clear();
+    push_seq(f, seq);
+    f.push_str(r#""event":{"text":"#);
+    let quoted = text.push(f);
+    f.push_str(r#","type":""#);
+    f.push_str(event);
+    f.push_str(r#""},"sessionId":"#);
+    push_json_str(f, session);
+    f.push('}');
+    quoted
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn params_from_the_quoted_text_are_those_from_the_raw_and_say_where_it_lies() {
+        for text in [
+            "plain",
+            "a \"quote\" and a \\ and a\nnewline",
+            "",
+            "ü \u{1}",
+        ] {
+            for (write, name) in [
+                (
+                    update_params as fn(&mut String, &str, u64, &str, Text<'_>) -> Range<usize>,
+                    "agent_message_chunk",
+                ),
+                (event_params, "text"),
+            ] {
+                let mut raw = String::from("stale");
+                let at = write(&mut raw, "ses_\"x", 4_294_967_297, name, Text::Raw(text));
+                assert_eq!(raw[at.clone()], serde_json::to_string(text).unwrap());
+                let mut again = String::new();
+                let at_again = write(
+                    &mut again,
+                    "ses_\"x",
+                    4_294_967_297,
+                    name,
+                    Text::Quoted(&raw[at.clone()]),
+                );
+                assert_eq!(again, raw);
+                assert_eq!(at_again, at);
+            }
+        }
+    }
+
+    #[test]
+    fn a_number_is_its_decimal() {
+        for n in [0, 7, 10, 4_294_967_297, u64::MAX] {
+            let mut s = String::new();
+            push_u64(&mut s, n);
+            assert_eq!(s, n.to_string());
+        }
+    }
+}
