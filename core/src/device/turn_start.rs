@@ -282,6 +282,20 @@ mod tests {
         Session::new(record, 10)
     }
 
+    fn undo() -> Admission {
+        Admission {
+            undo: true,
+            ..Admission::default()
+        }
+    }
+
+    fn compaction() -> Admission {
+        Admission {
+            compact: Some(Compacting::Method),
+            ..Admission::default()
+        }
+    }
+
     fn queue(s: &mut Session, turn: &str, admission: Admission) {
         let start = TurnStart {
             mode: s.durable.mode,
@@ -399,16 +413,8 @@ mod tests {
         );
         s.turns.finish(Ok(crate::engine::StopReason::EndTurn));
 
-        let undo = Admission {
-            undo: true,
-            ..Admission::default()
-        };
-        let compact = Admission {
-            compact: Some(Compacting::Method),
-            ..Admission::default()
-        };
-        queue(&mut s, "u", undo);
-        queue(&mut s, "c", compact);
+        queue(&mut s, "u", undo());
+        queue(&mut s, "c", compaction());
         let started = s.start_next(&rules(&roots)).expect("u starts");
         assert_eq!(told(started), ["persist 1", "undo u"], "nothing changed");
         s.turns.finish(Ok(crate::engine::StopReason::EndTurn));
@@ -419,16 +425,8 @@ mod tests {
     #[test]
     fn only_a_prompt_goes_into_the_history() {
         let mut s = session(Mode::Edit, Some("m"));
-        let undo = Admission {
-            undo: true,
-            ..Admission::default()
-        };
-        let compact = Admission {
-            compact: Some(Compacting::Method),
-            ..Admission::default()
-        };
-        queue(&mut s, "u", undo);
-        queue(&mut s, "c", compact);
+        queue(&mut s, "u", undo());
+        queue(&mut s, "c", compaction());
         queue(&mut s, "p", Admission::default());
 
         let started = s.start_next(&rules(&[])).expect("u starts");
