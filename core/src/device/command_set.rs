@@ -273,28 +273,34 @@ impl Device {
                 self.send_announced(&session, to, &set);
             }
             Purpose::AfterTurn { session } => {
-                let set = or_builtins(judged);
-                let changed = self
-                    .sessions
-                    .get(&session)
-                    .is_some_and(|s| s.commands_told != Some(set.fingerprint()));
-                if changed {
-                    self.send_commands(&session, None, &set);
-                    // Read again for each, as with the announce: held to the roots.
-                    let announced = self
-                        .sessions
-                        .get(&session)
-                        .map(|s| self.announced_links(s))
-                        .unwrap_or_default();
-                    for link in announced {
-                        self.tell_announced(&session, link);
-                    }
-                }
+                self.commands_after_turn(&session, &or_builtins(judged));
             }
             Purpose::Prompt(invoked) => {
                 let set = judged.map_err(|e| e.message);
                 self.command_found(request, invoked, set);
             }
+        }
+    }
+
+    /// A turn of `session` ended and its set reads `set`: told to its holders, and to the links
+    /// it is announced to, only if it changed.
+    fn commands_after_turn(&mut self, session: &str, set: &CommandSet) {
+        if !self
+            .sessions
+            .get(session)
+            .is_some_and(|s| s.commands_changed(set))
+        {
+            return;
+        }
+        self.send_commands(session, None, set);
+        // Read again for each, as with the announce: held to the roots.
+        let announced = self
+            .sessions
+            .get(session)
+            .map(|s| self.announced_links(s))
+            .unwrap_or_default();
+        for link in announced {
+            self.tell_announced(session, link);
         }
     }
 
@@ -370,6 +376,12 @@ impl Device {
 }
 
 impl Session {
+    /// Whether `set` is not the one its holders were last told of: a turn's end tells them a
+    /// set only when it changed.
+    pub(super) fn commands_changed(&self, set: &CommandSet) -> bool {
+        self.commands_told != Some(set.fingerprint())
+    }
+
     /// The command set this session last logged, as logged, while its log vouches for it (a
     /// client following from it is not told `truncated`). Looked up in the log when this run
     /// has logged none: the session was read back, or the device restarted.
@@ -459,6 +471,27 @@ mod tests {
                 session: "s".into(),
             },
         }
+    }
+
+    #[test]
+    fn a_set_has_changed_unless_it_is_the_one_its_holders_were_last_told_of() {
+        let builtins = or_builtins(Err(RpcError::invalid_params("unread")));
+        let read = CommandsRead {
+            root: "/w/p".into(),
+            files: vec![commands::CommandFile {
+                kind: commands::FileKind::Custom,
+                name: "fix".into(),
+                source: "/w/p/.agent/commands/fix.md".into(),
+                text: "Fix the bug".into(),
+            }],
+            ..CommandsRead::default()
+        };
+        let custom = commands::build(&read, commands::CommandLimits::default());
+        let mut s = Session::new(crate::store::SessionRecord::testing("s"), 10);
+        assert!(s.commands_changed(&builtins), "never told: a change");
+        s.commands_told = Some(builtins.fingerprint());
+        assert!(!s.commands_changed(&builtins), "the same set again");
+        assert!(s.commands_changed(&custom), "a command more");
     }
 
     #[test]
