@@ -73,6 +73,11 @@ fn turn_table_corpus_replays() {
 }
 
 #[test]
+fn session_corpus_replays() {
+    replay("session", fuzz::session, fuzz::session_script);
+}
+
+#[test]
 fn outbox_corpus_replays() {
     replay("outbox", fuzz::outbox, fuzz::outbox_script);
 }

@@ -54,6 +54,8 @@ mod restore;
 mod review_check;
 mod rewind;
 mod session_acp;
+#[cfg(feature = "testing")]
+pub(crate) mod session_fuzz;
 mod session_set;
 pub(crate) mod sessions;
 mod shared;

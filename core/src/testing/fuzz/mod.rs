@@ -13,7 +13,9 @@
 //! the invariants it checks after every operation (those on what is said on each connection are
 //! `testing/oracle.rs`, and those of the link's life, opens, closes, dials and stops,
 //! `testing/connections.rs`: the Pair runs both too); `model_engine.rs` a driver of the model
-//! engine alone, against an instance that answers anything.
+//! engine alone, against an instance that answers anything. The `session` driver, one session
+//! alone against a model of the store, is `device/session_fuzz.rs`: it drives the session's
+//! own steps, which are the device's.
 
 use arbitrary::{Arbitrary, Unstructured};
 use serde::de::IgnoredAny;
@@ -223,6 +225,17 @@ pub use link::{link, link_script};
 pub use model_engine::model_engine;
 pub use outbox::{outbox, outbox_script};
 pub use turn_table::turn_table;
+
+/// One session alone: see `device/session_fuzz.rs` (it drives the session's own steps, which
+/// are the device's).
+pub fn session(data: &[u8]) {
+    crate::device::session_fuzz::session(data);
+}
+
+/// What [`session`] reads from `data`, a step a line.
+pub fn session_script(data: &[u8]) -> String {
+    crate::device::session_fuzz::session_script(data)
+}
 
 use grammar::{Op, Setup};
 use run::Run;
