@@ -837,6 +837,35 @@ fn a_sessions_chunk_does_not_wait_for_another_sessions_turn_to_be_durable() {
     );
     let (_, b_turn) = seen.started.pop().unwrap();
 
+    // A's engine changes A's mode: A's record is written, and its update waits for that, while
+    // B's chunk does not.
+    d.handle_engine(
+        &a,
+        &a_turn,
+        EngineEvent::ModeChanged(lembas_core::config::Mode::Plan),
+        Time(5),
+    );
+    drain(&mut d, &mut seen);
+    assert!(!seen.held.is_empty(), "A's mode is being written");
+    let a_mode = |f: &Value| {
+        f["params"]["sessionId"] == a.as_str()
+            && f["params"]["update"]["sessionUpdate"] == "current_mode_update"
+    };
+    assert!(
+        !seen.sent.iter().any(a_mode),
+        "not before A's mode is durable"
+    );
+    let chunks_of_b = seen.sent.iter().filter(|f| chunk(f, &b)).count();
+    d.handle_engine(&b, &b_turn, EngineEvent::Text("first".into()), Time(5));
+    drain(&mut d, &mut seen);
+    assert_eq!(
+        seen.sent.iter().filter(|f| chunk(f, &b)).count(),
+        chunks_of_b + 1,
+        "B's chunk is not held behind A's mode"
+    );
+    ack_all(&mut d, &mut seen);
+    assert!(seen.sent.iter().any(a_mode), "A's mode once durable");
+
     // A's turn ends: its answer waits for A's end to be durable, and holds nothing of B's
     // behind it (it announces only A's turn end).
     d.handle_engine(

@@ -674,9 +674,11 @@ impl Device {
     }
 
     /// The session's mode changed to `mode`: durable first (`record` says it), then announced
-    /// to its holders, like every change of the record.
+    /// to its holders, like every change of the record. Written in the session's lane: what
+    /// announces it (the session's frames, and every lane-less answer) waits for it; another
+    /// session's stream does not.
     pub(super) fn announce_mode(&mut self, session: &str, mode: Mode, record: Record) {
-        self.out.persist(vec![record]);
+        self.out.persist_in(Lane::of(session), vec![record]);
         self.broadcast_update(
             session,
             SessionUpdate::CurrentModeUpdate(CurrentModeUpdate {
