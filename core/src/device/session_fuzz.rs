@@ -20,7 +20,7 @@
 //! - a start tells what it changed of the session, then the turn's records, then who runs it,
 //!   and only a prompt's start shows anything after that.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use arbitrary::{Arbitrary, Unstructured};
 
@@ -89,11 +89,71 @@ fn mode(n: u8) -> Mode {
     Mode::ALL[usize::from(n % 4)]
 }
 
+/// The session's part of the store as the shell keeps it, each record read back once, as it
+/// is written (the checks after every step then compare values, not JSON).
+#[derive(Default)]
+struct Stored {
+    session: Option<SessionRecord>,
+    /// Its stored turns, by turn id.
+    turns: BTreeMap<String, TurnRecord>,
+    /// The indices of its stored history entries.
+    history: BTreeSet<u64>,
+}
+
+impl Stored {
+    fn apply(&mut self, record: Record) {
+        let prefix = store::session_prefix(SESSION);
+        let of_session = |key: &str| key.strip_prefix(&prefix).map(str::to_owned);
+        let index = |key: &str| -> u64 {
+            of_session(key)
+                .and_then(|i| i.parse().ok())
+                .expect("a history key is the session's and its index")
+        };
+        match record {
+            Record::Put { table, key, value } => match table {
+                Table::Sessions => {
+                    assert_eq!(key, SESSION);
+                    let read = serde_json::from_str(&value).expect("the stored session reads back");
+                    self.session = Some(read);
+                }
+                Table::Turns => {
+                    let turn = of_session(&key).expect("a turn key is the session's");
+                    let read = serde_json::from_str(&value).expect("a stored turn reads back");
+                    self.turns.insert(turn, read);
+                }
+                Table::History => {
+                    self.history.insert(index(&key));
+                }
+                _ => {}
+            },
+            Record::Delete { table, key } => match table {
+                Table::Sessions => self.session = None,
+                Table::Turns => {
+                    self.turns
+                        .remove(&of_session(&key).expect("a turn key is the session's"));
+                }
+                Table::History => {
+                    self.history.remove(&index(&key));
+                }
+                _ => {}
+            },
+            Record::DeletePrefix { table, prefix: p } => {
+                assert_eq!(p, prefix, "a session's entries go all at once");
+                match table {
+                    Table::Turns => self.turns.clear(),
+                    Table::History => self.history.clear(),
+                    _ => {}
+                }
+            }
+        }
+    }
+}
+
 /// What the driver plays around the session: the settings, the clock, the store, and the
 /// `/undo` the shell is putting back.
 struct World {
     session: Session,
-    store: BTreeMap<(&'static str, String), String>,
+    store: Stored,
     max_mode: Mode,
     roots: Vec<String>,
     first_model: Option<(String, bool)>,
@@ -129,7 +189,7 @@ pub(crate) fn session(data: &[u8]) {
     // A small ledger, so finished turns are let go (and their stored turns deleted).
     let mut w = World {
         session: Session::new(SessionRecord::testing(SESSION), ledger_turns),
-        store: BTreeMap::new(),
+        store: Stored::default(),
         max_mode: Mode::Edit,
         roots: vec!["/w".into()],
         first_model: None,
@@ -165,24 +225,12 @@ pub(crate) fn session_script(data: &[u8]) -> String {
 impl World {
     fn apply(&mut self, records: Vec<Record>) {
         for r in records {
-            match r {
-                Record::Put { table, key, value } => {
-                    self.store.insert((table.name(), key), value);
-                }
-                Record::Delete { table, key } => {
-                    self.store.remove(&(table.name(), key));
-                }
-                Record::DeletePrefix { table, prefix } => self
-                    .store
-                    .retain(|(t, k), _| *t != table.name() || !k.starts_with(&prefix)),
-            }
+            self.store.apply(r);
         }
     }
 
-    fn stored_turn(&self, turn: &str) -> Option<TurnRecord> {
-        let key = (Table::Turns.name(), store::turn_key(SESSION, turn));
-        let value = self.store.get(&key)?;
-        Some(serde_json::from_str(value).expect("a stored turn reads back"))
+    fn stored_turn(&self, turn: &str) -> Option<&TurnRecord> {
+        self.store.turns.get(turn)
     }
 
     fn step(&mut self, op: Op) {
@@ -313,10 +361,10 @@ impl World {
             return;
         };
         let turn_id = started.start.turn_id.clone();
-        let stored = self.stored_turn(&turn_id).map(|t| t.state);
+        let stored = self.stored_turn(&turn_id).map(|t| &t.state);
         assert_eq!(
             stored,
-            Some(StoredTurnState::Queued),
+            Some(&StoredTurnState::Queued),
             "turn {turn_id} starts only from its stored queued state"
         );
         let s = &self.session;
@@ -413,11 +461,9 @@ impl World {
 
     fn check(&self) {
         let s = &self.session;
-        let key = (Table::Sessions.name(), SESSION.to_string());
-        let stored: SessionRecord =
-            serde_json::from_str(&self.store[&key]).expect("the stored session reads back");
         assert_eq!(
-            stored, s.durable,
+            self.store.session.as_ref(),
+            Some(&s.durable),
             "the store holds the session as memory does"
         );
 
@@ -456,21 +502,17 @@ impl World {
             }
         }
 
-        let prefix = store::session_prefix(SESSION);
-        let entries: Vec<u64> = self
-            .store
-            .keys()
-            .filter(|(t, _)| *t == Table::History.name())
-            .map(|(_, k)| {
-                k.strip_prefix(&prefix)
-                    .and_then(|i| i.parse().ok())
-                    .expect("a history key is the session's and its index")
-            })
-            .collect();
-        let expected: Vec<u64> = (0..s.recent.next_index()).collect();
-        assert_eq!(
-            entries, expected,
-            "the stored history is every entry up to the next"
+        let next = s.recent.next_index();
+        let every = self.store.history.len() as u64 == next
+            && self
+                .store
+                .history
+                .last()
+                .is_none_or(|&last| last + 1 == next);
+        assert!(
+            every,
+            "the stored history is every entry up to the next ({next}): {:?}",
+            self.store.history
         );
     }
 }
