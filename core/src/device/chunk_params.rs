@@ -102,6 +102,55 @@ pub(crate) fn event_params(
     quoted
 }
 
+/// One of a text chunk's two events as sent: its seq, its `sessionUpdate` or event `type`, and
+/// its params.
+#[derive(Clone, Copy)]
+pub(crate) struct ChunkEvent<'a> {
+    pub seq: u64,
+    pub kind: &'static str,
+    pub params: &'a str,
+}
+
+/// A text chunk's two events as sent (its `session/update`, then its `_lembas/event`), and
+/// their text, quoted as both params have it: what the event log keeps.
+pub(crate) struct LoggedChunk<'a> {
+    pub session: &'a str,
+    pub update: ChunkEvent<'a>,
+    pub event: ChunkEvent<'a>,
+    pub quoted: &'a str,
+}
+
+/// A chunk of `text` of `session`, its update (`update`: its seq and `sessionUpdate`) and its
+/// event (`event`: its seq and `type`), written into `bufs` (each cleared first; the event's
+/// from the update's escaped text).
+pub(crate) fn written<'a>(
+    bufs: (&'a mut String, &'a mut String),
+    session: &'a str,
+    update: (u64, &'static str),
+    event: (u64, &'static str),
+    text: &str,
+) -> LoggedChunk<'a> {
+    let (update_buf, event_buf) = bufs;
+    let quoted = update_params(update_buf, session, update.0, update.1, Text::Raw(text));
+    let update_params: &'a str = update_buf;
+    let quoted = &update_params[quoted];
+    event_params(event_buf, session, event.0, event.1, Text::Quoted(quoted));
+    LoggedChunk {
+        session,
+        update: ChunkEvent {
+            seq: update.0,
+            kind: update.1,
+            params: update_params,
+        },
+        event: ChunkEvent {
+            seq: event.0,
+            kind: event.1,
+            params: event_buf,
+        },
+        quoted,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,9 +5,11 @@
 //! does. The bytes are the same as the generic path's (keys in the order a `Value` map sorts
 //! them); a test holds the two to it.
 
+use super::chunk_params::written;
+#[cfg(test)]
 use super::chunk_params::{event_params, update_params, Text};
 use super::connection::Phase;
-use super::event_log::{notification_frame, LoggedChunk};
+use super::event_log::notification_frame;
 use super::outbox::Lane;
 use super::{ConnId, Device};
 use crate::wire::event::lembas::{LembasEvent, TextEvent};
@@ -92,27 +94,23 @@ impl Device {
         let event_seq = s.take_seq(&mut self.out, lane);
         // Written into reused buffers (the event's from the update's escaped text): the frames
         // copy them, the log keeps the text alone.
-        let params = &mut self.chunk_params;
-        let limits = &self.config.sessions;
-        let quoted = update_params(params, session, update_seq, update, Text::Raw(text));
+        let bufs = (&mut self.chunk_params, &mut self.chunk_event_params);
+        let logged = written(
+            bufs,
+            session,
+            (update_seq, update),
+            (event_seq, event),
+            text,
+        );
         if nu > 0 {
-            let frame = notification_frame("session/update", params);
+            let frame = notification_frame("session/update", logged.update.params);
             self.out.send_to_all_in(lane, &updates[..nu], frame);
         }
-        let update_len = params.len();
-        let text = &params[quoted];
-        let event_buf = &mut self.chunk_event_params;
-        event_params(event_buf, session, event_seq, event, Text::Quoted(text));
         if ne > 0 {
-            let frame = notification_frame("_lembas/event", event_buf);
+            let frame = notification_frame("_lembas/event", logged.event.params);
             self.out.send_to_all_in(lane, &events[..ne], frame);
         }
-        let logged = LoggedChunk {
-            session,
-            update: (update_seq, update, update_len),
-            event: (event_seq, event, event_buf.len()),
-            quoted: text,
-        };
+        let limits = &self.config.sessions;
         if s.events.push_chunk(logged, limits) {
             self.unflushed_logs.push(session.to_owned());
         }

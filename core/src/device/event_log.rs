@@ -31,7 +31,7 @@ use std::collections::VecDeque;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::chunk_params::{event_params, push_u64, update_params, Text};
+use super::chunk_params::{event_params, push_u64, update_params, LoggedChunk, Text};
 use super::limits::admit_over_link;
 use super::outbox::{Lane, Outbox};
 use super::sessions::Session;
@@ -181,15 +181,6 @@ struct Entry {
     /// Its params' length as sent: what the bounds count.
     params_len: usize,
     chunk: Option<&'static str>,
-}
-
-/// A text chunk's two events as sent, for [`EventLog::push_chunk`]: each's seq, `sessionUpdate`
-/// or `type`, and params' length, and their text, quoted as the params have it.
-pub(crate) struct LoggedChunk<'a> {
-    pub session: &'a str,
-    pub update: (u64, &'static str, usize),
-    pub event: (u64, &'static str, usize),
-    pub quoted: &'a str,
 }
 
 /// The params of the log's entries, back to back: appended at the end, given up at the front.
@@ -373,8 +364,7 @@ impl EventLog {
 
     fn append(&mut self, seq: u64, method: &'static str, params: &str) {
         let at = self.params.push(params);
-        self.bytes += cost(method, params.len());
-        self.entries.push_back(Entry {
+        self.keep(Entry {
             seq,
             method,
             at,
@@ -382,6 +372,23 @@ impl EventLog {
             params_len: params.len(),
             chunk: None,
         });
+    }
+
+    /// Keep `entry`, its bytes already in the buffer; the bounds count its params as sent.
+    fn keep(&mut self, entry: Entry) {
+        self.bytes += cost(entry.method, entry.params_len);
+        self.entries.push_back(entry);
+    }
+
+    /// `count` entries just kept were sent (`bytes` of params), so the store lacks them; the
+    /// oldest give way to stay within `limits`. Whether the log now has entries the store has
+    /// not and had none before.
+    fn sent(&mut self, count: usize, bytes: usize, limits: &SessionLimits) -> bool {
+        let was_clean = self.unflushed == 0;
+        self.unflushed += count;
+        self.unflushed_bytes += bytes;
+        self.trim(limits);
+        was_clean && self.unflushed > 0
     }
 
     fn view(&self, e: &Entry) -> EventView<'_> {
@@ -408,30 +415,27 @@ impl EventLog {
 
     /// Keep a text chunk's two events as [`EventLog::push`] keeps each, their text once.
     pub fn push_chunk(&mut self, chunk: LoggedChunk<'_>, limits: &SessionLimits) -> bool {
-        let was_clean = self.unflushed == 0;
         if self.session.is_empty() {
             self.session = chunk.session.to_owned();
         }
         debug_assert_eq!(self.session, chunk.session, "a log is one session's");
         let at = self.params.push(chunk.quoted);
-        for ((seq, kind, params_len), method) in [
+        let pair = [
             (chunk.update, "session/update"),
             (chunk.event, "_lembas/event"),
-        ] {
-            self.bytes += cost(method, params_len);
-            self.entries.push_back(Entry {
-                seq,
+        ];
+        for (e, method) in pair {
+            self.keep(Entry {
+                seq: e.seq,
                 method,
                 at,
                 len: chunk.quoted.len(),
-                params_len,
-                chunk: Some(kind),
+                params_len: e.params.len(),
+                chunk: Some(e.kind),
             });
-            self.unflushed += 1;
-            self.unflushed_bytes += params_len;
         }
-        self.trim(limits);
-        was_clean && self.unflushed > 0
+        let bytes = chunk.update.params.len() + chunk.event.params.len();
+        self.sent(2, bytes, limits)
     }
 
     /// Keep an event sent with `seq` (its params as sent); the oldest give way to stay within
@@ -444,12 +448,8 @@ impl EventLog {
         params: &str,
         limits: &SessionLimits,
     ) -> bool {
-        let was_clean = self.unflushed == 0;
         self.append(seq, method, params);
-        self.unflushed += 1;
-        self.unflushed_bytes += params.len();
-        self.trim(limits);
-        was_clean && self.unflushed > 0
+        self.sent(1, params.len(), limits)
     }
 
     fn trim(&mut self, limits: &SessionLimits) {
@@ -1115,36 +1115,23 @@ mod tests {
 
     /// Pushes a chunk of `text` as the hot path does; returns its two events as sent.
     fn push_chunk(log: &mut EventLog, text: &str, limits: &SessionLimits) -> [LoggedEvent; 2] {
-        use super::super::chunk_params::{event_params, update_params, Text};
         let (useq, eseq) = (log.take(), log.take());
         let (mut update, mut event) = (String::new(), String::new());
-        let quoted = update_params(
-            &mut update,
-            "ses_c",
-            useq,
-            "agent_thought_chunk",
-            Text::Raw(text),
-        );
-        event_params(&mut event, "ses_c", eseq, "reasoning", Text::Raw(text));
-        let chunk = LoggedChunk {
-            session: "ses_c",
-            update: (useq, "agent_thought_chunk", update.len()),
-            event: (eseq, "reasoning", event.len()),
-            quoted: &update[quoted],
-        };
-        log.push_chunk(chunk, limits);
-        [
-            LoggedEvent {
-                seq: useq,
-                method: "session/update",
-                params: update,
-            },
-            LoggedEvent {
-                seq: eseq,
-                method: "_lembas/event",
-                params: event,
-            },
+        let bufs = (&mut update, &mut event);
+        let update = (useq, "agent_thought_chunk");
+        let chunk =
+            super::super::chunk_params::written(bufs, "ses_c", update, (eseq, "reasoning"), text);
+        let sent = [
+            (chunk.update, "session/update"),
+            (chunk.event, "_lembas/event"),
         ]
+        .map(|(e, method)| LoggedEvent {
+            seq: e.seq,
+            method,
+            params: e.params.to_owned(),
+        });
+        log.push_chunk(chunk, limits);
+        sent
     }
 
     #[test]
@@ -1153,12 +1140,14 @@ mod tests {
         let l = limits(5, 1 << 20);
         let mut log = EventLog::default();
         let mut sent = Vec::new();
+        let mut quoted = Vec::new();
         for i in 0..300 {
             let text = format!(
                 "chunk {i} with a \"quote\", a \\ and a\nnewline {}",
                 "t".repeat(i % 50)
             );
             sent.extend(push_chunk(&mut log, &text, &l));
+            quoted.push(serde_json::to_string(&text).unwrap().len());
             let kept: Vec<LoggedEvent> = sent[sent.len().saturating_sub(5)..].to_vec();
             let page = log.page(0, 100, usize::MAX);
             let paged: Vec<LoggedEvent> = page
@@ -1171,22 +1160,16 @@ mod tests {
                 })
                 .collect();
             assert_eq!(paged, kept, "after chunk {i}");
-            // The bounds count the params as sent; the buffer holds the texts alone.
+            // The bounds count the params as sent; the buffer holds the kept chunks' texts
+            // alone (5 events: the last 3 chunks'), and at most as much again given up.
             let cost: usize = kept.iter().map(|e| cost(e.method, e.params.len())).sum();
             assert_eq!(log.bytes, cost);
-            let texts: usize = kept
-                .iter()
-                .step_by(2)
-                .map(|_| text.len() + 16)
-                .sum::<usize>()
-                + text.len()
-                + 16;
+            let texts: usize = quoted.iter().rev().take(3).sum();
             assert!(
                 log.params.buf.len() <= 2 * texts,
-                "{} bytes held for {} events of texts of {} bytes",
+                "{} bytes held for {} events of texts of {texts} bytes",
                 log.params.buf.len(),
                 kept.len(),
-                text.len()
             );
         }
     }

@@ -29,8 +29,8 @@ use std::collections::{BTreeMap, VecDeque};
 use arbitrary::Arbitrary;
 
 use crate::config::SessionLimits;
-use crate::device::chunk_params::{event_params, update_params, Text};
-use crate::device::event_log::{read_block, seq_base, EventLog, LoggedChunk, Page, ENTRY_OVERHEAD};
+use crate::device::chunk_params::written;
+use crate::device::event_log::{read_block, seq_base, EventLog, Page, ENTRY_OVERHEAD};
 use crate::device::outbox::{Lane, Outbox};
 use crate::device::sessions::Session;
 use crate::device::{Effect, Output};
@@ -364,25 +364,21 @@ impl Driver {
             text.push('"');
         }
         let (mut update, mut event) = (String::new(), String::new());
-        let kind = "agent_message_chunk";
-        let quoted = update_params(&mut update, SESSION, update_seq, kind, Text::Raw(&text));
-        event_params(&mut event, SESSION, event_seq, "text", Text::Raw(&text));
-        let chunk = LoggedChunk {
-            session: SESSION,
-            update: (update_seq, kind, update.len()),
-            event: (event_seq, "text", event.len()),
-            quoted: &update[quoted],
-        };
+        let bufs = (&mut update, &mut event);
+        let update = (update_seq, "agent_message_chunk");
+        let chunk = written(bufs, SESSION, update, (event_seq, "text"), &text);
+        let sent = [
+            (chunk.update, "session/update"),
+            (chunk.event, "_lembas/event"),
+        ]
+        .map(|(e, method)| Event {
+            seq: e.seq,
+            method,
+            params: e.params.to_owned(),
+        });
         self.session.events.push_chunk(chunk, &self.limits);
-        for (seq, method, params) in [
-            (update_seq, "session/update", update),
-            (event_seq, "_lembas/event", event),
-        ] {
-            self.sent(Event {
-                seq,
-                method,
-                params,
-            });
+        for event in sent {
+            self.sent(event);
         }
     }
 
