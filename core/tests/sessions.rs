@@ -762,6 +762,11 @@ fn a_sessions_chunk_does_not_wait_for_another_sessions_turn_to_be_durable() {
             }
         }
     }
+    /// The engine reports `event` of `session`'s turn `turn`; what it makes goes out.
+    fn engine(d: &mut Device, seen: &mut Seen, at: (&str, &str), event: EngineEvent, t: u64) {
+        d.handle_engine(at.0, at.1, event, Time(t));
+        drain(d, seen);
+    }
     fn ack_all(d: &mut Device, seen: &mut Seen) {
         for seq in seen.held.drain(..) {
             d.handle_persisted(seq, Time(2));
@@ -814,8 +819,8 @@ fn a_sessions_chunk_does_not_wait_for_another_sessions_turn_to_be_durable() {
             && f["params"]["sessionId"] == session
             && f["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
     };
-    d.handle_engine(&a, &a_turn, EngineEvent::Text("token".into()), Time(4));
-    drain(&mut d, &mut seen);
+    let text = |t: &str| EngineEvent::Text(t.into());
+    engine(&mut d, &mut seen, (&a, &a_turn), text("token"), 4);
     assert!(
         seen.sent.iter().any(|f| chunk(f, &a)),
         "A's chunk is not held behind B's write"
@@ -839,13 +844,8 @@ fn a_sessions_chunk_does_not_wait_for_another_sessions_turn_to_be_durable() {
 
     // A's engine changes A's mode: A's record is written, and its update waits for that, while
     // B's chunk does not.
-    d.handle_engine(
-        &a,
-        &a_turn,
-        EngineEvent::ModeChanged(lembas_core::config::Mode::Plan),
-        Time(5),
-    );
-    drain(&mut d, &mut seen);
+    let plan = EngineEvent::ModeChanged(lembas_core::config::Mode::Plan);
+    engine(&mut d, &mut seen, (&a, &a_turn), plan, 5);
     assert!(!seen.held.is_empty(), "A's mode is being written");
     let a_mode = |f: &Value| {
         f["params"]["sessionId"] == a.as_str()
@@ -856,8 +856,7 @@ fn a_sessions_chunk_does_not_wait_for_another_sessions_turn_to_be_durable() {
         "not before A's mode is durable"
     );
     let chunks_of_b = seen.sent.iter().filter(|f| chunk(f, &b)).count();
-    d.handle_engine(&b, &b_turn, EngineEvent::Text("first".into()), Time(5));
-    drain(&mut d, &mut seen);
+    engine(&mut d, &mut seen, (&b, &b_turn), text("first"), 5);
     assert_eq!(
         seen.sent.iter().filter(|f| chunk(f, &b)).count(),
         chunks_of_b + 1,
@@ -868,20 +867,14 @@ fn a_sessions_chunk_does_not_wait_for_another_sessions_turn_to_be_durable() {
 
     // A's turn ends: its answer waits for A's end to be durable, and holds nothing of B's
     // behind it (it announces only A's turn end).
-    d.handle_engine(
-        &a,
-        &a_turn,
-        EngineEvent::Done(lembas_core::engine::StopReason::EndTurn),
-        Time(6),
-    );
-    drain(&mut d, &mut seen);
+    let done = EngineEvent::Done(lembas_core::engine::StopReason::EndTurn);
+    engine(&mut d, &mut seen, (&a, &a_turn), done, 6);
     assert!(!seen.held.is_empty(), "A's end is being written");
     assert!(
         !seen.sent.iter().any(|f| f["id"] == 3),
         "not before A's end is durable"
     );
-    d.handle_engine(&b, &b_turn, EngineEvent::Text("more".into()), Time(7));
-    drain(&mut d, &mut seen);
+    engine(&mut d, &mut seen, (&b, &b_turn), text("more"), 7);
     assert!(
         seen.sent.iter().any(|f| chunk(f, &b)),
         "B's chunk is not held behind A's answer"

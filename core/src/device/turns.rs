@@ -1279,6 +1279,14 @@ mod tests {
         }
     }
 
+    /// Session `s` in `/w/p`, held to the roots.
+    fn capped_in_project() -> Session {
+        let mut s = crate::device::live::tests::session("s");
+        s.durable.cwd = "/w/p".into();
+        s.capped = true;
+        s
+    }
+
     const NUMBERS: PromptRequests = PromptRequests {
         first_write: 4,
         mention_read: 7,
@@ -1314,9 +1322,7 @@ mod tests {
 
     #[test]
     fn a_queued_prompts_mentions_are_asked_once_for_its_turn_in_its_directory() {
-        let mut s = crate::device::live::tests::session("s");
-        s.durable.cwd = "/w/p".into();
-        s.capped = true;
+        let mut s = capped_in_project();
         let limits = SessionLimits::default();
         let mut rng = Rng::new(1);
         let blocks = vec![text("look at @src/a.rs")];
@@ -1371,9 +1377,7 @@ mod tests {
 
     #[test]
     fn a_queued_prompt_asks_its_records_writes_read_plan_and_look_up_in_order_as_numbered() {
-        let mut s = crate::device::live::tests::session("s");
-        s.durable.cwd = "/w/p".into();
-        s.capped = true;
+        let mut s = capped_in_project();
         let limits = SessionLimits::default();
         let mut rng = Rng::new(1);
         let blocks = vec![text("/tidy @src/a.rs"), image("a.png"), image("b.png")];
