@@ -120,6 +120,16 @@ pub(crate) struct LoggedChunk<'a> {
     pub quoted: &'a str,
 }
 
+impl<'a> LoggedChunk<'a> {
+    /// Its two events in the order sent, each with its method.
+    pub(crate) fn events(&self) -> [(&'static str, ChunkEvent<'a>); 2] {
+        [
+            ("session/update", self.update),
+            ("_lembas/event", self.event),
+        ]
+    }
+}
+
 /// A chunk of `text` of `session`, its update (`update`: its seq and `sessionUpdate`) and its
 /// event (`event`: its seq and `type`), written into `bufs` (each cleared first; the event's
 /// from the update's escaped text).

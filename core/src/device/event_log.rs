@@ -420,11 +420,7 @@ impl EventLog {
         }
         debug_assert_eq!(self.session, chunk.session, "a log is one session's");
         let at = self.params.push(chunk.quoted);
-        let pair = [
-            (chunk.update, "session/update"),
-            (chunk.event, "_lembas/event"),
-        ];
-        for (e, method) in pair {
+        for (method, e) in chunk.events() {
             self.keep(Entry {
                 seq: e.seq,
                 method,
@@ -1121,11 +1117,7 @@ mod tests {
         let update = (useq, "agent_thought_chunk");
         let chunk =
             super::super::chunk_params::written(bufs, "ses_c", update, (eseq, "reasoning"), text);
-        let sent = [
-            (chunk.update, "session/update"),
-            (chunk.event, "_lembas/event"),
-        ]
-        .map(|(e, method)| LoggedEvent {
+        let sent = chunk.events().map(|(method, e)| LoggedEvent {
             seq: e.seq,
             method,
             params: e.params.to_owned(),

@@ -367,11 +367,7 @@ impl Driver {
         let bufs = (&mut update, &mut event);
         let update = (update_seq, "agent_message_chunk");
         let chunk = written(bufs, SESSION, update, (event_seq, "text"), &text);
-        let sent = [
-            (chunk.update, "session/update"),
-            (chunk.event, "_lembas/event"),
-        ]
-        .map(|(e, method)| Event {
+        let sent = chunk.events().map(|(method, e)| Event {
             seq: e.seq,
             method,
             params: e.params.to_owned(),
