@@ -23,8 +23,10 @@ pub enum Table {
     /// [`EPOCH_KEY`] → the number of the device's latest start on this store (decimal), the
     /// prefix of every request id it sends, so no id repeats across restarts.
     Device,
-    /// `<session>/<first seq, 20 digits>` → a block of the session's event log: a JSON array of
-    /// `{ seq, method, params }`, oldest first (device/event_log.rs).
+    /// `<session>/<first seq, 20 digits>` → a block of the session's event log: a JSON array,
+    /// oldest first, of `{ seq, method, params }` and, for a text chunk, `{ chunk: { text,
+    /// update: [seq, sessionUpdate], event: [seq, type] } }` (its text once for both events;
+    /// blocks written before hold both as events, and read as before; device/event_log.rs).
     Events,
 }
 

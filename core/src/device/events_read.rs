@@ -59,8 +59,8 @@ impl PendingEvents {
             }
             let first = store::event_block_first(&e.key)
                 .ok_or_else(|| failed(format!("`{}` is not `<session>/<first seq>`", e.key)))?;
-            let events =
-                read_block(&e.value).map_err(|why| failed(format!("`{}`: {why}", e.key)))?;
+            let events = read_block(&e.value, &self.session_id)
+                .map_err(|why| failed(format!("`{}`: {why}", e.key)))?;
             blocks.push((first, events));
         }
         let w = &self.wanted;

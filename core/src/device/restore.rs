@@ -104,22 +104,22 @@ impl Grouped {
                     }
                 }
                 Table::Device => g.bad.push(unreadable("not a key the device keeps".into())),
-                Table::Events => match (
-                    e.key
-                        .split_once('/')
-                        .and_then(|(s, first)| Some((s, first.parse::<u64>().ok()?))),
-                    read_block(&e.value),
-                ) {
-                    (Some((session, first)), Ok(events)) => g
+                Table::Events => match e
+                    .key
+                    .split_once('/')
+                    .and_then(|(s, first)| Some((s, first.parse::<u64>().ok()?)))
+                    .map(|(session, first)| (session, first, read_block(&e.value, session)))
+                {
+                    Some((session, first, Ok(events))) => g
                         .sessions
                         .entry(session.to_string())
                         .or_default()
                         .events
                         .push((first, events)),
-                    (None, _) => g
+                    None => g
                         .bad
                         .push(unreadable("key is not `<session>/<first seq>`".into())),
-                    (_, Err(err)) => g.bad.push(unreadable(err)),
+                    Some((_, _, Err(err))) => g.bad.push(unreadable(err)),
                 },
                 Table::History => match (
                     e.key

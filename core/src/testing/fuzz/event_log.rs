@@ -253,7 +253,10 @@ impl Driver {
                     .iter()
                     .map(|(key, b)| {
                         let first = crate::store::event_block_first(key).expect("a block's key");
-                        (first, read_block(b).expect("a block the log wrote"))
+                        (
+                            first,
+                            read_block(b, SESSION).expect("a block the log wrote"),
+                        )
                     })
                     .collect();
                 let alone = EventLog::read_back(blocks, rest, &self.limits);
@@ -270,7 +273,7 @@ impl Driver {
                 let stored: usize = self
                     .blocks
                     .values()
-                    .map(|b| read_block(b).expect("a block the log wrote").len())
+                    .map(|b| read_block(b, SESSION).expect("a block the log wrote").len())
                     .sum();
                 assert!(
                     stored <= 2 * self.limits.event_log_events,
@@ -443,7 +446,10 @@ impl Driver {
                     .and_then(|f| f.parse().ok())
                     .expect("a block's key is `<session>/<first seq>`");
                 assert_eq!(key, &events_key(SESSION, first));
-                (first, read_block(value).expect("a block the log wrote"))
+                (
+                    first,
+                    read_block(value, SESSION).expect("a block the log wrote"),
+                )
             })
             .collect();
         let base = seq_base(epoch);
