@@ -28,7 +28,7 @@ use super::ledger::TurnState;
 use super::sessions::Session;
 use super::turn_start::{StartRules, StartTell};
 use super::turns::{Ended, Given, PromptRequests, Prompted};
-use super::undo::FilesUndone;
+use super::undo::{FilesUndone, UndoStart};
 use super::ConnId;
 use crate::config::{Mode, SessionLimits};
 use crate::engine::StopReason;
@@ -437,25 +437,20 @@ impl World {
         }
         assert!(phase >= 2, "who runs turn {turn_id} was told");
         if let Some(turn_id) = undo {
-            self.begin_undo(turn_id);
+            self.start_undo(turn_id);
         }
     }
 
-    /// An `/undo` starts as the device starts it: what it undoes reverted (the shell then
-    /// puts the files back), or, with nothing to undo, ended at once.
-    fn begin_undo(&mut self, turn_id: String) {
-        let s = &mut self.session;
-        match s.begin_undo(&turn_id, self.now) {
-            Some((undoing, records)) => {
+    /// An `/undo` starts as the device starts it ([`Session::start_undo`]): what it undoes
+    /// reverted (the shell then puts the files back), or, with nothing to undo, ended at once.
+    fn start_undo(&mut self, turn_id: String) {
+        match self.session.start_undo(&turn_id, self.now) {
+            Some(UndoStart::Revert { undoing, records }) => {
                 self.apply(records);
                 self.undoing = Some((turn_id, undoing.undone, undoing.prompt));
             }
-            None => {
-                let end = s
-                    .finish_undo(&turn_id, None, self.now)
-                    .expect("the undo runs");
-                self.apply(end.records);
-            }
+            Some(UndoStart::Ended(end)) => self.apply(end.records),
+            None => panic!("the undo runs"),
         }
     }
 

@@ -74,7 +74,33 @@ pub(super) struct UndoEnd {
     pub waiting: Vec<Waiter>,
 }
 
+/// How an `/undo` turn starts ([`Session::start_undo`]).
+#[derive(Debug)]
+pub(super) enum UndoStart {
+    /// What it undoes is reverted, and `records` store that with the undo under way: once
+    /// they are, the shell is asked to put the files back.
+    Revert {
+        undoing: Undoing,
+        records: Vec<Record>,
+    },
+    /// Nothing to undo: it ended at once (`undone: null`).
+    Ended(UndoEnd),
+}
+
 impl Session {
+    /// The `/undo` turn `turn_id`, running, starts at `now`: what it undoes reverted
+    /// ([`Session::begin_undo`]), or, with nothing to undo, ended ([`Session::finish_undo`]).
+    /// `None` if it is not the turn running.
+    pub(super) fn start_undo(&mut self, turn_id: &str, now: u64) -> Option<UndoStart> {
+        if self.turns.running().is_none_or(|r| r.turn_id != turn_id) {
+            return None;
+        }
+        match self.begin_undo(turn_id, now) {
+            Some((undoing, records)) => Some(UndoStart::Revert { undoing, records }),
+            None => self.finish_undo(turn_id, None, now).map(UndoStart::Ended),
+        }
+    }
+
     /// The `/undo` turn `turn_id` starts at `now`: the last turn the model is still given (not
     /// folded into a compaction's summary) is reverted, and the undo under way is kept with
     /// it. What to ask the shell, and the records that store both (the session's record last);
@@ -185,15 +211,19 @@ impl Device {
         let Some(s) = self.sessions.get_mut(session) else {
             return;
         };
-        let Some((undoing, records)) = s.begin_undo(&turn_id, now) else {
-            self.undo_finished(session, &turn_id, None);
-            self.pump(session);
-            return;
-        };
-        // The shell is asked only once the revert and the undo under way are stored (the
-        // effect waits for every persist before it).
-        self.out.persist_in(Lane::of(session), records);
-        self.ask_undo(session, undoing, &roots);
+        match s.start_undo(&turn_id, now) {
+            Some(UndoStart::Revert { undoing, records }) => {
+                // The shell is asked only once the revert and the undo under way are stored
+                // (the effect waits for every persist before it).
+                self.out.persist_in(Lane::of(session), records);
+                self.ask_undo(session, undoing, &roots);
+            }
+            Some(UndoStart::Ended(end)) => {
+                self.undo_ended(session, &turn_id, end);
+                self.pump(session);
+            }
+            None => self.pump(session),
+        }
     }
 
     /// A session read from the store (at start-up or back from aside) whose `/undo` was under
@@ -256,9 +286,13 @@ impl Device {
         let Some(s) = self.sessions.get_mut(session) else {
             return;
         };
-        let Some(end) = s.finish_undo(turn_id, undone, now) else {
-            return;
-        };
+        if let Some(end) = s.finish_undo(turn_id, undone, now) {
+            self.undo_ended(session, turn_id, end);
+        }
+    }
+
+    /// Tell how `/undo` turn `turn_id` ended: stored, the notice, the answer, the task's end.
+    fn undo_ended(&mut self, session: &str, turn_id: &str, end: UndoEnd) {
         self.out.persist_in(Lane::of(session), end.records);
         if let Some(text) = end.notice {
             self.broadcast_event(session, LembasEvent::Notice(NoticeEvent { text }));
@@ -339,6 +373,33 @@ mod tests {
         assert_eq!(s.undo_under_way(), Some(expected), "u runs");
         assert!(s.turns.ledger().last_given().is_none(), "a is reverted");
         assert!(s.begin_undo("u", 6).is_none(), "nothing left to undo");
+    }
+
+    #[test]
+    fn an_undo_starts_reverting_what_it_undoes_or_ends_with_nothing_to_undo() {
+        let mut s = undoing_a();
+        assert!(s.start_undo("other", 5).is_none(), "not the running turn");
+        assert!(s.turns.ledger().last_given().is_some(), "nothing reverted");
+        match s.start_undo("u", 5) {
+            Some(UndoStart::Revert { undoing, records }) => {
+                assert_eq!(undoing.undone, "a");
+                assert!(!records.is_empty());
+            }
+            other => panic!("a is undone: {other:?}"),
+        }
+        assert!(
+            s.turns.running().is_some(),
+            "u runs while the files are put back"
+        );
+
+        let mut s = Session::new(SessionRecord::testing("s"), 10);
+        run(&mut s, "u", true);
+        match s.start_undo("u", 5) {
+            Some(UndoStart::Ended(end)) => assert_eq!(end.answer, undo_answer(Value::Null)),
+            other => panic!("nothing to undo: {other:?}"),
+        }
+        assert!(s.turns.running().is_none(), "u ended at once");
+        assert_eq!(s.durable.undoing, None);
     }
 
     #[test]
