@@ -352,7 +352,7 @@ pub(crate) struct EventLog {
     blocks: VecDeque<(u64, u64)>,
     /// The store has every event sent (the record's `seq_next` says where the next begins).
     sealed: bool,
-    /// The session its chunks' params name (set by the first chunk kept).
+    /// The session its chunks' params name.
     session: String,
     /// Idle with events the store lacks: the persist its seal waits to be written after (its
     /// turn's end), taken when it was first found idle.
@@ -378,11 +378,12 @@ impl Default for EventLog {
 }
 
 impl EventLog {
-    /// An empty, sealed log whose first event gets `base`.
-    pub fn new(base: u64) -> EventLog {
+    /// An empty, sealed log of `session` whose first event gets `base`.
+    pub fn new(session: &str, base: u64) -> EventLog {
         EventLog {
             next_seq: base,
             floor: base - 1,
+            session: session.to_owned(),
             ..EventLog::default()
         }
     }
@@ -399,7 +400,7 @@ impl EventLog {
         records: &mut Vec<Record>,
     ) -> EventLog {
         blocks.sort_by_key(|(first, _)| *first);
-        let mut log = EventLog::default();
+        let mut log = EventLog::new(session, 1);
         for (first, events) in blocks {
             let last = events.last().map_or(first, |e| e.seq);
             log.blocks.push_back((first, last));
@@ -526,9 +527,6 @@ impl EventLog {
 
     /// Keep a text chunk's two events as [`EventLog::push`] keeps each, their text once.
     pub fn push_chunk(&mut self, chunk: LoggedChunk<'_>, limits: &SessionLimits) -> bool {
-        if self.session.is_empty() {
-            self.session = chunk.session.to_owned();
-        }
         debug_assert_eq!(self.session, chunk.session, "a log is one session's");
         let at = self.params.push(chunk.quoted);
         for (method, e) in chunk.events() {
@@ -1258,7 +1256,7 @@ mod tests {
     fn a_chunk_keeps_its_text_once_and_pages_both_its_params_as_sent() {
         // An odd count: the log often keeps a chunk's event without its update.
         let l = limits(5, 1 << 20);
-        let mut log = EventLog::default();
+        let mut log = EventLog::new("ses_c", 1);
         let mut sent = Vec::new();
         let mut quoted = Vec::new();
         for i in 0..300 {
@@ -1299,7 +1297,7 @@ mod tests {
         // 8 events kept of the 11 sent between flushes: the block begins with a chunk's event
         // whose update was given up, and holds a plain event between chunks.
         let l = limits(8, 1 << 20);
-        let mut log = EventLog::default();
+        let mut log = EventLog::new("ses_c", 1);
         let mut sent = Vec::new();
         for round in 0..4 {
             let mut texts = 0;
@@ -1585,7 +1583,7 @@ mod tests {
     fn what_is_kept_at_rest_answers_as_the_log_does_wherever_it_has_no_events() {
         let l = limits(4, 1 << 20);
         let mut records = Vec::new();
-        let mut logs = vec![EventLog::default(), EventLog::new(seq_base(3))];
+        let mut logs = vec![EventLog::default(), EventLog::new("s", seq_base(3))];
         let mut trimmed = EventLog::default();
         fill(&mut trimmed, 9, &l);
         logs.push(trimmed);

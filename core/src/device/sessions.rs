@@ -61,6 +61,7 @@ impl Session {
     /// A session from its record, with no turns, history or holders yet (`ledger_turns` is
     /// the capacity of its turn ledger).
     pub fn new(durable: SessionRecord, ledger_turns: usize) -> Session {
+        let events = super::event_log::EventLog::new(&durable.id, 1);
         Session {
             durable,
             turns: TurnTable::new(ledger_turns),
@@ -69,7 +70,7 @@ impl Session {
             recent: Default::default(),
             capped: true,
             used: 0,
-            events: Default::default(),
+            events,
             commands_told: None,
             commands_logged: None,
         }
@@ -121,7 +122,7 @@ impl Session {
             },
             ledger_turns,
         );
-        session.events = super::event_log::EventLog::new(seq_base);
+        session.events = super::event_log::EventLog::new(&session.durable.id, seq_base);
         session.open = true;
         session.holders.insert(p.conn);
         session.capped = on_link;
