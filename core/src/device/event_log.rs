@@ -27,6 +27,7 @@
 
 use std::borrow::Cow;
 use std::collections::VecDeque;
+use std::ops::Range;
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -224,23 +225,21 @@ fn read_chunk(c: StoredChunk<'_>, session: &str, out: &mut Vec<LoggedEvent>) -> 
     if c.update.is_none() && c.event.is_none() {
         return Err("a chunk names neither its update nor its event".into());
     }
-    if let Some((seq, kind)) = c.update {
-        let kind = known(&MERGED_UPDATES, kind)?;
+    type Write = fn(&mut String, &str, u64, &str, Text<'_>) -> Range<usize>;
+    let halves: [(_, _, _, Write); 2] = [
+        (c.update, &MERGED_UPDATES, "session/update", update_params),
+        (c.event, &MERGED_EVENTS, "_lembas/event", event_params),
+    ];
+    for (half, kinds, method, write) in halves {
+        let Some((seq, kind)) = half else {
+            continue;
+        };
+        let kind = known(kinds, kind)?;
         let mut params = String::new();
-        update_params(&mut params, session, seq, kind, Text::Quoted(quoted));
+        write(&mut params, session, seq, kind, Text::Quoted(quoted));
         out.push(LoggedEvent {
             seq,
-            method: "session/update",
-            params,
-        });
-    }
-    if let Some((seq, kind)) = c.event {
-        let kind = known(&MERGED_EVENTS, kind)?;
-        let mut params = String::new();
-        event_params(&mut params, session, seq, kind, Text::Quoted(quoted));
-        out.push(LoggedEvent {
-            seq,
-            method: "_lembas/event",
+            method,
             params,
         });
     }
