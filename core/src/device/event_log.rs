@@ -424,7 +424,7 @@ impl EventLog {
             (false, _) => log.next_seq - 1,
         };
         log.trim(limits);
-        records.extend(log.forget_evicted_blocks(session));
+        records.extend(log.forget_evicted_blocks());
         log
     }
 
@@ -591,7 +591,7 @@ impl EventLog {
 
     /// The records that bring the store up to the log: a block of what it lacks, and the
     /// deletes of blocks wholly evicted since.
-    pub fn flush(&mut self, session: &str) -> Vec<Record> {
+    pub fn flush(&mut self) -> Vec<Record> {
         let mut records = Vec::new();
         if self.unflushed > 0 {
             let start = self.entries.len() - self.unflushed;
@@ -625,19 +625,19 @@ impl EventLog {
             value.push(']');
             records.push(Record::Put {
                 table: Table::Events,
-                key: store::events_key(session, first),
+                key: store::events_key(&self.session, first),
                 value,
             });
             self.blocks.push_back((first, last));
             self.unflushed = 0;
             self.unflushed_bytes = 0;
         }
-        records.extend(self.forget_evicted_blocks(session));
+        records.extend(self.forget_evicted_blocks());
         records
     }
 
     /// Deletes of the stored blocks every event of which was evicted.
-    fn forget_evicted_blocks(&mut self, session: &str) -> Vec<Record> {
+    fn forget_evicted_blocks(&mut self) -> Vec<Record> {
         let mut records = Vec::new();
         while let Some(&(first, last)) = self.blocks.front() {
             if last > self.floor {
@@ -646,7 +646,7 @@ impl EventLog {
             self.blocks.pop_front();
             records.push(Record::Delete {
                 table: Table::Events,
-                key: store::events_key(session, first),
+                key: store::events_key(&self.session, first),
             });
         }
         records
@@ -846,7 +846,7 @@ impl Session {
     /// The records that bring the store up to this session's log and seal it with its exact
     /// next seq, so read back (or after a restart) it reaches as far.
     pub(crate) fn seal_records(&mut self) -> Vec<Record> {
-        let mut records = self.events.flush(&self.durable.id);
+        let mut records = self.events.flush();
         let next = self.events.next_seq();
         let floor = Some(self.events.floor);
         if !self.events.sealed
@@ -1310,12 +1310,33 @@ mod tests {
                     sent.push(e);
                 }
             }
-            let records = log.flush("ses_c");
+            let records = log.flush();
             let Some(Record::Put { value, .. }) = records.first() else {
                 panic!("no block written: {records:?}");
             };
             let read = read_block(value, "ses_c").unwrap();
             assert_eq!(read, sent[sent.len() - 8..], "round {round}");
+            // A block written before chunks were stored apart (each event whole) reads the same.
+            let whole: Vec<String> = read
+                .iter()
+                .map(|e| {
+                    let params = Cow::Borrowed(e.params.as_str());
+                    let mut out = String::new();
+                    EventView {
+                        seq: e.seq,
+                        method: e.method,
+                        params,
+                    }
+                    .write_json(&mut out);
+                    out
+                })
+                .collect();
+            let old = format!("[{}]", whole.join(","));
+            assert_eq!(
+                read_block(&old, "ses_c").unwrap(),
+                read,
+                "round {round}, old form"
+            );
             assert_eq!(
                 read[0].method, "_lembas/event",
                 "a chunk's event alone first"
@@ -1340,20 +1361,20 @@ mod tests {
     #[test]
     fn blocks_are_written_in_batches_and_deleted_once_wholly_evicted() {
         let l = limits(100, 1 << 20);
-        let mut log = EventLog::default();
+        let mut log = EventLog::new("s", 1);
         fill(&mut log, 10, &l);
         assert!(log.has_unflushed());
-        let records = log.flush("s");
+        let records = log.flush();
         assert!(
             matches!(&records[..], [Record::Put { key, .. }] if key == &store::events_key("s", 1))
         );
         assert!(!log.has_unflushed());
-        assert!(log.flush("s").is_empty(), "nothing new, nothing written");
+        assert!(log.flush().is_empty(), "nothing new, nothing written");
         fill(&mut log, 64, &l);
-        log.flush("s");
+        log.flush();
         // 74 events in blocks [1..10] and [11..74]; keep 60: the first block goes.
         log.trim(&limits(60, 1 << 20));
-        let records = log.flush("s");
+        let records = log.flush();
         assert_eq!(
             records,
             vec![Record::Delete {
