@@ -124,10 +124,10 @@ pub enum Input {
 pub enum Outgoing {
     /// A frame, and its count in the queue's gauge (released once written).
     Frame(Vec<u8>, Option<Sent>),
-    /// The frames the driver gathered for one hand-over, in order, with their counts: one
-    /// message, so the writer is woken (and the queue's listeners told) once for them, not
-    /// once a frame.
-    Frames(Vec<(Vec<u8>, Sent)>),
+    /// The frames the driver gathered for one hand-over, in order, and their count in the
+    /// gauge (all of them, released at once): one message and one token, so the writer is
+    /// woken and the gauge touched by both threads once for them, not once a frame.
+    Frames(Vec<Vec<u8>>, Sent),
     /// A WebSocket ping (the link has been quiet).
     Ping,
     Close {

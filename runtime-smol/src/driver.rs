@@ -1515,10 +1515,10 @@ mod tests {
     fn written(out_rx: &channel::Receiver<Outgoing>) -> Vec<serde_json::Value> {
         std::iter::from_fn(|| out_rx.try_recv().ok())
             .flat_map(|o| match o {
-                Outgoing::Frames(frames) => frames,
+                Outgoing::Frames(frames, _) => frames,
                 _ => Vec::new(),
             })
-            .map(|(f, _)| serde_json::from_slice(&f).unwrap())
+            .map(|f| serde_json::from_slice(&f).unwrap())
             .collect()
     }
 

@@ -167,9 +167,9 @@ pub async fn write_lines<W: AsyncWrite + Unpin>(
                     held.extend(sent);
                     burst.push(frame, behind);
                 }
-                Outgoing::Frames(frames) => {
-                    for (frame, sent) in frames {
-                        held.push(sent);
+                Outgoing::Frames(frames, sent) => {
+                    held.push(sent);
+                    for frame in frames {
                         burst.push(frame, behind);
                     }
                 }

@@ -566,9 +566,9 @@ where
                         held.extend(sent);
                         burst.push(frame, late);
                     }
-                    Outgoing::Frames(frames) => {
-                        for (frame, sent) in frames {
-                            held.push(sent);
+                    Outgoing::Frames(frames, sent) => {
+                        held.push(sent);
+                        for frame in frames {
                             burst.push(frame, late);
                         }
                     }

@@ -94,6 +94,14 @@ pub struct Sent {
     bytes: usize,
 }
 
+impl Sent {
+    /// Count `bytes` more with the same token.
+    fn add(&mut self, bytes: usize) {
+        self.gauge.queued.fetch_add(bytes, Ordering::AcqRel);
+        self.bytes += bytes;
+    }
+}
+
 impl Drop for Sent {
     fn drop(&mut self) {
         self.gauge.release(self.bytes);
@@ -117,9 +125,10 @@ pub struct Outbox {
     pub gauge: Arc<Gauge>,
     /// `None`: never refused (stdio, whose reader waits instead).
     max: Option<usize>,
-    /// Frames counted in the gauge, not yet handed to the writer, in order.
-    gathered: Vec<(Vec<u8>, Sent)>,
-    gathered_bytes: usize,
+    /// Frames not yet handed to the writer, in order, and their count in the gauge (one
+    /// token: the writer releases a hand-over's bytes together, once written).
+    gathered: Vec<Vec<u8>>,
+    gathered_sent: Sent,
 }
 
 impl Outbox {
@@ -129,13 +138,14 @@ impl Outbox {
         pause_at: usize,
         max: Option<usize>,
     ) -> Outbox {
+        let gauge = Gauge::new(pause_at);
         Outbox {
             tx,
             rx,
-            gauge: Gauge::new(pause_at),
+            gathered_sent: gauge.hold(0),
+            gauge,
             max,
             gathered: Vec::new(),
-            gathered_bytes: 0,
         }
     }
 
@@ -145,10 +155,9 @@ impl Outbox {
         if let Some(max) = self.max {
             Overflow::check(self.gauge.queued(), frame.len(), max)?;
         }
-        self.gathered_bytes += frame.len();
-        let sent = self.gauge.hold(frame.len());
-        self.gathered.push((frame, sent));
-        if self.gathered_bytes >= HAND_OVER_BYTES {
+        self.gathered_sent.add(frame.len());
+        self.gathered.push(frame);
+        if self.gathered_sent.bytes >= HAND_OVER_BYTES {
             self.hand_over();
         }
         Ok(())
@@ -157,15 +166,15 @@ impl Outbox {
     /// Hand the writer every frame gathered, in order, in one message (the driver does before
     /// it waits).
     pub fn hand_over(&mut self) {
-        self.gathered_bytes = 0;
         if self.gathered.is_empty() {
             return;
         }
         // About as many next time: the next step's frames are gathered without growing.
         let next = Vec::with_capacity(self.gathered.len());
         let frames = std::mem::replace(&mut self.gathered, next);
+        let sent = std::mem::replace(&mut self.gathered_sent, self.gauge.hold(0));
         // A closed queue: the writer ended, and the connection's close is on its way.
-        let _ = self.tx.try_send(Outgoing::Frames(frames));
+        let _ = self.tx.try_send(Outgoing::Frames(frames, sent));
     }
 
     /// Queue a WebSocket ping (uncounted: it is a few bytes, and a pong answers it), after
@@ -185,7 +194,7 @@ impl Outbox {
     /// Throw away what waits (the client is not reading it), then close with `code`.
     pub fn abandon(mut self, code: u16, reason: String) {
         self.gathered.clear();
-        self.gathered_bytes = 0;
+        self.gathered_sent = self.gauge.hold(0);
         while self.rx.try_recv().is_ok() {}
         self.close_with(code, reason);
     }
@@ -270,34 +279,39 @@ mod tests {
         out.hand_over();
         assert_eq!(out.gauge.queued(), 6000);
         assert!(out.gauge.paused());
-        let mut frames = frames_of(rx.try_recv().unwrap());
+        let (frames, sent) = frames_of(rx.try_recv().unwrap());
         assert_eq!(frames.len(), 100, "one hand-over, one message");
         smol::block_on(async {
             let waiter = smol::spawn({
                 let gauge = out.gauge.clone();
-                async move { gauge.below(100).await }
+                async move { gauge.below(20).await }
             });
-            // Each frame is counted until it is dropped (written), whatever went with it.
-            for _ in 0..98 {
-                drop(frames.pop());
-            }
+            // The frames are counted until their token is dropped (they were written), not
+            // when the frames themselves go.
+            drop(frames);
             smol::Timer::after(std::time::Duration::from_millis(20)).await;
-            assert!(!waiter.is_finished(), "120 bytes still wait");
-            drop(frames.pop());
+            assert!(!waiter.is_finished(), "6000 bytes still counted");
+            out.send(vec![b'y'; 40]).unwrap();
+            drop(sent);
+            smol::Timer::after(std::time::Duration::from_millis(20)).await;
+            assert!(!waiter.is_finished(), "the 40 gathered since still count");
+            assert_eq!(out.gauge.queued(), 40);
+            out.hand_over();
+            drop(frames_of(rx.try_recv().unwrap()));
             waiter.await;
         });
     }
 
-    /// The frames of one hand-over's message, with their counts.
-    fn frames_of(out: Outgoing) -> Vec<(Vec<u8>, Sent)> {
+    /// The frames of one hand-over's message, with their count.
+    fn frames_of(out: Outgoing) -> (Vec<Vec<u8>>, Sent) {
         match out {
-            Outgoing::Frames(frames) => frames,
+            Outgoing::Frames(frames, sent) => (frames, sent),
             _ => panic!("not a hand-over's frames"),
         }
     }
 
-    fn bytes_of(frames: &[(Vec<u8>, Sent)]) -> Vec<&[u8]> {
-        frames.iter().map(|(f, _)| f.as_slice()).collect()
+    fn bytes_of(frames: &[Vec<u8>]) -> Vec<&[u8]> {
+        frames.iter().map(Vec::as_slice).collect()
     }
 
     /// Frames reach the writer together, in order, as one message: at a hand-over, once a
@@ -313,8 +327,9 @@ mod tests {
         assert_eq!(out.gauge.queued(), 2);
         out.hand_over();
         assert_eq!(rx.len(), 1, "one message for the hand-over");
-        let got = frames_of(rx.try_recv().unwrap());
+        let (got, sent) = frames_of(rx.try_recv().unwrap());
         assert_eq!(bytes_of(&got), [b"a", b"b"]);
+        assert_eq!(sent.bytes, 2, "the hand-over's token counts its frames");
         out.hand_over();
         assert!(rx.is_empty(), "nothing gathered, nothing handed over");
         // A write's worth goes without waiting for the hand-over.
@@ -332,10 +347,10 @@ mod tests {
         assert!(matches!(
             &tail[..],
             [
-                Outgoing::Frames(four),
-                Outgoing::Frames(c),
+                Outgoing::Frames(four, _),
+                Outgoing::Frames(c, _),
                 Outgoing::Ping,
-                Outgoing::Frames(d),
+                Outgoing::Frames(d, _),
                 Outgoing::Close { code: 1000, .. },
             ] if four.len() == 4 && bytes_of(c) == [b"c"] && bytes_of(d) == [b"d"]
         ));
