@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::Value;
 
 use super::connection::{Connection, Reach, RequestIds};
-use super::event_log::notification_frame;
+use super::event_log::{notification_frame, Logged};
 use super::outbox::Outbox;
 use super::{ConnId, ConnKind, Device};
 use crate::config::Mode;
@@ -28,8 +28,7 @@ use crate::wire::card::{
 };
 use crate::wire::event::card::{
     CardMeta, CardOption, CardParams, CardQuestion, CardToolCall, Patience, PermissionLembas,
-    PermissionMeta, PermissionOption, PermissionParams, PlanParams, QuestionParams, PERMISSION,
-    PLAN, QUESTION,
+    PermissionMeta, PermissionOption, PermissionParams, PlanParams, QuestionParams,
 };
 use crate::wire::event::notice::{CancelRequestParams, SettledParams};
 use crate::wire::event::seq::SeqMeta;
@@ -58,11 +57,12 @@ pub(crate) struct OpenCard {
 }
 
 impl OpenCard {
-    fn method(&self) -> &'static str {
+    /// The request that asks it, as its session's log names it.
+    fn method(&self) -> Logged {
         match self.card.ask {
-            Ask::Permission { .. } => PERMISSION,
-            Ask::Question { .. } => QUESTION,
-            Ask::Plan { .. } => PLAN,
+            Ask::Permission { .. } => Logged::Permission,
+            Ask::Question { .. } => Logged::Question,
+            Ask::Plan { .. } => Logged::Plan,
         }
     }
 }
@@ -78,7 +78,7 @@ pub(crate) struct Cards {
 #[derive(Debug, Default, PartialEq)]
 pub(crate) struct Put {
     /// The card as the session's log keeps it (method, params), when it has a seq.
-    pub logged: Option<(&'static str, String)>,
+    pub logged: Option<(Logged, String)>,
     /// A question or a plan that nobody here could be asked: it is not left waiting, it is
     /// closed with [`Decision::NobodyToAsk`].
     pub nobody_to_ask: bool,
@@ -112,7 +112,7 @@ fn offer_one(
     ids: &mut RequestIds,
     out: &mut Outbox,
 ) {
-    let method = open.method();
+    let method = open.method().name();
     if open.asked.contains_key(&conn) || !c.may_receive(method) {
         return;
     }
@@ -413,8 +413,7 @@ impl Device {
         let seq = self.next_seq(&key.0);
         let params = Cards::settle(key, open, answered_by, seq, &mut self.conns, &mut self.out);
         if let Some(seq) = seq {
-            let method = "_lembas/permission/settled";
-            self.log_event(&key.0, seq, method, &params);
+            self.log_event(&key.0, seq, Logged::Settled, &params);
         }
     }
 
@@ -642,6 +641,7 @@ mod tests {
     use super::*;
     use crate::device::Output;
     use crate::engine::{Question, QuestionOption};
+    use crate::wire::event::card::{PERMISSION, QUESTION};
     use serde_json::json;
 
     fn question(labels: &[&str]) -> Card {
@@ -1030,7 +1030,7 @@ mod tests {
         );
         assert!(!put.nobody_to_ask);
         let (method, params) = put.logged.expect("a seq: logged");
-        assert_eq!(method, QUESTION);
+        assert_eq!(method.name(), QUESTION);
         let params: Value = serde_json::from_str(&params).unwrap();
         // A terminal holds it: patient, on every copy.
         assert_eq!(

@@ -6,6 +6,8 @@
 
 use std::ops::Range;
 
+use super::event_log::Logged;
+
 /// A number in decimal, without the formatting machinery (the hot path writes two a chunk).
 pub(super) fn push_u64(out: &mut String, mut n: u64) {
     let mut digits = [0u8; 20];
@@ -122,11 +124,8 @@ pub(crate) struct LoggedChunk<'a> {
 
 impl<'a> LoggedChunk<'a> {
     /// Its two events in the order sent, each with its method.
-    pub(crate) fn events(&self) -> [(&'static str, ChunkEvent<'a>); 2] {
-        [
-            ("session/update", self.update),
-            ("_lembas/event", self.event),
-        ]
+    pub(crate) fn events(&self) -> [(Logged, ChunkEvent<'a>); 2] {
+        [(Logged::Update, self.update), (Logged::Event, self.event)]
     }
 }
 

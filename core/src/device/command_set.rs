@@ -18,7 +18,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::connection::{Connection, Phase};
-use super::event_log::{notification_frame, EventView};
+use super::event_log::{notification_frame, EventView, Logged};
 use super::files_search::judge_real_root;
 use super::outbox::Lane;
 use super::sessions::Session;
@@ -371,7 +371,7 @@ impl Device {
         if let Some(s) = self.sessions.get_mut(session) {
             s.commands_logged = Some(seq);
         }
-        self.log_event(session, seq, "session/update", params);
+        self.log_event(session, seq, Logged::Update, params);
     }
 }
 

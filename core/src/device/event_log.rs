@@ -32,7 +32,7 @@ use std::ops::Range;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::chunk_params::{event_params, push_u64, update_params, LoggedChunk, Text};
+use super::chunk_params::{event_params, push_u64, update_params, ChunkEvent, LoggedChunk, Text};
 use super::coalesce::{MERGED_EVENTS, MERGED_UPDATES};
 use super::limits::admit_over_link;
 use super::outbox::{Lane, Outbox};
@@ -41,6 +41,7 @@ use super::{ConnId, Device};
 use crate::config::SessionLimits;
 use crate::jsonrpc::RpcError;
 use crate::store::{self, Record, Table};
+use crate::wire::event::card::{PERMISSION, PLAN, QUESTION};
 
 /// A start's seqs begin at its start number shifted by this: a session may send 2^32 events
 /// in one run of the device, and 2^21 starts keep every seq within JSON's exact integers.
@@ -59,21 +60,59 @@ pub(crate) const ENTRY_OVERHEAD: usize = 48;
 /// prompt sent then waited for all of it before its turn could start.
 const SEAL_BYTES_PER_COMMIT: usize = 1 << 20;
 
-/// The methods a log entry may name (read back from the store as these).
-const LOGGED: [&str; 6] = [
-    "session/update",
-    "_lembas/event",
-    "session/request_permission",
-    "_lembas/question",
-    "_lembas/plan",
-    "_lembas/permission/settled",
-];
+/// A method a log entry may name (read back from the store as these): a byte in an entry,
+/// where a `&str` took 16.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Logged {
+    Update,
+    Event,
+    Permission,
+    Question,
+    Plan,
+    Settled,
+}
+
+impl Logged {
+    const ALL: [Logged; 6] = [
+        Logged::Update,
+        Logged::Event,
+        Logged::Permission,
+        Logged::Question,
+        Logged::Plan,
+        Logged::Settled,
+    ];
+
+    pub(crate) const fn name(self) -> &'static str {
+        match self {
+            Logged::Update => "session/update",
+            Logged::Event => "_lembas/event",
+            Logged::Permission => PERMISSION,
+            Logged::Question => QUESTION,
+            Logged::Plan => PLAN,
+            Logged::Settled => "_lembas/permission/settled",
+        }
+    }
+
+    fn named(method: &str) -> Option<Logged> {
+        Logged::ALL.into_iter().find(|m| m.name() == method)
+    }
+
+    /// The kinds of text chunk an event of this method may carry (an entry names its kind by
+    /// its index here).
+    fn chunk_kinds(self) -> &'static [&'static str] {
+        match self {
+            Logged::Update => &MERGED_UPDATES,
+            Logged::Event => &MERGED_EVENTS,
+            _ => &[],
+        }
+    }
+}
 
 /// One event as it was sent, owned: as the store's blocks hold it.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct LoggedEvent {
     pub seq: u64,
-    pub method: &'static str,
+    pub method: Logged,
     /// The params, JSON, exactly as sent.
     pub params: String,
 }
@@ -107,9 +146,10 @@ impl EventView<'_> {
 /// About what an entry takes in a stored block (a chunk's text is counted half by each of its
 /// two entries), so a block's buffer is sized once.
 fn stored_len(e: &Entry) -> usize {
+    let len = e.len as usize;
     match e.chunk {
-        Some(_) => e.len / 2 + 48,
-        None => e.len + e.method.len() + 40,
+        Some(_) => len / 2 + 48,
+        None => len + e.method.name().len() + 40,
     }
 }
 
@@ -187,9 +227,7 @@ pub(crate) fn read_block(value: &str, session: &str) -> Result<Vec<LoggedEvent>,
                 seq: Some(seq),
                 chunk: None,
             } => {
-                let method = LOGGED
-                    .iter()
-                    .find(|m| **m == method)
+                let method = Logged::named(method)
                     .ok_or_else(|| format!("`{method}` is not a method the log keeps"))?;
                 events.push(LoggedEvent {
                     seq,
@@ -227,8 +265,8 @@ fn read_chunk(c: StoredChunk<'_>, session: &str, out: &mut Vec<LoggedEvent>) -> 
     }
     type Write = fn(&mut String, &str, u64, &str, Text<'_>) -> Range<usize>;
     let halves: [(_, _, _, Write); 2] = [
-        (c.update, &MERGED_UPDATES, "session/update", update_params),
-        (c.event, &MERGED_EVENTS, "_lembas/event", event_params),
+        (c.update, &MERGED_UPDATES, Logged::Update, update_params),
+        (c.event, &MERGED_EVENTS, Logged::Event, event_params),
     ];
     for (half, kinds, method, write) in halves {
         let Some((seq, kind)) = half else {
@@ -278,19 +316,28 @@ impl Page<'_> {
 }
 
 /// An entry: its seq and method, and where its bytes lie in the log's: its params, or a text
-/// chunk's quoted text alone (`chunk`: its `sessionUpdate` or event `type`), which its two
-/// entries share. 100 sessions streaming at once kept 100 logs of both params whole, and
-/// their chunks cost half as much again as one session's in cache misses.
+/// chunk's quoted text alone (`chunk`: its `sessionUpdate` or event `type`, by its index in
+/// [`Logged::chunk_kinds`]), which its two entries share. 100 sessions streaming at once kept
+/// 100 logs of both params whole, and their chunks cost half as much again as one session's
+/// in cache misses; then the entries, at 64 bytes, took more of a log than the text did, so
+/// they are 32 (lengths within u32: a longer event is never kept, see [`EventLog::keep`]).
 #[derive(Debug)]
 struct Entry {
     seq: u64,
-    method: &'static str,
     /// Offset since the log began (the buffer's front moves as old bytes give way).
     at: u64,
-    len: usize,
+    len: u32,
     /// Its params' length as sent: what the bounds count.
-    params_len: usize,
-    chunk: Option<&'static str>,
+    params_len: u32,
+    method: Logged,
+    chunk: Option<u8>,
+}
+
+impl Entry {
+    fn chunk(&self) -> Option<&'static str> {
+        self.chunk
+            .map(|k| self.method.chunk_kinds()[usize::from(k)])
+    }
 }
 
 /// The params of the log's entries, back to back: appended at the end, given up at the front.
@@ -317,9 +364,9 @@ impl ParamBytes {
         self.base + self.buf.len() as u64
     }
 
-    fn get(&self, at: u64, len: usize) -> &str {
+    fn get(&self, at: u64, len: u32) -> &str {
         let start = (at - self.base) as usize;
-        &self.buf[start..start + len]
+        &self.buf[start..start + len as usize]
     }
 
     /// Everything before `to` is no longer needed.
@@ -473,21 +520,29 @@ impl EventLog {
         self.sealed.then_some(self.floor)
     }
 
-    fn append(&mut self, seq: u64, method: &'static str, params: &str) {
+    /// Keep an event (its params copied into the buffer), unless its params are too long for
+    /// an entry to say (over 4 GiB): then the log no longer reaches back past it. Whether it
+    /// was kept.
+    fn append(&mut self, seq: u64, method: Logged, params: &str) -> bool {
+        let Ok(len) = u32::try_from(params.len()) else {
+            self.forget_through(seq);
+            return false;
+        };
         let at = self.params.push(params);
         self.keep(Entry {
             seq,
-            method,
             at,
-            len: params.len(),
-            params_len: params.len(),
+            len,
+            params_len: len,
+            method,
             chunk: None,
         });
+        true
     }
 
     /// Keep `entry`, its bytes already in the buffer; the bounds count its params as sent.
     fn keep(&mut self, entry: Entry) {
-        self.bytes += cost(entry.method, entry.params_len);
+        self.bytes += cost(entry.method.name(), entry.params_len as usize);
         self.entries.push_back(entry);
     }
 
@@ -504,22 +559,22 @@ impl EventLog {
 
     fn view(&self, e: &Entry) -> EventView<'_> {
         let kept = self.params.get(e.at, e.len);
-        let params = match e.chunk {
+        let params = match e.chunk() {
             None => Cow::Borrowed(kept),
             Some(kind) => {
-                let write = if e.method == "session/update" {
+                let write = if e.method == Logged::Update {
                     update_params
                 } else {
                     event_params
                 };
-                let mut params = String::with_capacity(e.params_len);
+                let mut params = String::with_capacity(e.params_len as usize);
                 write(&mut params, &self.session, e.seq, kind, Text::Quoted(kept));
                 Cow::Owned(params)
             }
         };
         EventView {
             seq: e.seq,
-            method: e.method,
+            method: e.method.name(),
             params,
         }
     }
@@ -527,17 +582,31 @@ impl EventLog {
     /// Keep a text chunk's two events as [`EventLog::push`] keeps each, their text once.
     pub fn push_chunk(&mut self, chunk: LoggedChunk<'_>, limits: &SessionLimits) -> bool {
         debug_assert_eq!(self.session, chunk.session, "a log is one session's");
-        let at = self.params.push(chunk.quoted);
-        for (method, e) in chunk.events() {
-            self.keep(Entry {
+        let entry = |method: Logged, e: ChunkEvent<'_>, at: u64| {
+            let kind = method.chunk_kinds().iter().position(|k| *k == e.kind)?;
+            Some(Entry {
                 seq: e.seq,
-                method,
                 at,
-                len: chunk.quoted.len(),
-                params_len: e.params.len(),
-                chunk: Some(e.kind),
-            });
-        }
+                len: u32::try_from(chunk.quoted.len()).ok()?,
+                params_len: u32::try_from(e.params.len()).ok()?,
+                method,
+                chunk: Some(u8::try_from(kind).ok()?),
+            })
+        };
+        let at = self.params.end();
+        let events = chunk.events();
+        let [Some(update), Some(event)] = events.map(|(method, e)| entry(method, e, at)) else {
+            // Not a chunk an entry can name (a kind no table has, or over 4 GiB): kept as two
+            // plain events.
+            let mut unflushed = false;
+            for (method, e) in events {
+                unflushed |= self.push(e.seq, method, e.params, limits);
+            }
+            return unflushed;
+        };
+        self.params.push(chunk.quoted);
+        self.keep(update);
+        self.keep(event);
         let bytes = chunk.update.params.len() + chunk.event.params.len();
         self.sent(2, bytes, limits)
     }
@@ -545,37 +614,43 @@ impl EventLog {
     /// Keep an event sent with `seq` (its params as sent); the oldest give way to stay within
     /// `limits`. Returns whether the log now has entries the store has not and had none
     /// before.
-    pub fn push(
-        &mut self,
-        seq: u64,
-        method: &'static str,
-        params: &str,
-        limits: &SessionLimits,
-    ) -> bool {
-        self.append(seq, method, params);
-        self.sent(1, params.len(), limits)
+    pub fn push(&mut self, seq: u64, method: Logged, params: &str, limits: &SessionLimits) -> bool {
+        if self.append(seq, method, params) {
+            self.sent(1, params.len(), limits)
+        } else {
+            false
+        }
+    }
+
+    /// Give up every entry, and the events up to `seq` with them (one that cannot be kept).
+    fn forget_through(&mut self, seq: u64) {
+        while self.evict_oldest() {}
+        self.floor = self.floor.max(seq);
+    }
+
+    /// The oldest entry gives way (and the text it shares with nothing left); whether there
+    /// was one.
+    fn evict_oldest(&mut self) -> bool {
+        let Some(old) = self.entries.pop_front() else {
+            return false;
+        };
+        self.bytes -= cost(old.method.name(), old.params_len as usize);
+        self.floor = self.floor.max(old.seq);
+        // An entry never written leaves before the store has it.
+        if self.unflushed > self.entries.len() {
+            self.unflushed -= 1;
+            self.unflushed_bytes = self.unflushed_bytes.saturating_sub(old.params_len as usize);
+        }
+        // A chunk's two entries share its text: it goes once the second has.
+        let live = self.entries.front().map_or(self.params.end(), |e| e.at);
+        self.params.give_up_to(live);
+        true
     }
 
     fn trim(&mut self, limits: &SessionLimits) {
-        let mut gave_up = false;
-        while self.entries.len() > limits.event_log_events || self.bytes > limits.event_log_bytes {
-            let Some(old) = self.entries.pop_front() else {
-                break;
-            };
-            self.bytes -= cost(old.method, old.params_len);
-            self.floor = self.floor.max(old.seq);
-            gave_up = true;
-            // An entry never written leaves before the store has it.
-            if self.unflushed > self.entries.len() {
-                self.unflushed -= 1;
-                self.unflushed_bytes = self.unflushed_bytes.saturating_sub(old.params_len);
-            }
-        }
-        if gave_up {
-            // A chunk's two entries share its text: it goes once the second has.
-            let live = self.entries.front().map_or(self.params.end(), |e| e.at);
-            self.params.give_up_to(live);
-        }
+        while (self.entries.len() > limits.event_log_events || self.bytes > limits.event_log_bytes)
+            && self.evict_oldest()
+        {}
     }
 
     /// Nothing of the log is to be written (the device has no lasting store): none of it is
@@ -606,16 +681,16 @@ impl EventLog {
                 if value.len() > 1 {
                     value.push(',');
                 }
-                let Some(kind) = e.chunk else {
+                let Some(kind) = e.chunk() else {
                     self.view(e).write_json(&mut value);
                     continue;
                 };
                 // A chunk's update and its event share one element, as they share its text.
-                let (update, event) = if e.method == "session/update" {
+                let (update, event) = if e.method == Logged::Update {
                     let event = unflushed.next_if(|n| n.at == e.at && n.chunk.is_some());
                     (
                         Some((e.seq, kind)),
-                        event.and_then(|n| Some((n.seq, n.chunk?))),
+                        event.and_then(|n| Some((n.seq, n.chunk()?))),
                     )
                 } else {
                     (None, Some((e.seq, kind)))
@@ -876,13 +951,7 @@ impl Device {
     }
 
     /// Keep an event sent about `session` with `seq` in its log.
-    pub(super) fn log_event(
-        &mut self,
-        session: &str,
-        seq: u64,
-        method: &'static str,
-        params: &str,
-    ) {
+    pub(super) fn log_event(&mut self, session: &str, seq: u64, method: Logged, params: &str) {
         let limits = &self.config.sessions;
         let Some(s) = self.sessions.get_mut(session) else {
             return;
@@ -1103,7 +1172,7 @@ mod tests {
         let seq = log.take();
         LoggedEvent {
             seq,
-            method: "_lembas/event",
+            method: Logged::Event,
             params: json!({ "_meta": { "lembas": { "seq": seq } }, "event": { "text": text } })
                 .to_string(),
         }
@@ -1182,7 +1251,7 @@ mod tests {
     #[test]
     fn the_byte_bound_evicts_the_oldest_first_and_an_event_over_it_is_not_kept() {
         let x = event(&mut EventLog::default(), "x");
-        let one = cost(x.method, x.params.len());
+        let one = cost(x.method.name(), x.params.len());
         let l = limits(1000, 2 * one);
         let mut log = EventLog::default();
         for _ in 0..3 {
@@ -1193,7 +1262,7 @@ mod tests {
         assert!(log.bytes <= l.event_log_bytes);
         let big = LoggedEvent {
             seq: log.take(),
-            method: "session/update",
+            method: Logged::Update,
             params: format!("\"{}\"", "y".repeat(3 * one)),
         };
         push(&mut log, big, &l);
@@ -1214,7 +1283,7 @@ mod tests {
         for i in 0..10_000 {
             let e = event(&mut log, &"p".repeat(i % 300));
             push(&mut log, e, &l);
-            let live: usize = log.entries.iter().map(|e| e.len).sum();
+            let live: usize = log.entries.iter().map(|e| e.len as usize).sum();
             live_max = live_max.max(live);
             assert!(
                 log.params.buf.len() <= 2 * live + 400,
@@ -1272,14 +1341,17 @@ mod tests {
                 .iter()
                 .map(|e| LoggedEvent {
                     seq: e.seq,
-                    method: e.method,
+                    method: Logged::named(e.method).expect("a method the log keeps"),
                     params: e.params.to_string(),
                 })
                 .collect();
             assert_eq!(paged, kept, "after chunk {i}");
             // The bounds count the params as sent; the buffer holds the kept chunks' texts
             // alone (5 events: the last 3 chunks'), and at most as much again given up.
-            let cost: usize = kept.iter().map(|e| cost(e.method, e.params.len())).sum();
+            let cost: usize = kept
+                .iter()
+                .map(|e| cost(e.method.name(), e.params.len()))
+                .sum();
             assert_eq!(log.bytes, cost);
             let texts: usize = quoted.iter().rev().take(3).sum();
             assert!(
@@ -1289,6 +1361,41 @@ mod tests {
                 kept.len(),
             );
         }
+    }
+
+    /// 100 sessions streaming at once keep 100 logs of entries, two a chunk: at 64 bytes they
+    /// took more of a log than the chunks' text did.
+    #[test]
+    fn an_entry_is_32_bytes_and_what_no_entry_can_name_is_kept_whole_or_given_up() {
+        assert_eq!(std::mem::size_of::<Entry>(), 32);
+        let l = limits(100, 1 << 20);
+        let mut log = EventLog::new("ses_c", 1);
+        let (useq, eseq) = (log.take(), log.take());
+        let (mut update, mut event) = (String::new(), String::new());
+        let bufs = (&mut update, &mut event);
+        let update = (useq, "agent_message_chunk");
+        let chunk =
+            super::super::chunk_params::written(bufs, "ses_c", update, (eseq, "no_kind"), "hi");
+        let sent = chunk
+            .events()
+            .map(|(method, e)| (e.seq, method.name(), e.params.to_owned()));
+        // A kind no table names: both events kept as sent, as plain events.
+        assert!(log.push_chunk(chunk, &l), "the store lacks them now");
+        assert!(log.entries.iter().all(|e| e.chunk.is_none()));
+        let page = log.page(0, 10, usize::MAX);
+        let paged: Vec<_> = page
+            .events
+            .iter()
+            .map(|e| (e.seq, e.method, e.params.to_string()))
+            .collect();
+        assert_eq!(paged, sent);
+        // An event no entry can hold (over 4 GiB) gives up the log up to it.
+        let big = log.take();
+        log.forget_through(big);
+        assert_eq!(log.len(), 0);
+        assert!(!log.has_unflushed(), "nothing is owed of what was given up");
+        assert!(log.page(big - 1, 10, usize::MAX).truncated);
+        assert!(!log.page(big, 10, usize::MAX).truncated);
     }
 
     #[test]
@@ -1324,7 +1431,7 @@ mod tests {
                     let mut out = String::new();
                     EventView {
                         seq: e.seq,
-                        method: e.method,
+                        method: e.method.name(),
                         params,
                     }
                     .write_json(&mut out);
@@ -1337,10 +1444,7 @@ mod tests {
                 read,
                 "round {round}, old form"
             );
-            assert_eq!(
-                read[0].method, "_lembas/event",
-                "a chunk's event alone first"
-            );
+            assert_eq!(read[0].method, Logged::Event, "a chunk's event alone first");
             // The texts of the 4 chunks kept (one of them half) once each, at most 80 bytes
             // more a chunk, and the plain event's params with 60 (stored apart, a chunk's two
             // events took 810 bytes here, where they take 597).
@@ -1389,7 +1493,7 @@ mod tests {
         let events = (first..=last)
             .map(|seq| LoggedEvent {
                 seq,
-                method: "_lembas/event",
+                method: Logged::Event,
                 params: json!({ "_meta": { "lembas": { "seq": seq } } }).to_string(),
             })
             .collect();
@@ -1578,7 +1682,7 @@ mod tests {
         let l = limits(100, 1 << 20);
         for _ in 0..3 {
             let seq = s.take_seq(&mut out, Lane::of("s"));
-            s.events.push(seq, "_lembas/event", "{}", &l);
+            s.events.push(seq, Logged::Event, "{}", &l);
         }
         let records = s.seal_records();
         assert!(matches!(

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use serde_json::{json, Value};
 
 use super::connection::{Connection, Phase};
-use super::event_log::notification_frame;
+use super::event_log::{notification_frame, Logged};
 use super::limits::admit_over_link;
 use super::outbox::{Lane, Outbox};
 use super::turn_table::TurnTable;
@@ -243,7 +243,7 @@ impl Session {
         let seq = self.take_seq(out, Lane::of(&self.durable.id));
         let params = update_params(&self.durable.id, seq, plan_update(Some(&plan)));
         let frame = notification_frame("session/update", &params);
-        let unflushed = self.events.push(seq, "session/update", &params, limits);
+        let unflushed = self.events.push(seq, Logged::Update, &params, limits);
         Some((frame, unflushed))
     }
 
@@ -742,7 +742,7 @@ impl Device {
             return;
         };
         let params = update_params(session, seq, update);
-        self.broadcast_logged(session, seq, "session/update", params, hears_updates);
+        self.broadcast_logged(session, seq, Logged::Update, params, hears_updates);
     }
 
     /// An `_lembas/event` to every holder whose client said `_meta.lembas`, with the
@@ -753,7 +753,7 @@ impl Device {
             return;
         };
         let params = event_params(session, seq, event);
-        self.broadcast_logged(session, seq, "_lembas/event", params, hears_events);
+        self.broadcast_logged(session, seq, Logged::Event, params, hears_events);
     }
 
     /// Send a notification of the session, its params encoded with `seq`, to every holder
@@ -763,7 +763,7 @@ impl Device {
         &mut self,
         session: &str,
         seq: u64,
-        method: &'static str,
+        method: Logged,
         params: String,
         hears: impl Fn(&Connection) -> bool,
     ) {
@@ -773,7 +773,7 @@ impl Device {
         let lane = Lane::of(session);
         let mut frame = None;
         for conn in hearers(&s.holders, &self.conns, hears) {
-            let frame = frame.get_or_insert_with(|| notification_frame(method, &params));
+            let frame = frame.get_or_insert_with(|| notification_frame(method.name(), &params));
             self.out.send_in(lane, conn, frame.clone());
         }
         self.log_event(session, seq, method, &params);

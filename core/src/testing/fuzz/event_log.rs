@@ -30,7 +30,7 @@ use arbitrary::Arbitrary;
 
 use crate::config::SessionLimits;
 use crate::device::chunk_params::written;
-use crate::device::event_log::{read_block, seq_base, EventLog, Page, ENTRY_OVERHEAD};
+use crate::device::event_log::{read_block, seq_base, EventLog, Logged, Page, ENTRY_OVERHEAD};
 use crate::device::outbox::{Lane, Outbox};
 use crate::device::sessions::Session;
 use crate::device::{Effect, Output};
@@ -42,7 +42,7 @@ const MAX_LOG_OPS: usize = 512;
 const SESSION: &str = "ses_log";
 
 /// The methods an event is sent with (those the log keeps).
-const METHODS: [&str; 3] = ["session/update", "_lembas/event", "_lembas/plan"];
+const METHODS: [Logged; 3] = [Logged::Update, Logged::Event, Logged::Plan];
 
 #[derive(Arbitrary, Debug)]
 enum Op {
@@ -350,7 +350,7 @@ impl Driver {
         let params = format!(r#"{{"seq":{seq},"p":"{}"}}"#, "x".repeat(usize::from(len)));
         let event = Event {
             seq,
-            method,
+            method: method.name(),
             params,
         };
         self.session
@@ -372,7 +372,7 @@ impl Driver {
         let chunk = written(bufs, SESSION, update, (event_seq, "text"), &text);
         let sent = chunk.events().map(|(method, e)| Event {
             seq: e.seq,
-            method,
+            method: method.name(),
             params: e.params.to_owned(),
         });
         self.session.events.push_chunk(chunk, &self.limits);
