@@ -320,7 +320,7 @@ impl Page<'_> {
 /// [`Logged::chunk_kinds`]), which its two entries share. 100 sessions streaming at once kept
 /// 100 logs of both params whole, and their chunks cost half as much again as one session's
 /// in cache misses; then the entries, at 64 bytes, took more of a log than the text did, so
-/// they are 32 (lengths within u32: a longer event is never kept, see [`EventLog::keep`]).
+/// they are 32 (lengths within u32: a longer event is never kept, see [`EventLog::append`]).
 #[derive(Debug)]
 struct Entry {
     seq: u64,
