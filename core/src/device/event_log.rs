@@ -14,7 +14,8 @@
 //! session goes idle (its turn ended; in a commit after the one its answer waits for) and when
 //! it is set aside: never a write per chunk, and no frame waits for a block (an answer reads
 //! memory). A session read back, or a restarted
-//! device, reads the blocks again.
+//! device, reads the blocks again (a chunk's text kept once again, its params checked to be
+//! what its writer writes).
 //!
 //! Seqs are never reused, and nothing mid-turn waits for a write to make sure of it: a start
 //! of the device counts its session's seqs from its own base, [`SEQ_EPOCH_BITS`] bits above the
@@ -183,6 +184,37 @@ fn write_chunk_json(
         pair(out, update);
     }
     out.push_str("}}");
+}
+
+/// `params` as a text chunk's writer writes them for `seq` of `session`: the index of its kind
+/// in [`Logged::chunk_kinds`] and where its quoted text lies, if writing that text again gives
+/// the same bytes (so keeping the text alone loses nothing).
+fn as_chunk(session: &str, seq: u64, method: Logged, params: &str) -> Option<(u8, Range<usize>)> {
+    type Write = fn(&mut String, &str, u64, &str, Text<'_>) -> Range<usize>;
+    let write: Write = match method {
+        Logged::Update => update_params,
+        Logged::Event => event_params,
+        _ => return None,
+    };
+    let mut written = String::new();
+    for (i, kind) in method.chunk_kinds().iter().enumerate() {
+        // Around an empty text: what comes before and after any chunk's of this kind.
+        let empty = write(&mut written, session, seq, kind, Text::Quoted(r#""""#));
+        let (before, after) = (empty.start, written.len() - empty.end);
+        if params.len() < before + after
+            || params.as_bytes()[..before] != written.as_bytes()[..before]
+            || params.as_bytes()[params.len() - after..] != written.as_bytes()[empty.end..]
+        {
+            continue;
+        }
+        let quoted = before..params.len() - after;
+        let text = params.get(quoted.clone())?;
+        write(&mut written, session, seq, kind, Text::Quoted(text));
+        if written == params {
+            return Some((u8::try_from(i).ok()?, quoted));
+        }
+    }
+    None
 }
 
 fn cost(method: &str, params: usize) -> usize {
@@ -453,7 +485,7 @@ impl EventLog {
             for e in events {
                 // Only ever increasing: a block that overlaps an earlier one adds nothing twice.
                 if log.entries.back().is_none_or(|b| e.seq > b.seq) {
-                    log.append(e.seq, e.method, &e.params);
+                    log.append_read(e.seq, e.method, &e.params);
                 }
             }
         }
@@ -482,6 +514,7 @@ impl EventLog {
     /// they give way again. Nothing past the last seq it sent is taken (a block written after
     /// it came back to memory is not this log's).
     pub fn read_back(
+        session: &str,
         mut blocks: Vec<(u64, Vec<LoggedEvent>)>,
         at_rest: AtRest,
         limits: &SessionLimits,
@@ -490,12 +523,13 @@ impl EventLog {
         let mut log = EventLog {
             next_seq: at_rest.latest + 1,
             floor: at_rest.floor,
+            session: session.to_owned(),
             ..EventLog::default()
         };
         for e in blocks.into_iter().flat_map(|(_, events)| events) {
             let newer = log.entries.back().is_none_or(|b| e.seq > b.seq);
             if newer && e.seq <= at_rest.latest {
-                log.append(e.seq, e.method, &e.params);
+                log.append_read(e.seq, e.method, &e.params);
             }
         }
         log.trim(limits);
@@ -536,6 +570,41 @@ impl EventLog {
             params_len: len,
             method,
             chunk: None,
+        });
+        true
+    }
+
+    /// Keep an event read back from the store: a text chunk's as [`EventLog::push_chunk`]
+    /// keeps it (its text alone, once for its update and its event), when its params are
+    /// exactly what the chunk's writer writes; any other whole. A restarted device's logs took
+    /// each chunk's params whole again, over twice the memory of the log that sent them.
+    fn append_read(&mut self, seq: u64, method: Logged, params: &str) -> bool {
+        let Some((kind, quoted)) = as_chunk(&self.session, seq, method, params) else {
+            return self.append(seq, method, params);
+        };
+        let text = &params[quoted];
+        let (Ok(len), Ok(params_len)) = (u32::try_from(text.len()), u32::try_from(params.len()))
+        else {
+            return self.append(seq, method, params);
+        };
+        // The update just kept carried the same text: this is its event, sharing it as sent.
+        let pair = |b: &Entry| {
+            method == Logged::Event
+                && b.method == Logged::Update
+                && b.chunk.is_some()
+                && self.params.get(b.at, b.len) == text
+        };
+        let at = match self.entries.back().filter(|b| pair(b)) {
+            Some(update) => update.at,
+            None => self.params.push(text),
+        };
+        self.keep(Entry {
+            seq,
+            at,
+            len,
+            params_len,
+            method,
+            chunk: Some(kind),
         });
         true
     }
@@ -1460,6 +1529,72 @@ mod tests {
                 value.len()
             );
         }
+    }
+
+    /// A log read back (a restarted device's, a set-aside session's) keeps each chunk's text
+    /// once, as the log that sent it did, whichever form its block was written in; and pages
+    /// every event as sent.
+    #[test]
+    fn a_log_read_back_keeps_its_chunks_text_once_and_pages_them_as_sent() {
+        // 12 of the 20 events sent: the block begins with a chunk's event whose update was
+        // given up.
+        let l = limits(12, 1 << 20);
+        let mut log = EventLog::new("ses_c", 1);
+        for i in 0..9 {
+            push_chunk(
+                &mut log,
+                &format!("chunk {i}: a \"quote\", é and a\nnewline"),
+                &l,
+            );
+            if i % 4 == 1 {
+                let e = event(&mut log, "between");
+                push(&mut log, e, &l);
+            }
+        }
+        let records = log.flush();
+        let Some(Record::Put { value, .. }) = records.first() else {
+            panic!("no block written: {records:?}");
+        };
+        let read = read_block(value, "ses_c").unwrap();
+        let whole: Vec<String> = read
+            .iter()
+            .map(|e| {
+                let mut out = String::new();
+                let params = Cow::Borrowed(e.params.as_str());
+                let view = EventView {
+                    seq: e.seq,
+                    method: e.method.name(),
+                    params,
+                };
+                view.write_json(&mut out);
+                out
+            })
+            .collect();
+        let old = read_block(&format!("[{}]", whole.join(",")), "ses_c").unwrap();
+        let events = |log: &EventLog| -> Vec<(u64, &str, String)> {
+            let page = log.page(0, 100, usize::MAX);
+            page.events
+                .iter()
+                .map(|e| (e.seq, e.method, e.params.to_string()))
+                .collect()
+        };
+        let chunks = |log: &EventLog| log.entries.iter().filter(|e| e.chunk.is_some()).count();
+        for (form, read) in [("chunk form", read), ("old form", old)] {
+            let first = read[0].seq;
+            let back = EventLog::read_back("ses_c", vec![(first, read)], log.at_rest(), &l);
+            assert_eq!(events(&back), events(&log), "{form}");
+            assert_eq!(back.bytes, log.bytes, "{form}: the bounds count the same");
+            assert_eq!(chunks(&back), chunks(&log), "{form}");
+            assert_eq!(chunks(&back), 11, "{form}: 5 chunks and a half");
+            let live = |log: &EventLog| log.params.end() - log.params.live;
+            assert_eq!(live(&back), live(&log), "{form}: each text once");
+        }
+        // Another session's params are not this one's chunks: kept whole.
+        let first = log.entries[0].seq;
+        let read = read_block(value, "ses_c").unwrap();
+        let other = EventLog::read_back("ses_d", vec![(first, read)], log.at_rest(), &l);
+        assert_eq!(chunks(&other), 0);
+        assert_eq!(events(&other), events(&log));
     }
 
     #[test]

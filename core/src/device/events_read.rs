@@ -64,7 +64,7 @@ impl PendingEvents {
             blocks.push((first, events));
         }
         let w = &self.wanted;
-        let log = EventLog::read_back(blocks, w.at_rest, limits);
+        let log = EventLog::read_back(&self.session_id, blocks, w.at_rest, limits);
         let page = if w.unheld {
             let heard = super::command_set::heard_unheld;
             log.page_of(w.since, w.limit, w.max_bytes, heard)

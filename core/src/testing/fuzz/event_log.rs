@@ -259,7 +259,7 @@ impl Driver {
                         )
                     })
                     .collect();
-                let alone = EventLog::read_back(blocks, rest, &self.limits);
+                let alone = EventLog::read_back(SESSION, blocks, rest, &self.limits);
                 self.read_back(self.m.epoch);
                 for since in self.probes().into_iter().chain([self.m.latest + 1]) {
                     for limit in [1, 2, usize::MAX] {
