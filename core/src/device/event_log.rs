@@ -98,6 +98,16 @@ impl Logged {
         Logged::ALL.into_iter().find(|m| m.name() == method)
     }
 
+    /// The writer of a text chunk's params sent with this method (none for a method that
+    /// carries no chunks): what sent them, and what writes them again from their text.
+    fn chunk_writer(self) -> Option<ChunkWriter> {
+        match self {
+            Logged::Update => Some(update_params),
+            Logged::Event => Some(event_params),
+            _ => None,
+        }
+    }
+
     /// The kinds of text chunk an event of this method may carry (an entry names its kind by
     /// its index here).
     fn chunk_kinds(self) -> &'static [&'static str] {
@@ -108,6 +118,10 @@ impl Logged {
         }
     }
 }
+
+/// Writes a chunk's params (session, seq, kind, text) into a cleared buffer; where the quoted
+/// text lies in them.
+type ChunkWriter = fn(&mut String, &str, u64, &str, Text<'_>) -> Range<usize>;
 
 /// One event as it was sent, owned: as the store's blocks hold it.
 #[derive(Clone, Debug, PartialEq)]
@@ -190,12 +204,7 @@ fn write_chunk_json(
 /// in [`Logged::chunk_kinds`] and where its quoted text lies, if writing that text again gives
 /// the same bytes (so keeping the text alone loses nothing).
 fn as_chunk(session: &str, seq: u64, method: Logged, params: &str) -> Option<(u8, Range<usize>)> {
-    type Write = fn(&mut String, &str, u64, &str, Text<'_>) -> Range<usize>;
-    let write: Write = match method {
-        Logged::Update => update_params,
-        Logged::Event => event_params,
-        _ => return None,
-    };
+    let write = method.chunk_writer()?;
     let mut written = String::new();
     for (i, kind) in method.chunk_kinds().iter().enumerate() {
         // Around an empty text: what comes before and after any chunk's of this kind.
@@ -295,16 +304,11 @@ fn read_chunk(c: StoredChunk<'_>, session: &str, out: &mut Vec<LoggedEvent>) -> 
     if c.update.is_none() && c.event.is_none() {
         return Err("a chunk names neither its update nor its event".into());
     }
-    type Write = fn(&mut String, &str, u64, &str, Text<'_>) -> Range<usize>;
-    let halves: [(_, _, _, Write); 2] = [
-        (c.update, &MERGED_UPDATES, Logged::Update, update_params),
-        (c.event, &MERGED_EVENTS, Logged::Event, event_params),
-    ];
-    for (half, kinds, method, write) in halves {
-        let Some((seq, kind)) = half else {
+    for (half, method) in [(c.update, Logged::Update), (c.event, Logged::Event)] {
+        let (Some((seq, kind)), Some(write)) = (half, method.chunk_writer()) else {
             continue;
         };
-        let kind = known(kinds, kind)?;
+        let kind = known(method.chunk_kinds(), kind)?;
         let mut params = String::new();
         write(&mut params, session, seq, kind, Text::Quoted(quoted));
         out.push(LoggedEvent {
@@ -628,14 +632,9 @@ impl EventLog {
 
     fn view(&self, e: &Entry) -> EventView<'_> {
         let kept = self.params.get(e.at, e.len);
-        let params = match e.chunk() {
+        let params = match e.chunk().zip(e.method.chunk_writer()) {
             None => Cow::Borrowed(kept),
-            Some(kind) => {
-                let write = if e.method == Logged::Update {
-                    update_params
-                } else {
-                    event_params
-                };
+            Some((kind, write)) => {
                 let mut params = String::with_capacity(e.params_len as usize);
                 write(&mut params, &self.session, e.seq, kind, Text::Quoted(kept));
                 Cow::Owned(params)
