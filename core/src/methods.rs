@@ -6,6 +6,7 @@
 //! every request it gates is served (a new capability also gets a row in [`CAPABILITIES`]).
 
 use crate::device::handlers::{NotificationHandler, RequestHandler};
+use crate::wire::event::notice;
 use Direction::*;
 use Kind::*;
 use NotificationHandler as N;
@@ -250,8 +251,8 @@ pub const METHODS: &[MethodSpec] = &[
     request("_lembas/session/title", Some("title"), Any, R::Title).checked(),
     sends("_lembas/session/announce", Notification, Some("sessions"), Any),
     sends("_lembas/session/left", Notification, Some("sessions"), Any),
-    sends("_lembas/session/deleted", Notification, Some("delete"), Any),
-    sends("_lembas/permission/settled", Notification, None, Any),
+    sends(notice::DELETED, Notification, Some("delete"), Any),
+    sends(notice::SETTLED, Notification, None, Any),
     sends("_lembas/question", Request, Some("ask"), Any),
     sends("_lembas/plan", Request, Some("plan"), Any),
     request("_lembas/files/search", Some("files"), Any, R::FilesSearch).checked(),
@@ -273,7 +274,7 @@ pub const METHODS: &[MethodSpec] = &[
     request("session/close", None, Local, R::SessionClose),
     request("session/delete", None, Local, R::SessionDelete),
     // ACP's cancellation: a card an editor was asked, answered elsewhere or timed out.
-    sends("$/cancel_request", Notification, None, Any),
+    sends(notice::CANCEL_REQUEST, Notification, None, Any),
 ];
 
 /// The table's row for `name`, if the protocol has such a method.

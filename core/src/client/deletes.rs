@@ -11,6 +11,7 @@ use super::turns::Purpose;
 use super::{Client, ClientEvent};
 use crate::jsonrpc::{Id, RpcError};
 use crate::time::Time;
+use crate::wire::event::notice::DELETED;
 
 /// Refusals after which a delete is given up (LLeMbas's rule).
 pub const MAX_REFUSALS: u32 = 5;
@@ -172,7 +173,7 @@ impl Client {
                 self.deletes.known.insert(session.to_string());
                 true
             }
-            "_lembas/session/deleted" => {
+            DELETED => {
                 self.unfollow(session);
                 let fresh = self.deletes.known.contains(session)
                     && !self.deletes.done.contains(session)

@@ -24,6 +24,7 @@ use crate::liveness::{Beat, Heartbeat, CLOSE_DEAD_LINK};
 use crate::methods::{self, Direction, Kind};
 use crate::rng::Rng;
 use crate::time::{Clock, Time};
+use crate::wire::event::notice;
 #[cfg(feature = "typed-events")]
 use crate::wire::event::{card::CardParams, lembas::EventParams, update::UpdateParams};
 use crate::wire::handshake::{Hello, InitializeRequest, Initialized, PROTOCOL};
@@ -530,7 +531,7 @@ impl Client {
 
     /// A notification from the device, live or fetched, to the UI.
     fn hand_out(&mut self, method: String, params: Value) {
-        if method == "_lembas/permission/settled" {
+        if method == notice::SETTLED {
             let key = (
                 params["sessionId"].as_str().unwrap_or("").to_string(),
                 params["toolCallId"].as_str().unwrap_or("").to_string(),

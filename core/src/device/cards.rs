@@ -30,7 +30,7 @@ use crate::wire::event::card::{
     CardMeta, CardOption, CardParams, CardQuestion, CardToolCall, Patience, PermissionLembas,
     PermissionMeta, PermissionOption, PermissionParams, PlanParams, QuestionParams,
 };
-use crate::wire::event::notice::{CancelRequestParams, SettledParams};
+use crate::wire::event::notice::{CancelRequestParams, SettledParams, CANCEL_REQUEST, SETTLED};
 use crate::wire::event::seq::SeqMeta;
 
 /// The spec's bounds on a question card.
@@ -279,7 +279,7 @@ impl Cards {
             tool_call_id: key.1.clone(),
         })
         .expect("notices serialize");
-        let frame = notification_frame("_lembas/permission/settled", &params);
+        let frame = notification_frame(SETTLED, &params);
         for (conn, id) in open.asked {
             let Some(c) = conns.get_mut(&conn) else {
                 continue;
@@ -288,18 +288,15 @@ impl Cards {
             if Some(conn) == answered_by {
                 continue;
             }
-            if c.may_receive("_lembas/permission/settled") {
+            if c.may_receive(SETTLED) {
                 out.send(conn, frame.clone());
-            } else if c.may_receive("$/cancel_request") {
+            } else if c.may_receive(CANCEL_REQUEST) {
                 // An editor takes its dialog down on ACP's own notice (its answer, should it
                 // come, changes nothing).
                 let id = serde_json::value::RawValue::from_string(id.as_json().to_owned())
                     .expect("an id is JSON");
                 let params = CancelRequestParams { request_id: &id };
-                out.send(
-                    conn,
-                    jsonrpc::encode_notification("$/cancel_request", &params),
-                );
+                out.send(conn, jsonrpc::encode_notification(CANCEL_REQUEST, &params));
             }
         }
         params

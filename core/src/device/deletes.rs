@@ -20,7 +20,7 @@ use crate::paths;
 use crate::store::{self, Record, Table};
 use crate::time::Time;
 use crate::turn::Answer;
-use crate::wire::event::notice::DeletedParams;
+use crate::wire::event::notice::{DeletedParams, DELETED};
 use crate::wire::session::SessionIdParams;
 
 /// The deletes made on the device not yet known to reach a client: kept (durable, in
@@ -64,7 +64,7 @@ impl KeptDeletes {
             return;
         }
         for (conn, c) in conns {
-            if c.kind == ConnKind::Link && c.may_receive("_lembas/session/deleted") {
+            if c.kind == ConnKind::Link && c.may_receive(DELETED) {
                 self.send(*conn, now, out);
             }
         }
@@ -120,7 +120,7 @@ impl KeptDeletes {
 /// `_lembas/session/deleted` for `session_id`.
 fn deleted_frame(session_id: &str) -> Vec<u8> {
     jsonrpc::encode_notification(
-        "_lembas/session/deleted",
+        DELETED,
         &DeletedParams {
             session_id: session_id.to_owned(),
         },

@@ -43,6 +43,7 @@ use crate::config::SessionLimits;
 use crate::jsonrpc::RpcError;
 use crate::store::{self, Record, Table};
 use crate::wire::event::card::{PERMISSION, PLAN, QUESTION};
+use crate::wire::event::notice;
 
 /// A start's seqs begin at its start number shifted by this: a session may send 2^32 events
 /// in one run of the device, and 2^21 starts keep every seq within JSON's exact integers.
@@ -90,7 +91,7 @@ impl Logged {
             Logged::Permission => PERMISSION,
             Logged::Question => QUESTION,
             Logged::Plan => PLAN,
-            Logged::Settled => "_lembas/permission/settled",
+            Logged::Settled => notice::SETTLED,
         }
     }
 

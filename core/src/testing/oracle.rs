@@ -26,7 +26,7 @@ use crate::device::{ConnId, ConnKind};
 use crate::jsonrpc::{self, FrameLimits, Message};
 use crate::wire::event::card::{PermissionParams, PlanParams, QuestionParams};
 use crate::wire::event::lembas::EventParams;
-use crate::wire::event::notice::{DeletedParams, SettledParams};
+use crate::wire::event::notice::{DeletedParams, SettledParams, DELETED, SETTLED};
 use crate::wire::event::update::UpdateParams;
 
 /// What was said on each connection of one device process.
@@ -172,8 +172,8 @@ fn reads_as_typed(method: &str, params: Option<&RawValue>) -> Result<(), String>
         "session/request_permission" => again::<PermissionParams>(params),
         "_lembas/question" => again::<QuestionParams>(params),
         "_lembas/plan" => again::<PlanParams>(params),
-        "_lembas/permission/settled" => again::<SettledParams>(params),
-        "_lembas/session/deleted" => again::<DeletedParams>(params),
+        SETTLED => again::<SettledParams>(params),
+        DELETED => again::<DeletedParams>(params),
         _ => return Ok(()),
     }?;
     let sent: Value = serde_json::from_str(params).map_err(|e| e.to_string())?;

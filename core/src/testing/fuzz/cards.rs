@@ -43,6 +43,8 @@ use crate::engine::{
 };
 use crate::jsonrpc::{code, Id, RpcError};
 use crate::time::Time;
+use crate::wire::event::card::{PERMISSION, PLAN, QUESTION};
+use crate::wire::event::notice::{CANCEL_REQUEST as CANCEL, SETTLED};
 
 /// At most this many operations are read from one input.
 const MAX_CARDS_OPS: usize = 512;
@@ -53,12 +55,6 @@ const SESSIONS: u8 = 2;
 const TURNS: u8 = 2;
 const CALLS: u8 = 3;
 const SLOTS: u8 = 3;
-
-const PERMISSION: &str = "session/request_permission";
-const QUESTION: &str = "_lembas/question";
-const PLAN: &str = "_lembas/plan";
-const SETTLED: &str = "_lembas/permission/settled";
-const CANCEL: &str = "$/cancel_request";
 
 #[derive(Arbitrary, Debug)]
 struct Setup {

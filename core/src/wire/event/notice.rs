@@ -4,6 +4,13 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The method that takes a card down: answered elsewhere or no longer waited for.
+pub const SETTLED: &str = "_lembas/permission/settled";
+/// ACP's method that withdraws a request (a card put to an editor).
+pub const CANCEL_REQUEST: &str = "$/cancel_request";
+/// The method that tells a session was deleted on the device.
+pub const DELETED: &str = "_lembas/session/deleted";
+
 /// `_lembas/permission/settled` params: the card with this `toolCallId` is answered elsewhere
 /// or no longer waited for.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
