@@ -61,6 +61,7 @@ pub(crate) mod sessions;
 mod shared;
 mod terminals;
 mod timers;
+mod turn_end;
 mod turn_start;
 pub(crate) mod turn_table;
 mod turns;

@@ -26,8 +26,9 @@ use arbitrary::{Arbitrary, Unstructured};
 
 use super::ledger::TurnState;
 use super::sessions::Session;
+use super::turn_end::Ended;
 use super::turn_start::{StartRules, StartTell};
-use super::turns::{Ended, Given, PromptRequests, Prompted};
+use super::turns::{Given, PromptRequests, Prompted};
 use super::undo::{FilesUndone, UndoStart};
 use super::ConnId;
 use crate::config::{Mode, SessionLimits};
