@@ -154,7 +154,7 @@ impl Session {
         };
         let (order, forgotten) = self.turns.admit(start, admission, waiter);
         let session = self.durable.id.as_str();
-        super::turns::queued_records(session, &turn_id, order, &forgotten, now)
+        super::turn_prompt::queued_records(session, &turn_id, order, &forgotten, now)
     }
 
     /// Keep what the compaction `turn_id` (`order` in the ledger, asked `via`) came to, at

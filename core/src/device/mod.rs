@@ -62,6 +62,7 @@ mod shared;
 mod terminals;
 mod timers;
 mod turn_end;
+mod turn_prompt;
 mod turn_start;
 pub(crate) mod turn_table;
 mod turns;
@@ -409,7 +410,7 @@ pub struct Device {
     /// Deletes made on the device not yet known to reach a client (deletes.rs).
     deletes: deletes::KeptDeletes,
     /// Attachment writes not yet answered: the session, the turn waiting for each and the
-    /// attachment's name, for a refusal (turns.rs).
+    /// attachment's name, for a refusal (turn_prompt.rs).
     writes: asked::Asked<(String, String, String)>,
     /// Mention reads not yet answered: what each was asked for (mentioning.rs).
     mention_reads: asked::Asked<mentioning::Pending>,

@@ -27,8 +27,8 @@ use arbitrary::{Arbitrary, Unstructured};
 use super::ledger::TurnState;
 use super::sessions::Session;
 use super::turn_end::Ended;
+use super::turn_prompt::{Given, PromptRequests, Prompted};
 use super::turn_start::{StartRules, StartTell};
-use super::turns::{Given, PromptRequests, Prompted};
 use super::undo::{FilesUndone, UndoStart};
 use super::ConnId;
 use crate::config::{Mode, SessionLimits};
@@ -263,7 +263,9 @@ impl World {
                         let asks = queued.asks(SESSION, &turn_id, numbers);
                         for ask in asks {
                             match ask {
-                                super::turns::PromptAsk::Persist(records) => self.apply(records),
+                                super::turn_prompt::PromptAsk::Persist(records) => {
+                                    self.apply(records)
+                                }
                                 _ => panic!("a text prompt or /undo asks only its records"),
                             }
                         }
