@@ -20,6 +20,7 @@ macro_rules! reach {
 
 mod asked;
 mod at_rest;
+mod broadcast;
 pub(crate) mod cards;
 pub(crate) mod chunk_params;
 mod chunks;

@@ -13,10 +13,11 @@
 
 use serde_json::{json, Value};
 
+use super::broadcast::hearers;
 use super::connection::{Connection, Phase};
 use super::history::{Purpose, Selected};
 use super::session_set::Listed;
-use super::sessions::{hearers, unknown_session, Session};
+use super::sessions::{unknown_session, Session};
 use super::{ConnId, ConnKind, Device};
 use crate::config::Mode;
 use crate::engine::ToolStatus;
