@@ -55,6 +55,7 @@ mod restore;
 mod review_check;
 mod rewind;
 mod session_acp;
+mod session_events;
 #[cfg(feature = "testing")]
 pub(crate) mod session_fuzz;
 mod session_set;
