@@ -21,6 +21,7 @@ macro_rules! reach {
 mod asked;
 mod at_rest;
 mod broadcast;
+mod card_shape;
 pub(crate) mod cards;
 pub(crate) mod chunk_params;
 mod chunks;
