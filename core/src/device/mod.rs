@@ -41,6 +41,7 @@ pub(crate) mod handlers;
 mod handshake;
 mod history;
 mod input;
+mod input_shape;
 mod ledger;
 mod limits;
 pub(crate) mod link;
