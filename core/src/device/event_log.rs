@@ -11,12 +11,11 @@
 //! age: its params share one byte buffer, at most twice the bound, so an event costs no
 //! allocation of its own; a text chunk's two events keep its quoted text once, their params
 //! written again from it by chunk_params.rs when a page or a block asks, byte for byte as
-//! sent) and written to the store (`Table::Events`) in one block when the
-//! session goes idle (its turn ended; in a commit after the one its answer waits for) and when
-//! it is set aside: never a write per chunk, and no frame waits for a block (an answer reads
-//! memory). A session read back, or a restarted
-//! device, reads the blocks again (a chunk's text kept once again, its params checked to be
-//! what its writer writes).
+//! sent) and written to the store (`Table::Events`) in one block when the session goes idle
+//! (its turn ended; in a commit after the one its answer waits for) and when it is set aside:
+//! never a write per chunk, and no frame waits for a block (an answer reads memory). A session
+//! read back, or a restarted device, reads the blocks again (a chunk's text kept once again,
+//! its params checked to be what its writer writes): event_block.rs is their form.
 //!
 //! Seqs are never reused, and nothing mid-turn waits for a write to make sure of it: a start
 //! of the device counts its session's seqs from its own base, [`SEQ_EPOCH_BITS`] bits above the
@@ -31,11 +30,9 @@ use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::ops::Range;
 
-use serde::Deserialize;
-use serde_json::value::RawValue;
-
 use super::chunk_params::{event_params, push_u64, update_params, ChunkEvent, LoggedChunk, Text};
 use super::coalesce::{MERGED_EVENTS, MERGED_UPDATES};
+use super::event_block::{as_chunk, write_chunk_json};
 use super::outbox::{Lane, Outbox};
 use super::sessions::Session;
 use super::Device;
@@ -94,13 +91,13 @@ impl Logged {
         }
     }
 
-    fn named(method: &str) -> Option<Logged> {
+    pub(super) fn named(method: &str) -> Option<Logged> {
         Logged::ALL.into_iter().find(|m| m.name() == method)
     }
 
     /// The writer of a text chunk's params sent with this method (none for a method that
     /// carries no chunks): what sent them, and what writes them again from their text.
-    fn chunk_writer(self) -> Option<ChunkWriter> {
+    pub(super) fn chunk_writer(self) -> Option<ChunkWriter> {
         match self {
             Logged::Update => Some(update_params),
             Logged::Event => Some(event_params),
@@ -110,7 +107,7 @@ impl Logged {
 
     /// The kinds of text chunk an event of this method may carry (an entry names its kind by
     /// its index here).
-    fn chunk_kinds(self) -> &'static [&'static str] {
+    pub(super) fn chunk_kinds(self) -> &'static [&'static str] {
         match self {
             Logged::Update => &MERGED_UPDATES,
             Logged::Event => &MERGED_EVENTS,
@@ -121,7 +118,7 @@ impl Logged {
 
 /// Writes a chunk's params (session, seq, kind, text) into a cleared buffer; where the quoted
 /// text lies in them.
-type ChunkWriter = fn(&mut String, &str, u64, &str, Text<'_>) -> Range<usize>;
+pub(super) type ChunkWriter = fn(&mut String, &str, u64, &str, Text<'_>) -> Range<usize>;
 
 /// One event as it was sent, owned: as the store's blocks hold it.
 #[derive(Clone, Debug, PartialEq)]
@@ -168,156 +165,8 @@ fn stored_len(e: &Entry) -> usize {
     }
 }
 
-/// A text chunk as a block stores it: `{"chunk":{"event":[seq,type],"text":..,"update":[seq,
-/// sessionUpdate]}}`, with the update, the event or both. Its params are written again from
-/// it when read: 100 sessions ending their turns at once wrote 25 MB of blocks, mostly the
-/// params' envelopes, and that writing cost the device more than streaming the chunks did.
-fn write_chunk_json(
-    out: &mut String,
-    quoted: &str,
-    update: Option<(u64, &str)>,
-    event: Option<(u64, &str)>,
-) {
-    let pair = |out: &mut String, (seq, kind): (u64, &str)| {
-        out.push('[');
-        push_u64(out, seq);
-        out.push_str(",\"");
-        out.push_str(kind);
-        out.push_str("\"]");
-    };
-    out.push_str(r#"{"chunk":{"#);
-    if let Some(event) = event {
-        out.push_str(r#""event":"#);
-        pair(out, event);
-        out.push(',');
-    }
-    out.push_str(r#""text":"#);
-    out.push_str(quoted);
-    if let Some(update) = update {
-        out.push_str(r#","update":"#);
-        pair(out, update);
-    }
-    out.push_str("}}");
-}
-
-/// `params` as a text chunk's writer writes them for `seq` of `session`: the index of its kind
-/// in [`Logged::chunk_kinds`] and where its quoted text lies, if writing that text again gives
-/// the same bytes (so keeping the text alone loses nothing).
-fn as_chunk(session: &str, seq: u64, method: Logged, params: &str) -> Option<(u8, Range<usize>)> {
-    let write = method.chunk_writer()?;
-    let mut written = String::new();
-    for (i, kind) in method.chunk_kinds().iter().enumerate() {
-        // Around an empty text: what comes before and after any chunk's of this kind.
-        let empty = write(&mut written, session, seq, kind, Text::Quoted(r#""""#));
-        let (before, after) = (empty.start, written.len() - empty.end);
-        if params.len() < before + after
-            || params.as_bytes()[..before] != written.as_bytes()[..before]
-            || params.as_bytes()[params.len() - after..] != written.as_bytes()[empty.end..]
-        {
-            continue;
-        }
-        let quoted = before..params.len() - after;
-        let text = params.get(quoted.clone())?;
-        write(&mut written, session, seq, kind, Text::Quoted(text));
-        if written == params {
-            return Some((u8::try_from(i).ok()?, quoted));
-        }
-    }
-    None
-}
-
 fn cost(method: &str, params: usize) -> usize {
     params + method.len() + ENTRY_OVERHEAD
-}
-
-/// An entry as the store holds it: an event with its params, or a text chunk's text with the
-/// update, the event or both that carried it ([`write_chunk_json`]).
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct StoredEvent<'a> {
-    #[serde(borrow, default)]
-    method: Option<&'a str>,
-    #[serde(borrow, default)]
-    params: Option<&'a RawValue>,
-    #[serde(default)]
-    seq: Option<u64>,
-    #[serde(borrow, default)]
-    chunk: Option<StoredChunk<'a>>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct StoredChunk<'a> {
-    #[serde(borrow)]
-    text: &'a RawValue,
-    #[serde(borrow, default)]
-    update: Option<(u64, &'a str)>,
-    #[serde(borrow, default)]
-    event: Option<(u64, &'a str)>,
-}
-
-/// A block of `session`'s log read back from the store: its events, or why not.
-pub(crate) fn read_block(value: &str, session: &str) -> Result<Vec<LoggedEvent>, String> {
-    let stored: Vec<StoredEvent<'_>> = serde_json::from_str(value).map_err(|e| e.to_string())?;
-    let mut events = Vec::with_capacity(stored.len());
-    for e in stored {
-        match e {
-            StoredEvent {
-                method: Some(method),
-                params: Some(params),
-                seq: Some(seq),
-                chunk: None,
-            } => {
-                let method = Logged::named(method)
-                    .ok_or_else(|| format!("`{method}` is not a method the log keeps"))?;
-                events.push(LoggedEvent {
-                    seq,
-                    method,
-                    params: params.get().to_string(),
-                });
-            }
-            StoredEvent {
-                method: None,
-                params: None,
-                seq: None,
-                chunk: Some(c),
-            } => read_chunk(c, session, &mut events)?,
-            _ => return Err("an entry is neither an event nor a chunk".into()),
-        }
-    }
-    Ok(events)
-}
-
-/// A stored chunk's events, their params written again as they were sent.
-fn read_chunk(c: StoredChunk<'_>, session: &str, out: &mut Vec<LoggedEvent>) -> Result<(), String> {
-    let quoted = c.text.get();
-    if !quoted.starts_with('"') {
-        return Err("a chunk's text is not a string".into());
-    }
-    let known = |kinds: &[&'static str], kind: &str| {
-        kinds
-            .iter()
-            .copied()
-            .find(|k| *k == kind)
-            .ok_or_else(|| format!("`{kind}` is not a chunk the log keeps"))
-    };
-    if c.update.is_none() && c.event.is_none() {
-        return Err("a chunk names neither its update nor its event".into());
-    }
-    for (half, method) in [(c.update, Logged::Update), (c.event, Logged::Event)] {
-        let (Some((seq, kind)), Some(write)) = (half, method.chunk_writer()) else {
-            continue;
-        };
-        let kind = known(method.chunk_kinds(), kind)?;
-        let mut params = String::new();
-        write(&mut params, session, seq, kind, Text::Quoted(quoted));
-        out.push(LoggedEvent {
-            seq,
-            method,
-            params,
-        });
-    }
-    Ok(())
 }
 
 /// One answer of `_lembas/session/events`.
@@ -1094,6 +943,7 @@ impl Device {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::device::event_block::read_block;
     use crate::device::ConnId;
     use serde_json::{json, Value};
 
@@ -1751,32 +1601,6 @@ mod tests {
             }
             assert!(answered > 0 && rest.answers(latest), "{log:?}");
         }
-    }
-
-    #[test]
-    fn a_block_that_is_not_the_logs_is_unreadable() {
-        assert!(read_block(
-            "[{\"method\":\"session/new\",\"params\":{},\"seq\":1}]",
-            "s"
-        )
-        .unwrap_err()
-        .contains("session/new"));
-        assert!(read_block("{}", "s").is_err());
-        let chunk = |c: &str| read_block(&format!("[{{\"chunk\":{c}}}]"), "s");
-        assert!(chunk(r#"{"text":"a","update":[1,"agent_message_chunk"]}"#).is_ok());
-        assert!(chunk(r#"{"text":"a","update":[1,"text"]}"#)
-            .unwrap_err()
-            .contains("`text` is not a chunk"));
-        assert!(chunk(r#"{"text":"a"}"#).unwrap_err().contains("neither"));
-        assert!(chunk(r#"{"text":1,"event":[1,"text"]}"#)
-            .unwrap_err()
-            .contains("not a string"));
-        assert!(read_block(
-            r#"[{"chunk":{"text":"a","event":[1,"text"]},"seq":1}]"#,
-            "s"
-        )
-        .unwrap_err()
-        .contains("neither an event nor a chunk"));
     }
 
     #[test]

@@ -7,7 +7,8 @@
 
 use serde_json::value::RawValue;
 
-use super::event_log::{read_block, AtRest, EventLog, LoggedEvent};
+use super::event_block::read_block;
+use super::event_log::{AtRest, EventLog, LoggedEvent};
 use super::{ConnId, Device, Effect};
 use crate::config::SessionLimits;
 use crate::jsonrpc::{self, code, Id, RpcError};

@@ -33,6 +33,7 @@ pub(crate) mod connection;
 mod deletes;
 mod directories;
 mod dispatch;
+pub(crate) mod event_block;
 pub(crate) mod event_log;
 mod events_read;
 mod files_search;

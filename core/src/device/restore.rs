@@ -10,7 +10,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{json, Map};
 
-use super::event_log::{read_block, LoggedEvent};
+use super::event_block::read_block;
+use super::event_log::LoggedEvent;
 use super::history::Recent;
 use super::ledger::TurnState;
 use super::sessions::Session;

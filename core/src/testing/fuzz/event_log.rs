@@ -30,7 +30,8 @@ use arbitrary::Arbitrary;
 
 use crate::config::SessionLimits;
 use crate::device::chunk_params::written;
-use crate::device::event_log::{read_block, seq_base, EventLog, Logged, Page, ENTRY_OVERHEAD};
+use crate::device::event_block::read_block;
+use crate::device::event_log::{seq_base, EventLog, Logged, Page, ENTRY_OVERHEAD};
 use crate::device::outbox::{Lane, Outbox};
 use crate::device::sessions::Session;
 use crate::device::{Effect, Output};
