@@ -61,6 +61,7 @@ mod session_acp;
 mod session_events;
 #[cfg(feature = "testing")]
 pub(crate) mod session_fuzz;
+mod session_new;
 mod session_set;
 pub(crate) mod sessions;
 mod shared;

@@ -6,7 +6,7 @@
 use super::asked::Asked;
 use super::directories::{Listing, PendingListing, PendingPlaces};
 use super::limits::Gate;
-use super::sessions::PendingNew;
+use super::session_new::PendingNew;
 use super::{ConnId, Device};
 
 /// What a `ResolvePath` request was made for.
