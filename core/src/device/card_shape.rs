@@ -33,17 +33,16 @@ pub(super) fn is_permission(card: &Card) -> bool {
     matches!(card.ask, Ask::Permission { .. })
 }
 
-/// An error answer: a denial, or a dismissal.
-pub(super) fn refusal(card: &Card) -> Decision {
+/// A card not agreed to: a denial, or a dismissal; `timed_out` when nobody answered in time
+/// (otherwise an error answer).
+pub(super) fn refusal(card: &Card, timed_out: bool) -> Decision {
     match card.ask {
         Ask::Permission { .. } => Decision::Permission(PermissionDecision::Deny {
             feedback: None,
-            timed_out: false,
+            timed_out,
         }),
-        Ask::Question { .. } => {
-            Decision::Question(QuestionDecision::Dismissed { timed_out: false })
-        }
-        Ask::Plan { .. } => Decision::Plan(PlanDecision::Dismissed { timed_out: false }),
+        Ask::Question { .. } => Decision::Question(QuestionDecision::Dismissed { timed_out }),
+        Ask::Plan { .. } => Decision::Plan(PlanDecision::Dismissed { timed_out }),
     }
 }
 

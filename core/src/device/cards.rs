@@ -19,9 +19,7 @@ use super::event_log::{notification_frame, Logged};
 use super::outbox::Outbox;
 use super::{ConnId, ConnKind, Device};
 use crate::config::Mode;
-use crate::engine::{
-    Ask, Card, Decision, EngineCommand, PermissionDecision, PlanDecision, QuestionDecision,
-};
+use crate::engine::{Ask, Card, Decision, EngineCommand, PlanDecision};
 use crate::jsonrpc::{self, code, Id, RpcError};
 use crate::time::Time;
 use crate::wire::event::notice::{CancelRequestParams, SettledParams, CANCEL_REQUEST, SETTLED};
@@ -232,7 +230,7 @@ impl Cards {
                     by: None,
                 });
             }
-            Err(_) => refusal(&open.card),
+            Err(_) => refusal(&open.card, false),
             Ok(value) => read_answer(&open.card, &value, open.capped.then_some(max_mode)),
         };
         Some(Decided {
@@ -291,19 +289,7 @@ impl Cards {
         self.open
             .iter()
             .filter(|(_, c)| c.deadline <= now)
-            .map(|(key, c)| {
-                let decision = match c.card.ask {
-                    Ask::Permission { .. } => Decision::Permission(PermissionDecision::Deny {
-                        feedback: None,
-                        timed_out: true,
-                    }),
-                    Ask::Question { .. } => {
-                        Decision::Question(QuestionDecision::Dismissed { timed_out: true })
-                    }
-                    Ask::Plan { .. } => Decision::Plan(PlanDecision::Dismissed { timed_out: true }),
-                };
-                (key.clone(), decision)
-            })
+            .map(|(key, c)| (key.clone(), refusal(&c.card, true)))
             .collect()
     }
 
@@ -427,6 +413,7 @@ mod tests {
     use super::*;
     use crate::device::card_shape::tests::{permission, question};
     use crate::device::Output;
+    use crate::engine::PermissionDecision;
     use crate::wire::event::card::{PERMISSION, QUESTION};
     use serde_json::json;
 
@@ -610,6 +597,26 @@ mod tests {
         assert!(
             matches!(expired.as_slice(), [(k, Decision::Permission(PermissionDecision::Deny { feedback: None, timed_out: true }))] if *k == key),
             "{expired:?}"
+        );
+    }
+
+    #[test]
+    fn an_error_answer_denies_the_card_and_says_nobody_ran_out_of_time() {
+        let (mut cards, key, _, _) = asked_twice(Time(1_000));
+        let error = RpcError::invalid_params("no");
+        let decided = cards.answered(ConnId(2), &key, Err(error), Mode::Manual);
+        assert!(
+            matches!(
+                decided,
+                Some(Decided {
+                    decision: Decision::Permission(PermissionDecision::Deny {
+                        feedback: None,
+                        timed_out: false
+                    }),
+                    by: Some(ConnId(2))
+                })
+            ),
+            "{decided:?}"
         );
     }
 
