@@ -281,6 +281,7 @@ impl Driver {
         let out = self.outbox(out_tx, &out_rx, ConnKind::Stdio);
         let gauge = out.gauge.clone();
         let gauge_out = gauge.clone();
+        let returns = out.returns();
         self.conns.insert(
             conn,
             Conn {
@@ -300,6 +301,7 @@ impl Driver {
             conn,
             out_rx,
             gauge_out,
+            returns,
             self.tx.clone(),
         ));
     }
@@ -457,6 +459,7 @@ impl Driver {
         let out = self.outbox(out_tx, &out_rx, ConnKind::Hub);
         let gauge = out.gauge.clone();
         let gauge_out = gauge.clone();
+        let returns = out.returns();
         self.conns.insert(
             conn,
             Conn {
@@ -482,7 +485,9 @@ impl Driver {
         self.writers.retain(|t| !t.is_finished());
         self.writers.push(smol::spawn(async move {
             let mut stream = stream;
-            if let Err(e) = crate::lines::write_lines(&mut stream, out_rx, &gauge_out).await {
+            if let Err(e) =
+                crate::lines::write_lines(&mut stream, out_rx, &gauge_out, &returns).await
+            {
                 log::debug!("a hub connection could not be written: {e}");
             }
             // Its reader sees the end too, and stops.

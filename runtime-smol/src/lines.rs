@@ -9,7 +9,7 @@ use smol::channel::{Receiver, Sender};
 use std::sync::Arc;
 
 use crate::channels::{Input, Outgoing};
-use crate::outbox::Gauge;
+use crate::outbox::{Gauge, Returns};
 
 /// How a reader is bounded: the longest line and the key that sets it (named in the refusal).
 #[derive(Clone, Copy, Debug)]
@@ -142,13 +142,16 @@ impl Reading<'_> {
 /// written at once (one write for a burst of streamed chunks, whichever sessions they come
 /// from, not one a line), then flushed when the queue runs dry. While `gauge` (the
 /// connection's) is past its pause mark, a text chunk is merged into its session's latest
-/// chunk frame of its stream in the burst ([`Burst`]): the reader is behind, and the frames' envelopes are
-/// most of what it has to read. The frames' gauge tokens are held until their write. Ends
-/// when the queue is closed (everything before the close written) or a write fails.
+/// chunk frame of its stream in the burst ([`Burst`]): the reader is behind, and the frames'
+/// envelopes are most of what it has to read. The frames' gauge tokens are held until their
+/// write; the frames themselves then go back through `returns`, to be freed by the thread
+/// that made them. Ends when the queue is closed (everything before the close written) or a
+/// write fails.
 pub async fn write_lines<W: AsyncWrite + Unpin>(
     output: &mut W,
     rx: Receiver<Outgoing>,
     gauge: &Gauge,
+    returns: &Returns,
 ) -> std::io::Result<()> {
     let mut buf: Vec<u8> = Vec::with_capacity(64 * 1024);
     let mut held = Vec::new();
@@ -180,12 +183,14 @@ pub async fn write_lines<W: AsyncWrite + Unpin>(
             }
             next = rx.try_recv().ok();
         }
-        for frame in burst.drain() {
-            buf.extend_from_slice(&frame);
+        let written: Vec<Vec<u8>> = burst.drain().collect();
+        for frame in &written {
+            buf.extend_from_slice(frame);
             buf.push(b'\n');
         }
         output.write_all(&buf).await?;
         buf.clear();
+        returns.give(written);
         behind = gauge.paused();
         held.clear();
         if rx.is_empty() {
@@ -217,6 +222,10 @@ mod tests {
     /// The lines `write_lines` writes for `frames` queued at once, with the queue's pause mark
     /// at `pause_at` bytes.
     fn written(frames: &[Vec<u8>], pause_at: usize) -> Vec<Value> {
+        written_with(frames, pause_at, &crate::outbox::returns_nowhere())
+    }
+
+    fn written_with(frames: &[Vec<u8>], pause_at: usize, returns: &Returns) -> Vec<Value> {
         let (tx, rx) = smol::channel::unbounded();
         let gauge = Gauge::new(pause_at);
         for f in frames {
@@ -225,12 +234,24 @@ mod tests {
         }
         tx.close();
         let mut out = Vec::new();
-        smol::block_on(write_lines(&mut out, rx, &gauge)).unwrap();
+        smol::block_on(write_lines(&mut out, rx, &gauge, returns)).unwrap();
         assert_eq!(gauge.queued(), 0, "every token released once written");
         out.split(|b| *b == b'\n')
             .filter(|l| !l.is_empty())
             .map(|l| serde_json::from_slice(l).unwrap())
             .collect()
+    }
+
+    /// What was written goes back to the queue's owner to be freed there, in the order written
+    /// (merged frames as merged), one batch a write.
+    #[test]
+    fn the_frames_written_go_back_to_the_driver() {
+        let (tx, rx) = smol::channel::unbounded();
+        let out = crate::outbox::Outbox::new(tx, rx, 1 << 20, None);
+        let frames = [chunk(1, "a"), chunk(2, "b"), b"{}".to_vec()];
+        let lines = written_with(&frames, 1 << 20, &out.returns());
+        assert_eq!(lines.len(), 3);
+        assert_eq!(out.written_back(), [frames.to_vec()]);
     }
 
     #[test]

@@ -23,7 +23,7 @@ use smol::channel::{Receiver, Sender};
 
 use crate::channels::{Input, Outgoing};
 use crate::lines::{write_lines, Ended, Reading};
-use crate::outbox::Gauge;
+use crate::outbox::{Gauge, Returns};
 
 /// stdin's bytes, read on a thread of their own and handed over a small bounded channel in the
 /// order read: whoever holds the receiver gets every byte, none twice (the driver's reader,
@@ -184,12 +184,15 @@ pub fn write_stdout(
     conn: ConnId,
     rx: Receiver<Outgoing>,
     gauge: Arc<Gauge>,
+    returns: Returns,
     tx: Sender<Input>,
 ) -> smol::Task<()> {
     blocking::unblock(move || {
         // Blocking is this thread's whole job: nothing else waits on it.
         let mut stdout = futures_lite::io::AssertAsync::new(std::io::stdout().lock());
-        if let Err(e) = futures_lite::future::block_on(write_lines(&mut stdout, rx, &gauge)) {
+        if let Err(e) =
+            futures_lite::future::block_on(write_lines(&mut stdout, rx, &gauge, &returns))
+        {
             let error = e.to_string();
             let _ = tx.send_blocking(Input::OutputLost { conn, error });
         }
