@@ -47,6 +47,7 @@ mod ledger;
 mod limits;
 pub(crate) mod link;
 mod live;
+mod log_seal;
 mod mentioning;
 mod models;
 pub(crate) mod outbox;
