@@ -396,15 +396,12 @@ impl EventLog {
         (seq, std::mem::replace(&mut self.sealed, false))
     }
 
-    /// The log sealed: what the store lacks of it, whether it was sealed already, and how
-    /// far back it reaches (written beside its next seq, log_seal.rs).
-    pub fn seal(&mut self) -> (Vec<Record>, bool, u64) {
+    /// The log sealed: what the store lacks of it, and how far back it reaches (written beside
+    /// its next seq, log_seal.rs).
+    pub fn seal(&mut self) -> (Vec<Record>, u64) {
         let records = self.flush();
-        (
-            records,
-            std::mem::replace(&mut self.sealed, true),
-            self.floor,
-        )
+        self.sealed = true;
+        (records, self.floor)
     }
 
     /// The params' bytes of the entries the store lacks.

@@ -57,10 +57,12 @@ impl Session {
     /// The records that bring the store up to this session's log and seal it with its exact
     /// next seq, so read back (or after a restart) it reaches as far.
     pub(crate) fn seal_records(&mut self) -> Vec<Record> {
-        let (mut records, was_sealed, floor) = self.events.seal();
+        let (mut records, floor) = self.events.seal();
         let next = self.events.next_seq();
         let floor = Some(floor);
-        if !was_sealed || self.durable.seq_next != next || self.durable.events_floor != floor {
+        // An unsealed log's record says `seq_next: 0` (take_seq), never a next seq: the record
+        // alone tells whether it must be written.
+        if self.durable.seq_next != next || self.durable.events_floor != floor {
             self.durable.seq_next = next;
             self.durable.events_floor = floor;
             records.push(self.record());
