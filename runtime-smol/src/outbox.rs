@@ -216,15 +216,9 @@ impl Outbox {
             return;
         }
         // About as many next time: the next step's frames are gathered without growing.
-        let mut next = Vec::with_capacity(self.gathered.len());
-        // Frames written since the last hand-over are freed here, on the thread that made
-        // them; a returned batch's own vector carries the next one.
-        while let Ok(mut written) = self.written.try_recv() {
-            written.clear();
-            if written.capacity() >= next.capacity() {
-                next = written;
-            }
-        }
+        let next = Vec::with_capacity(self.gathered.len());
+        // Frames written since the last hand-over are freed here, on the thread that made them.
+        while self.written.try_recv().is_ok() {}
         let frames = std::mem::replace(&mut self.gathered, next);
         let sent = std::mem::replace(&mut self.gathered_sent, self.gauge.hold(0));
         // A closed queue: the writer ended, and the connection's close is on its way.
