@@ -29,9 +29,10 @@
 
 use std::borrow::Cow;
 use std::collections::VecDeque;
+use std::num::NonZeroU32;
 use std::ops::Range;
 
-use super::chunk_params::{event_params, push_u64, update_params, ChunkEvent, LoggedChunk, Text};
+use super::chunk_params::{event_params, push_u64, update_params, LoggedChunk, Text};
 use super::coalesce::{MERGED_EVENTS, MERGED_UPDATES};
 use super::event_block::{as_chunk, write_chunk_json};
 use crate::config::SessionLimits;
@@ -148,12 +149,11 @@ impl EventView<'_> {
     }
 }
 
-/// About what an entry takes in a stored block (a chunk's text is counted half by each of its
-/// two entries), so a block's buffer is sized once.
+/// About what an entry takes in a stored block, so a block's buffer is sized once.
 fn stored_len(e: &Entry) -> usize {
     let len = e.len as usize;
     match e.chunk {
-        Some(_) => len / 2 + 48,
+        Some(_) => len + 48 * e.events(),
         None => len + e.method.name().len() + 40,
     }
 }
@@ -195,10 +195,12 @@ impl Page<'_> {
 
 /// An entry: its seq and method, and where its bytes lie in the log's: its params, or a text
 /// chunk's quoted text alone (`chunk`: its `sessionUpdate` or event `type`, by its index in
-/// [`Logged::chunk_kinds`]), which its two entries share. 100 sessions streaming at once kept
-/// 100 logs of both params whole, and their chunks cost half as much again as one session's
-/// in cache misses; then the entries, at 64 bytes, took more of a log than the text did, so
-/// they are 32 (lengths within u32: a longer event is never kept, see [`EventLog::append`]).
+/// [`Logged::chunk_kinds`]). A text chunk's update and its event (the next seq) are one entry
+/// (`paired`), as they share its text. 100 sessions streaming at once kept 100 logs of both
+/// params whole, and their chunks cost half as much again as one session's in cache misses;
+/// then the entries, at 64 bytes, took more of a log than the text did, so they are 32
+/// (lengths within u32: a longer event is never kept, see [`EventLog::append`]); then, at two
+/// a chunk, they still wrote as much a chunk as its text did, so a chunk is one.
 #[derive(Debug)]
 struct Entry {
     seq: u64,
@@ -209,12 +211,63 @@ struct Entry {
     params_len: u32,
     method: Logged,
     chunk: Option<u8>,
+    /// The chunk's event, sent with the next seq: its params' length as sent (never 0: they
+    /// are an object) and its `type` (by its index in [`Logged::Event`]'s kinds). Two fields,
+    /// not an `Option` of both, to stay within 32 bytes.
+    paired: Option<NonZeroU32>,
+    paired_kind: u8,
 }
 
-impl Entry {
+/// One event of an entry (a paired entry holds two).
+#[derive(Clone, Copy)]
+struct Held {
+    seq: u64,
+    method: Logged,
+    chunk: Option<u8>,
+    params_len: u32,
+}
+
+impl Held {
     fn chunk(&self) -> Option<&'static str> {
         self.chunk
             .map(|k| self.method.chunk_kinds()[usize::from(k)])
+    }
+
+    fn cost(&self) -> usize {
+        cost(self.method.name(), self.params_len as usize)
+    }
+}
+
+impl Entry {
+    /// Its events, in the order sent.
+    fn held(&self) -> impl DoubleEndedIterator<Item = Held> + '_ {
+        let first = Held {
+            seq: self.seq,
+            method: self.method,
+            chunk: self.chunk,
+            params_len: self.params_len,
+        };
+        let second = self.paired.map(|params_len| Held {
+            seq: self.seq + 1,
+            method: Logged::Event,
+            chunk: Some(self.paired_kind),
+            params_len: params_len.get(),
+        });
+        std::iter::once(first).chain(second)
+    }
+
+    fn events(&self) -> usize {
+        1 + usize::from(self.paired.is_some())
+    }
+
+    /// The seq of its last event.
+    fn last_seq(&self) -> u64 {
+        self.seq + u64::from(self.paired.is_some())
+    }
+
+    /// What its events cost the bounds.
+    fn cost(&self) -> usize {
+        self.held().map(|h| h.cost()).sum()
     }
 }
 
@@ -262,6 +315,8 @@ impl ParamBytes {
 #[derive(Debug)]
 pub(crate) struct EventLog {
     entries: VecDeque<Entry>,
+    /// The events `entries` hold (a paired entry holds two): what the count bound counts.
+    events: usize,
     params: ParamBytes,
     /// What `entries` cost (their params, methods and [`ENTRY_OVERHEAD`] each).
     bytes: usize,
@@ -287,6 +342,7 @@ impl Default for EventLog {
     fn default() -> Self {
         EventLog {
             entries: VecDeque::new(),
+            events: 0,
             params: ParamBytes::default(),
             bytes: 0,
             next_seq: 1,
@@ -330,12 +386,12 @@ impl EventLog {
             log.blocks.push_back((first, last));
             for e in events {
                 // Only ever increasing: a block that overlaps an earlier one adds nothing twice.
-                if log.entries.back().is_none_or(|b| e.seq > b.seq) {
+                if log.entries.back().is_none_or(|b| e.seq > b.last_seq()) {
                     log.append_read(e.seq, e.method, &e.params);
                 }
             }
         }
-        let logged = log.entries.back().map_or(0, |e| e.seq);
+        let logged = log.entries.back().map_or(0, Entry::last_seq);
         log.next_seq = seq_next.max(logged + 1).max(base);
         log.sealed = seq_next != 0;
         // Sealed, it reaches back to where the record says (never past its first event): the
@@ -373,7 +429,7 @@ impl EventLog {
             ..EventLog::default()
         };
         for e in blocks.into_iter().flat_map(|(_, events)| events) {
-            let newer = log.entries.back().is_none_or(|b| e.seq > b.seq);
+            let newer = log.entries.back().is_none_or(|b| e.seq > b.last_seq());
             if newer && e.seq <= at_rest.latest {
                 log.append_read(e.seq, e.method, &e.params);
             }
@@ -436,6 +492,8 @@ impl EventLog {
             params_len: len,
             method,
             chunk: None,
+            paired: None,
+            paired_kind: 0,
         });
         true
     }
@@ -453,17 +511,24 @@ impl EventLog {
         else {
             return self.append(seq, method, params);
         };
-        // The update just kept carried the same text: this is its event, sharing it as sent.
+        // The update just kept carried the same text: this is its event, one entry with it.
         let pair = |b: &Entry| {
             method == Logged::Event
                 && b.method == Logged::Update
                 && b.chunk.is_some()
+                && b.paired.is_none()
+                && b.seq + 1 == seq
                 && self.params.get(b.at, b.len) == text
         };
-        let at = match self.entries.back().filter(|b| pair(b)) {
-            Some(update) => update.at,
-            None => self.params.push(text),
-        };
+        let paired = NonZeroU32::new(params_len);
+        if paired.is_some() && self.entries.back().is_some_and(pair) {
+            let update = self.entries.back_mut().expect("the entry just looked at");
+            (update.paired, update.paired_kind) = (paired, kind);
+            self.bytes += cost(method.name(), params_len as usize);
+            self.events += 1;
+            return true;
+        }
+        let at = self.params.push(text);
         self.keep(Entry {
             seq,
             at,
@@ -471,13 +536,16 @@ impl EventLog {
             params_len,
             method,
             chunk: Some(kind),
+            paired: None,
+            paired_kind: 0,
         });
         true
     }
 
     /// Keep `entry`, its bytes already in the buffer; the bounds count its params as sent.
     fn keep(&mut self, entry: Entry) {
-        self.bytes += cost(entry.method.name(), entry.params_len as usize);
+        self.bytes += entry.cost();
+        self.events += entry.events();
         self.entries.push_back(entry);
     }
 
@@ -492,53 +560,67 @@ impl EventLog {
         was_clean && self.unflushed > 0
     }
 
-    fn view(&self, e: &Entry) -> EventView<'_> {
+    /// One of `e`'s events (`h`), as sent.
+    fn view(&self, e: &Entry, h: Held) -> EventView<'_> {
         let kept = self.params.get(e.at, e.len);
-        let params = match e.chunk().zip(e.method.chunk_writer()) {
+        let params = match h.chunk().zip(h.method.chunk_writer()) {
             None => Cow::Borrowed(kept),
             Some((kind, write)) => {
-                let mut params = String::with_capacity(e.params_len as usize);
-                write(&mut params, &self.session, e.seq, kind, Text::Quoted(kept));
+                let mut params = String::with_capacity(h.params_len as usize);
+                write(&mut params, &self.session, h.seq, kind, Text::Quoted(kept));
                 Cow::Owned(params)
             }
         };
         EventView {
-            seq: e.seq,
-            method: e.method.name(),
+            seq: h.seq,
+            method: h.method.name(),
             params,
         }
     }
 
-    /// Keep a text chunk's two events as [`EventLog::push`] keeps each, their text once.
+    /// Every event of the entries from the `start`th on, oldest first.
+    fn views_from(&self, start: usize) -> impl Iterator<Item = EventView<'_>> + '_ {
+        self.entries
+            .range(start..)
+            .flat_map(move |e| e.held().map(move |h| self.view(e, h)))
+    }
+
+    /// Keep a text chunk's two events as [`EventLog::push`] keeps each, in one entry with
+    /// their text once.
     pub fn push_chunk(&mut self, chunk: LoggedChunk<'_>, limits: &SessionLimits) -> bool {
         debug_assert_eq!(self.session, chunk.session, "a log is one session's");
-        let entry = |method: Logged, e: ChunkEvent<'_>, at: u64| {
-            let kind = method.chunk_kinds().iter().position(|k| *k == e.kind)?;
+        let kind = |method: Logged, kind: &str| {
+            let i = method.chunk_kinds().iter().position(|k| *k == kind)?;
+            u8::try_from(i).ok()
+        };
+        let entry = || {
             Some(Entry {
-                seq: e.seq,
-                at,
+                seq: chunk.update.seq,
+                at: 0,
                 len: u32::try_from(chunk.quoted.len()).ok()?,
-                params_len: u32::try_from(e.params.len()).ok()?,
-                method,
-                chunk: Some(u8::try_from(kind).ok()?),
+                params_len: u32::try_from(chunk.update.params.len()).ok()?,
+                method: Logged::Update,
+                chunk: Some(kind(Logged::Update, chunk.update.kind)?),
+                paired: Some(NonZeroU32::new(
+                    u32::try_from(chunk.event.params.len()).ok()?,
+                )?),
+                paired_kind: kind(Logged::Event, chunk.event.kind)?,
             })
         };
-        let at = self.params.end();
-        let events = chunk.events();
-        let [Some(update), Some(event)] = events.map(|(method, e)| entry(method, e, at)) else {
-            // Not a chunk an entry can name (a kind no table has, or over 4 GiB): kept as two
-            // plain events.
+        let consecutive = chunk.event.seq == chunk.update.seq + 1;
+        let Some(mut entry) = entry().filter(|_| consecutive) else {
+            // Not a chunk an entry can name (a kind no table has, over 4 GiB, or seqs apart):
+            // kept as two plain events.
             let mut unflushed = false;
-            for (method, e) in events {
+            for (method, e) in chunk.events() {
                 unflushed |= self.push(e.seq, method, e.params, limits);
             }
             return unflushed;
         };
-        self.params.push(chunk.quoted);
-        self.keep(update);
-        self.keep(event);
+        entry.at = self.params.push(chunk.quoted);
+        self.keep(entry);
         let bytes = chunk.update.params.len() + chunk.event.params.len();
-        self.sent(2, bytes, limits)
+        self.sent(1, bytes, limits)
     }
 
     /// Keep an event sent with `seq` (its params as sent); the oldest give way to stay within
@@ -558,27 +640,45 @@ impl EventLog {
         self.floor = self.floor.max(seq);
     }
 
-    /// The oldest entry gives way (and the text it shares with nothing left); whether there
-    /// was one.
+    /// The oldest event gives way (and its text, once no event has it); whether there was one.
     fn evict_oldest(&mut self) -> bool {
-        let Some(old) = self.entries.pop_front() else {
+        // The oldest entry is one the store lacks.
+        let unwritten = self.unflushed == self.entries.len();
+        let Some(front) = self.entries.front_mut() else {
             return false;
         };
-        self.bytes -= cost(old.method.name(), old.params_len as usize);
-        self.floor = self.floor.max(old.seq);
-        // An entry never written leaves before the store has it.
-        if self.unflushed > self.entries.len() {
-            self.unflushed -= 1;
-            self.unflushed_bytes = self.unflushed_bytes.saturating_sub(old.params_len as usize);
+        let gone = front.held().next().expect("an entry holds an event");
+        self.bytes -= gone.cost();
+        self.events -= 1;
+        self.floor = self.floor.max(gone.seq);
+        if unwritten {
+            self.unflushed_bytes = self
+                .unflushed_bytes
+                .saturating_sub(gone.params_len as usize);
         }
-        // A chunk's two entries share its text: it goes once the second has.
+        if let Some(params_len) = front.paired.take() {
+            // A chunk's update goes before its event: the entry keeps the event, and the text.
+            *front = Entry {
+                seq: gone.seq + 1,
+                method: Logged::Event,
+                chunk: Some(front.paired_kind),
+                params_len: params_len.get(),
+                ..*front
+            };
+            return true;
+        }
+        self.entries.pop_front();
+        // An entry never written leaves before the store has it.
+        if unwritten {
+            self.unflushed -= 1;
+        }
         let live = self.entries.front().map_or(self.params.end(), |e| e.at);
         self.params.give_up_to(live);
         true
     }
 
     fn trim(&mut self, limits: &SessionLimits) {
-        while (self.entries.len() > limits.event_log_events || self.bytes > limits.event_log_bytes)
+        while (self.events > limits.event_log_events || self.bytes > limits.event_log_bytes)
             && self.evict_oldest()
         {}
     }
@@ -601,29 +701,26 @@ impl EventLog {
         if self.unflushed > 0 {
             let start = self.entries.len() - self.unflushed;
             let first = self.entries[start].seq;
-            let last = self.entries.back().map_or(first, |e| e.seq);
+            let last = self.entries.back().map_or(first, Entry::last_seq);
             let unflushed = self.entries.range(start..);
             let mut value =
                 String::with_capacity(unflushed.clone().map(stored_len).sum::<usize>() + 2);
             value.push('[');
-            let mut unflushed = unflushed.peekable();
-            while let Some(e) = unflushed.next() {
+            for e in unflushed {
                 if value.len() > 1 {
                     value.push(',');
                 }
-                let Some(kind) = e.chunk() else {
-                    self.view(e).write_json(&mut value);
+                let mut held = e.held();
+                let first = held.next().expect("an entry holds an event");
+                let Some(kind) = first.chunk() else {
+                    self.view(e, first).write_json(&mut value);
                     continue;
                 };
-                // A chunk's update and its event share one element, as they share its text.
-                let (update, event) = if e.method == Logged::Update {
-                    let event = unflushed.next_if(|n| n.at == e.at && n.chunk.is_some());
-                    (
-                        Some((e.seq, kind)),
-                        event.and_then(|n| Some((n.seq, n.chunk()?))),
-                    )
-                } else {
-                    (None, Some((e.seq, kind)))
+                // A chunk's update and its event are one element, as they are one entry.
+                let seq_kind = |h: Held| Some((h.seq, h.chunk()?));
+                let (update, event) = match first.method {
+                    Logged::Update => (Some((first.seq, kind)), held.next().and_then(seq_kind)),
+                    _ => (None, Some((first.seq, kind))),
                 };
                 write_chunk_json(&mut value, self.params.get(e.at, e.len), update, event);
             }
@@ -683,11 +780,12 @@ impl EventLog {
                 truncated: true,
             };
         }
-        let start = self.entries.partition_point(|e| e.seq <= since);
+        let start = self.entries.partition_point(|e| e.last_seq() <= since);
         let mut bytes = 0;
         let mut events: Vec<EventView<'_>> = Vec::new();
         let mut cut = false;
-        for e in self.entries.range(start..).map(|e| self.view(e)) {
+        // The first entry may hold `since` itself (a chunk's update, before its event).
+        for e in self.views_from(start).filter(|e| e.seq > since) {
             if !heard(&e) {
                 continue;
             }
@@ -701,10 +799,14 @@ impl EventLog {
         }
         // Not cut short: every event up to the log's last was looked at (the skipped ones
         // too), so the next page begins after it.
-        let scanned = self.entries.back().filter(|e| e.seq > since);
+        let scanned = self
+            .entries
+            .back()
+            .map(Entry::last_seq)
+            .filter(|&s| s > since);
         let next = match (cut, events.last(), scanned) {
             (true, Some(e), _) => e.seq,
-            (_, _, Some(last)) => last.seq,
+            (_, _, Some(last)) => last,
             (_, Some(e), None) => e.seq,
             (_, None, None) => latest,
         };
@@ -721,11 +823,9 @@ impl EventLog {
         if seq <= self.floor {
             return None;
         }
-        let i = self.entries.partition_point(|e| e.seq < seq);
-        self.entries
-            .get(i)
-            .filter(|e| e.seq == seq)
-            .map(|e| self.view(e))
+        let i = self.entries.partition_point(|e| e.last_seq() < seq);
+        let e = self.entries.get(i)?;
+        e.held().find(|h| h.seq == seq).map(|h| self.view(e, h))
     }
 
     /// The newest event `which` keeps among those the log vouches for.
@@ -733,15 +833,16 @@ impl EventLog {
         self.entries
             .iter()
             .rev()
-            .take_while(|e| e.seq > self.floor)
-            .map(|e| self.view(e))
+            .flat_map(|e| e.held().rev().map(move |h| (e, h)))
+            .take_while(|(_, h)| h.seq > self.floor)
+            .map(|(e, h)| self.view(e, h))
             .find(|e| which(e))
     }
 
     /// What a page of this log says without its events, kept for the session while it is
     /// set aside (its log then changes no more).
     pub fn at_rest(&self) -> AtRest {
-        let last_logged = self.entries.back().map_or(0, |e| e.seq);
+        let last_logged = self.entries.back().map_or(0, Entry::last_seq);
         AtRest {
             quiet_from: self.floor.max(last_logged),
             latest: self.next_seq - 1,
@@ -751,7 +852,7 @@ impl EventLog {
 
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.entries.len()
+        self.events
     }
 }
 
@@ -1005,6 +1106,11 @@ pub(crate) mod tests {
                 .map(|e| cost(e.method.name(), e.params.len()))
                 .sum();
             assert_eq!(log.bytes, cost);
+            // One entry a chunk: the last 3 chunks' (the oldest holding its event alone once
+            // 3 are sent), nothing of them written yet.
+            assert_eq!(log.entries.len(), (i + 1).min(3), "after chunk {i}");
+            let params: usize = kept.iter().map(|e| e.params.len()).sum();
+            assert_eq!(log.unflushed_bytes, params, "after chunk {i}");
             let texts: usize = quoted.iter().rev().take(3).sum();
             assert!(
                 log.params.buf.len() <= 2 * texts,
@@ -1015,8 +1121,63 @@ pub(crate) mod tests {
         }
     }
 
-    /// 100 sessions streaming at once keep 100 logs of entries, two a chunk: at 64 bytes they
-    /// took more of a log than the chunks' text did.
+    /// A chunk's update and its event are one entry; a client that saw the update and not
+    /// the event (its link was cut between the two) is sent the event first, and each is
+    /// found by its own seq.
+    #[test]
+    fn a_page_or_a_lookup_may_begin_between_a_chunks_update_and_its_event() {
+        let l = limits(100, 1 << 20);
+        let mut log = EventLog::new("ses_c", 1);
+        let sent: Vec<LoggedEvent> = (0..3)
+            .flat_map(|i| push_chunk(&mut log, &format!("chunk {i}"), &l))
+            .collect();
+        assert_eq!((log.entries.len(), log.len()), (3, 6));
+        let as_sent = |e: &EventView<'_>| LoggedEvent {
+            seq: e.seq,
+            method: Logged::named(e.method).expect("a method the log keeps"),
+            params: e.params.to_string(),
+        };
+        for (i, after) in sent.iter().enumerate() {
+            let page = log.page(after.seq, 100, usize::MAX);
+            let paged: Vec<LoggedEvent> = page.events.iter().map(as_sent).collect();
+            assert_eq!(paged, sent[i + 1..], "after seq {}", after.seq);
+            assert_eq!(page.next, sent[5].seq);
+            // The page cut after one event, mid-chunk or not, goes on from there.
+            let one = log.page(after.seq.saturating_sub(1), 1, usize::MAX);
+            assert_eq!(
+                one.events.iter().map(as_sent).collect::<Vec<_>>(),
+                std::slice::from_ref(after)
+            );
+            assert_eq!(one.next, after.seq);
+            let found = log.vouched(after.seq).map(|e| as_sent(&e));
+            assert_eq!(found.as_ref(), Some(after));
+        }
+        // Newest first: the last chunk's event comes before its update.
+        let newest = log.last_vouched(|_| true).map(|e| as_sent(&e));
+        assert_eq!(newest.as_ref(), Some(&sent[5]));
+        let update = log.last_vouched(|e| e.method == Logged::Update.name());
+        assert_eq!(update.map(|e| as_sent(&e)).as_ref(), Some(&sent[4]));
+        // The log given up to a chunk's update alone keeps its event, found as before.
+        log.trim(&limits(5, 1 << 20));
+        assert_eq!(
+            (log.entries.len(), log.len(), log.floor),
+            (3, 5, sent[0].seq)
+        );
+        assert_eq!(log.vouched(sent[0].seq), None);
+        assert_eq!(
+            log.vouched(sent[1].seq).map(|e| as_sent(&e)).as_ref(),
+            Some(&sent[1])
+        );
+        let page = log.page(0, 100, usize::MAX);
+        assert!(page.truncated);
+        assert_eq!(
+            page.events.iter().map(as_sent).collect::<Vec<_>>(),
+            sent[1..]
+        );
+    }
+
+    /// 100 sessions streaming at once keep 100 logs of entries: at 64 bytes, two a chunk, they
+    /// took more of a log than the chunks' text did; now 32, one a chunk.
     #[test]
     fn an_entry_is_32_bytes_and_what_no_entry_can_name_is_kept_whole_or_given_up() {
         assert_eq!(std::mem::size_of::<Entry>(), 32);
@@ -1161,7 +1322,10 @@ pub(crate) mod tests {
                 .map(|e| (e.seq, e.method, e.params.to_string()))
                 .collect()
         };
-        let chunks = |log: &EventLog| log.entries.iter().filter(|e| e.chunk.is_some()).count();
+        let chunks = |log: &EventLog| -> usize {
+            let chunk_entries = log.entries.iter().filter(|e| e.chunk.is_some());
+            chunk_entries.map(Entry::events).sum()
+        };
         for (form, read) in [("chunk form", read), ("old form", old)] {
             let first = read[0].seq;
             let back = EventLog::read_back("ses_c", vec![(first, read)], log.at_rest(), &l);
@@ -1169,6 +1333,11 @@ pub(crate) mod tests {
             assert_eq!(back.bytes, log.bytes, "{form}: the bounds count the same");
             assert_eq!(chunks(&back), chunks(&log), "{form}");
             assert_eq!(chunks(&back), 11, "{form}: 5 chunks and a half");
+            assert_eq!(
+                back.entries.len(),
+                log.entries.len(),
+                "{form}: one entry a chunk"
+            );
             let live = |log: &EventLog| log.params.end() - log.params.live;
             assert_eq!(live(&back), live(&log), "{form}: each text once");
         }
