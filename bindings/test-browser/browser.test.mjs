@@ -252,7 +252,10 @@ test("a wasm device in Chromium runs the model engine against an instance of ano
     assert.equal(r.said, "Hello");
     assert.equal(r.second, "cancelled");
     assert.deepEqual(r.logs, []);
-    for (let i = 0; i < 100 && inst.cutShort < 1; i++) await new Promise((res) => setTimeout(res, 20));
+    // The connection is Chromium's network service's to close once the page aborts the fetch:
+    // at once in 45 runs here (0-23 ms), but one CI run saw no close within 2 s. What is held
+    // is that it closes, not how soon: up to 10 s.
+    for (let i = 0; i < 500 && inst.cutShort < 1; i++) await new Promise((res) => setTimeout(res, 20));
     assert.equal(inst.cutShort, 1, "the held stream was not closed at the instance");
     const chats = inst.chats();
     assert.equal(chats.length, 2);
