@@ -154,16 +154,18 @@ impl<'a> LoggedChunk<'a> {
     }
 }
 
-/// A chunk of `text` of `session`, its update (`update`: its seq and `sessionUpdate`) and its
-/// event (`event`: its seq and `type`), written into `bufs` (each cleared first; the event's
-/// from the update's escaped text).
+/// A chunk of `text` of `session`, its update (`seq`, with `kinds.0` its `sessionUpdate`) and
+/// its event (the next seq, with `kinds.1` its `type`), written into `bufs` (each cleared
+/// first; the event's from the update's escaped text). The caller has taken both seqs: the
+/// event log keeps the two as one entry, so the event's is the update's next by construction.
 pub(crate) fn written<'a>(
     bufs: (&'a mut String, &'a mut String),
     session: &'a str,
-    update: (u64, &'static str),
-    event: (u64, &'static str),
+    seq: u64,
+    kinds: (&'static str, &'static str),
     text: &str,
 ) -> LoggedChunk<'a> {
+    let (update, event) = ((seq, kinds.0), (seq + 1, kinds.1));
     let (update_buf, event_buf) = bufs;
     let quoted = update_params(update_buf, session, update.0, update.1, Text::Raw(text));
     let update_params: &'a str = update_buf;

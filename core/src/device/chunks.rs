@@ -90,18 +90,13 @@ impl Device {
         // The session's own frames: not held behind another session's persists. Both are
         // logged whoever hears them now: a client cut off asks for them later.
         let lane = Lane::of(session);
-        let update_seq = s.take_seq(&mut self.out, lane);
-        let event_seq = s.take_seq(&mut self.out, lane);
+        // Two seqs, the event's the update's next (`written` gives it so).
+        let seq = s.take_seq(&mut self.out, lane);
+        s.take_seq(&mut self.out, lane);
         // Written into reused buffers (the event's from the update's escaped text): the frames
         // copy them, the log keeps the text alone.
         let bufs = (&mut self.chunk_params, &mut self.chunk_event_params);
-        let logged = written(
-            bufs,
-            session,
-            (update_seq, update),
-            (event_seq, event),
-            text,
-        );
+        let logged = written(bufs, session, seq, (update, event), text);
         if nu > 0 {
             let frame = notification_frame("session/update", logged.update.params);
             self.out.send_to_all_in(lane, &updates[..nu], frame);

@@ -607,10 +607,9 @@ impl EventLog {
                 paired_kind: kind(Logged::Event, chunk.event.kind)?,
             })
         };
-        let consecutive = chunk.event.seq == chunk.update.seq + 1;
-        let Some(mut entry) = entry().filter(|_| consecutive) else {
-            // Not a chunk an entry can name (a kind no table has, over 4 GiB, or seqs apart):
-            // kept as two plain events.
+        let Some(mut entry) = entry() else {
+            // Not a chunk an entry can name (a kind no table has, or over 4 GiB): kept as two
+            // plain events.
             let mut unflushed = false;
             for (method, e) in chunk.events() {
                 unflushed |= self.push(e.seq, method, e.params, limits);
@@ -1058,12 +1057,12 @@ pub(crate) mod tests {
 
     /// Pushes a chunk of `text` as the hot path does; returns its two events as sent.
     fn push_chunk(log: &mut EventLog, text: &str, limits: &SessionLimits) -> [LoggedEvent; 2] {
-        let (useq, eseq) = (log.take(), log.take());
+        let seq = log.take();
+        log.take();
         let (mut update, mut event) = (String::new(), String::new());
         let bufs = (&mut update, &mut event);
-        let update = (useq, "agent_thought_chunk");
-        let chunk =
-            super::super::chunk_params::written(bufs, "ses_c", update, (eseq, "reasoning"), text);
+        let kinds = ("agent_thought_chunk", "reasoning");
+        let chunk = super::super::chunk_params::written(bufs, "ses_c", seq, kinds, text);
         let sent = chunk.events().map(|(method, e)| LoggedEvent {
             seq: e.seq,
             method,
@@ -1183,12 +1182,12 @@ pub(crate) mod tests {
         assert_eq!(std::mem::size_of::<Entry>(), 32);
         let l = limits(100, 1 << 20);
         let mut log = EventLog::new("ses_c", 1);
-        let (useq, eseq) = (log.take(), log.take());
+        let seq = log.take();
+        log.take();
         let (mut update, mut event) = (String::new(), String::new());
         let bufs = (&mut update, &mut event);
-        let update = (useq, "agent_message_chunk");
-        let chunk =
-            super::super::chunk_params::written(bufs, "ses_c", update, (eseq, "no_kind"), "hi");
+        let kinds = ("agent_message_chunk", "no_kind");
+        let chunk = super::super::chunk_params::written(bufs, "ses_c", seq, kinds, "hi");
         let sent = chunk
             .events()
             .map(|(method, e)| (e.seq, method.name(), e.params.to_owned()));

@@ -362,15 +362,15 @@ impl Driver {
 
     /// A chunk's two events, as the device's hot path sends and keeps them.
     fn chunk(&mut self, len: u8, quote: bool) {
-        let (update_seq, event_seq) = (self.take(), self.take());
+        let seq = self.take();
+        self.take();
         let mut text = "x".repeat(usize::from(len));
         if quote {
             text.push('"');
         }
         let (mut update, mut event) = (String::new(), String::new());
         let bufs = (&mut update, &mut event);
-        let update = (update_seq, "agent_message_chunk");
-        let chunk = written(bufs, SESSION, update, (event_seq, "text"), &text);
+        let chunk = written(bufs, SESSION, seq, ("agent_message_chunk", "text"), &text);
         let sent = chunk.events().map(|(method, e)| Event {
             seq: e.seq,
             method: method.name(),
