@@ -29,7 +29,8 @@ use crate::wire::event::update::{
     ToolCallUpdate, UpdateParams,
 };
 use crate::wire::session::{
-    HistoryTurn, ListSessionsParams, LoadSessionParams, SessionIdParams, ToolRecord,
+    HistoryTurn, ListSessionsParams, ListedSession, LoadSessionParams, SessionIdParams,
+    SessionListResult, ToolRecord,
 };
 
 /// Sessions a `session/list` answers at most; `nextCursor` asks for the next page. A page, not
@@ -130,25 +131,20 @@ fn list_page<'a>(
         rows.truncate(LIST_PAGE);
         Cursor::of(&rows[LIST_PAGE - 1])
     });
-    let sessions: Vec<Value> = rows
+    let sessions = rows
         .iter()
-        .map(|r| {
-            let mut info = json!({
-                "sessionId": r.id,
-                "cwd": r.cwd,
-                "updatedAt": iso8601(r.touched),
-            });
-            if let Some(t) = r.title {
-                info["title"] = json!(t);
-            }
-            info
+        .map(|r| ListedSession {
+            session_id: r.id,
+            cwd: r.cwd,
+            title: r.title,
+            updated_at: iso8601(r.touched),
         })
         .collect();
-    let mut result = json!({ "sessions": sessions });
-    if let Some(next) = next {
-        result["nextCursor"] = json!(next);
-    }
-    Ok(result)
+    let page = SessionListResult {
+        sessions,
+        next_cursor: next,
+    };
+    Ok(serde_json::to_value(page).expect("a page of sessions serializes"))
 }
 
 impl Session {

@@ -214,6 +214,28 @@ pub struct ListSessionsParams {
     pub cursor: Option<String>,
 }
 
+/// `session/list`'s answer (ACP v1): a page of sessions, and where the next begins when more
+/// follow.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionListResult<'a> {
+    pub sessions: Vec<ListedSession<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
+/// One session of a `session/list` page (ACP's `SessionInfo`).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListedSession<'a> {
+    pub session_id: &'a str,
+    pub cwd: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<&'a str>,
+    /// ISO 8601, UTC.
+    pub updated_at: String,
+}
+
 /// `session/load` and `session/resume` params (ACP v1): the session, and the editor's
 /// working directory (absolute). Its MCP servers are not taken (`mcpCapabilities` says none).
 #[derive(Debug, Deserialize)]
