@@ -177,7 +177,7 @@ fn a_log_that_no_longer_reaches_back_is_a_gap_then_the_newest() {
 }
 
 #[test]
-fn a_device_without_events_or_a_refused_page_is_a_gap() {
+fn a_device_without_events_a_refused_page_or_no_page_is_a_gap() {
     let mut l = heard_two_then_cut(|_| {});
     let sent = l.link(&[]);
     assert!(sent.iter().all(|f| f["method"] != "_lembas/session/events"));
@@ -188,6 +188,13 @@ fn a_device_without_events_or_a_refused_page_is_a_gap() {
     l.hear(json!({ "jsonrpc": "2.0", "id": ask["id"],
                    "error": { "code": -32602, "message": "no such session" } }));
     assert_eq!(l.gaps(), vec![3, 3]);
+    // An answer that is no page (events not a list, no `next`) is as good as none.
+    l.cut();
+    let ask = asked(&l.link(&["events"]), 3);
+    l.hear(json!({ "jsonrpc": "2.0", "id": ask["id"],
+                   "result": { "events": "c", "truncated": false } }));
+    assert_eq!(l.gaps(), vec![3, 3, 3]);
+    assert_eq!(texts(&l), both("ab"));
 }
 
 #[test]

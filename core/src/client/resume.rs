@@ -28,13 +28,14 @@
 //! Requests (cards) are not in this: a card still open is put again on the new link, with the
 //! seq of its first offer, and must be answerable there; one fetched from the log is not.
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::turns::Purpose;
 use super::{Client, ClientEvent};
 use crate::device::{MERGED_EVENTS, MERGED_UPDATES};
 use crate::jsonrpc::RpcError;
 use crate::methods::{self, Kind};
+use crate::wire::events::{EventsPage, EventsParams, PagedEvent};
 
 /// A session followed by seq.
 #[derive(Debug, Default)]
@@ -209,7 +210,11 @@ impl Client {
         if let Some(c) = &mut f.catch_up {
             c.pages += 1;
         }
-        let params = json!({ "sessionId": session, "since": since });
+        let params = EventsParams {
+            session_id: session.to_owned(),
+            since,
+            limit: None,
+        };
         match self.call("_lembas/session/events", &params, self.clock.now()) {
             Ok(id) => {
                 self.purposes
@@ -225,26 +230,29 @@ impl Client {
         let Some(since) = self.resume.get(&session).map(|f| f.since()) else {
             return;
         };
-        let Ok(mut page) = outcome else {
+        // A page that is not one (its device is broken) is as good as none: a gap.
+        let page = outcome
+            .ok()
+            .and_then(|v| serde_json::from_value::<EventsPage>(v).ok());
+        let Some(EventsPage {
+            events, truncated, ..
+        }) = page
+        else {
             return self.finish_catch_up(&session, true);
         };
-        if page["truncated"] == json!(true) {
+        if truncated {
             self.emit(ClientEvent::Gap {
                 session_id: session.clone(),
                 since,
             });
         }
-        let events = match page["events"].take() {
-            Value::Array(events) => events,
-            _ => Vec::new(),
-        };
         let fetched = !events.is_empty();
-        for mut e in events {
-            let (Some(seq), Value::String(method), params) =
-                (e["seq"].as_u64(), e["method"].take(), e["params"].take())
-            else {
-                continue;
-            };
+        for PagedEvent {
+            method,
+            params,
+            seq,
+        } in events
+        {
             let notice = methods::find(&method).is_some_and(|m| m.kind == Kind::Notification);
             let Some(f) = self.resume.get(&session) else {
                 return;

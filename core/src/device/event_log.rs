@@ -1568,6 +1568,26 @@ pub(crate) mod tests {
         assert_eq!(v["events"][1]["seq"], 2);
     }
 
+    /// The page written by hand is what the wire's `EventsPage` writes (the type a client
+    /// decodes), byte for byte: chunks with text to escape, plain events, a truncated page.
+    #[test]
+    fn a_page_is_what_the_wire_type_writes_byte_for_byte() {
+        use crate::wire::events::EventsPage;
+        let l = limits(7, 1 << 20);
+        let mut log = EventLog::new("ses_c", 1);
+        for i in 0..6 {
+            push_chunk(&mut log, &format!("a \"chunk\" {i},\ttabbed, é \u{1}"), &l);
+            let e = event(&mut log, &format!("plain\n{i}"));
+            push(&mut log, e, &l);
+        }
+        for (since, limit) in [(0, 100), (12, 3), (17, 100), (18, 100)] {
+            let written = log.page(since, limit, usize::MAX).to_json();
+            let page: EventsPage = serde_json::from_str(&written).unwrap();
+            assert_eq!(serde_json::to_string(&page).unwrap(), written);
+            assert_eq!(page.truncated, since < log.floor, "from {since}");
+        }
+    }
+
     #[test]
     fn the_frame_around_params_is_the_encoders() {
         let params = json!({ "_meta": { "lembas": { "seq": 1 } }, "sessionId": "s" });

@@ -3,23 +3,13 @@
 //! log's blocks in the store (events_read.rs); and which such requests are answered without
 //! reading the session back.
 
-use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::limits::admit_over_link;
 use super::sessions::Session;
 use super::{ConnId, Device};
 use crate::jsonrpc::RpcError;
-
-/// `_lembas/session/events` params.
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct EventsParams {
-    pub session_id: String,
-    pub since: u64,
-    #[serde(default)]
-    pub limit: Option<u64>,
-}
+use crate::wire::events::EventsParams;
 
 impl Device {
     /// Whether a request on `conn` naming `session`, set aside, whose row may be answered at

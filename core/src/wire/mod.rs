@@ -3,6 +3,7 @@
 
 pub mod card;
 pub mod event;
+pub mod events;
 pub mod handshake;
 pub mod session;
 pub mod terminal;
