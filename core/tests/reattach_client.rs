@@ -278,3 +278,64 @@ fn a_frame_that_is_no_chunk_lifts_both_streams() {
     l.cut();
     asked(&l.link(&["events"]), 2);
 }
+
+/// A prompt left unanswered by a cut is asked after by `_lembas/session/status` on the next
+/// link: the status says where its turn is. An answer that is no status (a device that is
+/// broken) is taken as one that does not know the turn: the prompt is sent again, with its
+/// turn id (which keeps it from running twice), and the UI is told.
+#[test]
+fn a_status_answer_that_is_no_status_resends_the_prompt() {
+    use lembas_core::client::{ClientEvent, Reattach};
+    use lembas_core::Time;
+    for (answer, how) in [
+        (
+            json!({ "sessionId": S, "exists": false, "held": "none", "busy": false,
+                 "title": null, "queued": [], "plan": null }),
+            Reattach::Gone,
+        ),
+        (
+            json!({ "sessionId": S, "exists": true, "held": "here", "busy": true,
+                 "title": null, "turnId": "t1", "queued": [], "plan": null }),
+            Reattach::Following,
+        ),
+        (
+            json!({ "sessionId": S, "exists": "yes", "turnId": "t1" }),
+            Reattach::Resent,
+        ),
+        (
+            json!({ "sessionId": S, "exists": true, "queued": "t1" }),
+            Reattach::Resent,
+        ),
+    ] {
+        let mut l = Lone::new();
+        l.link(&["status"]);
+        l.c.prompt(
+            S,
+            json!([{ "type": "text", "text": "hi" }]),
+            Some("t1"),
+            Time::ZERO,
+        )
+        .unwrap();
+        l.sent();
+        l.cut();
+        let sent = l.link(&["status"]);
+        let status = sent
+            .iter()
+            .find(|f| f["method"] == "_lembas/session/status")
+            .unwrap_or_else(|| panic!("the status is asked: {sent:?}"));
+        let sent = l.hear(json!({ "jsonrpc": "2.0", "id": status["id"], "result": answer }));
+        let resent = sent.iter().any(|f| {
+            f["method"] == "session/prompt" && f["params"]["_meta"]["lembas"]["turnId"] == "t1"
+        });
+        assert_eq!(resent, how != Reattach::Gone, "{answer}: {sent:?}");
+        let told: Vec<&Reattach> = l
+            .events
+            .iter()
+            .filter_map(|e| match e {
+                ClientEvent::Reattached { how, .. } => Some(how),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(told, [&how], "{answer}");
+    }
+}

@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 use super::{CallError, Client, ClientEvent};
 use crate::jsonrpc::{Id, RpcError};
 use crate::time::Time;
+use crate::wire::session::StatusResult;
 
 /// How an incomplete row was picked up again.
 #[derive(Clone, Debug, PartialEq)]
@@ -211,10 +212,15 @@ impl Client {
             return;
         };
         let session_id = row.session_id.clone();
-        let Ok(status) = outcome else {
+        // A refusal, or an answer that is no status: the prompt is sent again (its turn id
+        // makes that safe: the device answers a turn it has without running it twice).
+        let status = outcome
+            .ok()
+            .and_then(|v| serde_json::from_value::<StatusResult>(v).ok());
+        let Some(status) = status else {
             return self.resend(&turn, Reattach::Resent);
         };
-        if status["exists"] == json!(false) {
+        if !status.exists {
             self.rows.remove(&turn);
             return self.emit_about(
                 &session_id.clone(),
@@ -225,13 +231,10 @@ impl Client {
                 },
             );
         }
-        if status["turnId"].as_str() == Some(turn.as_str()) {
+        if status.turn_id.as_deref() == Some(turn.as_str()) {
             return self.resend(&turn, Reattach::Following);
         }
-        let queued = status["queued"]
-            .as_array()
-            .is_some_and(|q| q.iter().any(|t| t.as_str() == Some(turn.as_str())));
-        if queued {
+        if status.queued.iter().any(|t| *t == turn) {
             return self.resend(&turn, Reattach::Waiting);
         }
         match self.call(

@@ -2,6 +2,7 @@
 //! and a session opened again from the store. How one is made is session_new.rs; who hears a
 //! session's updates, broadcast.rs.
 
+use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap};
 
 use serde_json::{json, Value};
@@ -265,15 +266,15 @@ impl Session {
             "none"
         };
         StatusResult {
-            session_id: &self.durable.id,
+            session_id: self.durable.id.as_str().into(),
             exists: true,
-            held,
+            held: held.into(),
             busy: self.busy(),
-            title: self.durable.title.as_deref(),
-            turn_id: self.turns.running().map(|r| r.turn_id.as_str()),
-            queued: self.turns.queued_ids().collect(),
-            last_turn_id: self.turns.ledger().last_done(),
-            plan: self.durable.plan.as_ref(),
+            title: self.durable.title.as_deref().map(Into::into),
+            turn_id: self.turns.running().map(|r| r.turn_id.as_str().into()),
+            queued: self.turns.queued_ids().map(Into::into).collect(),
+            last_turn_id: self.turns.ledger().last_done().map(Into::into),
+            plan: self.durable.plan.as_ref().map(Cow::Borrowed),
         }
     }
 }
@@ -355,9 +356,9 @@ pub(super) fn unknown_session(session: &str) -> RpcError {
 /// nothing of its content.
 fn thin_status(session: &str, exists: bool) -> StatusResult<'_> {
     StatusResult {
-        session_id: session,
+        session_id: session.into(),
         exists,
-        held: "none",
+        held: "none".into(),
         busy: false,
         title: None,
         turn_id: None,
@@ -896,7 +897,7 @@ mod tests {
         let st = s.status(false);
         assert_eq!(
             (st.session_id, st.exists, st.busy, st.title),
-            ("a", true, false, Some("t"))
+            ("a".into(), true, false, Some("t".into()))
         );
         let thin = serde_json::to_value(thin_status("b", true)).unwrap();
         assert_eq!(

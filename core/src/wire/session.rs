@@ -369,21 +369,23 @@ impl<'de> Deserialize<'de> for HistoryTurn {
     }
 }
 
-#[derive(Debug, Serialize)]
+/// `_lembas/session/status`' answer: the device writes it borrowing from the session, a
+/// client reads it owned.
+#[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StatusResult<'a> {
-    pub session_id: &'a str,
+    pub session_id: Cow<'a, str>,
     pub exists: bool,
-    pub held: &'static str,
+    pub held: Cow<'a, str>,
     pub busy: bool,
-    pub title: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub turn_id: Option<&'a str>,
-    pub queued: Vec<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub last_turn_id: Option<&'a str>,
+    pub title: Option<Cow<'a, str>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_id: Option<Cow<'a, str>>,
+    pub queued: Vec<Cow<'a, str>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_turn_id: Option<Cow<'a, str>>,
     /// The session's plan, `null` when it has none (capability `plan_state`).
-    pub plan: Option<&'a Value>,
+    pub plan: Option<Cow<'a, Value>>,
 }
 
 #[derive(Debug, Serialize)]
