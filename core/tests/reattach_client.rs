@@ -279,6 +279,29 @@ fn a_frame_that_is_no_chunk_lifts_both_streams() {
     asked(&l.link(&["events"]), 2);
 }
 
+/// A client linked with `capabilities` that prompted turn `t1`, was cut before its answer and
+/// linked again; the status request it sent for the turn.
+fn prompted_then_relinked(capabilities: &[&str]) -> (Lone, Value) {
+    let mut l = Lone::new();
+    l.link(capabilities);
+    l.c.prompt(
+        S,
+        json!([{ "type": "text", "text": "hi" }]),
+        Some("t1"),
+        lembas_core::Time::ZERO,
+    )
+    .unwrap();
+    l.sent();
+    l.cut();
+    let sent = l.link(capabilities);
+    let status = sent
+        .iter()
+        .find(|f| f["method"] == "_lembas/session/status")
+        .unwrap_or_else(|| panic!("the status is asked: {sent:?}"))
+        .clone();
+    (l, status)
+}
+
 /// A prompt left unanswered by a cut is asked after by `_lembas/session/status` on the next
 /// link: the status says where its turn is. An answer that is no status (a device that is
 /// broken) is taken as one that does not know the turn: the prompt is sent again, with its
@@ -286,7 +309,6 @@ fn a_frame_that_is_no_chunk_lifts_both_streams() {
 #[test]
 fn a_status_answer_that_is_no_status_resends_the_prompt() {
     use lembas_core::client::{ClientEvent, Reattach};
-    use lembas_core::Time;
     for (answer, how) in [
         (
             json!({ "sessionId": S, "exists": false, "held": "none", "busy": false,
@@ -307,23 +329,9 @@ fn a_status_answer_that_is_no_status_resends_the_prompt() {
             Reattach::Resent,
         ),
     ] {
-        let mut l = Lone::new();
-        l.link(&["status"]);
-        l.c.prompt(
-            S,
-            json!([{ "type": "text", "text": "hi" }]),
-            Some("t1"),
-            Time::ZERO,
-        )
-        .unwrap();
-        l.sent();
-        l.cut();
-        let sent = l.link(&["status"]);
-        let status = sent
-            .iter()
-            .find(|f| f["method"] == "_lembas/session/status")
-            .unwrap_or_else(|| panic!("the status is asked: {sent:?}"));
-        let sent = l.hear(json!({ "jsonrpc": "2.0", "id": status["id"], "result": answer }));
+        let (mut l, status) = prompted_then_relinked(&["status"]);
+        let sent =
+            l.hear(json!({ "jsonrpc": "2.0", "id": status["id"], "result": answer.clone() }));
         let resent = sent.iter().any(|f| {
             f["method"] == "session/prompt" && f["params"]["_meta"]["lembas"]["turnId"] == "t1"
         });
@@ -338,4 +346,23 @@ fn a_status_answer_that_is_no_status_resends_the_prompt() {
             .collect();
         assert_eq!(told, [&how], "{answer}");
     }
+}
+
+/// A device without capability `turns` leaves the turn fields out of its status: that is a
+/// status, and the turn is looked for in the session's history, not sent again at once.
+#[test]
+fn a_status_without_turn_fields_sends_the_client_to_the_history() {
+    let (mut l, status) = prompted_then_relinked(&["status", "sessions"]);
+    let answer = json!({ "sessionId": S, "exists": true, "held": "here", "busy": false,
+                         "title": null });
+    let sent = l.hear(json!({ "jsonrpc": "2.0", "id": status["id"], "result": answer }));
+    assert!(
+        sent.iter()
+            .any(|f| f["method"] == "_lembas/session/history"),
+        "{sent:?}"
+    );
+    assert!(
+        sent.iter().all(|f| f["method"] != "session/prompt"),
+        "{sent:?}"
+    );
 }

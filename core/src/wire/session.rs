@@ -381,6 +381,9 @@ pub struct StatusResult<'a> {
     pub title: Option<Cow<'a, str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn_id: Option<Cow<'a, str>>,
+    /// Always written; read as none when absent (the turn fields come with capability
+    /// `turns`, and a device without it leaves them out).
+    #[serde(default)]
     pub queued: Vec<Cow<'a, str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_turn_id: Option<Cow<'a, str>>,
