@@ -6,7 +6,7 @@ use lembas_core::client::{ClientEvent, Reattach};
 use lembas_core::device::ConnId;
 use lembas_core::jsonrpc::{code, RpcError};
 use lembas_core::store::Table;
-use lembas_core::testing::Pair;
+use lembas_core::testing::{reattached, Pair};
 use serde_json::{json, Value};
 
 /// A linked pair whose device keeps at most `max_live` sessions in memory.
@@ -120,14 +120,7 @@ fn status_and_reattach_of_a_session_set_aside_read_it_back() {
     p.advance(120_000).unwrap();
     assert!(p.client.is_ready());
     assert_eq!(p.os.loads, vec![s.clone()]);
-    let how: Vec<&Reattach> = p
-        .client_events
-        .iter()
-        .filter_map(|e| match e {
-            ClientEvent::Reattached { how, .. } => Some(how),
-            _ => None,
-        })
-        .collect();
+    let how = reattached(&p.client_events);
     assert!(
         matches!(how.as_slice(), [Reattach::Imported(turns)] if turns.len() == 2),
         "{how:?}"

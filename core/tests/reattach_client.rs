@@ -307,8 +307,9 @@ fn prompted_then_relinked(capabilities: &[&str]) -> (Lone, Value) {
 /// broken) is taken as one that does not know the turn: the prompt is sent again, with its
 /// turn id (which keeps it from running twice), and the UI is told.
 #[test]
-fn a_status_answer_that_is_no_status_resends_the_prompt() {
-    use lembas_core::client::{ClientEvent, Reattach};
+fn a_status_says_where_the_turn_is_and_one_that_is_no_status_resends_it() {
+    use lembas_core::client::Reattach;
+    use lembas_core::testing::reattached;
     for (answer, how) in [
         (
             json!({ "sessionId": S, "exists": false, "held": "none", "busy": false,
@@ -336,15 +337,7 @@ fn a_status_answer_that_is_no_status_resends_the_prompt() {
             f["method"] == "session/prompt" && f["params"]["_meta"]["lembas"]["turnId"] == "t1"
         });
         assert_eq!(resent, how != Reattach::Gone, "{answer}: {sent:?}");
-        let told: Vec<&Reattach> = l
-            .events
-            .iter()
-            .filter_map(|e| match e {
-                ClientEvent::Reattached { how, .. } => Some(how),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(told, [&how], "{answer}");
+        assert_eq!(reattached(&l.events), [&how], "{answer}");
     }
 }
 

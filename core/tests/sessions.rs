@@ -5,7 +5,7 @@ use lembas_core::config::Mode;
 use lembas_core::engine::{Context, EngineCommand, EngineEvent};
 use lembas_core::jsonrpc::{code, RpcError};
 use lembas_core::store::{Record, Table};
-use lembas_core::testing::Pair;
+use lembas_core::testing::{reattached, Pair};
 use lembas_core::wire::event::update::SessionUpdate;
 use serde_json::{json, Value};
 
@@ -184,14 +184,7 @@ fn a_turn_cut_by_a_restart_is_cancelled_and_never_runs_again() {
     p.restart_device().unwrap();
     p.settle().unwrap();
     // The client reattached: status says not running, history has the turn: imported.
-    let how: Vec<&Reattach> = p
-        .client_events
-        .iter()
-        .filter_map(|e| match e {
-            ClientEvent::Reattached { how, .. } => Some(how),
-            _ => None,
-        })
-        .collect();
+    let how = reattached(&p.client_events);
     assert_eq!(how.len(), 1, "{how:?}");
     assert!(matches!(how[0], Reattach::Imported(_)), "{how:?}");
     p.client
@@ -368,14 +361,7 @@ fn reattach_follows_a_running_turn_after_a_cut() {
     p.cut().unwrap();
     p.advance(5_000).unwrap();
     assert!(p.client.is_ready(), "the device redialled");
-    let how: Vec<&Reattach> = p
-        .client_events
-        .iter()
-        .filter_map(|e| match e {
-            ClientEvent::Reattached { how, .. } => Some(how),
-            _ => None,
-        })
-        .collect();
+    let how = reattached(&p.client_events);
     assert_eq!(how, vec![&Reattach::Following]);
     p.advance(60_000).unwrap();
     let a = p.answers("t1");

@@ -13,3 +13,16 @@ mod persist_order;
 
 pub use fake_os::{FakeOs, FakeRepo, USER_CONFIG};
 pub use pair::{Dir, Faults, Livelock, Pair, Trace};
+
+use crate::client::{ClientEvent, Reattach};
+
+/// How each reattached turn among `events` was picked up, in order.
+pub fn reattached(events: &[ClientEvent]) -> Vec<&Reattach> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            ClientEvent::Reattached { how, .. } => Some(how),
+            _ => None,
+        })
+        .collect()
+}

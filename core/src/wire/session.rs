@@ -379,13 +379,13 @@ pub struct StatusResult<'a> {
     pub held: Cow<'a, str>,
     pub busy: bool,
     pub title: Option<Cow<'a, str>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub turn_id: Option<Cow<'a, str>>,
     /// Always written; read as none when absent (the turn fields come with capability
     /// `turns`, and a device without it leaves them out).
     #[serde(default)]
     pub queued: Vec<Cow<'a, str>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub last_turn_id: Option<Cow<'a, str>>,
     /// The session's plan, `null` when it has none (capability `plan_state`).
     pub plan: Option<Cow<'a, Value>>,
