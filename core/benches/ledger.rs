@@ -12,6 +12,7 @@ use std::time::Instant;
 use lembas_core::device::{Answer, Device};
 use lembas_core::engine::StopReason;
 use lembas_core::store::{self, Entry, SessionRecord, StoredTurnState, Table, TurnRecord};
+use lembas_core::wire::session::TurnNotes;
 use lembas_core::{DeviceConfig, Mode, Time};
 
 struct Counting;
@@ -68,17 +69,16 @@ fn entries(turns: usize) -> Vec<Entry> {
         });
         for t in 0..turns {
             let turn = format!("msg_{s:06}_{t:06}_0123456789");
-            let mut extra = serde_json::Map::new();
             // ~200 bytes of answer, as a turn with a note and unsent steer messages has.
-            extra.insert("message".into(), "m".repeat(120).into());
-            extra.insert(
-                "unsent".into(),
-                serde_json::json!(["one more thing", "and this"]),
-            );
+            let notes = TurnNotes {
+                message: Some("m".repeat(120)),
+                unsent: vec!["one more thing".into(), "and this".into()],
+                ..TurnNotes::default()
+            };
             let rec = TurnRecord {
                 order: t as u64,
                 state: StoredTurnState::Done {
-                    answer: Answer::stopped(StopReason::EndTurn, extra),
+                    answer: Answer::stopped(StopReason::EndTurn, notes),
                 },
                 touched: 1_000,
                 history: Some(t as u64 * 2),

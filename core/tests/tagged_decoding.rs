@@ -9,7 +9,7 @@ use lembas_core::device::Answer;
 use lembas_core::engine::{QuestionAnswer, StopReason};
 use lembas_core::store::StoredTurnState;
 use lembas_core::wire::handshake::LembasFlag;
-use lembas_core::wire::session::{ContentBlock, HistoryTurn, PromptParams};
+use lembas_core::wire::session::{ContentBlock, HistoryTurn, PromptParams, TurnNotes};
 
 fn blocks(json: &str) -> Vec<ContentBlock<'_>> {
     serde_json::from_str::<PromptParams>(json)
@@ -104,10 +104,13 @@ fn history_answers_and_turn_states_read_back_what_was_written() {
         StoredTurnState::Queued,
         StoredTurnState::Running,
         StoredTurnState::Done {
-            answer: Answer::Stopped {
-                stop_reason: StopReason::EndTurn,
-                extra: Some(r#"{"unsent":[]}"#.into()),
-            },
+            answer: Answer::stopped(
+                StopReason::EndTurn,
+                TurnNotes {
+                    unsent: vec!["later".into()],
+                    ..TurnNotes::default()
+                },
+            ),
         },
         StoredTurnState::Done {
             answer: Answer::Failed {

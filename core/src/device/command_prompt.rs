@@ -9,8 +9,6 @@
 //! transcript shows the prompt as typed; a command's own text is never `@`-expanded (mentions
 //! are found in what the person typed only).
 
-use serde_json::json;
-
 use super::turn_table::CommandUse;
 use super::Device;
 use crate::commands::{self, BuiltinKind, CommandSet, What};
@@ -19,6 +17,7 @@ use crate::engine::StopReason;
 use crate::review::ReviewTarget;
 use crate::store::{self, Record, Table};
 use crate::turn::Answer;
+use crate::wire::session::TurnNotes;
 
 /// What a prompt's text is, as a command.
 pub(super) enum AsCommand {
@@ -184,15 +183,15 @@ impl Device {
         self.answer_action(session, turn_id, plan_action_meta())
     }
 
-    /// An action's prompt answered at once with `extra` in its `_meta.lembas`, kept like a
+    /// An action's prompt answered at once with `notes` in its `_meta.lembas`, kept like a
     /// turn's answer so the same turn id sent again gets it and does nothing more.
     pub(super) fn answer_action(
         &mut self,
         session: &str,
         turn_id: &str,
-        extra: serde_json::Map<String, serde_json::Value>,
+        notes: TurnNotes,
     ) -> Answer {
-        let answer = Answer::stopped(StopReason::EndTurn, extra);
+        let answer = Answer::stopped(StopReason::EndTurn, notes);
         let now = self.clock.now().0;
         let Some(s) = self.sessions.get_mut(session) else {
             return answer;
@@ -234,11 +233,12 @@ impl Device {
 }
 
 /// `/plan` alone's answer's `_meta.lembas`: the command, and the mode the session is in now.
-fn plan_action_meta() -> serde_json::Map<String, serde_json::Value> {
-    let mut extra = serde_json::Map::new();
-    extra.insert("command".into(), json!("plan"));
-    extra.insert("mode".into(), json!(Mode::Plan.as_str()));
-    extra
+fn plan_action_meta() -> TurnNotes {
+    TurnNotes {
+        command: Some("plan".into()),
+        mode: Some(Mode::Plan.as_str().into()),
+        ..TurnNotes::default()
+    }
 }
 
 /// The records of an action's answer kept as turn `turn_id`'s (`order`th of `session`), then
@@ -381,8 +381,8 @@ mod tests {
             ]
         );
         assert_eq!(
-            serde_json::Value::Object(plan_action_meta()),
-            json!({ "command": "plan", "mode": "plan" })
+            serde_json::to_value(plan_action_meta()).unwrap(),
+            serde_json::json!({ "command": "plan", "mode": "plan" })
         );
     }
 }

@@ -11,7 +11,7 @@
 //! is made. With no earlier turn to fold, a `/compact` prompt answers `message` and runs
 //! nothing; the method is refused (-32602), as it is while the session works.
 
-use serde_json::{json, Map, Value};
+use serde_json::json;
 
 use super::outbox::Lane;
 use super::sessions::Session;
@@ -23,7 +23,7 @@ use crate::jsonrpc::{self, code, Id, RpcError};
 use crate::store::{done_record, Compaction, Record};
 use crate::turn::Answer;
 use crate::wire::event::lembas::{CompactedEvent, LembasEvent, NoticeEvent, TaskState};
-use crate::wire::session::SessionIdParams;
+use crate::wire::session::{SessionIdParams, TurnNotes};
 
 /// What a `/compact` prompt answers when there is nothing to fold.
 const NOTHING_TO_COMPACT: &str =
@@ -68,10 +68,12 @@ enum Outcome {
 
 /// What a `/compact` prompt answers when there is nothing to fold.
 fn nothing_to_compact() -> Answer {
-    let mut extra = Map::new();
-    extra.insert("command".into(), json!("compact"));
-    extra.insert("message".into(), json!(NOTHING_TO_COMPACT));
-    Answer::stopped(StopReason::EndTurn, extra)
+    let notes = TurnNotes {
+        command: Some("compact".into()),
+        message: Some(NOTHING_TO_COMPACT.into()),
+        ..TurnNotes::default()
+    };
+    Answer::stopped(StopReason::EndTurn, notes)
 }
 
 /// What a compaction's turn that ended (`finished`) came to: the summary the engine said,
@@ -176,12 +178,12 @@ impl Session {
                     summary: summary.clone(),
                     folded,
                 });
-                let mut extra = Map::new();
-                if via == Compacting::Prompt {
-                    extra.insert("command".into(), json!("compact"));
-                }
-                extra.insert("summary".into(), json!(summary));
-                (Answer::stopped(StopReason::EndTurn, extra), Some(summary))
+                let notes = TurnNotes {
+                    command: (via == Compacting::Prompt).then(|| "compact".into()),
+                    summary: Some(summary.clone()),
+                    ..TurnNotes::default()
+                };
+                (Answer::stopped(StopReason::EndTurn, notes), Some(summary))
             }
             Outcome::Not(answer) => (answer, None),
         };
@@ -309,11 +311,8 @@ fn method_frame(id: &Id, answer: &Answer, summary: Option<&str>) -> Vec<u8> {
         (None, Answer::Failed { code, message }) => {
             jsonrpc::encode_error(Some(id), &RpcError::new(*code, message.clone()))
         }
-        (None, Answer::Stopped { extra, .. }) => {
-            let said = extra
-                .as_deref()
-                .and_then(|e| serde_json::from_str::<Map<String, Value>>(e).ok())
-                .and_then(|e| e.get("message").and_then(Value::as_str).map(str::to_owned));
+        (None, Answer::Stopped { notes, .. }) => {
+            let said = notes.as_ref().and_then(|n| n.message.clone());
             let error = match said {
                 Some(message) => RpcError::invalid_params(message),
                 None => RpcError::new(
@@ -460,10 +459,12 @@ mod tests {
         let folded = Outcome::Folded("sum".into());
         let (answer, summary, records) =
             s.settle_compaction("c", done.order, Compacting::Prompt, folded, 4);
-        let mut extra = Map::new();
-        extra.insert("command".into(), json!("compact"));
-        extra.insert("summary".into(), json!("sum"));
-        assert_eq!(answer, Answer::stopped(StopReason::EndTurn, extra));
+        let notes = TurnNotes {
+            command: Some("compact".into()),
+            summary: Some("sum".into()),
+            ..TurnNotes::default()
+        };
+        assert_eq!(answer, Answer::stopped(StopReason::EndTurn, notes));
         assert_eq!(summary.as_deref(), Some("sum"));
         assert_eq!(records.len(), 2, "its answer and the session's record");
         assert_eq!(
@@ -481,11 +482,13 @@ mod tests {
             Outcome::Folded("again".into()),
             5,
         );
-        let mut extra = Map::new();
-        extra.insert("summary".into(), json!("again"));
+        let notes = TurnNotes {
+            summary: Some("again".into()),
+            ..TurnNotes::default()
+        };
         assert_eq!(
             answer,
-            Answer::stopped(StopReason::EndTurn, extra),
+            Answer::stopped(StopReason::EndTurn, notes),
             "no command"
         );
         assert_eq!(summary.as_deref(), Some("again"));

@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use super::connection::Connection;
 use super::outbox::Outbox;
@@ -21,7 +21,7 @@ use crate::store::{self, Record, Table};
 use crate::time::Time;
 use crate::turn::Answer;
 use crate::wire::event::notice::{DeletedParams, DELETED};
-use crate::wire::session::SessionIdParams;
+use crate::wire::session::{SessionIdParams, TurnNotes};
 
 /// The deletes made on the device not yet known to reach a client: kept (durable, in
 /// `Table::Deletes`) until sent, then unconfirmed until the link that carried them stayed up
@@ -233,11 +233,11 @@ impl Device {
             });
             self.drop_turn_cards(session_id, &r.turn_id);
         }
-        let cancelled = Answer::stopped(StopReason::Cancelled, {
-            let mut m = Map::new();
-            m.insert("message".into(), json!("the session was deleted"));
-            m
-        });
+        let notes = TurnNotes {
+            message: Some("the session was deleted".into()),
+            ..TurnNotes::default()
+        };
+        let cancelled = Answer::stopped(StopReason::Cancelled, notes);
         for (turn, waiting) in waiters {
             for (conn, id) in waiting {
                 if self.conns.contains_key(&conn) {

@@ -192,10 +192,9 @@ impl Ledger {
 mod tests {
     use super::*;
     use crate::engine::StopReason;
-    use serde_json::Map;
 
     fn done() -> TurnState {
-        TurnState::Done(Answer::stopped(StopReason::EndTurn, Map::new()))
+        TurnState::Done(Answer::stopped(StopReason::EndTurn, Default::default()))
     }
 
     #[test]

@@ -8,8 +8,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde_json::{json, Map};
-
 use super::event_block::read_block;
 use super::event_log::LoggedEvent;
 use super::history::Recent;
@@ -24,7 +22,7 @@ use crate::engine::StopReason;
 use crate::rng::Rng;
 use crate::store::{self, Entry, Record, SessionRecord, StoredTurnState, Table, TurnRecord};
 use crate::time::Time;
-use crate::wire::session::HistoryTurn;
+use crate::wire::session::{HistoryTurn, TurnNotes};
 
 /// What `restore` met in the store that it could not read (kept out, and reported).
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -358,9 +356,11 @@ pub(super) fn restored_turn(session: &str, turn: &str, rec: &TurnRecord, now: u6
             record: None,
         },
         StoredTurnState::Running => {
-            let mut extra = Map::new();
-            extra.insert("message".into(), json!(RESTARTED));
-            let answer = Answer::stopped(StopReason::Cancelled, extra);
+            let notes = TurnNotes {
+                message: Some(RESTARTED.into()),
+                ..TurnNotes::default()
+            };
+            let answer = Answer::stopped(StopReason::Cancelled, notes);
             let record = store::done_record(session, turn, rec.order, &answer, now, rec.history);
             Restored::Kept {
                 state: TurnState::Done(answer),
@@ -493,7 +493,7 @@ mod tests {
 
     fn done(reason: StopReason) -> StoredTurnState {
         StoredTurnState::Done {
-            answer: Answer::stopped(reason, Map::new()),
+            answer: Answer::stopped(reason, TurnNotes::default()),
         }
     }
 
@@ -503,7 +503,7 @@ mod tests {
         assert_eq!(
             kept,
             Restored::Kept {
-                state: TurnState::Done(Answer::stopped(StopReason::EndTurn, Map::new())),
+                state: TurnState::Done(Answer::stopped(StopReason::EndTurn, TurnNotes::default())),
                 record: None,
             }
         );
@@ -514,11 +514,11 @@ mod tests {
         else {
             panic!("a cut turn is kept, finished");
         };
-        let Answer::Stopped { stop_reason, extra } = &answer else {
+        let Answer::Stopped { stop_reason, notes } = &answer else {
             panic!("stopped: {answer:?}");
         };
         assert_eq!(*stop_reason, StopReason::Cancelled);
-        assert!(extra.as_deref().unwrap().contains(RESTARTED), "{extra:?}");
+        assert_eq!(notes.as_ref().unwrap().message.as_deref(), Some(RESTARTED));
         assert_eq!(
             record,
             store::done_record("s", "t2", 2, &answer, 9, Some(2))

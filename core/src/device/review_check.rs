@@ -7,14 +7,13 @@
 //! (git missing, the project gone) sends the review anyway, with a notice saying why nothing
 //! was checked: the model can still say what it finds.
 
-use serde_json::json;
-
 use super::outbox::Lane;
 use super::{Device, Effect};
 use crate::engine::StopReason;
 use crate::review::{nothing_to_review, Changes};
 use crate::store;
 use crate::turn::Answer;
+use crate::wire::session::TurnNotes;
 
 /// A look for changes asked of the shell, until its answer: the session whose next turn
 /// waits for it.
@@ -87,10 +86,12 @@ impl Device {
             .ok()
             .and_then(|c| nothing_to_review(c, &target, &project));
         if let Some(message) = message {
-            let mut extra = serde_json::Map::new();
-            extra.insert("command".into(), json!("review"));
-            extra.insert("message".into(), json!(message));
-            let answer = Answer::stopped(StopReason::EndTurn, extra);
+            let notes = TurnNotes {
+                command: Some("review".into()),
+                message: Some(message),
+                ..TurnNotes::default()
+            };
+            let answer = Answer::stopped(StopReason::EndTurn, notes);
             if let Some((turn_id, order, waiting)) = s.turns.answer_next(answer.clone()) {
                 let record = store::done_record(&p.session, &turn_id, order, &answer, now, None);
                 self.out.persist_in(Lane::of(&p.session), vec![record]);

@@ -338,7 +338,7 @@ mod tests {
     fn an_answered_turns_end_persists_drops_its_cards_tells_answers_ends_its_task_then_rechecks() {
         let answer = Answer::Stopped {
             stop_reason: StopReason::MaxTokens,
-            extra: None,
+            notes: None,
         };
         let records = vec![done_record("s", "t", 1, &answer, 5, None)];
         let answered = Answered {

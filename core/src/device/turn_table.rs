@@ -6,7 +6,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use serde_json::{json, Map, Value};
+use serde_json::Value;
 
 use super::chunks::Chunk;
 use super::ledger::{Fixed, Ledger, TurnState};
@@ -15,7 +15,7 @@ use crate::engine::{StopReason, ToolStatus, TurnStart};
 use crate::jsonrpc::{code, Id};
 use crate::review::ReviewTarget;
 use crate::turn::Answer;
-use crate::wire::session::{HistoryTurn, ToolRecord};
+use crate::wire::session::{HistoryTurn, ToolRecord, TurnNotes};
 
 /// A prompt request waiting for a turn's answer: where it came from and its id.
 pub(crate) type Waiter = (ConnId, Id);
@@ -191,16 +191,12 @@ impl Running {
 
     /// Steered messages the turn ended before taking in, for `_meta.lembas.unsent`, and the
     /// command its prompt was, for `command`.
-    fn unsent(&self) -> Map<String, Value> {
-        let mut extra = Map::new();
-        if let Some(c) = &self.command {
-            extra.insert("command".into(), json!(c.name));
+    fn end_notes(&self) -> TurnNotes {
+        TurnNotes {
+            command: self.command.as_ref().map(|c| c.name.clone()),
+            unsent: self.steer.iter().map(|m| m.text.clone()).collect(),
+            ..TurnNotes::default()
         }
-        if !self.steer.is_empty() {
-            let texts: Vec<&str> = self.steer.iter().map(|m| m.text.as_str()).collect();
-            extra.insert("unsent".into(), json!(texts));
-        }
-        extra
     }
 }
 
@@ -589,8 +585,8 @@ impl TurnTable {
     pub fn finish(&mut self, outcome: Result<StopReason, String>) -> Option<Finished> {
         let running = self.running.take()?;
         let answer = match (running.cancelling, outcome) {
-            (true, _) => Answer::stopped(StopReason::Cancelled, running.unsent()),
-            (false, Ok(reason)) => Answer::stopped(reason, running.unsent()),
+            (true, _) => Answer::stopped(StopReason::Cancelled, running.end_notes()),
+            (false, Ok(reason)) => Answer::stopped(reason, running.end_notes()),
             (false, Err(message)) => Answer::Failed {
                 code: code::INTERNAL_ERROR,
                 message: format!("the turn failed: {message}"),
@@ -723,7 +719,7 @@ mod tests {
         assert_eq!(done.waiting, vec![waiter(1), waiter(2), waiter(3)]);
         assert_eq!(
             done.answer,
-            Answer::stopped(StopReason::EndTurn, Map::new())
+            Answer::stopped(StopReason::EndTurn, TurnNotes::default())
         );
         assert!(!t.has_waiters());
         assert!(t.finish(Ok(StopReason::EndTurn)).is_none());
@@ -823,7 +819,7 @@ mod tests {
             Some(("/w".into(), ReviewTarget::Branch("main".into())))
         );
         assert!(t.review_checked(9, Vec::new()).is_some());
-        let answer = Answer::stopped(StopReason::EndTurn, Map::new());
+        let answer = Answer::stopped(StopReason::EndTurn, TurnNotes::default());
         let (turn, _, waiting) = t.answer_next(answer.clone()).expect("s waited");
         assert_eq!((turn.as_str(), waiting), ("s", vec![waiter(3)]));
         assert_eq!(t.seen("s", waiter(4)), Seen::Done(&answer));
@@ -844,8 +840,10 @@ mod tests {
         assert_eq!(t.cancel(), None, "asked once");
         assert!(t.steerable().is_none());
         let done = t.finish(Ok(StopReason::EndTurn)).unwrap();
-        let mut unsent = Map::new();
-        unsent.insert("unsent".into(), json!(["later"]));
+        let unsent = TurnNotes {
+            unsent: vec!["later".into()],
+            ..TurnNotes::default()
+        };
         assert_eq!(done.answer, Answer::stopped(StopReason::Cancelled, unsent));
     }
 
@@ -894,14 +892,14 @@ mod tests {
         let done = t.finish(Ok(StopReason::EndTurn)).expect("a ran");
         assert_eq!(
             done.answer,
-            Answer::stopped(StopReason::Cancelled, Map::new())
+            Answer::stopped(StopReason::Cancelled, TurnNotes::default())
         );
         // b was queued behind it: it runs, and a stop of a was not one of b.
         assert_eq!(t.start_next().map(|(s, _)| s.turn_id), Some("b".into()));
         let done = t.finish(Ok(StopReason::EndTurn)).expect("b ran");
         assert_eq!(
             done.answer,
-            Answer::stopped(StopReason::EndTurn, Map::new())
+            Answer::stopped(StopReason::EndTurn, TurnNotes::default())
         );
     }
 
@@ -976,8 +974,8 @@ mod tests {
         assert!(r.streamed(Chunk::Message, "hello", 8));
         assert!(r.streamed(Chunk::Message, " world", 8));
         assert!(r.streamed(Chunk::Thought, "hm", 8));
-        r.tool_called("t1", "read", &json!({ "path": "a" }));
-        r.tool_called("t2", "write", &json!({}));
+        r.tool_called("t1", "read", &serde_json::json!({ "path": "a" }));
+        r.tool_called("t2", "write", &serde_json::json!({}));
         r.tool_updated("t1", ToolStatus::Completed, Some(&"text".to_string()));
         r.tool_updated("t2", ToolStatus::Failed, None);
         r.tool_updated("t3", ToolStatus::Failed, None);

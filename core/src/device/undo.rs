@@ -20,7 +20,6 @@
 //! real answer, which a resent prompt of the same turn id gets.
 
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Map, Value};
 
 use super::outbox::Lane;
 use super::sessions::Session;
@@ -31,7 +30,7 @@ use crate::store::{done_record, Record, Undoing};
 use crate::time::Time;
 use crate::turn::Answer;
 use crate::wire::event::lembas::{LembasEvent, NoticeEvent, TaskState};
-use crate::wire::session::HistoryTurn;
+use crate::wire::session::{HistoryTurn, TurnNotes, UndoneTurn};
 
 /// What the shell did for an `Effect::UndoFiles`: the files it put back (removed, for one the
 /// turn created), relative to the project, and those it left as they are, with why.
@@ -155,7 +154,7 @@ impl Session {
         let finished = self.turns.finish(Ok(StopReason::EndTurn))?;
         let mut notice = None;
         let said = match undone {
-            None => Value::Null,
+            None => None,
             Some((turn, prompt, files)) => {
                 let restored = match files {
                     Ok(files) => {
@@ -169,13 +168,18 @@ impl Session {
                         Vec::new()
                     }
                 };
-                json!({ "prompt": prompt, "files": restored })
+                Some(UndoneTurn {
+                    prompt,
+                    files: restored,
+                })
             }
         };
-        let mut extra = Map::new();
-        extra.insert("command".into(), json!("undo"));
-        extra.insert("undone".into(), said);
-        let answer = Answer::stopped(StopReason::EndTurn, extra);
+        let notes = TurnNotes {
+            command: Some("undo".into()),
+            undone: Some(said),
+            ..TurnNotes::default()
+        };
+        let answer = Answer::stopped(StopReason::EndTurn, notes);
         self.turns.settle(turn_id, answer.clone());
         // The answer and the end of the undo under way are stored as one.
         if self
@@ -395,7 +399,7 @@ mod tests {
         let mut s = Session::new(SessionRecord::testing("s"), 10);
         run(&mut s, "u", true);
         match s.start_undo("u", 5) {
-            Some(UndoStart::Ended(end)) => assert_eq!(end.answer, undo_answer(Value::Null)),
+            Some(UndoStart::Ended(end)) => assert_eq!(end.answer, undo_answer(None)),
             other => panic!("nothing to undo: {other:?}"),
         }
         assert!(s.turns.running().is_none(), "u ended at once");
@@ -426,11 +430,17 @@ mod tests {
         assert_eq!(s.undo_under_way(), None, "u runs, not other");
     }
 
-    fn undo_answer(undone: Value) -> Answer {
-        let mut extra = Map::new();
-        extra.insert("command".into(), json!("undo"));
-        extra.insert("undone".into(), undone);
-        Answer::stopped(StopReason::EndTurn, extra)
+    /// `/undo`'s answer: it undid `(prompt, files)`, or nothing.
+    fn undo_answer(undone: Option<(&str, &[&str])>) -> Answer {
+        let notes = TurnNotes {
+            command: Some("undo".into()),
+            undone: Some(undone.map(|(prompt, files)| UndoneTurn {
+                prompt: prompt.into(),
+                files: files.iter().map(|f| f.to_string()).collect(),
+            })),
+            ..TurnNotes::default()
+        };
+        Answer::stopped(StopReason::EndTurn, notes)
     }
 
     #[test]
@@ -450,10 +460,7 @@ mod tests {
             "not the running turn"
         );
         let end = s.finish_undo("u", undone, 6).expect("u ends");
-        assert_eq!(
-            end.answer,
-            undo_answer(json!({ "prompt": "text of a", "files": ["x.rs"] }))
-        );
+        assert_eq!(end.answer, undo_answer(Some(("text of a", &["x.rs"]))));
         assert_eq!(
             end.notice.as_deref(),
             Some("undoing turn `a` left 1 file as it is now: `y.rs` (changed since)")
@@ -469,16 +476,13 @@ mod tests {
     fn an_undo_with_nothing_to_undo_or_files_not_put_back_says_so() {
         let mut s = undoing_a();
         let end = s.finish_undo("u", None, 6).expect("u ends");
-        assert_eq!(end.answer, undo_answer(Value::Null));
+        assert_eq!(end.answer, undo_answer(None));
         assert_eq!(end.notice, None);
 
         let mut s = undoing_a();
         let failed = Some(("a".into(), "text of a".into(), Err("no journal".into())));
         let end = s.finish_undo("u", failed, 6).expect("u ends");
-        assert_eq!(
-            end.answer,
-            undo_answer(json!({ "prompt": "text of a", "files": [] }))
-        );
+        assert_eq!(end.answer, undo_answer(Some(("text of a", &[]))));
         assert_eq!(
             end.notice.as_deref(),
             Some("the files turn `a` changed could not be put back: no journal")

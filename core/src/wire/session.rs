@@ -7,7 +7,7 @@ use std::borrow::Cow;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
-use crate::engine::Context;
+use crate::engine::{Context, StopReason};
 use crate::wire::{need, one_pass};
 
 /// A member captured even when it is `null` (`personalization: null` means "the device's own",
@@ -195,6 +195,114 @@ pub struct PromptParams<'a> {
     pub prompt: Vec<ContentBlock<'a>>,
     #[serde(default, rename = "_meta")]
     pub meta: Option<PromptMeta>,
+}
+
+/// What a prompt's answer says in `_meta.lembas` beside `turnId` (the table under the spec's
+/// `session/prompt` Result), each member only when it applies. A turn's answer keeps these, so
+/// a duplicate prompt gets them too.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnNotes {
+    /// The command the prompt was (`/compact`, `/undo`...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// What a command that had nothing to do said instead (`/review` with no changes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// `/plan` without a task: the mode now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    /// `/compact`: the summary the older turns were folded into.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    /// `/undo`: what it undid, `Some(None)` (`null` on the wire) when there was nothing.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "null_kept"
+    )]
+    pub undone: Option<Option<UndoneTurn>>,
+    /// Messages sent with `_lembas/steer` that the turn ended before taking in.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unsent: Vec<String>,
+}
+
+impl TurnNotes {
+    pub fn is_empty(&self) -> bool {
+        *self == TurnNotes::default()
+    }
+}
+
+/// `undone: { prompt, files }`: the files put back, and the undone turn's prompt (members in
+/// the order of their names, as answers recorded before this type have them).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UndoneTurn {
+    pub files: Vec<String>,
+    pub prompt: String,
+}
+
+/// An optional member whose `null` is a value (`undone: null`, nothing to undo), not absence.
+fn null_kept<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(d).map(Some)
+}
+
+/// `session/prompt`'s result: `{ _meta: { lembas: { turnId, ...notes } }, stopReason }`.
+/// Members in the order of their names, as the frames recorded in `spec/conformance` have them.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PromptResult<'a> {
+    #[serde(rename = "_meta")]
+    pub meta: PromptResultMeta<'a>,
+    pub stop_reason: StopReason,
+}
+
+impl<'a> PromptResult<'a> {
+    pub fn new(stop_reason: StopReason, turn_id: &'a str, notes: Option<&'a TurnNotes>) -> Self {
+        let lembas = match notes {
+            None => PromptResultLembas {
+                turn_id,
+                ..PromptResultLembas::default()
+            },
+            Some(n) => PromptResultLembas {
+                command: n.command.as_deref(),
+                message: n.message.as_deref(),
+                mode: n.mode.as_deref(),
+                summary: n.summary.as_deref(),
+                turn_id,
+                undone: n.undone.as_ref().map(Option::as_ref),
+                unsent: &n.unsent,
+            },
+        };
+        PromptResult {
+            meta: PromptResultMeta { lembas },
+            stop_reason,
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct PromptResultMeta<'a> {
+    pub lembas: PromptResultLembas<'a>,
+}
+
+/// [`TurnNotes`] borrowed, with the turn's id among them.
+#[derive(Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PromptResultLembas<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary: Option<&'a str>,
+    pub turn_id: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub undone: Option<Option<&'a UndoneTurn>>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    pub unsent: &'a [String],
 }
 
 #[derive(Debug, Deserialize)]
