@@ -272,6 +272,29 @@ fn a_delete_made_offline_is_delivered_after_the_next_initialize_once() {
     assert_eq!(again, 1, "not sent twice");
 }
 
+/// The device's answer says whether it had the session: one it never had is deleted too, and
+/// the client hears that it was not there.
+#[test]
+fn a_delete_of_a_session_the_device_never_had_is_done_and_says_so() {
+    let (mut p, s) = linked();
+    p.client.delete_session("ses_never", p.now);
+    p.client.delete_session(&s, p.now);
+    p.drive().unwrap();
+    let heard: Vec<(&str, bool)> = p
+        .client_events
+        .iter()
+        .filter_map(|e| match e {
+            ClientEvent::Deleted {
+                session_id,
+                existed,
+            } => Some((session_id.as_str(), *existed)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(heard, [("ses_never", false), (s.as_str(), true)]);
+    assert!(p.client.pending_deletes().is_empty());
+}
+
 #[test]
 fn a_client_delete_survives_dropped_links_and_stops_a_running_turn() {
     let (mut p, s) = linked();

@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::turns::Purpose;
@@ -12,6 +13,7 @@ use super::{Client, ClientEvent};
 use crate::jsonrpc::{Id, RpcError};
 use crate::time::Time;
 use crate::wire::event::notice::DELETED;
+use crate::wire::session::DeleteResult;
 
 /// Refusals after which a delete is given up (LLeMbas's rule).
 pub const MAX_REFUSALS: u32 = 5;
@@ -142,7 +144,8 @@ impl Client {
                 self.unfollow(&session);
                 self.emit(ClientEvent::Deleted {
                     session_id: session,
-                    existed: v["deleted"] == json!(true),
+                    // An answer that is no DeleteResult still means the device let it go.
+                    existed: DeleteResult::deserialize(&v).is_ok_and(|r| r.deleted),
                 });
             }
             Err(e) => {

@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::connection::Connection;
 use super::outbox::Outbox;
@@ -21,7 +21,7 @@ use crate::store::{self, Record, Table};
 use crate::time::Time;
 use crate::turn::Answer;
 use crate::wire::event::notice::{DeletedParams, DELETED};
-use crate::wire::session::{SessionIdParams, TurnNotes};
+use crate::wire::session::{DeleteResult, SessionIdParams, TurnNotes};
 
 /// The deletes made on the device not yet known to reach a client: kept (durable, in
 /// `Table::Deletes`) until sent, then unconfirmed until the link that carried them stayed up
@@ -117,6 +117,11 @@ impl KeptDeletes {
     }
 }
 
+/// `_lembas/session/delete`'s answer.
+fn deleted(deleted: bool) -> Value {
+    serde_json::to_value(DeleteResult { deleted }).expect("a bool serializes")
+}
+
 /// `_lembas/session/deleted` for `session_id`.
 fn deleted_frame(session_id: &str) -> Vec<u8> {
     jsonrpc::encode_notification(
@@ -180,7 +185,7 @@ impl Device {
     ) -> Result<Value, RpcError> {
         let Some(s) = self.sessions.get(&p.session_id) else {
             // Gone already: deleting twice is done as well.
-            return Ok(json!({ "deleted": false }));
+            return Ok(deleted(false));
         };
         if !may_delete(s, conn, &self.conns, &self.config.remote) {
             return Err(RpcError::invalid_params(format!(
@@ -190,7 +195,7 @@ impl Device {
             )));
         }
         self.remove_session(&p.session_id);
-        Ok(json!({ "deleted": true }))
+        Ok(deleted(true))
     }
 
     /// Delete a session on the device's own account (`lembas sessions delete`, a prune). The
@@ -264,6 +269,7 @@ impl Device {
 mod tests {
     use super::*;
     use crate::device::Output;
+    use serde_json::json;
 
     const LINK: ConnId = ConnId(1);
 

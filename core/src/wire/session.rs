@@ -477,6 +477,13 @@ impl<'de> Deserialize<'de> for HistoryTurn {
     }
 }
 
+/// `_lembas/session/delete`'s answer: whether the device had the session (deleting one it
+/// does not have is done as well).
+#[derive(Debug, Serialize, Deserialize)]
+pub struct DeleteResult {
+    pub deleted: bool,
+}
+
 /// `_lembas/session/status`' answer: the device writes it borrowing from the session, a
 /// client reads it owned.
 #[derive(Debug, Serialize, Deserialize)]
