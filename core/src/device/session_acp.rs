@@ -169,16 +169,8 @@ impl Session {
     /// `max_mode`) less the session's id, saying in `_meta.lembas` when turns were left out
     /// (`cut`: truncated, dropped).
     fn load_result(&self, max_mode: Mode, cut: Option<(bool, u64)>) -> Value {
-        let mut result = self.result(max_mode);
-        if let Some(o) = result.as_object_mut() {
-            // ACP's answer to a load names no session: the request did.
-            o.remove("sessionId");
-        }
-        if let Some((truncated, dropped)) = cut {
-            result["_meta"]["lembas"]["truncated"] = json!(truncated);
-            result["_meta"]["lembas"]["dropped"] = json!(dropped);
-        }
-        result
+        // ACP's answer to a load names no session: the request did.
+        self.result_with(max_mode, false, cut)
     }
 
     /// The `session_info_update` an editor hears when its title changes.

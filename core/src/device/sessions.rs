@@ -22,7 +22,8 @@ use crate::wire::event::update::{
     CurrentModeUpdate, PlanEntry, PlanEntryStatus, PlanMeta, PlanUpdate, SessionUpdate,
 };
 use crate::wire::session::{
-    ModeInfo, Modes, SessionIdParams, SetModeParams, StatusResult, TitleParams,
+    ModeInfo, Modes, SessionIdParams, SessionResult, SessionResultLembas, SessionResultMeta,
+    SetModeParams, StatusResult, TitleParams,
 };
 
 /// A session in memory: what of it is stored (its record, written as it is) and what lives only
@@ -89,6 +90,17 @@ impl Session {
     /// The answer to a `session/new` (and a load's, less its id): its modes (those up to
     /// `max_mode`, what the connection may use), model and effort.
     pub fn result(&self, max_mode: Mode) -> Value {
+        self.result_with(max_mode, true, None)
+    }
+
+    /// [`Session::result`], with the session's id or not, and what a load left out (`cut`:
+    /// truncated, dropped).
+    pub(super) fn result_with(
+        &self,
+        max_mode: Mode,
+        with_id: bool,
+        cut: Option<(bool, u64)>,
+    ) -> Value {
         let modes = Modes {
             current_mode_id: self.durable.mode.as_str(),
             available_modes: Mode::ALL
@@ -101,13 +113,21 @@ impl Session {
                 .collect(),
         };
         let d = &self.durable;
-        json!({
-            "sessionId": d.id,
-            "modes": modes,
-            "_meta": { "lembas": {
-                "model": d.model, "mode": d.mode, "effort": d.effort, "instance": d.instance,
-            } },
-        })
+        let result = SessionResult {
+            session_id: with_id.then_some(d.id.as_str()),
+            modes,
+            meta: SessionResultMeta {
+                lembas: SessionResultLembas {
+                    model: d.model.as_deref(),
+                    mode: d.mode,
+                    effort: d.effort.as_deref(),
+                    instance: d.instance,
+                    truncated: cut.map(|(truncated, _)| truncated),
+                    dropped: cut.map(|(_, dropped)| dropped),
+                },
+            },
+        };
+        serde_json::to_value(result).expect("a session's answer serializes")
     }
 
     /// Taken up for `conn`: open (it was only in the store when `from_store`), and `conn`

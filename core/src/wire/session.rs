@@ -7,6 +7,7 @@ use std::borrow::Cow;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
+use crate::config::Mode;
 use crate::engine::{Context, StopReason};
 use crate::wire::{need, one_pass};
 
@@ -87,6 +88,36 @@ pub struct ModeInfo {
 pub struct Modes {
     pub current_mode_id: &'static str,
     pub available_modes: Vec<ModeInfo>,
+}
+
+/// `session/new`'s answer; `session/load`'s and `session/resume`'s are the same without
+/// `sessionId` (the request named it) and say in `_meta.lembas` when turns were left out.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionResult<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<&'a str>,
+    pub modes: Modes,
+    #[serde(rename = "_meta")]
+    pub meta: SessionResultMeta<'a>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct SessionResultMeta<'a> {
+    pub lembas: SessionResultLembas<'a>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct SessionResultLembas<'a> {
+    pub model: Option<&'a str>,
+    pub mode: Mode,
+    pub effort: Option<&'a str>,
+    pub instance: bool,
+    /// A load's: whether turns were left out of its replay, and how many.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub truncated: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dropped: Option<u64>,
 }
 
 /// One content block of a prompt. Base64 payloads borrow from the frame.
