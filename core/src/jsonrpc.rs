@@ -123,6 +123,13 @@ impl RpcError {
         Self::new(code::INVALID_PARAMS, message)
     }
 
+    /// -32602 for a count past one of the device's bounds: `message` names the bound and its
+    /// setting, and `data.limit` is the bound, as in every refusal of a size or count (what was
+    /// asked is in the sentence).
+    pub fn over_limit(message: impl Into<String>, limit: usize) -> Self {
+        Self::invalid_params(message).with_data(serde_json::json!({ "limit": limit }))
+    }
+
     pub fn method_not_found(method: &str) -> Self {
         Self::new(
             code::METHOD_NOT_FOUND,

@@ -89,11 +89,14 @@ impl Device {
     ) -> Result<(), RpcError> {
         let max = self.config.sessions.max_event_reads;
         if self.event_reads.len() >= max {
-            return Err(RpcError::invalid_params(format!(
-                "this device is reading {max} set-aside sessions' event logs already, the most \
-                 it reads at once (sessions.max_event_reads); ask again once one is answered"
-            ))
-            .with_data(serde_json::json!({ "limit": max })));
+            return Err(RpcError::over_limit(
+                format!(
+                    "this device is reading {max} set-aside sessions' event logs already, the \
+                     most it reads at once (sessions.max_event_reads); ask again once one is \
+                     answered"
+                ),
+                max,
+            ));
         }
         let request = self.event_reads.ask(PendingEvents {
             conn,

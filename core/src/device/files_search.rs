@@ -73,10 +73,10 @@ impl SearchParams {
             None => DEFAULT_LIMIT,
             Some(n) if (1..=MAX_LIMIT as u64).contains(&n) => n as usize,
             Some(n) => {
-                return Err(RpcError::invalid_params(format!(
-                    "`limit` is {n}: it must be 1 to {MAX_LIMIT}"
+                return Err(RpcError::over_limit(
+                    format!("`limit` is {n}: it must be 1 to {MAX_LIMIT}"),
+                    MAX_LIMIT,
                 ))
-                .with_data(json!({ "limit": n, "max": MAX_LIMIT })))
             }
         };
         let chars = self.query.chars().count();
@@ -299,7 +299,11 @@ mod tests {
         for n in [0, 51] {
             let e = params("a", Some(n)).checked_limit().unwrap_err();
             assert_eq!(e.message, format!("`limit` is {n}: it must be 1 to 50"));
-            assert_eq!(e.data, Some(json!({ "limit": n, "max": 50 })));
+            assert_eq!(
+                e.data,
+                Some(json!({ "limit": 50 })),
+                "the bound, as every refusal"
+            );
         }
         // Characters, not bytes.
         assert!(params(&"é".repeat(256), None).checked_limit().is_ok());

@@ -190,11 +190,13 @@ fn history_limit(given: Option<u64>, max: usize) -> Result<usize, RpcError> {
         Some(0) => Err(RpcError::invalid_params(
             "limit must be at least 1 (or left out for sessions.max_history_turns)",
         )),
-        Some(l) if l > max as u64 => Err(RpcError::invalid_params(format!(
-            "limit {l} is over the most turns this device answers at once, {max} \
-             (sessions.max_history_turns)"
-        ))
-        .with_data(serde_json::json!({ "limit": max }))),
+        Some(l) if l > max as u64 => Err(RpcError::over_limit(
+            format!(
+                "limit {l} is over the most turns this device answers at once, {max} \
+                 (sessions.max_history_turns)"
+            ),
+            max,
+        )),
         Some(l) => Ok(l as usize),
     }
 }

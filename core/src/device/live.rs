@@ -156,11 +156,13 @@ fn no_room(live: usize, max: usize, has_store: bool) -> RpcError {
     } else {
         "and without a store none can be set aside"
     };
-    RpcError::invalid_params(format!(
-        "this device has {live} sessions in memory, the limit of {max} (sessions.max_live), \
-         {why}"
-    ))
-    .with_data(serde_json::json!({ "limit": max }))
+    RpcError::over_limit(
+        format!(
+            "this device has {live} sessions in memory, the limit of {max} (sessions.max_live), \
+             {why}"
+        ),
+        max,
+    )
 }
 
 impl Session {

@@ -84,11 +84,13 @@ impl Device {
                 ))
             }
             Some(l) if l > max as u64 => {
-                return Err(RpcError::invalid_params(format!(
-                    "limit {l} is over the most this device answers at once, {max} \
-                     (sessions.max_events_page)"
+                return Err(RpcError::over_limit(
+                    format!(
+                        "limit {l} is over the most this device answers at once, {max} \
+                         (sessions.max_events_page)"
+                    ),
+                    max,
                 ))
-                .with_data(serde_json::json!({ "limit": max })))
             }
             Some(l) => l as usize,
         };
