@@ -182,7 +182,7 @@ mod tests {
         let notes = TurnNotes {
             command: Some("undo".into()),
             message: Some("m".into()),
-            mode: Some("plan".into()),
+            mode: Some(crate::config::Mode::Plan),
             summary: Some("s".into()),
             undone: Some(Some(crate::wire::session::UndoneTurn {
                 prompt: "p".into(),

@@ -236,7 +236,7 @@ impl Device {
 fn plan_action_meta() -> TurnNotes {
     TurnNotes {
         command: Some("plan".into()),
-        mode: Some(Mode::Plan.as_str().into()),
+        mode: Some(Mode::Plan),
         ..TurnNotes::default()
     }
 }

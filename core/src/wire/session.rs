@@ -233,7 +233,7 @@ pub struct PromptParams<'a> {
 /// a duplicate prompt gets them too.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TurnNotes {
-    /// The command the prompt was (`/compact`, `/undo`...).
+    /// The command the prompt was, without its slash (`compact`, `undo`...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
     /// What a command that had nothing to do said instead (`/review` with no changes).
@@ -241,7 +241,7 @@ pub struct TurnNotes {
     pub message: Option<String>,
     /// `/plan` without a task: the mode now.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mode: Option<String>,
+    pub mode: Option<Mode>,
     /// `/compact`: the summary the older turns were folded into.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<String>,
@@ -298,7 +298,7 @@ impl<'a> PromptResult<'a> {
             Some(n) => PromptResultLembas {
                 command: n.command.as_deref(),
                 message: n.message.as_deref(),
-                mode: n.mode.as_deref(),
+                mode: n.mode,
                 summary: n.summary.as_deref(),
                 turn_id,
                 undone: n.undone.as_ref().map(Option::as_ref),
@@ -326,7 +326,7 @@ pub struct PromptResultLembas<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub mode: Option<&'a str>,
+    pub mode: Option<Mode>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub summary: Option<&'a str>,
     pub turn_id: &'a str,
