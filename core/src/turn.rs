@@ -91,14 +91,6 @@ impl Answer {
         }
     }
 
-    /// What the answer says beside `turnId`, if it is a stop that says more.
-    pub fn notes(&self) -> Option<&TurnNotes> {
-        match self {
-            Answer::Stopped { notes, .. } => notes.as_deref(),
-            Answer::Failed { .. } => None,
-        }
-    }
-
     /// The response frame to the prompt request `id` for turn `turn_id`.
     pub fn frame(&self, id: &Id, turn_id: &str) -> Vec<u8> {
         match self {
@@ -145,9 +137,12 @@ mod tests {
     fn stored_notes_read_back_typed_and_answer_as_before() {
         let stored = r#"{"kind":"stopped","stop_reason":"end_turn","extra":"{\"command\":\"undo\",\"undone\":null}"}"#;
         let a: Answer = serde_json::from_str(stored).unwrap();
-        let notes = a.notes().expect("notes");
-        assert_eq!(notes.command.as_deref(), Some("undo"));
-        assert_eq!(notes.undone, Some(None));
+        let undo = TurnNotes {
+            command: Some("undo".into()),
+            undone: Some(None),
+            ..TurnNotes::default()
+        };
+        assert_eq!(a, Answer::stopped(StopReason::EndTurn, undo));
         assert_eq!(serde_json::to_string(&a).unwrap(), stored);
         let frame: serde_json::Value =
             serde_json::from_slice(&a.frame(&Id::number(1), "t")).unwrap();
@@ -164,7 +159,7 @@ mod tests {
             a,
             Answer::stopped(StopReason::Cancelled, TurnNotes::default())
         );
-        assert_eq!(a.notes(), None);
+        assert!(matches!(a, Answer::Stopped { notes: None, .. }));
 
         let broken = r#"{"kind":"stopped","stop_reason":"end_turn","extra":"{\"unsent\":7}"}"#;
         let a: Answer =

@@ -6,8 +6,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde_json::Value;
-
 use super::connection::Connection;
 use super::outbox::Outbox;
 use super::session_set::Removed;
@@ -117,11 +115,6 @@ impl KeptDeletes {
     }
 }
 
-/// `_lembas/session/delete`'s answer.
-fn deleted(deleted: bool) -> Value {
-    serde_json::to_value(DeleteResult { deleted }).expect("a bool serializes")
-}
-
 /// `_lembas/session/deleted` for `session_id`.
 fn deleted_frame(session_id: &str) -> Vec<u8> {
     jsonrpc::encode_notification(
@@ -182,10 +175,10 @@ impl Device {
         &mut self,
         conn: ConnId,
         p: SessionIdParams,
-    ) -> Result<Value, RpcError> {
+    ) -> Result<DeleteResult, RpcError> {
         let Some(s) = self.sessions.get(&p.session_id) else {
             // Gone already: deleting twice is done as well.
-            return Ok(deleted(false));
+            return Ok(DeleteResult { deleted: false });
         };
         if !may_delete(s, conn, &self.conns, &self.config.remote) {
             return Err(RpcError::invalid_params(format!(
@@ -195,7 +188,7 @@ impl Device {
             )));
         }
         self.remove_session(&p.session_id);
-        Ok(deleted(true))
+        Ok(DeleteResult { deleted: true })
     }
 
     /// Delete a session on the device's own account (`lembas sessions delete`, a prune). The
@@ -269,7 +262,7 @@ impl Device {
 mod tests {
     use super::*;
     use crate::device::Output;
-    use serde_json::json;
+    use serde_json::{json, Value};
 
     const LINK: ConnId = ConnId(1);
 

@@ -257,9 +257,19 @@ pub struct TurnNotes {
     pub unsent: Vec<String>,
 }
 
+/// Notes that say nothing (what `default()` gives), for an answer without any to borrow.
+static NO_NOTES: TurnNotes = TurnNotes {
+    command: None,
+    message: None,
+    mode: None,
+    summary: None,
+    undone: None,
+    unsent: Vec::new(),
+};
+
 impl TurnNotes {
     pub fn is_empty(&self) -> bool {
-        *self == TurnNotes::default()
+        *self == NO_NOTES
     }
 }
 
@@ -290,20 +300,15 @@ pub struct PromptResult<'a> {
 
 impl<'a> PromptResult<'a> {
     pub fn new(stop_reason: StopReason, turn_id: &'a str, notes: Option<&'a TurnNotes>) -> Self {
-        let lembas = match notes {
-            None => PromptResultLembas {
-                turn_id,
-                ..PromptResultLembas::default()
-            },
-            Some(n) => PromptResultLembas {
-                command: n.command.as_deref(),
-                message: n.message.as_deref(),
-                mode: n.mode,
-                summary: n.summary.as_deref(),
-                turn_id,
-                undone: n.undone.as_ref().map(Option::as_ref),
-                unsent: &n.unsent,
-            },
+        let n = notes.unwrap_or(&NO_NOTES);
+        let lembas = PromptResultLembas {
+            command: n.command.as_deref(),
+            message: n.message.as_deref(),
+            mode: n.mode,
+            summary: n.summary.as_deref(),
+            turn_id,
+            undone: n.undone.as_ref().map(Option::as_ref),
+            unsent: &n.unsent,
         };
         PromptResult {
             meta: PromptResultMeta { lembas },
@@ -318,7 +323,7 @@ pub struct PromptResultMeta<'a> {
 }
 
 /// [`TurnNotes`] borrowed, with the turn's id among them.
-#[derive(Debug, Default, Serialize)]
+#[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PromptResultLembas<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
