@@ -51,6 +51,7 @@ pub mod mentions;
 pub mod methods;
 pub mod model;
 pub mod paths;
+mod prefetch;
 pub mod review;
 pub mod rng;
 pub mod scripted;

@@ -287,6 +287,7 @@ impl ParamBytes {
     fn push(&mut self, params: &str) -> u64 {
         let at = self.base + self.buf.len() as u64;
         self.buf.push_str(params);
+        crate::prefetch::next_append(&self.buf);
         at
     }
 

@@ -212,6 +212,7 @@ impl Kept {
         let room = max.saturating_sub(self.text.len());
         if self.left_out == 0 && more.len() <= room {
             self.text.push_str(more);
+            crate::prefetch::next_append(&self.text);
             return;
         }
         let mut cut = crate::text::floor_char(more, room).len();
