@@ -3,9 +3,9 @@
 //! session's lane, and the copy its event log keeps. A text chunk takes its own path
 //! (chunks.rs), held byte for byte to these.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
-use super::connection::{Connection, Phase};
+use super::connection::{Connection, Connections, Phase};
 use super::event_log::{notification_frame, Logged};
 use super::outbox::Lane;
 use super::{ConnId, Device};
@@ -95,7 +95,7 @@ fn hears_events(c: &Connection) -> bool {
 /// The holders of a session that are still connected and `hears` say hear it, in id order.
 pub(super) fn hearers<'a>(
     holders: &'a BTreeSet<ConnId>,
-    conns: &'a BTreeMap<ConnId, Connection>,
+    conns: &'a Connections,
     hears: impl Fn(&Connection) -> bool + 'a,
 ) -> impl Iterator<Item = ConnId> + 'a {
     holders
@@ -125,7 +125,7 @@ mod tests {
             });
             c
         };
-        let conns = BTreeMap::from([
+        let conns = Connections::from_iter([
             (ConnId(1), ready(ConnKind::Link, true)),
             (ConnId(2), Connection::new(ConnKind::Stdio)),
             (ConnId(3), ready(ConnKind::Hub, false)),

@@ -14,10 +14,10 @@ use super::card_shape::{card_params, check_card, is_permission, read_answer, ref
 
 use serde_json::Value;
 
-use super::connection::{Connection, Reach, RequestIds};
+use super::connection::{Connection, Connections, Reach, RequestIds};
 use super::event_log::{notification_frame, Logged};
 use super::outbox::Outbox;
-use super::{ConnId, ConnKind, Device};
+use super::{ConnId, Device};
 use crate::config::Mode;
 use crate::engine::{Ask, Card, Decision, EngineCommand, PlanDecision};
 use crate::jsonrpc::{self, code, Id, RpcError};
@@ -82,10 +82,8 @@ pub(crate) struct Decided {
 /// Whether a person on the device (a terminal, or an editor on stdio or the hub: the spec's
 /// "terminal" of a shared session) holds the session (of `holders`): a card's web copy is
 /// then not timed out, since that person may answer.
-fn holds_terminal(holders: &BTreeSet<ConnId>, conns: &BTreeMap<ConnId, Connection>) -> bool {
-    holders
-        .iter()
-        .any(|h| conns.get(h).is_some_and(|c| c.kind != ConnKind::Link))
+fn holds_terminal(holders: &BTreeSet<ConnId>, conns: &Connections) -> bool {
+    conns.any_of(holders, Connection::is_local)
 }
 
 /// Send the card to `conn` if it may be asked and has not been yet.
@@ -252,7 +250,7 @@ impl Cards {
         open: OpenCard,
         answered_by: Option<ConnId>,
         seq: Option<u64>,
-        conns: &mut BTreeMap<ConnId, Connection>,
+        conns: &mut Connections,
         out: &mut Outbox,
     ) -> String {
         let params = serde_json::to_string(&SettledParams {
@@ -412,6 +410,7 @@ impl Device {
 mod tests {
     use super::*;
     use crate::device::card_shape::tests::{permission, question};
+    use crate::device::ConnKind;
     use crate::device::Output;
     use crate::engine::PermissionDecision;
     use crate::wire::event::card::{PERMISSION, QUESTION};
@@ -498,7 +497,7 @@ mod tests {
     }
 
     fn reach<'a>(
-        conns: &'a mut BTreeMap<ConnId, Connection>,
+        conns: &'a mut Connections,
         ids: &'a mut RequestIds,
         out: &'a mut Outbox,
     ) -> Reach<'a> {
@@ -519,13 +518,13 @@ mod tests {
     }
 
     /// Two connections asked the same card, and what was sent.
-    fn asked_twice(deadline: Time) -> (Cards, CardKey, BTreeMap<ConnId, Connection>, Outbox) {
+    fn asked_twice(deadline: Time) -> (Cards, CardKey, Connections, Outbox) {
         let (mut cards, mut ids, mut out) =
             (Cards::default(), RequestIds::default(), Outbox::default());
-        let mut conns: BTreeMap<ConnId, Connection> = [(ConnId(1), ready()), (ConnId(2), ready())]
+        let mut conns: Connections = [(ConnId(1), ready()), (ConnId(2), ready())]
             .into_iter()
             .collect();
-        let holders = conns.keys().copied().collect();
+        let holders = conns.iter().map(|(id, _)| *id).collect();
         let key = cards
             .open("s", "t", permission(false), deadline, false)
             .unwrap();
@@ -627,10 +626,10 @@ mod tests {
             .open("s", "t", question(&["a"]), Time(1), false)
             .unwrap();
         let (mut ids, mut out) = (RequestIds::default(), Outbox::default());
-        let mut conns: BTreeMap<ConnId, Connection> = [(ConnId(1), ready()), (ConnId(2), ready())]
+        let mut conns: Connections = [(ConnId(1), ready()), (ConnId(2), ready())]
             .into_iter()
             .collect();
-        let holders = conns.keys().copied().collect();
+        let holders = conns.iter().map(|(id, _)| *id).collect();
         cards.put(&key, None, &holders, reach(&mut conns, &mut ids, &mut out));
         let not_found = || Err(RpcError::new(code::METHOD_NOT_FOUND, "no"));
         assert!(cards
@@ -655,7 +654,7 @@ mod tests {
         let (mut ids, mut out) = (RequestIds::default(), Outbox::default());
         let mut waiting = ready();
         waiting.phase = super::super::connection::Phase::AwaitingInitialize;
-        let mut conns: BTreeMap<ConnId, Connection> = [
+        let mut conns: Connections = [
             (ConnId(1), ready()),
             (ConnId(2), waiting),
             (ConnId(3), ready_as(ConnKind::Terminal)),
@@ -698,7 +697,7 @@ mod tests {
         // An editor: plain ACP, no `_meta.lembas`.
         let mut editor = Connection::new(ConnKind::Stdio);
         editor.phase = super::super::connection::Phase::Ready;
-        let mut conns: BTreeMap<ConnId, Connection> = [(ConnId(1), editor)].into_iter().collect();
+        let mut conns: Connections = [(ConnId(1), editor)].into_iter().collect();
         let holders = BTreeSet::from([ConnId(1)]);
         let mut cards = Cards::default();
         let asked = cards
@@ -738,7 +737,7 @@ mod tests {
     #[test]
     fn a_new_holder_is_offered_its_sessions_open_cards_once() {
         let (mut ids, mut out) = (RequestIds::default(), Outbox::default());
-        let mut conns: BTreeMap<ConnId, Connection> = [
+        let mut conns: Connections = [
             (ConnId(1), ready()),
             (ConnId(2), ready_as(ConnKind::Terminal)),
         ]

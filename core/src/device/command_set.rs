@@ -12,12 +12,12 @@
 //! and confined; [`crate::commands`] decides the rest), so nothing of it is kept but a
 //! fingerprint a session to tell a change, and the seq of the set it last logged.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use serde::Deserialize;
 use serde_json::json;
 
-use super::connection::{Connection, Phase};
+use super::connection::{Connection, Connections, Phase};
 use super::event_log::{notification_frame, EventView, Logged};
 use super::files_search::judge_real_root;
 use super::outbox::Lane;
@@ -67,7 +67,7 @@ pub(super) fn hears_commands(c: &Connection, config: &crate::DeviceConfig) -> bo
 }
 
 /// Whether `conn` is there and the device tells it of command sets.
-fn hears(conns: &BTreeMap<ConnId, Connection>, conn: &ConnId, config: &DeviceConfig) -> bool {
+fn hears(conns: &Connections, conn: &ConnId, config: &DeviceConfig) -> bool {
     conns.get(conn).is_some_and(|c| hears_commands(c, config))
 }
 
@@ -76,7 +76,7 @@ fn hears(conns: &BTreeMap<ConnId, Connection>, conn: &ConnId, config: &DeviceCon
 fn recipients(
     holders: &BTreeSet<ConnId>,
     to: Option<ConnId>,
-    conns: &BTreeMap<ConnId, Connection>,
+    conns: &Connections,
     config: &DeviceConfig,
 ) -> Vec<ConnId> {
     holders
@@ -528,7 +528,7 @@ mod tests {
             c.initialized(crate::wire::handshake::ClientSaid::default());
             c
         };
-        let conns = BTreeMap::from([
+        let conns = Connections::from_iter([
             (ConnId(1), ready(ConnKind::Link)),
             (ConnId(2), Connection::new(ConnKind::Stdio)),
             (ConnId(3), ready(ConnKind::Hub)),

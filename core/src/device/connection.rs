@@ -2,7 +2,7 @@
 //! service's hub socket): its handshake
 //! phase, what its client said about itself, and the requests the device sent it.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
@@ -70,7 +70,7 @@ impl RequestIds {
 /// sends them. Built from `Device`'s fields one by one, so a concern can use it while the
 /// device lends it a session too.
 pub(crate) struct Reach<'a> {
-    pub conns: &'a mut BTreeMap<ConnId, Connection>,
+    pub conns: &'a mut Connections,
     pub ids: &'a mut RequestIds,
     pub out: &'a mut super::outbox::Outbox,
 }
@@ -93,6 +93,96 @@ pub(crate) struct Connection {
     /// A link just answered `initialize`: the sessions editors share are announced to it at
     /// the end of the input (shared.rs), after the answer.
     pub announce_due: bool,
+}
+
+/// The open connections, by id. Ids count up and are never reused, so a frame or an answer
+/// for a connection that closed finds nothing rather than its successor.
+#[derive(Debug, Default)]
+pub(crate) struct Connections {
+    open: BTreeMap<ConnId, Connection>,
+    next: u64,
+}
+
+impl Connections {
+    /// The id [`Connections::open`] gives next.
+    pub fn next_id(&self) -> ConnId {
+        ConnId(self.next)
+    }
+
+    pub fn open(&mut self, kind: ConnKind) -> ConnId {
+        let conn = self.next_id();
+        self.next += 1;
+        self.open.insert(conn, Connection::new(kind));
+        conn
+    }
+
+    pub fn remove(&mut self, conn: &ConnId) -> Option<Connection> {
+        self.open.remove(conn)
+    }
+
+    pub fn get(&self, conn: &ConnId) -> Option<&Connection> {
+        self.open.get(conn)
+    }
+
+    pub fn get_mut(&mut self, conn: &ConnId) -> Option<&mut Connection> {
+        self.open.get_mut(conn)
+    }
+
+    pub fn contains_key(&self, conn: &ConnId) -> bool {
+        self.open.contains_key(conn)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&ConnId, &Connection)> {
+        self.open.iter()
+    }
+
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (&ConnId, &mut Connection)> {
+        self.open.iter_mut()
+    }
+
+    pub fn values(&self) -> impl Iterator<Item = &Connection> {
+        self.open.values()
+    }
+
+    /// The link's connection, if one is open (there is at most one).
+    pub fn link(&self) -> Option<ConnId> {
+        self.iter()
+            .find(|(_, c)| c.kind == ConnKind::Link)
+            .map(|(id, _)| *id)
+    }
+
+    /// Whether any of `among` is open and `is` so (an editor among a session's holders, say).
+    pub fn any_of(&self, among: &BTreeSet<ConnId>, is: impl Fn(&Connection) -> bool) -> bool {
+        among.iter().any(|c| self.get(c).is_some_and(&is))
+    }
+}
+
+impl std::ops::Index<&ConnId> for Connections {
+    type Output = Connection;
+
+    /// For a connection the caller has just found open.
+    fn index(&self, conn: &ConnId) -> &Connection {
+        &self.open[conn]
+    }
+}
+
+/// Connections made as they are (tests and the fuzz harness): the next id is past the largest
+/// given.
+#[cfg(any(test, feature = "testing"))]
+impl FromIterator<(ConnId, Connection)> for Connections {
+    fn from_iter<I: IntoIterator<Item = (ConnId, Connection)>>(iter: I) -> Self {
+        let open: BTreeMap<_, _> = iter.into_iter().collect();
+        let next = open.keys().last().map_or(0, |c| c.0 + 1);
+        Connections { open, next }
+    }
+}
+
+#[cfg(any(test, feature = "testing"))]
+impl Connections {
+    pub fn insert(&mut self, conn: ConnId, c: Connection) {
+        self.next = self.next.max(conn.0 + 1);
+        self.open.insert(conn, c);
+    }
 }
 
 /// What became of a frame offered to be held behind a waiting request.
@@ -157,6 +247,11 @@ impl Connection {
     }
 
     /// Whether `_lembas/event` and the other `_lembas` notifications go to this client.
+    /// Whether it is on this machine (an editor, a terminal, a hub process), not the link.
+    pub fn is_local(&self) -> bool {
+        self.kind != ConnKind::Link
+    }
+
     pub fn gets_events(&self) -> bool {
         self.phase == Phase::Ready && self.said.lembas
     }
@@ -187,6 +282,28 @@ impl Connection {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ids_are_never_reused_and_queries_see_only_open_connections() {
+        let mut conns = Connections::default();
+        let editor = conns.open(ConnKind::Stdio);
+        let link = conns.open(ConnKind::Link);
+        assert_ne!(editor, link);
+        assert_eq!(conns.link(), Some(link));
+        let holders = BTreeSet::from([editor, link]);
+        assert!(conns.any_of(&holders, Connection::is_local));
+        assert!(conns.remove(&editor).is_some());
+        assert!(!conns.contains_key(&editor));
+        assert!(
+            !conns.any_of(&holders, Connection::is_local),
+            "a holder gone is no editor"
+        );
+        let next = conns.open(ConnKind::Stdio);
+        assert!(next != editor && next != link, "{next:?} was used before");
+        conns.remove(&link);
+        assert_eq!(conns.link(), None);
+        assert_eq!(conns.iter().count(), 1);
+    }
 
     #[test]
     fn initialize_readies_a_connection_and_only_a_link_is_due_its_announcement() {

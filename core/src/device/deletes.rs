@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::connection::Connection;
+use super::connection::Connections;
 use super::outbox::Outbox;
 use super::session_set::Removed;
 use super::sessions::Session;
@@ -52,16 +52,11 @@ impl KeptDeletes {
     /// Send the kept deletes to every link of `conns` whose client may hear them (after its
     /// `initialize`, with `_meta.lembas`); each waits there to be confirmed. None such: they
     /// stay kept.
-    pub fn send_to_links(
-        &mut self,
-        conns: &BTreeMap<ConnId, Connection>,
-        now: Time,
-        out: &mut Outbox,
-    ) {
+    pub fn send_to_links(&mut self, conns: &Connections, now: Time, out: &mut Outbox) {
         if self.to_send.is_empty() {
             return;
         }
-        for (conn, c) in conns {
+        for (conn, c) in conns.iter() {
             if c.kind == ConnKind::Link && c.may_receive(DELETED) {
                 self.send(*conn, now, out);
             }
@@ -127,17 +122,10 @@ fn deleted_frame(session_id: &str) -> Vec<u8> {
 
 /// Whether a client on `conn` may delete `s` (`_lembas/session/delete`): one it holds or was
 /// ever given, one a terminal shares, or one under `remote.roots` while remote work is on.
-fn may_delete(
-    s: &Session,
-    conn: ConnId,
-    conns: &BTreeMap<ConnId, Connection>,
-    remote: &Remote,
-) -> bool {
+fn may_delete(s: &Session, conn: ConnId, conns: &Connections, remote: &Remote) -> bool {
     s.durable.given
         || s.holders.contains(&conn)
-        || s.holders
-            .iter()
-            .any(|h| conns.get(h).is_some_and(|c| c.kind == ConnKind::Terminal))
+        || conns.any_of(&s.holders, |c| c.kind == ConnKind::Terminal)
         || (remote.enabled && paths::within(&s.durable.root, &remote.roots).is_some())
 }
 
@@ -261,6 +249,7 @@ impl Device {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::device::connection::Connection;
     use crate::device::Output;
     use serde_json::{json, Value};
 
@@ -331,7 +320,7 @@ mod tests {
         deletes.made("ses_a", &mut out);
         // No link may hear it yet: an editor, a terminal, a link before its `initialize`, a
         // link whose client said no `_meta.lembas`.
-        let mut conns: BTreeMap<ConnId, Connection> = [
+        let mut conns: Connections = [
             (ConnId(1), conn(ConnKind::Stdio, true, true)),
             (ConnId(2), conn(ConnKind::Terminal, true, true)),
             (ConnId(3), conn(ConnKind::Link, false, true)),
@@ -382,7 +371,7 @@ mod tests {
     fn a_client_deletes_only_a_session_it_holds_was_given_shares_with_a_terminal_or_under_the_roots(
     ) {
         let (web, terminal) = (ConnId(1), ConnId(2));
-        let conns: BTreeMap<ConnId, Connection> = [
+        let conns: Connections = [
             (web, conn(ConnKind::Link, true, true)),
             (terminal, conn(ConnKind::Terminal, true, true)),
             (ConnId(3), conn(ConnKind::Stdio, true, false)),

@@ -14,11 +14,11 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::connection::{Connection, Phase};
+use super::connection::{Connection, Connections, Phase};
 use super::restore::{Grouped, StoredSession, Unreadable};
 use super::session_set::SessionSet;
 use super::sessions::Session;
-use super::{ConnId, ConnKind, Device, Effect};
+use super::{ConnId, Device, Effect};
 use crate::jsonrpc::{self, Message, RpcError};
 use crate::store::{self, Entry};
 use crate::time::Time;
@@ -169,13 +169,10 @@ impl Session {
     /// Whether it may leave memory now: nothing of it lives only here (no turn running or
     /// waiting, no prompt waiting for an answer, no holder but the link, which attaches again
     /// by naming it). `conns`: the open connections.
-    fn evictable(&self, conns: &BTreeMap<ConnId, Connection>) -> bool {
+    fn evictable(&self, conns: &Connections) -> bool {
         self.turns.idle()
             && !self.turns.has_waiters()
-            && self
-                .holders
-                .iter()
-                .all(|c| conns.get(c).is_none_or(|c| c.kind == ConnKind::Link))
+            && !conns.any_of(&self.holders, Connection::is_local)
     }
 }
 
@@ -342,6 +339,7 @@ fn read_back(session: &str, entries: Vec<Entry>) -> (Option<StoredSession>, Vec<
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
+    use crate::device::ConnKind;
     use crate::store::SessionRecord;
 
     pub(in crate::device) fn session(id: &str) -> Session {
@@ -393,7 +391,7 @@ pub(super) mod tests {
 
     #[test]
     fn only_an_idle_session_held_by_no_editor_or_terminal_may_leave_memory() {
-        let mut conns = BTreeMap::new();
+        let mut conns = Connections::default();
         conns.insert(ConnId(1), Connection::new(ConnKind::Link));
         conns.insert(ConnId(2), Connection::new(ConnKind::Stdio));
         let mut s = session("a");

@@ -75,8 +75,6 @@ pub(crate) mod turn_table;
 mod turns;
 mod undo;
 
-use std::collections::BTreeMap;
-
 use serde::Serialize;
 
 pub use crate::liveness::CLOSE_DEAD_LINK;
@@ -103,7 +101,7 @@ use crate::rng::Rng;
 use crate::shape;
 use crate::store::Record;
 use crate::time::{Clock, Time};
-use connection::Connection;
+use connection::{Connection, Connections};
 use link::Link;
 use outbox::Outbox;
 use session_set::SessionSet;
@@ -401,8 +399,7 @@ pub struct Device {
     config: DeviceConfig,
     clock: Clock,
     rng: Rng,
-    conns: BTreeMap<ConnId, Connection>,
-    next_conn: u64,
+    conns: Connections,
     link: Link,
     /// What the shell is asked, each change durable before the frame announcing it; in order,
     /// except that one session's frames may pass another's (outbox.rs).
@@ -463,8 +460,7 @@ impl Device {
             link: Link::new(config.backoff, config.liveness),
             config,
             clock: Clock::new(now),
-            conns: BTreeMap::new(),
-            next_conn: 0,
+            conns: Connections::default(),
             out: Outbox::default(),
             sessions: SessionSet::default(),
             resolving: Default::default(),
@@ -521,12 +517,10 @@ impl Device {
 
     fn open(&mut self, kind: ConnKind, now: Time) -> Result<ConnId, Misuse> {
         self.clock.advance(now);
-        let conn = ConnId(self.next_conn);
         if kind == ConnKind::Link {
-            self.link.opened(conn, now)?;
+            self.link.opened(self.conns.next_id(), now)?;
         }
-        self.next_conn += 1;
-        self.conns.insert(conn, Connection::new(kind));
+        let conn = self.conns.open(kind);
         if kind == ConnKind::Link {
             self.send_hello(conn);
         }

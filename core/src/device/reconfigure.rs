@@ -7,9 +7,7 @@
 //! link. A turn in progress, or a remote terminal open on the link, is never cut for it. The
 //! instance's model list is taken the same way ([`Device::set_models`]).
 
-use std::collections::BTreeMap;
-
-use super::connection::Connection;
+use super::connection::Connections;
 use super::session_set::SessionSet;
 use super::{ConnId, ConnKind, Device};
 use crate::config::{ConfigError, DeviceConfig, Model, Remote};
@@ -22,14 +20,6 @@ pub const CLOSE_SETTINGS_CHANGED: u16 = 1012;
 /// The reason sent with [`CLOSE_SETTINGS_CHANGED`].
 pub const SETTINGS_CHANGED: &str = "the device's settings changed; it links again at once";
 
-/// The link's connection, if one is open.
-fn link_of(conns: &BTreeMap<ConnId, Connection>) -> Option<ConnId> {
-    conns
-        .iter()
-        .find(|(_, c)| c.kind == ConnKind::Link)
-        .map(|(id, _)| *id)
-}
-
 /// Whether a link restart for new settings waits: for a session's turn running or waiting, a
 /// terminal open on the link (`link`; `terminal_owners` are the connections of the terminals
 /// open), or a request waiting for its session's read or its directory check (`conns`' gates).
@@ -37,7 +27,7 @@ fn restart_held(
     sessions: &SessionSet,
     terminal_owners: impl IntoIterator<Item = ConnId>,
     link: Option<ConnId>,
-    conns: &BTreeMap<ConnId, Connection>,
+    conns: &Connections,
 ) -> bool {
     sessions.values().any(|s| !s.turns.idle())
         // A remote terminal is a person's work too: it would die with the link.
@@ -109,7 +99,7 @@ impl Device {
         if !self.link.restart_due() {
             return;
         }
-        let link = link_of(&self.conns);
+        let link = self.conns.link();
         let owners = self.terminals().map(|(_, owner)| owner);
         let busy = restart_held(&self.sessions, owners, link, &self.conns);
         if !self.link.take_restart(busy) {
@@ -133,6 +123,7 @@ mod tests {
     use super::*;
     use crate::client::ClientEvent;
     use crate::config::{DeviceConfig, Mode};
+    use crate::device::connection::Connection;
     use crate::device::{Effect, Output};
     use crate::testing::{Dir, Pair};
 
@@ -177,13 +168,13 @@ mod tests {
         use crate::engine::TurnStart;
         use crate::jsonrpc::Id;
         let (editor, link) = (ConnId(1), ConnId(2));
-        let mut conns = BTreeMap::new();
+        let mut conns = Connections::default();
         conns.insert(editor, Connection::new(ConnKind::Stdio));
         conns.insert(link, Connection::new(ConnKind::Link));
-        assert_eq!(link_of(&conns), Some(link));
+        assert_eq!(conns.link(), Some(link));
         let mut sessions = SessionSet::default();
         sessions.insert_live(crate::device::live::tests::session("s"));
-        let held = |sessions: &SessionSet, owners: &[ConnId], conns: &BTreeMap<_, _>| {
+        let held = |sessions: &SessionSet, owners: &[ConnId], conns: &Connections| {
             restart_held(sessions, owners.iter().copied(), Some(link), conns)
         };
         assert!(!held(&sessions, &[], &conns), "nothing works");
@@ -204,7 +195,7 @@ mod tests {
             .admit(start, Admission::default(), (editor, Id::number(1)));
         assert!(held(&sessions, &[], &conns), "a turn waits to run");
         conns.remove(&link);
-        assert_eq!(link_of(&conns), None);
+        assert_eq!(conns.link(), None);
     }
 
     /// When each hello reached the client, and the max_mode it carried.

@@ -8,6 +8,7 @@
 
 use serde::Serialize;
 
+use super::connection::Connection;
 use super::sessions::Session;
 use super::{ConnId, ConnKind, Device};
 use crate::jsonrpc;
@@ -38,9 +39,7 @@ struct Left<'a> {
 impl Device {
     /// Whether a local connection (not the link) holds `s`.
     pub(super) fn editor_holds(&self, s: &Session) -> bool {
-        s.holders
-            .iter()
-            .any(|c| self.conns.get(c).is_some_and(|c| c.kind != ConnKind::Link))
+        self.conns.any_of(&s.holders, Connection::is_local)
     }
 
     /// The links whose client hears sessions announced.
@@ -89,7 +88,7 @@ impl Device {
         let locals = s
             .holders
             .iter()
-            .filter(|c| self.conns.get(c).is_some_and(|c| c.kind != ConnKind::Link))
+            .filter(|c| self.conns.get(c).is_some_and(Connection::is_local))
             .count();
         if locals != 1 {
             return;

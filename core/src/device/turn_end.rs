@@ -1,9 +1,7 @@
 //! A turn's end: how it comes out (a compaction's, or a prompt's answer kept in the history),
 //! what a prompt's end tells, in order, and who is answered.
 
-use std::collections::BTreeMap;
-
-use super::connection::Connection;
+use super::connection::Connections;
 use super::outbox::Lane;
 use super::sessions::Session;
 use super::turn_table::{Compacting, Finished, Running, Waiter};
@@ -31,7 +29,7 @@ fn end_event(outcome: &Result<StopReason, String>) -> LembasEvent {
 /// open (in `conns`), as the answer to that request's own id; in the order they came.
 pub(super) fn answers<'a>(
     waiting: Vec<Waiter>,
-    conns: &'a BTreeMap<ConnId, Connection>,
+    conns: &'a Connections,
     answer: &'a Answer,
     turn_id: &'a str,
 ) -> impl Iterator<Item = (ConnId, Vec<u8>)> + 'a {
@@ -214,6 +212,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::device::connection::Connection;
     use crate::device::turn_table::Admission;
     use crate::device::turns::tests::{put_tables, running};
     use crate::jsonrpc::Id;
@@ -383,7 +382,7 @@ mod tests {
     #[test]
     fn a_turns_answer_goes_to_each_request_waiting_whose_connection_is_open() {
         use crate::device::ConnKind;
-        let conns = BTreeMap::from([
+        let conns = Connections::from_iter([
             (ConnId(1), Connection::new(ConnKind::Link)),
             (ConnId(3), Connection::new(ConnKind::Stdio)),
         ]);

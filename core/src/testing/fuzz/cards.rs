@@ -34,7 +34,7 @@ use serde_json::{json, Value};
 
 use crate::config::Mode;
 use crate::device::cards::{CardKey, Cards, Decided, OpenCard};
-use crate::device::connection::{Connection, Phase, Reach, RequestIds};
+use crate::device::connection::{Connection, Connections, Phase, Reach, RequestIds};
 use crate::device::outbox::Outbox;
 use crate::device::{ConnId, ConnKind, Output};
 use crate::engine::{
@@ -242,7 +242,7 @@ struct Session {
 
 struct Driver {
     cards: Cards,
-    conns: BTreeMap<ConnId, Connection>,
+    conns: Connections,
     ids: RequestIds,
     out: Outbox,
     now: Time,
@@ -260,7 +260,7 @@ pub fn cards(data: &[u8]) {
     };
     let mut d = Driver {
         cards: Cards::default(),
-        conns: BTreeMap::new(),
+        conns: Connections::default(),
         ids: RequestIds::default(),
         out: Outbox::default(),
         now: Time(0),
@@ -1042,7 +1042,7 @@ impl Driver {
                 m.gone.contains(conn)
             );
         }
-        for (conn, c) in &self.conns {
+        for (conn, c) in self.conns.iter() {
             let pending: BTreeSet<&Id> = c.pending.keys().collect();
             let owed: BTreeSet<&Id> = m.open.values().filter_map(|o| o.asked.get(conn)).collect();
             assert_eq!(pending, owed, "what {conn:?} is waited for");
