@@ -36,8 +36,7 @@ impl Device {
     /// (`{ sessionId, cwd }`) takes to hold them again on another connection.
     pub fn held_sessions(&self, conn: ConnId) -> Vec<(String, String)> {
         self.sessions
-            .values()
-            .filter(|s| s.holders.contains(&conn))
+            .held_by(conn)
             .map(|s| (s.durable.id.clone(), s.durable.cwd.clone()))
             .collect()
     }

@@ -102,6 +102,11 @@ impl SessionSet {
         self.live.values()
     }
 
+    /// The sessions in memory that `conn` holds (a set-aside session is held by no one).
+    pub fn held_by(&self, conn: ConnId) -> impl Iterator<Item = &Session> {
+        self.values().filter(move |s| s.holders.contains(&conn))
+    }
+
     pub fn values_mut(&mut self) -> impl Iterator<Item = &mut Session> {
         self.live.values_mut()
     }

@@ -172,8 +172,7 @@ impl Device {
             return Vec::new();
         }
         self.sessions
-            .values()
-            .filter(|s| s.holders.contains(&conn))
+            .held_by(conn)
             .map(|s| s.durable.id.clone())
             .collect()
     }
