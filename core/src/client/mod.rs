@@ -14,7 +14,7 @@ mod turns;
 
 use std::collections::{BTreeMap, VecDeque};
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 
 use crate::config::{ClientConfig, ConfigError};
@@ -532,11 +532,10 @@ impl Client {
     /// A notification from the device, live or fetched, to the UI.
     fn hand_out(&mut self, method: String, params: Value) {
         if method == notice::SETTLED {
-            // One that does not read as the spec's names no card this client showed.
-            let Ok(settled) = notice::SettledParams::deserialize(&params) else {
-                return;
-            };
-            let key = (settled.session_id, settled.tool_call_id);
+            let key = (
+                params["sessionId"].as_str().unwrap_or("").to_string(),
+                params["toolCallId"].as_str().unwrap_or("").to_string(),
+            );
             if self.cards.remove(&key).is_some() {
                 self.emit(ClientEvent::CardSettled {
                     session_id: key.0,
