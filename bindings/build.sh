@@ -17,7 +17,8 @@ if ! wasm-bindgen --version 2>/dev/null | grep -q " $need\$"; then
   exit 1
 fi
 
-wasm=target/wasm32-unknown-unknown/wasm-release/lembas_bindings.wasm
+# Where cargo puts it: CARGO_TARGET_DIR when set (relative to the root, as cargo takes it here).
+wasm=${CARGO_TARGET_DIR:-target}/wasm32-unknown-unknown/wasm-release/lembas_bindings.wasm
 rm -rf bindings/pkg-node bindings/pkg-web bindings/pkg-web-client
 # The client alone first: both builds write the same file, so each is packaged before the next.
 cargo build -p lembas-bindings --target wasm32-unknown-unknown --profile wasm-release \

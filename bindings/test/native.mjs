@@ -5,12 +5,16 @@
 import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, mkdirSync, writeFileSync, realpathSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, dirname } from "node:path";
+import { join, dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { createInterface } from "node:readline";
 
 const here = dirname(fileURLToPath(import.meta.url));
-export const LEMBAS = process.env.LEMBAS_BIN ?? join(here, "../../target/debug/lembas");
+// Where cargo put it: CARGO_TARGET_DIR when set (relative to where the tests run, the root).
+const targetDir = process.env.CARGO_TARGET_DIR
+  ? resolve(process.env.CARGO_TARGET_DIR)
+  : join(here, "../../target");
+export const LEMBAS = process.env.LEMBAS_BIN ?? join(targetDir, "debug/lembas");
 
 function binary() {
   if (!existsSync(LEMBAS)) {
