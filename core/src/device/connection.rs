@@ -246,12 +246,12 @@ impl Connection {
         Some(frame)
     }
 
-    /// Whether `_lembas/event` and the other `_lembas` notifications go to this client.
     /// Whether it is on this machine (an editor, a terminal, a hub process), not the link.
     pub fn is_local(&self) -> bool {
         self.kind != ConnKind::Link
     }
 
+    /// Whether `_lembas/event` and the other `_lembas` notifications go to this client.
     pub fn gets_events(&self) -> bool {
         self.phase == Phase::Ready && self.said.lembas
     }

@@ -21,11 +21,7 @@ impl Device {
     /// `remote.require_trust`. Only the link is held to them (see the module doc). `dir` is the
     /// session's stored directory (lexical), or the same directory with symlinks followed.
     pub(super) fn admit(&self, conn: ConnId, session: &str, dir: &str) -> Result<(), RpcError> {
-        let on_link = self
-            .conns
-            .get(&conn)
-            .is_some_and(|c| c.kind == ConnKind::Link);
-        if !on_link {
+        if !self.on_link(conn) {
             return Ok(());
         }
         admit_over_link(&self.config.remote, session, dir)

@@ -75,11 +75,7 @@ impl Device {
     /// `conn` came to hold `session`: when it is a local connection and the first one, the
     /// web hears the session announced.
     pub(super) fn shared_gained(&mut self, conn: ConnId, session: &str) {
-        if self
-            .conns
-            .get(&conn)
-            .is_none_or(|c| c.kind == ConnKind::Link)
-        {
+        if !self.conns.get(&conn).is_some_and(Connection::is_local) {
             return;
         }
         let Some(s) = self.sessions.get(session) else {
