@@ -1,8 +1,9 @@
 //! An event log's blocks as the store holds them: a text chunk's element keeps its text once
 //! with the seq and kind of the update, the event or both that carried it, and is written
-//! again as sent when read; anything else is kept whole. Reading a block back checks what it
-//! reads, and `as_chunk` says when params read back are a chunk's, so that a log read back
-//! keeps their text once as the log that sent them did.
+//! again as sent when read; a run of such chunks one after another, of the same kinds, is one
+//! element with their texts alone; anything else is kept whole. Reading a block back checks
+//! what it reads, and `as_chunk` says when params read back are a chunk's, so that a log read
+//! back keeps their text once as the log that sent them did.
 
 use std::ops::Range;
 
@@ -44,6 +45,43 @@ pub(super) fn write_chunk_json(
     out.push_str("}}");
 }
 
+/// A run of text chunks, each sent right after the one before with the same kinds (`update`,
+/// `event` or both): `{"run":{"event":type,"seq":first,"texts":[..],"update":sessionUpdate}}`,
+/// the first chunk's update (else its event) at `seq` and each next chunk's seqs right after
+/// the last one's. 100 sessions streaming 1,000 chunks of 64 B each wrote 14.9 MB of blocks a
+/// round, half of it each chunk's seqs and kinds, where a run writes 3 bytes a chunk beside
+/// its text.
+pub(super) fn write_run_json<'t>(
+    out: &mut String,
+    seq: u64,
+    update: Option<&str>,
+    event: Option<&str>,
+    quoted: impl Iterator<Item = &'t str>,
+) {
+    out.push_str(r#"{"run":{"#);
+    if let Some(event) = event {
+        out.push_str(r#""event":""#);
+        out.push_str(event);
+        out.push_str(r#"","#);
+    }
+    out.push_str(r#""seq":"#);
+    push_u64(out, seq);
+    out.push_str(r#","texts":["#);
+    for (i, text) in quoted.enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(text);
+    }
+    out.push(']');
+    if let Some(update) = update {
+        out.push_str(r#","update":""#);
+        out.push_str(update);
+        out.push('"');
+    }
+    out.push_str("}}");
+}
+
 /// `params` as a text chunk's writer writes them for `seq` of `session`: the index of its kind
 /// in [`Logged::chunk_kinds`] and where its quoted text lies, if writing that text again gives
 /// the same bytes (so keeping the text alone loses nothing).
@@ -75,8 +113,9 @@ pub(super) fn as_chunk(
     None
 }
 
-/// An entry as the store holds it: an event with its params, or a text chunk's text with the
-/// update, the event or both that carried it ([`write_chunk_json`]).
+/// An entry as the store holds it: an event with its params, a text chunk's text with the
+/// update, the event or both that carried it ([`write_chunk_json`]), or a run of them
+/// ([`write_run_json`]).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct StoredEvent<'a> {
@@ -88,6 +127,8 @@ struct StoredEvent<'a> {
     seq: Option<u64>,
     #[serde(borrow, default)]
     chunk: Option<StoredChunk<'a>>,
+    #[serde(borrow, default)]
+    run: Option<StoredRun<'a>>,
 }
 
 #[derive(Deserialize)]
@@ -101,6 +142,18 @@ struct StoredChunk<'a> {
     event: Option<(u64, &'a str)>,
 }
 
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StoredRun<'a> {
+    seq: u64,
+    #[serde(borrow, default)]
+    update: Option<&'a str>,
+    #[serde(borrow, default)]
+    event: Option<&'a str>,
+    #[serde(borrow)]
+    texts: Vec<&'a RawValue>,
+}
+
 /// A block of `session`'s log read back from the store: its events, or why not.
 pub(crate) fn read_block(value: &str, session: &str) -> Result<Vec<LoggedEvent>, String> {
     let stored: Vec<StoredEvent<'_>> = serde_json::from_str(value).map_err(|e| e.to_string())?;
@@ -112,6 +165,7 @@ pub(crate) fn read_block(value: &str, session: &str) -> Result<Vec<LoggedEvent>,
                 params: Some(params),
                 seq: Some(seq),
                 chunk: None,
+                run: None,
             } => {
                 let method = Logged::named(method)
                     .ok_or_else(|| format!("`{method}` is not a method the log keeps"))?;
@@ -126,11 +180,55 @@ pub(crate) fn read_block(value: &str, session: &str) -> Result<Vec<LoggedEvent>,
                 params: None,
                 seq: None,
                 chunk: Some(c),
+                run: None,
             } => read_chunk(c, session, &mut events)?,
-            _ => return Err("an entry is neither an event nor a chunk".into()),
+            StoredEvent {
+                method: None,
+                params: None,
+                seq: None,
+                chunk: None,
+                run: Some(run),
+            } => read_run(run, session, &mut events)?,
+            _ => return Err("an entry is neither an event, a chunk nor a run".into()),
         }
     }
     Ok(events)
+}
+
+/// A stored run's events: each text's, as a chunk's ([`read_chunk`]), its seqs right after the
+/// text's before it.
+fn read_run(run: StoredRun<'_>, session: &str, out: &mut Vec<LoggedEvent>) -> Result<(), String> {
+    let step = u64::from(run.update.is_some()) + u64::from(run.event.is_some());
+    if step == 0 {
+        return Err("a run names neither its updates nor its events".into());
+    }
+    if run.texts.is_empty() {
+        return Err("a run has no text".into());
+    }
+    let last = (run.texts.len() as u64)
+        .checked_mul(step)
+        .and_then(|seqs| run.seq.checked_add(seqs - 1));
+    if last.is_none() {
+        return Err("a run's seqs pass the greatest seq".into());
+    }
+    for (i, text) in run.texts.into_iter().enumerate() {
+        // Within `last`, checked above.
+        let seq = run.seq + i as u64 * step;
+        let update = run.update.map(|kind| (seq, kind));
+        let event = run
+            .event
+            .map(|kind| (seq + u64::from(update.is_some()), kind));
+        read_chunk(
+            StoredChunk {
+                text,
+                update,
+                event,
+            },
+            session,
+            out,
+        )?;
+    }
+    Ok(())
 }
 
 /// A stored chunk's events, their params written again as they were sent.
@@ -187,11 +285,41 @@ mod tests {
         assert!(chunk(r#"{"text":1,"event":[1,"text"]}"#)
             .unwrap_err()
             .contains("not a string"));
+        let run = |r: &str| read_block(&format!("[{{\"run\":{r}}}]"), "s");
+        let read = run(r#"{"seq":7,"texts":["a","b"],"update":"agent_message_chunk"}"#).unwrap();
+        assert_eq!(read.iter().map(|e| e.seq).collect::<Vec<_>>(), [7, 8]);
+        let read =
+            run(r#"{"event":"text","seq":7,"texts":["a","b"],"update":"agent_message_chunk"}"#);
+        let read = read.unwrap();
+        assert_eq!(
+            read.iter().map(|e| e.seq).collect::<Vec<_>>(),
+            [7, 8, 9, 10]
+        );
+        assert!(read[3].params.contains(r#""b""#) && read[3].method == Logged::Event);
+        assert!(run(r#"{"seq":7,"texts":["a"]}"#)
+            .unwrap_err()
+            .contains("neither its updates nor its events"));
+        assert!(run(r#"{"seq":7,"texts":[],"event":"text"}"#)
+            .unwrap_err()
+            .contains("no text"));
+        let last = format!(r#"{{"seq":{},"texts":["a","b"],"event":"text"}}"#, u64::MAX);
+        assert!(run(&last).unwrap_err().contains("greatest seq"));
+        let at_the_end = format!(
+            r#"{{"seq":{},"texts":["a","b"],"event":"text"}}"#,
+            u64::MAX - 1
+        );
+        assert_eq!(run(&at_the_end).unwrap().last().unwrap().seq, u64::MAX);
+        assert!(run(r#"{"seq":7,"texts":["a",2],"event":"text"}"#)
+            .unwrap_err()
+            .contains("not a string"));
+        assert!(run(r#"{"seq":7,"texts":["a"],"event":"thought"}"#)
+            .unwrap_err()
+            .contains("`thought` is not a chunk"));
         assert!(read_block(
             r#"[{"chunk":{"text":"a","event":[1,"text"]},"seq":1}]"#,
             "s"
         )
         .unwrap_err()
-        .contains("neither an event nor a chunk"));
+        .contains("neither an event, a chunk nor a run"));
     }
 }

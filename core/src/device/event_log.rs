@@ -34,7 +34,7 @@ use std::ops::Range;
 
 use super::chunk_params::{event_params, push_u64, update_params, LoggedChunk, Text};
 use super::coalesce::{MERGED_EVENTS, MERGED_UPDATES};
-use super::event_block::{as_chunk, write_chunk_json};
+use super::event_block::{as_chunk, write_chunk_json, write_run_json};
 use crate::config::SessionLimits;
 use crate::store::{self, Record, Table};
 use crate::wire::event::card::{PERMISSION, PLAN, QUESTION};
@@ -268,6 +268,18 @@ impl Entry {
     /// What its events cost the bounds.
     fn cost(&self) -> usize {
         self.held().map(|h| h.cost()).sum()
+    }
+
+    /// A text chunk's kinds: its update's `sessionUpdate` and its event's `type`, each if it
+    /// holds it (none for an entry that is not a chunk).
+    fn chunk_kinds(&self) -> Option<(Option<&'static str>, Option<&'static str>)> {
+        let mut held = self.held();
+        let first = held.next().expect("an entry holds an event");
+        let kind = first.chunk()?;
+        Some(match first.method {
+            Logged::Update => (Some(kind), held.next().and_then(|h| h.chunk())),
+            _ => (None, Some(kind)),
+        })
     }
 }
 
@@ -706,23 +718,37 @@ impl EventLog {
             let mut value =
                 String::with_capacity(unflushed.clone().map(stored_len).sum::<usize>() + 2);
             value.push('[');
-            for e in unflushed {
+            let mut at = start;
+            while at < self.entries.len() {
                 if value.len() > 1 {
                     value.push(',');
                 }
-                let mut held = e.held();
-                let first = held.next().expect("an entry holds an event");
-                let Some(kind) = first.chunk() else {
-                    self.view(e, first).write_json(&mut value);
+                let e = &self.entries[at];
+                let Some(kinds) = e.chunk_kinds() else {
+                    self.view(e, e.held().next().expect("an entry holds an event"))
+                        .write_json(&mut value);
+                    at += 1;
                     continue;
                 };
-                // A chunk's update and its event are one element, as they are one entry.
-                let seq_kind = |h: Held| Some((h.seq, h.chunk()?));
-                let (update, event) = match first.method {
-                    Logged::Update => (Some((first.seq, kind)), held.next().and_then(seq_kind)),
-                    _ => (None, Some((first.seq, kind))),
-                };
-                write_chunk_json(&mut value, self.params.get(e.at, e.len), update, event);
+                // The chunks right after it, of its kinds, are one run with it.
+                let mut end = at + 1;
+                while self.entries.get(end).is_some_and(|next| {
+                    next.chunk_kinds() == Some(kinds)
+                        && next.seq == self.entries[end - 1].last_seq() + 1
+                }) {
+                    end += 1;
+                }
+                let (update, event) = kinds;
+                if end - at > 1 {
+                    let texts = self.entries.range(at..end);
+                    let texts = texts.map(|e| self.params.get(e.at, e.len));
+                    write_run_json(&mut value, e.seq, update, event, texts);
+                } else {
+                    let update = update.map(|kind| (e.seq, kind));
+                    let event = event.map(|kind| (e.last_seq(), kind));
+                    write_chunk_json(&mut value, self.params.get(e.at, e.len), update, event);
+                }
+                at = end;
             }
             value.push(']');
             records.push(Record::Put {
@@ -1273,6 +1299,43 @@ pub(crate) mod tests {
                 value.len()
             );
         }
+    }
+
+    #[test]
+    fn a_run_of_chunks_is_stored_as_its_texts_and_reads_back_as_sent() {
+        let l = limits(1_000, 1 << 20);
+        let mut log = EventLog::new("ses_c", 1);
+        let mut sent = Vec::new();
+        let mut texts = 0;
+        for i in 0..100 {
+            let text = format!("{i:0>64}");
+            texts += text.len() + 2;
+            sent.extend(push_chunk(&mut log, &text, &l));
+        }
+        // A plain event ends the run; a seq never sent breaks the next one in two.
+        let e = event(&mut log, "between");
+        push(&mut log, e.clone(), &l);
+        sent.push(e);
+        for i in 0..4 {
+            if i == 2 {
+                log.take();
+            }
+            sent.extend(push_chunk(&mut log, &format!("after {i}"), &l));
+        }
+        let records = log.flush();
+        let Some(Record::Put { value, .. }) = records.first() else {
+            panic!("no block written: {records:?}");
+        };
+        assert_eq!(read_block(value, "ses_c").unwrap(), sent);
+        assert_eq!(value.matches(r#"{"run":"#).count(), 3, "{value}");
+        // The first run: its texts, a comma each, and one header (a chunk apart took 62 bytes
+        // beside its text).
+        let first_run = &value[..value.find(r#"],"update""#).unwrap()];
+        assert!(
+            first_run.len() <= texts + 100 + 80,
+            "{} bytes for {texts} of text: {first_run}",
+            first_run.len()
+        );
     }
 
     /// A log read back (a restarted device's, a set-aside session's) keeps each chunk's text
