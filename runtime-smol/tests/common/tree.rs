@@ -58,17 +58,33 @@ impl Tree {
         }
     }
 
-    /// `count` symlinks `link0`, `link1`, …, each at the top, or `nested` under a path already
-    /// made (picked): a third to a path already made (absolute), the others to one of
-    /// `targets` ([`LOOP_SELF`]: to the link's own name). Each made is a name too.
+    /// `count` symlinks `link0`, `link1`, …, each at the top, or `nested` under a directory
+    /// already made (picked; never through a link, which may lead out of `base`: CI runs as
+    /// root, and links made through one were found in `/`): a third to a path already made
+    /// (absolute), the others to one of `targets` ([`LOOP_SELF`]: to the link's own name).
+    /// Each made is a name too.
     pub fn link(&mut self, rng: &mut Rng, count: u64, targets: &[String], nested: bool) {
         for i in 0..count {
             let link = format!("link{i}");
             let rel = if nested {
-                join(pick(rng, &self.names).as_str(), &link)
+                let dirs: Vec<&String> = self
+                    .names
+                    .iter()
+                    .filter(|name| self.is_real_dir(name))
+                    .collect();
+                join(pick(rng, &dirs).as_str(), &link)
             } else {
                 link.clone()
             };
+            let parent = self.base.join(&rel);
+            let parent = parent.parent().expect("a link has a parent");
+            assert!(
+                parent
+                    .canonicalize()
+                    .unwrap()
+                    .starts_with(self.base.canonicalize().unwrap()),
+                "a link is made inside the tree: {rel}"
+            );
             let target = if rng.below(3) == 0 {
                 let inside = self.base.join(pick(rng, &self.names));
                 inside.to_str().unwrap().to_string()
@@ -82,5 +98,18 @@ impl Tree {
                 self.names.push(rel);
             }
         }
+    }
+
+    /// Whether `name` is a directory under `base` with no symlink on the way to it.
+    fn is_real_dir(&self, name: &str) -> bool {
+        let mut path = self.base.clone();
+        for part in name.split('/').filter(|p| !p.is_empty()) {
+            path.push(part);
+            match std::fs::symlink_metadata(&path) {
+                Ok(m) if m.is_dir() => {}
+                _ => return false,
+            }
+        }
+        true
     }
 }
