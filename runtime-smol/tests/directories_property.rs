@@ -73,6 +73,19 @@ fn world(rng: &mut Rng) -> World {
     ];
     let links = 2 + rng.below(6);
     tree.link(rng, links, &targets, true);
+    // Nothing was made beside the root or in the directory outside: a link made under a link
+    // that leads up or out lands there (or in `/`).
+    let entries = |dir: &PathBuf| -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(entries(&base), [format!("out-{TOKEN}"), "root".to_string()]);
+    assert_eq!(entries(&outside), [format!("{TOKEN}-dir")]);
+    assert_eq!(entries(&outside.join(format!("{TOKEN}-dir"))), ["deep"]);
     World {
         _dir: dir,
         root: tree.base,

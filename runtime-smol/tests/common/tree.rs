@@ -37,12 +37,12 @@ impl Tree {
         Tree { base, names }
     }
 
-    /// `count` entries, each under a path already made (picked), named from `names`: a
-    /// directory, or with `files` (a file's text), a directory or a file at even odds (the
-    /// `i`-th named `<name>.<i>.md`). Each made is a name too; a directory made twice, once.
+    /// `count` entries, each under a directory already made ([`Tree::pick_dir`]), named from
+    /// `names`: a directory, or with `files` (a file's text), a directory or a file at even odds
+    /// (the `i`-th named `<name>.<i>.md`). Each made is a name too; a directory made twice, once.
     pub fn grow(&mut self, rng: &mut Rng, count: u64, names: &[&str], files: Option<&str>) {
         for i in 0..count {
-            let parent = pick(rng, &self.names).clone();
+            let parent = self.pick_dir(rng);
             let rel = join(&parent, pick::<&str>(rng, names));
             if files.is_none() || rng.below(2) == 0 {
                 let made = std::fs::create_dir_all(self.base.join(&rel)).is_ok();
@@ -59,32 +59,16 @@ impl Tree {
     }
 
     /// `count` symlinks `link0`, `link1`, …, each at the top, or `nested` under a directory
-    /// already made (picked; never through a link, which may lead out of `base`: CI runs as
-    /// root, and links made through one were found in `/`): a third to a path already made
-    /// (absolute), the others to one of `targets` ([`LOOP_SELF`]: to the link's own name).
-    /// Each made is a name too.
+    /// already made ([`Tree::pick_dir`]): a third to a path already made (absolute), the others
+    /// to one of `targets` ([`LOOP_SELF`]: to the link's own name). Each made is a name too.
     pub fn link(&mut self, rng: &mut Rng, count: u64, targets: &[String], nested: bool) {
         for i in 0..count {
             let link = format!("link{i}");
             let rel = if nested {
-                let dirs: Vec<&String> = self
-                    .names
-                    .iter()
-                    .filter(|name| self.is_real_dir(name))
-                    .collect();
-                join(pick(rng, &dirs).as_str(), &link)
+                join(&self.pick_dir(rng), &link)
             } else {
                 link.clone()
             };
-            let parent = self.base.join(&rel);
-            let parent = parent.parent().expect("a link has a parent");
-            assert!(
-                parent
-                    .canonicalize()
-                    .unwrap()
-                    .starts_with(self.base.canonicalize().unwrap()),
-                "a link is made inside the tree: {rel}"
-            );
             let target = if rng.below(3) == 0 {
                 let inside = self.base.join(pick(rng, &self.names));
                 inside.to_str().unwrap().to_string()
@@ -98,6 +82,14 @@ impl Tree {
                 self.names.push(rel);
             }
         }
+    }
+
+    /// One of the names that is a directory reached from `base` with no symlink on the way:
+    /// what is made under it stays in the tree. Under a link it might not (`..`, `/`): CI runs
+    /// as root, and links made under links were found in `/` and `/tmp`.
+    fn pick_dir(&self, rng: &mut Rng) -> String {
+        let dirs: Vec<&String> = self.names.iter().filter(|n| self.is_real_dir(n)).collect();
+        pick(rng, &dirs).to_string()
     }
 
     /// Whether `name` is a directory under `base` with no symlink on the way to it.
