@@ -208,9 +208,9 @@ impl Default for FileLimits {
 #[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 #[non_exhaustive]
 pub struct SessionLimits {
-    /// A prompt's content block, decoded (the spec's 10 MB).
+    /// A prompt's content block, decoded (the spec's 10 MB), and a `_lembas/steer` message.
     pub max_block_bytes: u64,
-    /// A whole prompt, decoded (the spec's 25 MB).
+    /// A whole prompt, decoded (the spec's 25 MB), and the steered messages waiting for a turn.
     pub max_prompt_bytes: u64,
     /// Turn ids kept per session (the spec's 200).
     pub ledger_turns: usize,

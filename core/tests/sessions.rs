@@ -345,6 +345,54 @@ fn steer_past_its_limit_is_refused_naming_the_key() {
     );
 }
 
+/// A steered message is bounded like a prompt's block, and what waits for a turn like a whole
+/// prompt: past either it is refused naming the key, and the turn is given nothing of it.
+#[test]
+fn a_steer_over_a_block_or_a_prompt_is_refused_naming_the_key() {
+    let mut p = linked();
+    p.restart_device_with(|d| {
+        d.sessions.max_block_bytes = 20;
+        d.sessions.max_prompt_bytes = 30;
+    })
+    .unwrap();
+    let s = new_session(&mut p);
+    p.client
+        .prompt(
+            &s,
+            json!([{ "type": "text", "text": "sleep 100\nsay done" }]),
+            Some("t1"),
+            p.now,
+        )
+        .unwrap();
+    p.drive().unwrap();
+    let steer = |p: &mut lembas_core::testing::Pair, text: &str| {
+        call(p, "_lembas/steer", json!({ "sessionId": s, "text": text }))
+    };
+    let e = steer(&mut p, "twenty-one bytes long").unwrap_err();
+    assert_eq!(e.code, code::INVALID_PARAMS);
+    assert!(
+        e.message.contains("21 bytes") && e.message.contains("(sessions.max_block_bytes)"),
+        "{}",
+        e.message
+    );
+    assert_eq!(steer(&mut p, "twenty bytes of text").unwrap()["queued"], 1);
+    let e = steer(&mut p, "eleven byte").unwrap_err();
+    assert!(
+        e.message.contains("31 bytes") && e.message.contains("(sessions.max_prompt_bytes)"),
+        "{}",
+        e.message
+    );
+    assert_eq!(steer(&mut p, "ten bytes.").unwrap()["queued"], 2);
+    p.engine.cancel(&s, "t1");
+    p.settle().unwrap();
+    let a = p.answers("t1");
+    assert_eq!(
+        a[0].as_ref().unwrap()["_meta"]["lembas"]["unsent"],
+        json!(["twenty bytes of text", "ten bytes."]),
+        "only the messages taken wait, in order"
+    );
+}
+
 #[test]
 fn reattach_follows_a_running_turn_after_a_cut() {
     let mut p = linked();

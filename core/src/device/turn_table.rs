@@ -262,6 +262,31 @@ pub(crate) enum Unsteered {
     NothingRuns,
     /// `max` messages already wait for the running turn.
     Full,
+    /// The message alone is over the bytes of a prompt's block.
+    TooLarge { size: u64 },
+    /// With it, the messages waiting would be over the bytes of a whole prompt.
+    OverTotal { total: u64 },
+}
+
+/// How much may wait for a running turn: a steered message is a block the model is given, and
+/// what waits together is at most a prompt (each copy is held until the engine takes it in).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SteerBounds {
+    pub max: usize,
+    pub max_block_bytes: u64,
+    pub max_prompt_bytes: u64,
+}
+
+#[cfg(test)]
+impl SteerBounds {
+    /// At most `max` messages, of any size.
+    pub(crate) fn count(max: usize) -> SteerBounds {
+        SteerBounds {
+            max,
+            max_block_bytes: u64::MAX,
+            max_prompt_bytes: u64::MAX,
+        }
+    }
 }
 
 /// What the ledger knows of a prompt's turn id.
@@ -553,17 +578,25 @@ impl TurnTable {
     }
 
     /// A message (`id`, the device's number for it) for the running turn at its next step,
-    /// while fewer than `max` wait for it: the turn's id and how many wait now.
+    /// within `bounds`: the turn's id and how many wait now.
     pub fn steer(
         &mut self,
         id: u64,
         text: String,
         message_id: Option<String>,
-        max: usize,
+        bounds: SteerBounds,
     ) -> Result<(String, usize), Unsteered> {
         let r = self.steerable().ok_or(Unsteered::NothingRuns)?;
-        if r.steer.len() >= max {
+        if r.steer.len() >= bounds.max {
             return Err(Unsteered::Full);
+        }
+        let size = text.len() as u64;
+        if size > bounds.max_block_bytes {
+            return Err(Unsteered::TooLarge { size });
+        }
+        let total = r.steer.iter().map(|m| m.text.len() as u64).sum::<u64>() + size;
+        if total > bounds.max_prompt_bytes {
+            return Err(Unsteered::OverTotal { total });
         }
         r.steer.push(Steered {
             id,
@@ -938,20 +971,56 @@ mod tests {
     }
 
     #[test]
+    fn a_steered_message_is_a_block_and_what_waits_at_most_a_prompt() {
+        let mut t = TurnTable::new(10);
+        t.admit(start("a"), Admission::default(), waiter(1));
+        t.start_next();
+        let b = SteerBounds {
+            max: 10,
+            max_block_bytes: 4,
+            max_prompt_bytes: 6,
+        };
+        assert_eq!(
+            t.steer(0, "12345".into(), None, b),
+            Err(Unsteered::TooLarge { size: 5 })
+        );
+        assert_eq!(t.steer(1, "1234".into(), None, b), Ok(("a".into(), 1)));
+        assert_eq!(
+            t.steer(2, "123".into(), None, b),
+            Err(Unsteered::OverTotal { total: 7 }),
+            "4 bytes wait already"
+        );
+        assert_eq!(t.steer(3, "12".into(), None, b), Ok(("a".into(), 2)));
+        // Taken in, a message no longer counts.
+        let r = t.running_mut("a").expect("a runs");
+        assert_eq!(r.take_steered(&[1]).len(), 1);
+        assert_eq!(t.steer(4, "1234".into(), None, b), Ok(("a".into(), 2)));
+    }
+
+    #[test]
     fn steered_messages_wait_for_a_running_turn_within_the_limit() {
         let mut t = TurnTable::new(10);
-        assert_eq!(t.steer(0, "x".into(), None, 2), Err(Unsteered::NothingRuns));
+        assert_eq!(
+            t.steer(0, "x".into(), None, SteerBounds::count(2)),
+            Err(Unsteered::NothingRuns)
+        );
         t.admit(start("a"), Admission::default(), waiter(1));
         assert_eq!(
-            t.steer(0, "x".into(), None, 2),
+            t.steer(0, "x".into(), None, SteerBounds::count(2)),
             Err(Unsteered::NothingRuns),
             "a is only queued"
         );
         t.start_next();
-        assert_eq!(t.steer(0, "one".into(), None, 2), Ok(("a".into(), 1)));
-        let two = t.steer(1, "two".into(), Some("m2".into()), 2);
+        assert_eq!(
+            t.steer(0, "one".into(), None, SteerBounds::count(2)),
+            Ok(("a".into(), 1))
+        );
+        let two = t.steer(1, "two".into(), Some("m2".into()), SteerBounds::count(2));
         assert_eq!(two, Ok(("a".into(), 2)));
-        assert_eq!(t.steer(2, "three".into(), None, 2), Err(Unsteered::Full));
+        assert_eq!(
+            t.steer(2, "three".into(), None, SteerBounds::count(2)),
+            Err(Unsteered::Full)
+        );
         let r = t.running_mut("a").expect("a runs");
         let taken = r.take_steered(&[1, 7]);
         assert_eq!(taken.len(), 1);
@@ -961,9 +1030,15 @@ mod tests {
         );
         assert_eq!(r.steer.len(), 1, "one still waits");
         assert!(r.take_steered(&[1]).is_empty(), "taken once");
-        assert_eq!(t.steer(3, "four".into(), None, 2), Ok(("a".into(), 2)));
+        assert_eq!(
+            t.steer(3, "four".into(), None, SteerBounds::count(2)),
+            Ok(("a".into(), 2))
+        );
         t.cancel();
-        assert_eq!(t.steer(4, "x".into(), None, 2), Err(Unsteered::NothingRuns));
+        assert_eq!(
+            t.steer(4, "x".into(), None, SteerBounds::count(2)),
+            Err(Unsteered::NothingRuns)
+        );
     }
 
     #[test]

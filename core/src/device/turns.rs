@@ -9,7 +9,7 @@ use super::outbox::Lane;
 use super::sessions::plan_update;
 use super::sessions::Session;
 use super::turn_start::{StartRules, StartTell};
-use super::turn_table::{Running, Unsteered};
+use super::turn_table::{Running, SteerBounds, Unsteered};
 use super::{ConnId, Device};
 use crate::config::Mode;
 use crate::engine::{EngineCommand, EngineEvent, PriorTurn, StopReason, ToolStatus};
@@ -130,25 +130,39 @@ impl Running {
 }
 
 impl Session {
-    /// `_lembas/steer`'s `text` (the device's number `id` for it) for the running turn, while
-    /// fewer than `max` wait for it: the turn's id and how many wait now.
+    /// `_lembas/steer`'s `text` (the device's number `id` for it) for the running turn, within
+    /// `bounds`: the turn's id and how many wait now.
     pub(super) fn steer(
         &mut self,
         id: u64,
         text: String,
         message_id: Option<String>,
-        max: usize,
+        bounds: SteerBounds,
     ) -> Result<(String, usize), RpcError> {
         self.turns
-            .steer(id, text, message_id, max)
+            .steer(id, text, message_id, bounds)
             .map_err(|why| match why {
                 Unsteered::NothingRuns => RpcError::invalid_params(format!(
                     "nothing runs in session `{}`: send it as a prompt instead",
                     self.durable.id
                 )),
                 Unsteered::Full => RpcError::invalid_params(format!(
-                "{max} steered messages already wait for this turn, the limit (sessions.max_steer)"
-            )),
+                    "{} steered messages already wait for this turn, the limit \
+                     (sessions.max_steer)",
+                    bounds.max
+                )),
+                Unsteered::TooLarge { size } => RpcError::invalid_params(format!(
+                    "the steered message is {size} bytes, over the limit of {} bytes a block \
+                     (sessions.max_block_bytes)",
+                    bounds.max_block_bytes
+                ))
+                .with_data(json!({ "size": size, "limit": bounds.max_block_bytes })),
+                Unsteered::OverTotal { total } => RpcError::invalid_params(format!(
+                    "with it the steered messages waiting for this turn would be {total} bytes, \
+                     over the limit of {} bytes a prompt (sessions.max_prompt_bytes)",
+                    bounds.max_prompt_bytes
+                ))
+                .with_data(json!({ "size": total, "limit": bounds.max_prompt_bytes })),
             })
     }
 
@@ -158,9 +172,9 @@ impl Session {
         id: u64,
         text: String,
         message_id: Option<String>,
-        max: usize,
+        bounds: SteerBounds,
     ) -> Result<(EngineCommand, usize), RpcError> {
-        let (turn_id, queued) = self.steer(id, text.clone(), message_id, max)?;
+        let (turn_id, queued) = self.steer(id, text.clone(), message_id, bounds)?;
         let session_id = self.durable.id.clone();
         let steer = EngineCommand::Steer {
             session_id,
@@ -333,10 +347,15 @@ impl Device {
 
     /// `_lembas/steer`: a message for the running turn, at its next step.
     pub(super) fn steer(&mut self, conn: ConnId, p: SteerParams) -> Result<Value, RpcError> {
-        let max = self.config.sessions.max_steer;
+        let limits = &self.config.sessions;
+        let bounds = SteerBounds {
+            max: limits.max_steer,
+            max_block_bytes: limits.max_block_bytes,
+            max_prompt_bytes: limits.max_prompt_bytes,
+        };
         let id = self.next_steer;
         let s = self.attach(conn, &p.session_id)?;
-        let (command, queued) = s.steer_command(id, p.text, p.message_id, max)?;
+        let (command, queued) = s.steer_command(id, p.text, p.message_id, bounds)?;
         self.next_steer += 1;
         self.out.engine_in(Lane::of(&p.session_id), command);
         Ok(json!({ "queued": queued }))
@@ -473,7 +492,12 @@ pub(crate) mod tests {
     #[test]
     fn a_steer_is_refused_when_nothing_runs_and_when_full() {
         let mut s = crate::device::live::tests::session("s");
-        let err = s.steer(1, "hi".into(), None, 2).expect_err("nothing runs");
+        let b = SteerBounds {
+            max: 2,
+            max_block_bytes: 3,
+            max_prompt_bytes: 5,
+        };
+        let err = s.steer(1, "hi".into(), None, b).expect_err("nothing runs");
         assert_eq!(
             err.message,
             "nothing runs in session `s`: send it as a prompt instead"
@@ -482,9 +506,27 @@ pub(crate) mod tests {
         s.turns
             .admit(start, Admission::default(), (ConnId(1), Id::number(1)));
         s.turns.start_next().expect("t starts");
-        assert_eq!(s.steer(1, "a".into(), None, 2).unwrap(), ("t".into(), 1));
-        assert_eq!(s.steer(2, "b".into(), None, 2).unwrap(), ("t".into(), 2));
-        let err = s.steer(3, "c".into(), None, 2).expect_err("full");
+        let err = s
+            .steer(1, "abcd".into(), None, b)
+            .expect_err("over a block");
+        assert_eq!(
+            err.message,
+            "the steered message is 4 bytes, over the limit of 3 bytes a block \
+             (sessions.max_block_bytes)"
+        );
+        assert_eq!(err.data, Some(json!({ "size": 4, "limit": 3 })));
+        assert_eq!(s.steer(1, "abc".into(), None, b).unwrap(), ("t".into(), 1));
+        let err = s
+            .steer(2, "xyz".into(), None, b)
+            .expect_err("over a prompt");
+        assert_eq!(
+            err.message,
+            "with it the steered messages waiting for this turn would be 6 bytes, over the \
+             limit of 5 bytes a prompt (sessions.max_prompt_bytes)"
+        );
+        assert_eq!(err.data, Some(json!({ "size": 6, "limit": 5 })));
+        assert_eq!(s.steer(2, "b".into(), None, b).unwrap(), ("t".into(), 2));
+        let err = s.steer(3, "c".into(), None, b).expect_err("full");
         assert_eq!(
             err.message,
             "2 steered messages already wait for this turn, the limit (sessions.max_steer)"
@@ -554,9 +596,11 @@ pub(crate) mod tests {
         let mut s = crate::device::live::tests::session("s");
         running(&mut s, "t", Admission::default());
         s.turns.start_next().expect("t starts");
-        s.steer(1, "a".into(), Some("m1".into()), 5).unwrap();
-        s.steer(2, "b".into(), None, 5).unwrap();
-        s.steer(3, "c".into(), Some("m3".into()), 5).unwrap();
+        s.steer(1, "a".into(), Some("m1".into()), SteerBounds::count(5))
+            .unwrap();
+        s.steer(2, "b".into(), None, SteerBounds::count(5)).unwrap();
+        s.steer(3, "c".into(), Some("m3".into()), SteerBounds::count(5))
+            .unwrap();
         let r = s.turns.running_mut("t").expect("t runs");
         assert!(r.steered(&[9]).is_none(), "none of them waited");
         let Some(LembasEvent::Steered(SteeredEvent { ids, texts })) = r.steered(&[1, 2]) else {
@@ -642,7 +686,7 @@ pub(crate) mod tests {
     fn a_steer_is_given_to_the_engine_with_its_number_and_text() {
         let mut s = crate::device::live::tests::session("s");
         let refused = s
-            .steer_command(1, "hi".into(), None, 2)
+            .steer_command(1, "hi".into(), None, SteerBounds::count(2))
             .expect_err("nothing runs");
         assert_eq!(
             refused.message,
@@ -650,7 +694,9 @@ pub(crate) mod tests {
         );
         running(&mut s, "t", Admission::default());
         s.turns.start_next().expect("t starts");
-        let (command, queued) = s.steer_command(4, "hi".into(), None, 2).expect("runs");
+        let (command, queued) = s
+            .steer_command(4, "hi".into(), None, SteerBounds::count(2))
+            .expect("runs");
         let steer = EngineCommand::Steer {
             session_id: "s".into(),
             turn_id: "t".into(),
