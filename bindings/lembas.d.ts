@@ -77,6 +77,9 @@ export interface DeviceConfig {
     historyBytes?: number;
     /** The most turns one `history` answers, and what it answers with no `limit`. */
     maxHistoryTurns?: number;
+    /** The `_meta.lembas` context a `session/new` or `session/prompt` gives, in bytes of JSON;
+     * a larger one is refused naming it. */
+    maxMetaBytes?: number;
   };
   /** Remote terminals (`remote.terminal`); ranges are `[min, max]`. */
   terminals?: {

@@ -270,6 +270,10 @@ pub struct SessionLimits {
     /// The most turns one `history` answers, and what it answers with no `limit`: a larger
     /// `limit` is refused naming this.
     pub max_history_turns: usize,
+    /// The `_meta.lembas` context a `session/new` or `session/prompt` gives (`system_prompt`,
+    /// `personalization`, `library`, `prototypes`), in bytes of JSON. The session's record
+    /// keeps it and is written at every turn, so a larger one is refused, naming this.
+    pub max_meta_bytes: usize,
 }
 
 impl Default for SessionLimits {
@@ -309,6 +313,9 @@ impl Default for SessionLimits {
             // Half the default pause mark, and a few hundred ordinary turns.
             history_bytes: 512 * 1024,
             max_history_turns: 1000,
+            // An authored prompt, a personality and a list of knowledge bases are a few KB;
+            // a hundredfold that still writes little at each turn.
+            max_meta_bytes: 1_000_000,
         }
     }
 }

@@ -393,6 +393,57 @@ fn a_steer_over_a_block_or_a_prompt_is_refused_naming_the_key() {
     );
 }
 
+/// The `_meta.lembas` context a client gives (its authored prompt, personalization, library,
+/// prototypes) is kept in the session's record, written at every turn: past
+/// `sessions.max_meta_bytes` of JSON a `session/new` or a prompt is refused naming the key,
+/// and neither a session nor a turn is made of it.
+#[test]
+fn a_context_over_its_bound_is_refused_naming_the_key() {
+    let mut p = linked();
+    p.restart_device_with(|d| d.sessions.max_meta_bytes = 100)
+        .unwrap();
+    let big = "x".repeat(99);
+    let sessions = p.device.session_count();
+    let e = call(
+        &mut p,
+        "session/new",
+        json!({ "cwd": "/home/dev/work/app", "mcpServers": [],
+                "_meta": { "lembas": { "system_prompt": big } } }),
+    )
+    .unwrap_err();
+    assert_eq!(e.code, code::INVALID_PARAMS);
+    assert!(
+        e.message.contains("101 bytes") && e.message.contains("(sessions.max_meta_bytes)"),
+        "{}",
+        e.message
+    );
+    assert_eq!(p.device.session_count(), sessions, "no session made");
+    let s = new_session(&mut p);
+    let e = call(
+        &mut p,
+        "session/prompt",
+        json!({ "sessionId": s, "prompt": [{ "type": "text", "text": "hi" }],
+                "_meta": { "lembas": { "turnId": "t1", "system_prompt": big } } }),
+    )
+    .unwrap_err();
+    assert!(
+        e.message.contains("(sessions.max_meta_bytes)"),
+        "{}",
+        e.message
+    );
+    assert_eq!(p.device.turn_state(&s, "t1"), None, "no turn made");
+    // Within it, the same prompt runs.
+    let ok = "x".repeat(98);
+    let a = call(
+        &mut p,
+        "session/prompt",
+        json!({ "sessionId": s, "prompt": [{ "type": "text", "text": "hi" }],
+                "_meta": { "lembas": { "turnId": "t2", "system_prompt": ok } } }),
+    )
+    .unwrap();
+    assert_eq!(a["stopReason"], "end_turn");
+}
+
 #[test]
 fn reattach_follows_a_running_turn_after_a_cut() {
     let mut p = linked();

@@ -188,6 +188,7 @@ limits_block! {
         max_event_reads: usize = 1,
         history_bytes: usize = lembas_core::config::MIN_HISTORY_BYTES,
         max_history_turns: usize = 1,
+        max_meta_bytes: usize = 1,
     }
     also {
         undo_max_bytes: u64,
@@ -818,7 +819,7 @@ mod tests {
                     max_context_turns: 0\n  max_context_bytes: 23\n  max_summary_bytes: 24\n  \
                     event_log_bytes: 25\n  event_log_events: 26\n  events_page: 27\n  \
                     max_events_page: 28\n  history_bytes: 5000\n  max_history_turns: 30\n  \
-                    max_event_reads: 31\n";
+                    max_event_reads: 31\n  max_meta_bytes: 32\n";
         let c = parse(text, p, None).unwrap();
         let d = crate::device::device_config(&c, None).sessions;
         let got = [
@@ -843,6 +844,7 @@ mod tests {
             d.history_bytes,
             d.max_history_turns,
             d.max_event_reads,
+            d.max_meta_bytes,
         ];
         let want = [
             11,
@@ -866,6 +868,7 @@ mod tests {
             5000,
             30,
             31,
+            32,
         ];
         assert_eq!(got, want);
         // The undo journal names as many dropped turns as the ledger keeps.

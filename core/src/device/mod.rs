@@ -38,6 +38,7 @@ pub(crate) mod event_log;
 mod events_read;
 mod files_search;
 mod frecency;
+mod given_context;
 pub(crate) mod handlers;
 mod handshake;
 mod history;

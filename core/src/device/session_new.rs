@@ -4,6 +4,7 @@
 
 use serde_json::Value;
 
+use super::given_context::bounded;
 use super::sessions::{max_mode, parse_mode, Session};
 use super::{ConnId, ConnKind, Device};
 use crate::config::Mode;
@@ -150,10 +151,12 @@ impl Device {
         params: NewSessionParams,
     ) -> Result<Option<Value>, RpcError> {
         let kind = self.conns[&conn].kind;
-        self.make_room()?;
         let mut pending = PendingNew::read(conn, id, params, self.max_mode(kind), |l, m| {
             self.pick_model(l, m)
         })?;
+        pending.context = bounded(std::mem::take(&mut pending.context), &self.config.sessions)?;
+        // Only a request whose params pass sets another session aside for it.
+        self.make_room()?;
         if matches!(kind, ConnKind::Stdio | ConnKind::Hub) {
             // An editor works where it is: no roots, no trust, nothing to resolve.
             return self.create_session(pending).map(Some);

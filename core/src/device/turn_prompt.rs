@@ -6,6 +6,7 @@
 use super::command_prompt::{classify, AsCommand, Invoked};
 use super::command_set::Purpose;
 use super::compaction;
+use super::given_context::bounded;
 use super::mentioning::Asked as MentionsAsked;
 use super::outbox::Lane;
 use super::prompt_blocks::prepare;
@@ -423,6 +424,7 @@ impl Device {
             .and_then(|m| m.lembas)
             .unwrap_or_default()
             .into_parts();
+        let context = bounded(context, &self.config.sessions)?;
         let turn_id = turn_id_given(turn_id, &mut self.rng)?;
         let limits = self.config.sessions;
         let now = self.clock.now().0;
