@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::chunk_params::{push_u64, Text};
-use super::event_log::{Logged, LoggedEvent};
+use super::event_log::{Logged, LoggedEvent, SEQ_MAX};
 
 /// A text chunk as a block stores it: `{"chunk":{"event":[seq,type],"text":..,"update":[seq,
 /// sessionUpdate]}}`, with the update, the event or both. Its params are written again from
@@ -192,6 +192,11 @@ pub(crate) fn read_block(value: &str, session: &str) -> Result<Vec<LoggedEvent>,
             _ => return Err("an entry is neither an event, a chunk nor a run".into()),
         }
     }
+    // Seqs start at 1 (`seq_base`) and stay within `SEQ_MAX`: one outside is damage, and
+    // counting on from it (or back from it) would overflow or hand out a seq twice.
+    if let Some(e) = events.iter().find(|e| !(1..=SEQ_MAX).contains(&e.seq)) {
+        return Err(format!("seq {} is not one a device sends", e.seq));
+    }
     Ok(events)
 }
 
@@ -266,6 +271,10 @@ fn read_chunk(c: StoredChunk<'_>, session: &str, out: &mut Vec<LoggedEvent>) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::DeviceConfig;
+    use crate::device::Unreadable;
+    use crate::store::{Entry, SessionRecord, Table};
+    use crate::time::Time;
 
     #[test]
     fn a_block_that_is_not_the_logs_is_unreadable() {
@@ -306,9 +315,16 @@ mod tests {
         assert!(run(&last).unwrap_err().contains("greatest seq"));
         let at_the_end = format!(
             r#"{{"seq":{},"texts":["a","b"],"event":"text"}}"#,
+            SEQ_MAX - 1
+        );
+        assert_eq!(run(&at_the_end).unwrap().last().unwrap().seq, SEQ_MAX);
+        let past_it = format!(
+            r#"{{"seq":{},"texts":["a","b"],"event":"text"}}"#,
             u64::MAX - 1
         );
-        assert_eq!(run(&at_the_end).unwrap().last().unwrap().seq, u64::MAX);
+        assert!(run(&past_it)
+            .unwrap_err()
+            .contains("not one a device sends"));
         assert!(run(r#"{"seq":7,"texts":["a",2],"event":"text"}"#)
             .unwrap_err()
             .contains("not a string"));
@@ -321,5 +337,54 @@ mod tests {
         )
         .unwrap_err()
         .contains("neither an event, a chunk nor a run"));
+    }
+
+    /// A store holding one session (sealed at seq 5) and one block of it.
+    fn restore_with_block(key: &str, block: String) -> (crate::device::Device, Vec<Unreadable>) {
+        let mut record = SessionRecord::testing("s");
+        record.seq_next = 5;
+        let entries = vec![
+            Entry {
+                table: Table::Sessions,
+                key: "s".into(),
+                value: serde_json::to_string(&record).unwrap(),
+            },
+            Entry {
+                table: Table::Events,
+                key: key.into(),
+                value: block,
+            },
+        ];
+        crate::device::Device::restore(DeviceConfig::default(), entries, Time(0)).unwrap()
+    }
+
+    #[test]
+    fn a_stored_block_with_a_seq_at_u64_max_is_unreadable_and_not_counted_on_from() {
+        let block = format!(
+            r#"[{{"method":"_lembas/plan","params":{{}},"seq":{}}}]"#,
+            u64::MAX
+        );
+        assert!(read_block(&block, "s")
+            .unwrap_err()
+            .contains("not one a device sends"));
+        let (mut device, bad) = restore_with_block("s/1", block);
+        assert_eq!(bad.len(), 1, "{bad:?}");
+        assert_eq!((bad[0].table, bad[0].key.as_str()), (Table::Events, "s/1"));
+        // The session is back, its next seq the record's (this start's base above it), not
+        // one past the damaged block's.
+        let next = device.next_seq("s").expect("the session is restored");
+        assert_eq!(next, device.seq_base());
+    }
+
+    #[test]
+    fn a_stored_block_with_a_seq_of_zero_is_unreadable() {
+        let block = r#"[{"method":"_lembas/plan","params":{},"seq":0}]"#.to_string();
+        assert!(read_block(&block, "s")
+            .unwrap_err()
+            .contains("seq 0 is not one a device sends"));
+        let (mut device, bad) = restore_with_block("s/0", block);
+        assert_eq!(bad.len(), 1, "{bad:?}");
+        assert_eq!((bad[0].table, bad[0].key.as_str()), (Table::Events, "s/0"));
+        assert_eq!(device.next_seq("s"), Some(device.seq_base()));
     }
 }

@@ -48,6 +48,13 @@ pub(crate) const SEQ_EPOCH_BITS: u32 = 32;
 pub(crate) fn seq_base(epoch: u64) -> u64 {
     (epoch << SEQ_EPOCH_BITS) | 1
 }
+
+/// The greatest seq the store may say (a block's event, a record's `seq_next`); one past it
+/// is damage and is not read (event_block.rs, restore.rs). A device that sent it would have
+/// started 2^31 times: and a log counting on from it has 2^63 seqs to go before u64 ends, so
+/// no seq is ever handed out twice.
+pub(crate) const SEQ_MAX: u64 = u64::MAX / 2;
+
 /// What an entry costs besides its params (its seq, method and framing), so a flood of tiny
 /// events is bounded by bytes too.
 pub(crate) const ENTRY_OVERHEAD: usize = 48;
@@ -456,6 +463,7 @@ impl EventLog {
 
     /// The seq the next event gets (a plain count; unsealing is [`EventLog::take_unsealing`]'s).
     fn take(&mut self) -> u64 {
+        // Counting on from at most `SEQ_MAX` (what a store may say), never past u64::MAX.
         let seq = self.next_seq;
         self.next_seq += 1;
         seq

@@ -165,6 +165,7 @@ impl Ledger {
         {
             self.order.push_back(id);
         }
+        // An order read back is at most `ORDER_MAX` (restore.rs): no overflow.
         self.next_order = self.next_order.max(order + 1);
     }
 

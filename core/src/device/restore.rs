@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::event_block::read_block;
-use super::event_log::LoggedEvent;
+use super::event_log::{LoggedEvent, SEQ_EPOCH_BITS, SEQ_MAX};
 use super::history::Recent;
 use super::ledger::TurnState;
 use super::sessions::Session;
@@ -59,6 +59,29 @@ pub(super) struct Grouped {
     pub bad: Vec<Unreadable>,
 }
 
+/// Epochs below this are read: the next start's seqs (`seq_base`) then stay within
+/// [`SEQ_MAX`]. A greater one is damage (2^31 starts), and `epoch + 1` or its shift would
+/// overflow or wrap, the new start reusing an earlier one's seqs.
+const EPOCH_MAX: u64 = SEQ_MAX >> SEQ_EPOCH_BITS;
+
+/// The greatest turn order read: orders count up one a turn accepted, so one past half of u64
+/// is damage, and counting on from it (`Ledger::insert`) never overflows.
+const ORDER_MAX: u64 = u64::MAX / 2;
+
+/// The greatest history index read: indexes count up one an entry, and are written in a
+/// `usize` (`store::history_key`), 32 bits on wasm: counting on from one past this would
+/// soon write over an earlier entry's key.
+const HISTORY_INDEX_MAX: u64 = u32::MAX as u64 / 2;
+
+/// A history entry's index from its key, when the key is the one `store::history_key` writes
+/// for it: `s/0` and `s/00` would both say 0, and a session holding more entries than
+/// indexes counts its next one wrong.
+fn history_index(key: &str) -> Option<u64> {
+    let index = store::history_index(key)?;
+    let digits = key.rsplit_once('/')?.1;
+    (index <= HISTORY_INDEX_MAX && digits == format!("{index:010}")).then_some(index)
+}
+
 impl Grouped {
     pub fn read(entries: Vec<Entry>) -> Grouped {
         let mut g = Grouped::default();
@@ -70,6 +93,12 @@ impl Grouped {
             };
             match e.table {
                 Table::Sessions => match serde_json::from_str::<SessionRecord>(&e.value) {
+                    // A log counts on from its next seq: past `SEQ_MAX` it could run out and
+                    // send a seq twice.
+                    Ok(rec) if rec.seq_next > SEQ_MAX => g.bad.push(unreadable(format!(
+                        "seq_next {} is not one a device sends",
+                        rec.seq_next
+                    ))),
                     Ok(rec) => {
                         let id = rec.id.clone();
                         g.sessions.entry(id).or_default().record = Some(rec);
@@ -80,6 +109,10 @@ impl Grouped {
                     e.key.split_once('/'),
                     serde_json::from_str::<TurnRecord>(&e.value),
                 ) {
+                    (Some(_), Ok(rec)) if rec.order > ORDER_MAX => g.bad.push(unreadable(format!(
+                        "order {} is past any turn's",
+                        rec.order
+                    ))),
                     (Some((session, turn)), Ok(rec)) => g
                         .sessions
                         .entry(session.to_string())
@@ -91,7 +124,10 @@ impl Grouped {
                 },
                 Table::Deletes => g.deletes.push(e.key.clone()),
                 Table::Device if e.key == store::EPOCH_KEY => match e.value.parse::<u64>() {
-                    Ok(epoch) => g.epoch = epoch,
+                    Ok(epoch) if epoch < EPOCH_MAX => g.epoch = epoch,
+                    Ok(_) => g
+                        .bad
+                        .push(unreadable(format!("epoch `{}`: past any start's", e.value))),
                     Err(err) => g
                         .bad
                         .push(unreadable(format!("epoch `{}`: {err}", e.value))),
@@ -123,7 +159,7 @@ impl Grouped {
                 Table::History => match (
                     e.key
                         .split_once('/')
-                        .and_then(|(s, _)| Some((s, store::history_index(&e.key)?))),
+                        .and_then(|(s, _)| Some((s, history_index(&e.key)?))),
                     serde_json::from_str::<HistoryTurn>(&e.value),
                 ) {
                     (Some((session, index)), Ok(turn)) => g
@@ -132,9 +168,9 @@ impl Grouped {
                         .or_default()
                         .history
                         .push((index, turn)),
-                    (None, _) => g
-                        .bad
-                        .push(unreadable("key is not `<session>/<index>`".into())),
+                    (None, _) => g.bad.push(unreadable(
+                        "key is not `<session>/<index>` as the device writes it".into(),
+                    )),
                     (_, Err(err)) => g.bad.push(unreadable(err.to_string())),
                 },
             }
@@ -167,7 +203,7 @@ impl Device {
             device.deletes.keep(id);
         }
         // A new start: its number is durable before any of its request ids leaves (every frame
-        // waits for the persists issued before it).
+        // waits for the persists issued before it). Below `EPOCH_MAX`, as read.
         device.request_ids.epoch = epoch + 1;
         // Ids drawn from here on must not repeat those of an earlier start, whatever the seed.
         device.rng = Rng::for_start(device.config.seed, device.request_ids.epoch);
@@ -480,6 +516,113 @@ mod tests {
         assert_eq!(value, "1");
         assert_eq!(bad.len(), 1, "{bad:?}");
         assert!(bad[0].why.contains("epoch `many`"), "{bad:?}");
+    }
+
+    #[test]
+    fn a_stored_epoch_at_u64_max_is_refused_not_overflowed() {
+        let (value, bad) = stored_epoch(vec![epoch(&u64::MAX.to_string())]);
+        assert_eq!(value, "1");
+        assert_eq!(bad.len(), 1, "{bad:?}");
+        assert!(bad[0].why.contains("past any start's"), "{bad:?}");
+    }
+
+    #[test]
+    fn a_stored_epoch_whose_seqs_would_wrap_is_refused_and_the_last_good_one_counts_on() {
+        // `seq_base(2^32)` shifts its number out: the start's seqs would begin at 1 again.
+        let (value, bad) = stored_epoch(vec![epoch(&(1u64 << 32).to_string())]);
+        assert_eq!((value.as_str(), bad.len()), ("1", 1), "{bad:?}");
+        let last = EPOCH_MAX - 1;
+        let (value, bad) = stored_epoch(vec![epoch(&last.to_string())]);
+        assert_eq!((value, bad), (EPOCH_MAX.to_string(), Vec::new()));
+        assert!(super::super::event_log::seq_base(EPOCH_MAX) <= SEQ_MAX);
+    }
+
+    /// `s`'s record (sealed at `seq_next`) among `entries`, restored.
+    fn restore_session(seq_next: u64, mut entries: Vec<Entry>) -> (Device, Vec<Unreadable>) {
+        let mut record = SessionRecord::testing("s");
+        record.seq_next = seq_next;
+        entries.push(Entry {
+            table: Table::Sessions,
+            key: "s".into(),
+            value: serde_json::to_string(&record).unwrap(),
+        });
+        Device::restore(DeviceConfig::default(), entries, Time(0)).unwrap()
+    }
+
+    #[test]
+    fn a_session_record_with_seq_next_at_u64_max_is_refused_so_no_seq_is_sent_twice() {
+        let (mut d, bad) = restore_session(u64::MAX, Vec::new());
+        assert_eq!(bad.len(), 1, "{bad:?}");
+        assert_eq!((bad[0].table, bad[0].key.as_str()), (Table::Sessions, "s"));
+        assert!(bad[0].why.contains("seq_next"), "{bad:?}");
+        assert_eq!(d.next_seq("s"), None, "no log counts on from it");
+        // The greatest a device may have written is read, and counts on.
+        let (mut d, bad) = restore_session(SEQ_MAX, Vec::new());
+        assert!(bad.is_empty(), "{bad:?}");
+        assert_eq!(d.next_seq("s"), Some(SEQ_MAX));
+        assert_eq!(d.next_seq("s"), Some(SEQ_MAX + 1));
+    }
+
+    #[test]
+    fn a_stored_turn_order_at_u64_max_is_refused_not_overflowed() {
+        let turn = |order| Entry {
+            table: Table::Turns,
+            key: format!("s/t{order}"),
+            value: serde_json::to_string(&stored_turn(order, done(StopReason::EndTurn), 0))
+                .unwrap(),
+        };
+        let (d, bad) = restore_session(1, vec![turn(u64::MAX), turn(3)]);
+        assert_eq!(bad.len(), 1, "{bad:?}");
+        assert_eq!(bad[0].key, format!("s/t{}", u64::MAX));
+        let ledger = d.sessions.get("s").expect("restored").turns.ledger();
+        assert_eq!(ledger.order_len(), 1);
+        assert_eq!(ledger.order_of("t3"), Some(3));
+    }
+
+    fn history(key: &str) -> Entry {
+        Entry {
+            table: Table::History,
+            key: key.into(),
+            value: r#"{"role":"user","text":"hi"}"#.into(),
+        }
+    }
+
+    #[test]
+    fn a_history_index_at_u64_max_is_refused_not_overflowed() {
+        let max = format!("s/{}", u64::MAX);
+        let (d, bad) = restore_session(1, vec![history(&max), history("s/0000000000")]);
+        assert_eq!(bad.len(), 1, "{bad:?}");
+        assert_eq!((bad[0].table, bad[0].key.as_str()), (Table::History, &*max));
+        let recent = &d.sessions.get("s").expect("restored").recent;
+        assert_eq!((recent.next_index(), recent.turns().len()), (1, 1));
+    }
+
+    #[test]
+    fn history_keys_that_differ_only_in_zero_padding_are_refused_not_counted_twice() {
+        // All three say index 0; only the first is the key the device writes. Read, the
+        // session would hold two turns below its next index 1, and a compaction's fold
+        // would count back past 0.
+        let mut record = SessionRecord::testing("s");
+        record.compaction = Some(store::Compaction {
+            summary: "earlier".into(),
+            folded: 1,
+        });
+        let entries = vec![
+            history("s/0000000000"),
+            history("s/0"),
+            history("s/00"),
+            Entry {
+                table: Table::Sessions,
+                key: "s".into(),
+                value: serde_json::to_string(&record).unwrap(),
+            },
+        ];
+        let (d, bad) = Device::restore(DeviceConfig::default(), entries, Time(0)).unwrap();
+        let keys: Vec<&str> = bad.iter().map(|b| b.key.as_str()).collect();
+        assert_eq!(keys, ["s/0", "s/00"], "{bad:?}");
+        let recent = &d.sessions.get("s").expect("restored").recent;
+        assert_eq!(recent.next_index(), 1);
+        assert!(recent.turns().is_empty(), "folded by the compaction");
     }
 
     fn stored_turn(order: u64, state: StoredTurnState, touched: u64) -> TurnRecord {
