@@ -261,7 +261,9 @@ struct Envelope<'a> {
 /// Decode one message from one frame.
 pub fn decode<'a>(frame: &'a [u8], limits: &FrameLimits) -> Result<Message<'a>, DecodeError> {
     if frame.len() > limits.max_frame_bytes {
-        return Err(DecodeError::too_large(frame.len(), limits.max_frame_bytes));
+        let mut refused = DecodeError::too_large(frame.len(), limits.max_frame_bytes);
+        refused.id = id_of_refused(frame, limits);
+        return Err(refused);
     }
     let text = std::str::from_utf8(frame).map_err(|e| {
         DecodeError::new(
@@ -303,6 +305,22 @@ pub fn decode<'a>(frame: &'a [u8], limits: &FrameLimits) -> Result<Message<'a>, 
         _ => parse_error(&e),
     })?;
     classify(env)
+}
+
+/// The `id` of a frame refused for its size, when it is a well-formed request: answered with
+/// its id, the request is answered (a prompt with a large image is told why, where an error
+/// of id `null` left it waiting for good). Reading it costs a pass over bytes already
+/// received.
+fn id_of_refused(frame: &[u8], limits: &FrameLimits) -> Option<Id> {
+    let text = std::str::from_utf8(frame).ok()?;
+    if nesting_over(text.as_bytes(), limits.max_depth).is_some() {
+        return None;
+    }
+    // The envelope borrows its members, so this builds nothing of the payload.
+    let env: Envelope<'_> = serde_json::from_str(text).ok()?;
+    // A response has an id too, and is never answered.
+    env.method?;
+    Id::from_raw(env.id?)
 }
 
 fn parse_error(e: &serde_json::Error) -> DecodeError {
@@ -680,6 +698,29 @@ mod tests {
             "{}",
             e.error.message
         );
+        assert_eq!(e.id, None, "a notification has no id to answer");
+    }
+
+    #[test]
+    fn an_oversized_request_is_refused_with_its_id_and_nothing_else_is() {
+        let limits = FrameLimits {
+            max_frame_bytes: 10,
+            max_depth: 3,
+        };
+        let id = |frame: &str| decode(frame.as_bytes(), &limits).unwrap_err().id;
+        // The id after the payload, as a client may write it.
+        let request = r#"{"jsonrpc":"2.0","method":"session/prompt","params":{"a":[1]},"id":7}"#;
+        assert_eq!(id(request), Some(Id::number(7)));
+        assert_eq!(
+            id(r#"{"id":"p-1","method":"m"}"#).map(|i| i.as_json().to_string()),
+            Some(r#""p-1""#.to_string())
+        );
+        // A response is never answered; nor is what cannot be read whole.
+        assert_eq!(id(r#"{"jsonrpc":"2.0","result":{},"id":7}"#), None);
+        assert_eq!(id(r#"{"method":"m","id":7,"params":{"a":{"b":{}}}}"#), None);
+        assert_eq!(id(r#"{"method":"m","id":7"#), None);
+        assert_eq!(id(r#"{"method":"m","id":null}"#), None);
+        assert_eq!(id(r#"{"method":"m","id":[7]}"#), None);
     }
 
     #[test]

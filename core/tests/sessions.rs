@@ -444,6 +444,24 @@ fn a_context_over_its_bound_is_refused_naming_the_key() {
     assert_eq!(a["stopReason"], "end_turn");
 }
 
+/// A prompt whose frame is over `frames.max_frame_bytes` is refused unread, but answered with
+/// its id: the client's prompt gets its error, where an error of id `null` left it waiting.
+#[test]
+fn a_prompt_over_the_frame_limit_is_answered_with_its_id() {
+    let mut p = linked();
+    p.restart_device_with(|d| d.frames.max_frame_bytes = 64 * 1024)
+        .unwrap();
+    let s = new_session(&mut p);
+    p.prompt_text(&s, "tbig", &"x".repeat(100_000));
+    p.settle().unwrap();
+    let a = p.answers("tbig");
+    assert_eq!(a.len(), 1, "answered once");
+    let e = a[0].as_ref().unwrap_err();
+    assert_eq!(e.code, code::INVALID_REQUEST);
+    assert!(e.message.contains("(max_frame_bytes)"), "{}", e.message);
+    assert_eq!(p.device.turn_state(&s, "tbig"), None, "no turn made");
+}
+
 #[test]
 fn reattach_follows_a_running_turn_after_a_cut() {
     let mut p = linked();

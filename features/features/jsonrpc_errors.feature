@@ -29,11 +29,11 @@ Feature: Every malformed frame gets its JSON-RPC error
     Then the device answers with error -32700 and id null
     And the error message says "UTF-8"
 
-  Scenario: A frame over the configured maximum names the limit and its size
+  Scenario: A frame over the configured maximum names the limit and its size, answering its id
     Given the device allows frames of at most 1024 bytes
     And the device and the client have completed the handshake
     When the client sends on the link a frame of 2000 bytes with id 12
-    Then the device answers with error -32600 and id null
+    Then the device answers with error -32600 and id 12
     And the error message says "1024"
     And the error message says "2000"
     And in the answer, "error.data" is {"limit": 1024, "size": 2000}
