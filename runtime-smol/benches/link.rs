@@ -40,6 +40,7 @@ use std::time::{Duration, Instant};
 use lembas::store::RedbStore;
 use lembas_core::device::{ConnKind, Device, Effect, Output};
 use lembas_core::host::{Host, ShellOutput};
+use lembas_core::jsonrpc::FrameLimits;
 use lembas_core::scripted::ScriptedEngine;
 use lembas_core::{DeviceConfig, Time};
 use serde_json::{json, Value};
@@ -674,9 +675,14 @@ async fn accept(
 ) -> async_tungstenite::WebSocketStream<smol::net::TcpStream> {
     let (tcp, _) = listener.accept().await.unwrap();
     let _ = tcp.set_nodelay(true);
-    async_tungstenite::accept_async_with_config(tcp, Some(lembas::link::ws_config()))
-        .await
-        .unwrap()
+    async_tungstenite::accept_async_with_config(
+        tcp,
+        Some(lembas::link::ws_config(
+            FrameLimits::default().max_frame_bytes,
+        )),
+    )
+    .await
+    .unwrap()
 }
 
 /// A dialer that opens a plain WebSocket to the bench's listener (no discovery, no token).
@@ -698,7 +704,9 @@ impl lembas::driver::Dialer for LoopbackDialer {
                 format!("ws://{addr}/api/devices/link"),
                 tcp,
                 None,
-                Some(lembas::link::ws_config()),
+                Some(lembas::link::ws_config(
+                    FrameLimits::default().max_frame_bytes,
+                )),
             )
             .await
             .map_err(|_| lembas_core::device::DialFailure::Transient)?;
@@ -851,7 +859,9 @@ fn raw_websocket(frames: &[String], fed: bool) -> Duration {
                 let (mut ws, _) = async_tungstenite::client_async_with_config(
                     format!("ws://{addr}/"),
                     tcp,
-                    Some(lembas::link::ws_config()),
+                    Some(lembas::link::ws_config(
+                        FrameLimits::default().max_frame_bytes,
+                    )),
                 )
                 .await
                 .unwrap();

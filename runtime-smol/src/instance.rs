@@ -526,7 +526,9 @@ async fn serve_http(
             match async_tungstenite::accept_hdr_async_with_config(
                 rewound,
                 check,
-                Some(crate::link::ws_config()),
+                Some(crate::link::ws_config(
+                    lembas_core::jsonrpc::FrameLimits::default().max_frame_bytes,
+                )),
             )
             .await
             {
@@ -562,7 +564,9 @@ async fn serve_http(
             };
             match async_tungstenite::accept_async_with_config(
                 rewound,
-                Some(crate::link::ws_config()),
+                Some(crate::link::ws_config(
+                    lembas_core::jsonrpc::FrameLimits::default().max_frame_bytes,
+                )),
             )
             .await
             {

@@ -29,13 +29,19 @@ use crate::outbox::{Gauge, Sent};
 /// The device's end of a link.
 pub type LinkSocket = WebSocketStream<async_tungstenite::smol::ClientStream<TcpStream>>;
 
-/// How big one message may be on the socket: above the core's frame limit, so the core is the
-/// one that refuses (and names) an over-long frame.
-pub fn ws_config() -> WebSocketConfig {
+/// How big one message may be on the socket: the core's frame limit (`frames.max_frame_bytes`)
+/// and [`SOCKET_HEADROOM`] above it, so the core is the one that refuses (and names) an
+/// over-long frame, answering a request's id.
+pub fn ws_config(max_frame_bytes: usize) -> WebSocketConfig {
+    let max = max_frame_bytes.saturating_add(SOCKET_HEADROOM);
     WebSocketConfig::default()
-        .max_message_size(Some(64 << 20))
-        .max_frame_size(Some(64 << 20))
+        .max_message_size(Some(max))
+        .max_frame_size(Some(max))
 }
+
+/// What the socket reads past the frame limit before it gives up on a message (the link then
+/// drops): 16 MiB, 64 MiB in all with the default limit of 48.
+pub const SOCKET_HEADROOM: usize = 16 << 20;
 
 /// An instance's address, as `lembas login` was given it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -243,6 +249,8 @@ pub struct LinkDialer {
     /// Where the model list and personalization fetched at each dial go (the driver), and
     /// how many chat models are kept (`engine.max_models`).
     models: Option<(Sender<Input>, usize)>,
+    /// The device's `frames.max_frame_bytes`, which the socket's own bound stays above.
+    max_frame_bytes: usize,
 }
 
 impl std::fmt::Debug for LinkDialer {
@@ -261,7 +269,15 @@ impl LinkDialer {
             token,
             ca: ca.map(Arc::new),
             models: None,
+            max_frame_bytes: lembas_core::jsonrpc::FrameLimits::default().max_frame_bytes,
         }
+    }
+
+    /// The device's frame limit, when config.yaml sets one: a larger frame than the default
+    /// still reaches the core whole.
+    pub fn with_frame_limit(mut self, max_frame_bytes: usize) -> LinkDialer {
+        self.max_frame_bytes = max_frame_bytes;
+        self
     }
 
     /// Fetch the instance's models and the account's personalization at each dial (before the
@@ -340,7 +356,7 @@ impl LinkDialer {
             request,
             tcp,
             connector,
-            Some(ws_config()),
+            Some(ws_config(self.max_frame_bytes)),
         )
         .await
         {
@@ -373,6 +389,7 @@ impl Dialer for LinkDialer {
             token: self.token.clone(),
             ca: self.ca.clone(),
             models: self.models.clone(),
+            max_frame_bytes: self.max_frame_bytes,
         };
         Box::pin(async move { me.connect().await.map(Box::new) })
     }
@@ -535,6 +552,16 @@ where
                     continue;
                 }
                 Ok(_) => continue,
+                Err(WsError::Capacity(e)) => {
+                    // Past the socket's bound the message cannot be read, nor answered: the
+                    // link drops, and the log says which bound.
+                    log::warn!(
+                        "socket read: {e}: a message over frames.max_frame_bytes and {} MiB \
+                         more; the link is dropped",
+                        SOCKET_HEADROOM >> 20
+                    );
+                    break;
+                }
                 Err(e) => {
                     log::debug!("socket read: {e}");
                     break;
@@ -625,6 +652,28 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_socket_reads_past_the_frame_limit_it_is_given() {
+        let default = lembas_core::jsonrpc::FrameLimits::default().max_frame_bytes;
+        let c = ws_config(default);
+        assert_eq!(c.max_message_size, Some(64 << 20), "48 MiB and 16 more");
+        // A limit set above the default moves the socket's bound with it (it stayed at 64 MiB,
+        // and a frame the core would take dropped the link instead).
+        let c = ws_config(100 << 20);
+        assert_eq!(c.max_message_size, Some((100 << 20) + SOCKET_HEADROOM));
+        assert_eq!(c.max_frame_size, c.max_message_size);
+        let dialer = LinkDialer::new(
+            Instance::parse("ws://127.0.0.1:1").unwrap(),
+            "t".into(),
+            None,
+        );
+        assert_eq!(dialer.max_frame_bytes, default);
+        assert_eq!(
+            dialer.with_frame_limit(100 << 20).max_frame_bytes,
+            100 << 20
+        );
+    }
 
     /// A socket whose peer went silent (reads nothing, answers nothing, never closes): after
     /// our close, the reader lets go within its grace and reports the end, so the socket is

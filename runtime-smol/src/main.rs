@@ -344,8 +344,10 @@ fn run(command: Command, seed: Option<u64>) -> Result<(), String> {
                 home.clone(),
                 driver.sender(),
             ));
-            let dialer =
-                LinkDialer::new(instance, token, ca).with_models(driver.sender(), max_models);
+            let max_frame_bytes = driver.device().config().frames.max_frame_bytes;
+            let dialer = LinkDialer::new(instance, token, ca)
+                .with_models(driver.sender(), max_models)
+                .with_frame_limit(max_frame_bytes);
             driver.start_link(Arc::new(dialer));
             let exit = smol::block_on(driver.run());
             exit_of(exit)
