@@ -361,6 +361,44 @@ fn five_refusals_give_a_delete_up() {
     assert_eq!(p.device.session_count(), 1);
 }
 
+/// An editor's session under the roots is the link's to delete only while remote work is on:
+/// with it off, the refusal names that rule, not the roots the session is under.
+#[test]
+fn a_delete_refused_because_remote_work_is_off_says_so() {
+    let mut d = lembas_core::DeviceConfig::default();
+    d.remote.enabled = false;
+    d.remote.roots = vec!["/home/dev/work".into()];
+    let mut p = Pair::new(d, Default::default(), Default::default(), 3);
+    p.start().unwrap();
+    let e = p.open_stdio();
+    p.stdio(
+        e,
+        br#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}"#,
+    )
+    .unwrap();
+    let out = p
+        .stdio(
+            e,
+            br#"{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/home/dev/work/app"}}"#,
+        )
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out[0]).unwrap();
+    let s = v["result"]["sessionId"].as_str().unwrap().to_string();
+    let err = p
+        .call(
+            "_lembas/session/delete",
+            serde_json::json!({ "sessionId": s }),
+        )
+        .unwrap_err();
+    assert!(
+        err.message.contains("remote work is off (remote.enabled)")
+            && !err.message.contains("roots"),
+        "{}",
+        err.message
+    );
+    assert_eq!(p.device.session_count(), 1);
+}
+
 // ----- an answer decides only the card it was asked for ------------------------------------
 
 fn permit(p: &mut Pair, s: &str, turn: &str, what: &str) {

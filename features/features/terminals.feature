@@ -43,7 +43,7 @@ Feature: Remote terminals: a login shell over the link, within the device's rule
     And the device and the client have completed the handshake
     And the client has 4 terminals open
     When the client opens a terminal with {}
-    Then the open was refused with -32602, saying "at most 4 terminals a link; this link has 4 open"
+    Then the open was refused with -32602, saying "at most 4 terminals a link (terminals.max_per_link); this link has 4 open"
     When the link is cut
     Then every terminal was hung up
     When 120 seconds pass

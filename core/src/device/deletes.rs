@@ -168,10 +168,17 @@ impl Device {
             // Gone already: deleting twice is done as well.
             return Ok(DeleteResult { deleted: false });
         };
-        if !may_delete(s, conn, &self.conns, &self.config.remote) {
+        let remote = &self.config.remote;
+        if !may_delete(s, conn, &self.conns, remote) {
+            // The rule that failed: the roots, or remote work being off (remote.enabled).
+            let why = if remote.enabled {
+                "is not under the device's roots"
+            } else {
+                "the device's remote work is off (remote.enabled)"
+            };
             return Err(RpcError::invalid_params(format!(
-                "session `{}` was never given to a client and is not under the device's roots; \
-                 it can only be deleted on the device",
+                "session `{}` was never given to a client and {why}; it can only be deleted on \
+                 the device",
                 p.session_id
             )));
         }

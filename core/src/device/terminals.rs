@@ -104,7 +104,8 @@ impl Terminals {
         let open_here = self.by_id.values().filter(|t| t.conn == conn).count();
         if open_here >= limits.max_per_link {
             return Err(RpcError::invalid_params(format!(
-                "at most {} terminals a link; this link has {open_here} open",
+                "at most {} terminals a link (terminals.max_per_link); this link has \
+                 {open_here} open",
                 limits.max_per_link
             )));
         }
