@@ -345,6 +345,32 @@ fn steer_past_its_limit_is_refused_naming_the_key() {
     );
 }
 
+/// A prompt over the block or prompt bounds is refused before anything else is done or
+/// checked for it (its session attached, its place in the queue): its refusal names the size,
+/// even where the queue is full too.
+#[test]
+fn a_prompt_over_its_bounds_is_refused_for_its_size_first() {
+    let mut p = linked();
+    p.restart_device_with(|d| {
+        d.sessions.max_block_bytes = 20;
+        d.sessions.max_prompt_bytes = 30;
+        d.sessions.max_queued = 1;
+    })
+    .unwrap();
+    let s = new_session(&mut p);
+    p.prompt_text(&s, "t1", "sleep 100\nsay done");
+    p.prompt_text(&s, "t2", "say queued");
+    p.drive().unwrap();
+    let prompt = |text: &str, turn: &str| {
+        json!({ "sessionId": s, "prompt": [{ "type": "text", "text": text }],
+                "_meta": { "lembas": { "turnId": turn } } })
+    };
+    let e = call(&mut p, "session/prompt", prompt("say three", "t3")).unwrap_err();
+    assert!(e.message.contains("(sessions.max_queued)"), "{}", e.message);
+    let e = call(&mut p, "session/prompt", prompt(&"x".repeat(21), "t4")).unwrap_err();
+    assert!(e.message.contains("(max_block_bytes)"), "{}", e.message);
+}
+
 /// A steered message is bounded like a prompt's block, and what waits for a turn like a whole
 /// prompt: past either it is refused naming the key, and the turn is given nothing of it.
 #[test]

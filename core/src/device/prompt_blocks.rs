@@ -58,22 +58,17 @@ pub(super) struct Prepared {
     pub mentions: Vec<Mention>,
 }
 
-/// A prompt's blocks checked against `limits` and turned into what a turn is given; each
-/// attachment is named with a token drawn from `rng`, in block order (`now`: the time in the
-/// name).
-pub(super) fn prepare(
-    blocks: Vec<ContentBlock<'_>>,
-    limits: SessionLimits,
-    rng: &mut Rng,
-    now: u64,
-) -> Result<Prepared, RpcError> {
+/// Every block within `sessions.max_block_bytes` and the whole within `max_prompt_bytes`,
+/// decoded sizes counted without decoding: checked first, so a prompt over them is refused
+/// before anything is done for it (its session attached, a turn queued, a byte decoded).
+pub(super) fn check_sizes(
+    blocks: &[ContentBlock<'_>],
+    limits: &SessionLimits,
+) -> Result<(), RpcError> {
     let mut total = 0u64;
-    let mut texts: Vec<String> = Vec::new();
-    let mut attachments = Vec::new();
-    let mut mentions: Vec<Mention> = Vec::new();
-    for (i, block) in blocks.into_iter().enumerate() {
+    for (i, block) in blocks.iter().enumerate() {
         let n = i + 1;
-        let size = match &block {
+        let size = match block {
             ContentBlock::Text { text } => text.len() as u64,
             ContentBlock::ResourceLink { uri } => uri.len() as u64,
             ContentBlock::Image { data, .. } => decoded_len(data),
@@ -104,6 +99,25 @@ pub(super) fn prepare(
             ))
             .with_data(json!({ "size": total, "limit": limits.max_prompt_bytes })));
         }
+    }
+    Ok(())
+}
+
+/// A prompt's blocks checked against `limits` and turned into what a turn is given; each
+/// attachment is named with a token drawn from `rng`, in block order (`now`: the time in the
+/// name).
+pub(super) fn prepare(
+    blocks: Vec<ContentBlock<'_>>,
+    limits: SessionLimits,
+    rng: &mut Rng,
+    now: u64,
+) -> Result<Prepared, RpcError> {
+    check_sizes(&blocks, &limits)?;
+    let mut texts: Vec<String> = Vec::new();
+    let mut attachments = Vec::new();
+    let mut mentions: Vec<Mention> = Vec::new();
+    for (i, block) in blocks.into_iter().enumerate() {
+        let n = i + 1;
         let decode = |data: &str| {
             base64::engine::general_purpose::STANDARD
                 .decode(data.as_bytes())

@@ -9,7 +9,7 @@ use super::compaction;
 use super::given_context::bounded;
 use super::mentioning::Asked as MentionsAsked;
 use super::outbox::Lane;
-use super::prompt_blocks::prepare;
+use super::prompt_blocks::{check_sizes, prepare};
 use super::sessions::Session;
 use super::turn_end::answers;
 use super::turn_table::{Admission, Compacting, Seen};
@@ -425,6 +425,7 @@ impl Device {
             .unwrap_or_default()
             .into_parts();
         let context = bounded(context, &self.config.sessions)?;
+        check_sizes(&p.prompt, &self.config.sessions)?;
         let turn_id = turn_id_given(turn_id, &mut self.rng)?;
         let limits = self.config.sessions;
         let now = self.clock.now().0;
