@@ -323,6 +323,21 @@ fn a_client_delete_survives_dropped_links_and_stops_a_running_turn() {
     assert!(p.device.session_count() == 0);
 }
 
+/// A session an editor on stdio made in `cwd`: never given to the link's client.
+fn editor_session(p: &mut Pair, cwd: &str) -> String {
+    let e = p.open_stdio();
+    p.stdio(
+        e,
+        br#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}"#,
+    )
+    .unwrap();
+    let new = serde_json::json!({ "jsonrpc": "2.0", "id": 1, "method": "session/new",
+                                  "params": { "cwd": cwd } });
+    let out = p.stdio(e, new.to_string().as_bytes()).unwrap();
+    let v: Value = serde_json::from_slice(&out[0]).unwrap();
+    v["result"]["sessionId"].as_str().unwrap().to_string()
+}
+
 #[test]
 fn five_refusals_give_a_delete_up() {
     let mut d = lembas_core::DeviceConfig::default();
@@ -331,20 +346,7 @@ fn five_refusals_give_a_delete_up() {
     let mut p = Pair::new(d, Default::default(), Default::default(), 3);
     p.start().unwrap();
     // The editor's session: never given to the link's client, and outside the roots.
-    let e = p.open_stdio();
-    p.stdio(
-        e,
-        br#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}"#,
-    )
-    .unwrap();
-    let out = p
-        .stdio(
-            e,
-            br#"{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/srv/other"}}"#,
-        )
-        .unwrap();
-    let v: Value = serde_json::from_slice(&out[0]).unwrap();
-    let s = v["result"]["sessionId"].as_str().unwrap().to_string();
+    let s = editor_session(&mut p, "/srv/other");
     p.client.delete_session(&s, p.now);
     p.settle().unwrap();
     for _ in 0..4 {
@@ -370,20 +372,7 @@ fn a_delete_refused_because_remote_work_is_off_says_so() {
     d.remote.roots = vec!["/home/dev/work".into()];
     let mut p = Pair::new(d, Default::default(), Default::default(), 3);
     p.start().unwrap();
-    let e = p.open_stdio();
-    p.stdio(
-        e,
-        br#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}"#,
-    )
-    .unwrap();
-    let out = p
-        .stdio(
-            e,
-            br#"{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/home/dev/work/app"}}"#,
-        )
-        .unwrap();
-    let v: Value = serde_json::from_slice(&out[0]).unwrap();
-    let s = v["result"]["sessionId"].as_str().unwrap().to_string();
+    let s = editor_session(&mut p, "/home/dev/work/app");
     let err = p
         .call(
             "_lembas/session/delete",

@@ -382,14 +382,7 @@ fn a_steer_over_a_block_or_a_prompt_is_refused_naming_the_key() {
     })
     .unwrap();
     let s = new_session(&mut p);
-    p.client
-        .prompt(
-            &s,
-            json!([{ "type": "text", "text": "sleep 100\nsay done" }]),
-            Some("t1"),
-            p.now,
-        )
-        .unwrap();
+    p.prompt_text(&s, "t1", "sleep 100\nsay done");
     p.drive().unwrap();
     let steer = |p: &mut lembas_core::testing::Pair, text: &str| {
         call(p, "_lembas/steer", json!({ "sessionId": s, "text": text }))
