@@ -303,7 +303,7 @@ test("every config member the core has is set from JS: terminals, outbound, inbo
   const second = p.client.call("_lembas/terminal/open", {}, p.now);
   p.drive();
   const refused = p.events.find((e) => e.kind === "answer" && e.id === second);
-  assert.match(refused.error.message, /at most 1 terminals a link; this link has 1 open/);
+  assert.match(refused.error.message, /at most 1 terminals a link \(terminals\.max_per_link\); this link has 1 open/);
   // `sessions.maxAnswerBytes: 1024`: the history keeps that much of a longer answer.
   const made = p.client.call("session/new", { cwd: ROOT }, p.now);
   p.drive();
