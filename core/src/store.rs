@@ -373,9 +373,19 @@ pub fn history_record(
     }
 }
 
-/// The index of a history entry from its key (`<session>/<index>`).
+/// The greatest history index read back: indexes count up one an entry and are written from
+/// a `usize` ([`history_key`]), 32 bits on wasm, so one past this is damage, and counting on
+/// from it would soon write over an earlier entry's key.
+pub const HISTORY_INDEX_MAX: u64 = u32::MAX as u64 / 2;
+
+/// The index of a history entry from its key (`<session>/<index>`), only when the key is the
+/// one [`history_key`] writes for it and the index is within [`HISTORY_INDEX_MAX`]: `s/0` and
+/// `s/00` would both say 0, and a session holding more entries than indexes counts its next
+/// one wrong.
 pub fn history_index(key: &str) -> Option<u64> {
-    key.rsplit_once('/')?.1.parse().ok()
+    let digits = key.rsplit_once('/')?.1;
+    let index: u64 = digits.parse().ok()?;
+    (index <= HISTORY_INDEX_MAX && digits == format!("{index:010}")).then_some(index)
 }
 
 /// The keys of a session's history entries before index `before` (all of them for `None`):

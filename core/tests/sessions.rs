@@ -384,7 +384,7 @@ fn a_steer_over_a_block_or_a_prompt_is_refused_naming_the_key() {
     let s = new_session(&mut p);
     p.prompt_text(&s, "t1", "sleep 100\nsay done");
     p.drive().unwrap();
-    let steer = |p: &mut lembas_core::testing::Pair, text: &str| {
+    let steer = |p: &mut Pair, text: &str| {
         call(p, "_lembas/steer", json!({ "sessionId": s, "text": text }))
     };
     let e = steer(&mut p, "twenty-one bytes long").unwrap_err();
@@ -438,13 +438,13 @@ fn a_context_over_its_bound_is_refused_naming_the_key() {
     );
     assert_eq!(p.device.session_count(), sessions, "no session made");
     let s = new_session(&mut p);
-    let e = call(
-        &mut p,
-        "session/prompt",
-        json!({ "sessionId": s, "prompt": [{ "type": "text", "text": "hi" }],
-                "_meta": { "lembas": { "turnId": "t1", "system_prompt": big } } }),
-    )
-    .unwrap_err();
+    let prompt = |p: &mut Pair, turn: &str, system_prompt: &str| {
+        let meta = json!({ "turnId": turn, "system_prompt": system_prompt });
+        let params = json!({ "sessionId": s, "prompt": [{ "type": "text", "text": "hi" }],
+                             "_meta": { "lembas": meta } });
+        call(p, "session/prompt", params)
+    };
+    let e = prompt(&mut p, "t1", &big).unwrap_err();
     assert!(
         e.message.contains("(sessions.max_meta_bytes)"),
         "{}",
@@ -452,14 +452,7 @@ fn a_context_over_its_bound_is_refused_naming_the_key() {
     );
     assert_eq!(p.device.turn_state(&s, "t1"), None, "no turn made");
     // Within it, the same prompt runs.
-    let ok = "x".repeat(98);
-    let a = call(
-        &mut p,
-        "session/prompt",
-        json!({ "sessionId": s, "prompt": [{ "type": "text", "text": "hi" }],
-                "_meta": { "lembas": { "turnId": "t2", "system_prompt": ok } } }),
-    )
-    .unwrap();
+    let a = prompt(&mut p, "t2", &"x".repeat(98)).unwrap();
     assert_eq!(a["stopReason"], "end_turn");
 }
 

@@ -31,7 +31,7 @@ impl Recent {
         limits: &SessionLimits,
     ) -> Recent {
         stored.sort_by_key(|(i, _)| *i);
-        // Indexes read back are within `HISTORY_INDEX_MAX`, one a key (restore.rs).
+        // Indexes read back are within `store::HISTORY_INDEX_MAX`, one a key.
         let mut recent = Recent {
             next: stored.last().map_or(0, |(i, _)| i + 1),
             ..Recent::default()

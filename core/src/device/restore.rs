@@ -68,20 +68,6 @@ const EPOCH_MAX: u64 = SEQ_MAX >> SEQ_EPOCH_BITS;
 /// is damage, and counting on from it (`Ledger::insert`) never overflows.
 const ORDER_MAX: u64 = u64::MAX / 2;
 
-/// The greatest history index read: indexes count up one an entry, and are written in a
-/// `usize` (`store::history_key`), 32 bits on wasm: counting on from one past this would
-/// soon write over an earlier entry's key.
-const HISTORY_INDEX_MAX: u64 = u32::MAX as u64 / 2;
-
-/// A history entry's index from its key, when the key is the one `store::history_key` writes
-/// for it: `s/0` and `s/00` would both say 0, and a session holding more entries than
-/// indexes counts its next one wrong.
-fn history_index(key: &str) -> Option<u64> {
-    let index = store::history_index(key)?;
-    let digits = key.rsplit_once('/')?.1;
-    (index <= HISTORY_INDEX_MAX && digits == format!("{index:010}")).then_some(index)
-}
-
 impl Grouped {
     pub fn read(entries: Vec<Entry>) -> Grouped {
         let mut g = Grouped::default();
@@ -159,7 +145,7 @@ impl Grouped {
                 Table::History => match (
                     e.key
                         .split_once('/')
-                        .and_then(|(s, _)| Some((s, history_index(&e.key)?))),
+                        .and_then(|(s, _)| Some((s, store::history_index(&e.key)?))),
                     serde_json::from_str::<HistoryTurn>(&e.value),
                 ) {
                     (Some((session, index)), Ok(turn)) => g

@@ -11,6 +11,7 @@ use serde_json::Value;
 use super::chunks::Chunk;
 use super::ledger::{Fixed, Ledger, TurnState};
 use super::ConnId;
+use crate::config::SessionLimits;
 use crate::engine::{StopReason, ToolStatus, TurnStart};
 use crate::jsonrpc::{code, Id};
 use crate::review::ReviewTarget;
@@ -266,27 +267,6 @@ pub(crate) enum Unsteered {
     TooLarge { size: u64 },
     /// With it, the messages waiting would be over the bytes of a whole prompt.
     OverTotal { total: u64 },
-}
-
-/// How much may wait for a running turn: a steered message is a block the model is given, and
-/// what waits together is at most a prompt (each copy is held until the engine takes it in).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct SteerBounds {
-    pub max: usize,
-    pub max_block_bytes: u64,
-    pub max_prompt_bytes: u64,
-}
-
-#[cfg(test)]
-impl SteerBounds {
-    /// At most `max` messages, of any size.
-    pub(crate) fn count(max: usize) -> SteerBounds {
-        SteerBounds {
-            max,
-            max_block_bytes: u64::MAX,
-            max_prompt_bytes: u64::MAX,
-        }
-    }
 }
 
 /// What the ledger knows of a prompt's turn id.
@@ -578,24 +558,26 @@ impl TurnTable {
     }
 
     /// A message (`id`, the device's number for it) for the running turn at its next step,
-    /// within `bounds`: the turn's id and how many wait now.
+    /// within `limits`: at most `max_steer` wait, a message is a block the model is given
+    /// (`max_block_bytes`), and what waits together at most a prompt (`max_prompt_bytes`; each
+    /// is held until the engine takes it in). The turn's id and how many wait now.
     pub fn steer(
         &mut self,
         id: u64,
         text: String,
         message_id: Option<String>,
-        bounds: SteerBounds,
+        limits: &SessionLimits,
     ) -> Result<(String, usize), Unsteered> {
         let r = self.steerable().ok_or(Unsteered::NothingRuns)?;
-        if r.steer.len() >= bounds.max {
+        if r.steer.len() >= limits.max_steer {
             return Err(Unsteered::Full);
         }
         let size = text.len() as u64;
-        if size > bounds.max_block_bytes {
+        if size > limits.max_block_bytes {
             return Err(Unsteered::TooLarge { size });
         }
         let total = r.steer.iter().map(|m| m.text.len() as u64).sum::<u64>() + size;
-        if total > bounds.max_prompt_bytes {
+        if total > limits.max_prompt_bytes {
             return Err(Unsteered::OverTotal { total });
         }
         r.steer.push(Steered {
@@ -699,7 +681,7 @@ impl TurnTable {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn start(turn: &str) -> TurnStart {
@@ -970,15 +952,24 @@ mod tests {
         assert_eq!(r.notices, vec!["m".to_string(), "c".to_string()]);
     }
 
+    /// At most `max` steered messages, of the default sizes.
+    pub(crate) fn steer_max(max: usize) -> SessionLimits {
+        SessionLimits {
+            max_steer: max,
+            ..SessionLimits::default()
+        }
+    }
+
     #[test]
     fn a_steered_message_is_a_block_and_what_waits_at_most_a_prompt() {
         let mut t = TurnTable::new(10);
         t.admit(start("a"), Admission::default(), waiter(1));
         t.start_next();
-        let b = SteerBounds {
-            max: 10,
+        let b = &SessionLimits {
+            max_steer: 10,
             max_block_bytes: 4,
             max_prompt_bytes: 6,
+            ..SessionLimits::default()
         };
         assert_eq!(
             t.steer(0, "12345".into(), None, b),
@@ -1001,24 +992,24 @@ mod tests {
     fn steered_messages_wait_for_a_running_turn_within_the_limit() {
         let mut t = TurnTable::new(10);
         assert_eq!(
-            t.steer(0, "x".into(), None, SteerBounds::count(2)),
+            t.steer(0, "x".into(), None, &steer_max(2)),
             Err(Unsteered::NothingRuns)
         );
         t.admit(start("a"), Admission::default(), waiter(1));
         assert_eq!(
-            t.steer(0, "x".into(), None, SteerBounds::count(2)),
+            t.steer(0, "x".into(), None, &steer_max(2)),
             Err(Unsteered::NothingRuns),
             "a is only queued"
         );
         t.start_next();
         assert_eq!(
-            t.steer(0, "one".into(), None, SteerBounds::count(2)),
+            t.steer(0, "one".into(), None, &steer_max(2)),
             Ok(("a".into(), 1))
         );
-        let two = t.steer(1, "two".into(), Some("m2".into()), SteerBounds::count(2));
+        let two = t.steer(1, "two".into(), Some("m2".into()), &steer_max(2));
         assert_eq!(two, Ok(("a".into(), 2)));
         assert_eq!(
-            t.steer(2, "three".into(), None, SteerBounds::count(2)),
+            t.steer(2, "three".into(), None, &steer_max(2)),
             Err(Unsteered::Full)
         );
         let r = t.running_mut("a").expect("a runs");
@@ -1031,12 +1022,12 @@ mod tests {
         assert_eq!(r.steer.len(), 1, "one still waits");
         assert!(r.take_steered(&[1]).is_empty(), "taken once");
         assert_eq!(
-            t.steer(3, "four".into(), None, SteerBounds::count(2)),
+            t.steer(3, "four".into(), None, &steer_max(2)),
             Ok(("a".into(), 2))
         );
         t.cancel();
         assert_eq!(
-            t.steer(4, "x".into(), None, SteerBounds::count(2)),
+            t.steer(4, "x".into(), None, &steer_max(2)),
             Err(Unsteered::NothingRuns)
         );
     }

@@ -9,9 +9,9 @@ use super::outbox::Lane;
 use super::sessions::plan_update;
 use super::sessions::Session;
 use super::turn_start::{StartRules, StartTell};
-use super::turn_table::{Running, SteerBounds, Unsteered};
+use super::turn_table::{Running, Unsteered};
 use super::{ConnId, Device};
-use crate::config::Mode;
+use crate::config::{Mode, SessionLimits};
 use crate::engine::{EngineCommand, EngineEvent, PriorTurn, StopReason, ToolStatus};
 use crate::engine_io::FileDiff;
 use crate::jsonrpc::RpcError;
@@ -131,16 +131,16 @@ impl Running {
 
 impl Session {
     /// `_lembas/steer`'s `text` (the device's number `id` for it) for the running turn, within
-    /// `bounds`: the turn's id and how many wait now.
+    /// `limits` (`TurnTable::steer`): the turn's id and how many wait now.
     pub(super) fn steer(
         &mut self,
         id: u64,
         text: String,
         message_id: Option<String>,
-        bounds: SteerBounds,
+        limits: &SessionLimits,
     ) -> Result<(String, usize), RpcError> {
         self.turns
-            .steer(id, text, message_id, bounds)
+            .steer(id, text, message_id, limits)
             .map_err(|why| match why {
                 Unsteered::NothingRuns => RpcError::invalid_params(format!(
                     "nothing runs in session `{}`: send it as a prompt instead",
@@ -149,20 +149,20 @@ impl Session {
                 Unsteered::Full => RpcError::invalid_params(format!(
                     "{} steered messages already wait for this turn, the limit \
                      (sessions.max_steer)",
-                    bounds.max
+                    limits.max_steer
                 )),
                 Unsteered::TooLarge { size } => RpcError::invalid_params(format!(
                     "the steered message is {size} bytes, over the limit of {} bytes a block \
                      (sessions.max_block_bytes)",
-                    bounds.max_block_bytes
+                    limits.max_block_bytes
                 ))
-                .with_data(json!({ "size": size, "limit": bounds.max_block_bytes })),
+                .with_data(json!({ "size": size, "limit": limits.max_block_bytes })),
                 Unsteered::OverTotal { total } => RpcError::invalid_params(format!(
                     "with it the steered messages waiting for this turn would be {total} bytes, \
                      over the limit of {} bytes a prompt (sessions.max_prompt_bytes)",
-                    bounds.max_prompt_bytes
+                    limits.max_prompt_bytes
                 ))
-                .with_data(json!({ "size": total, "limit": bounds.max_prompt_bytes })),
+                .with_data(json!({ "size": total, "limit": limits.max_prompt_bytes })),
             })
     }
 
@@ -172,9 +172,9 @@ impl Session {
         id: u64,
         text: String,
         message_id: Option<String>,
-        bounds: SteerBounds,
+        limits: &SessionLimits,
     ) -> Result<(EngineCommand, usize), RpcError> {
-        let (turn_id, queued) = self.steer(id, text.clone(), message_id, bounds)?;
+        let (turn_id, queued) = self.steer(id, text.clone(), message_id, limits)?;
         let session_id = self.durable.id.clone();
         let steer = EngineCommand::Steer {
             session_id,
@@ -347,15 +347,10 @@ impl Device {
 
     /// `_lembas/steer`: a message for the running turn, at its next step.
     pub(super) fn steer(&mut self, conn: ConnId, p: SteerParams) -> Result<Value, RpcError> {
-        let limits = &self.config.sessions;
-        let bounds = SteerBounds {
-            max: limits.max_steer,
-            max_block_bytes: limits.max_block_bytes,
-            max_prompt_bytes: limits.max_prompt_bytes,
-        };
+        let limits = self.config.sessions;
         let id = self.next_steer;
         let s = self.attach(conn, &p.session_id)?;
-        let (command, queued) = s.steer_command(id, p.text, p.message_id, bounds)?;
+        let (command, queued) = s.steer_command(id, p.text, p.message_id, &limits)?;
         self.next_steer += 1;
         self.out.engine_in(Lane::of(&p.session_id), command);
         Ok(json!({ "queued": queued }))
@@ -419,6 +414,7 @@ impl Device {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::device::turn_table::tests::steer_max;
     use crate::device::turn_table::Admission;
     use crate::jsonrpc::Id;
     use crate::store::Table;
@@ -492,10 +488,11 @@ pub(crate) mod tests {
     #[test]
     fn a_steer_is_refused_when_nothing_runs_and_when_full() {
         let mut s = crate::device::live::tests::session("s");
-        let b = SteerBounds {
-            max: 2,
+        let b = &SessionLimits {
+            max_steer: 2,
             max_block_bytes: 3,
             max_prompt_bytes: 5,
+            ..SessionLimits::default()
         };
         let err = s.steer(1, "hi".into(), None, b).expect_err("nothing runs");
         assert_eq!(
@@ -596,10 +593,10 @@ pub(crate) mod tests {
         let mut s = crate::device::live::tests::session("s");
         running(&mut s, "t", Admission::default());
         s.turns.start_next().expect("t starts");
-        s.steer(1, "a".into(), Some("m1".into()), SteerBounds::count(5))
+        s.steer(1, "a".into(), Some("m1".into()), &steer_max(5))
             .unwrap();
-        s.steer(2, "b".into(), None, SteerBounds::count(5)).unwrap();
-        s.steer(3, "c".into(), Some("m3".into()), SteerBounds::count(5))
+        s.steer(2, "b".into(), None, &steer_max(5)).unwrap();
+        s.steer(3, "c".into(), Some("m3".into()), &steer_max(5))
             .unwrap();
         let r = s.turns.running_mut("t").expect("t runs");
         assert!(r.steered(&[9]).is_none(), "none of them waited");
@@ -686,7 +683,7 @@ pub(crate) mod tests {
     fn a_steer_is_given_to_the_engine_with_its_number_and_text() {
         let mut s = crate::device::live::tests::session("s");
         let refused = s
-            .steer_command(1, "hi".into(), None, SteerBounds::count(2))
+            .steer_command(1, "hi".into(), None, &steer_max(2))
             .expect_err("nothing runs");
         assert_eq!(
             refused.message,
@@ -695,7 +692,7 @@ pub(crate) mod tests {
         running(&mut s, "t", Admission::default());
         s.turns.start_next().expect("t starts");
         let (command, queued) = s
-            .steer_command(4, "hi".into(), None, SteerBounds::count(2))
+            .steer_command(4, "hi".into(), None, &steer_max(2))
             .expect("runs");
         let steer = EngineCommand::Steer {
             session_id: "s".into(),
